@@ -1,0 +1,1 @@
+"""Benchmarks: each module prints its figures and writes JSON under bench/results/."""

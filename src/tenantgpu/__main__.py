@@ -1,0 +1,5 @@
+"""Allows `python -m tenantgpu`."""
+
+from tenantgpu.cli import main
+
+main()

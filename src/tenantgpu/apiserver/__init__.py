@@ -1,0 +1,1 @@
+"""A Kubernetes-compatible API server: registry, storage, watch, admission, authentication."""

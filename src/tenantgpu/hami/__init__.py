@@ -1,0 +1,1 @@
+"""HAMi's components on the wire: webhook, scheduler, device plugin, metrics."""

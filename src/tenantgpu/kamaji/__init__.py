@@ -1,0 +1,1 @@
+"""The management plane (the Kamaji role): TenantControlPlane and DataStore, PKI, admin kubeconfigs."""

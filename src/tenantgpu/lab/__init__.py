@@ -1,0 +1,1 @@
+"""The lab spec, the state directory and the supervisor that starts and stops a lab."""

@@ -1,0 +1,1 @@
+"""A simulated worker node: kubelet (pod lifecycle) and the GPU runtime model."""

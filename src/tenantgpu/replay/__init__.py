@@ -1,0 +1,1 @@
+"""Trace replay and capacity planning on GPU-sharing traces."""

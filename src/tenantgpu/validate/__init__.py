@@ -1,0 +1,1 @@
+"""The validation suite, run against any set of kubeconfigs."""
