@@ -1,4 +1,4 @@
-"""Stand-ins for the pure helpers (patch, selectors, tables, validation) until their modules land."""
+"""Stand-ins for the pure helpers (patch, tables) until their modules land."""
 
 from __future__ import annotations
 
@@ -8,10 +8,6 @@ from typing import Any
 
 
 class PatchError(ValueError):
-    pass
-
-
-class SelectorError(ValueError):
     pass
 
 
@@ -83,92 +79,6 @@ def apply_json_patch(obj: Any, ops: Any) -> Any:
     return doc
 
 
-class _Always:
-    def matches(self, _: Any) -> bool:
-        return True
-
-
-def _label_requirements(text: str) -> list[tuple[str, str, str]]:
-    reqs = []
-    for term in filter(None, (t.strip() for t in text.split(","))):
-        if "!=" in term:
-            k, v = term.split("!=", 1)
-            reqs.append((k.strip(), "!=", v.strip()))
-        elif "=" in term:
-            k, v = term.replace("==", "=").split("=", 1)
-            reqs.append((k.strip(), "=", v.strip()))
-        elif term.startswith("!"):
-            reqs.append((term[1:], "!", ""))
-        else:
-            reqs.append((term, "exists", ""))
-    return reqs
-
-
-class _LabelSelector:
-    def __init__(self, text: str) -> None:
-        self._reqs = _label_requirements(text)
-
-    def matches(self, labels: dict[str, str] | None) -> bool:
-        labels = labels or {}
-        for key, op, value in self._reqs:
-            if op == "=" and labels.get(key) != value:
-                return False
-            if op == "!=" and labels.get(key) == value:
-                return False
-            if op == "exists" and key not in labels:
-                return False
-            if op == "!" and key in labels:
-                return False
-        return True
-
-
-def field_value(obj: dict[str, Any], path: str) -> str:
-    value: Any = obj
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return "" if value is None else str(value)
-
-
-class _FieldSelector:
-    def __init__(self, text: str) -> None:
-        self._reqs = [r for r in _label_requirements(text) if r[1] in ("=", "!=")]
-
-    def matches(self, obj: dict[str, Any]) -> bool:
-        for key, op, value in self._reqs:
-            actual = field_value(obj, key)
-            if (op == "=") != (actual == value):
-                return False
-        return True
-
-
-def parse_label_selector(text: str) -> Any:
-    return _LabelSelector(text)
-
-
-def parse_field_selector(text: str) -> Any:
-    return _FieldSelector(text)
-
-
-def match_selector_object(selector: dict[str, Any] | None, labels: dict[str, str] | None) -> bool:
-    if not selector:
-        return True
-    labels = labels or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and labels.get(key) in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
 def to_table(
     kind: str, objects: list[dict[str, Any]], *, include_object: str, now: datetime
 ) -> dict[str, Any]:
@@ -187,11 +97,3 @@ def to_table(
         ],
         "rows": rows,
     }
-
-
-def validate(kind: str, obj: dict[str, Any]) -> list[Any]:
-    return []
-
-
-def default(kind: str, obj: dict[str, Any]) -> None:
-    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -75,7 +76,8 @@ def invalid(kind: str, name: str, group: str, causes: list[dict[str, str]]) -> A
     details: dict[str, Any] = {"name": name, "kind": kind, "causes": causes}
     if group:
         details["group"] = group
-    return APIError(422, "Invalid", f'{kind} "{name}" is invalid: {summary}', details)
+    subject = f"{kind}.{group}" if group else kind
+    return APIError(422, "Invalid", f"{subject} {json.dumps(name)} is invalid: {summary}", details)
 
 
 def bad_request(message: str) -> APIError:

@@ -20,14 +20,9 @@ from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionChain
 from tenantgpu.apiserver.auth import UserInfo
 from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable
 from tenantgpu.apiserver.storage import Datastore, KeyExists, KeyNotFound, RevisionMismatch
+from tenantgpu.apiserver.validation import default as default_object
+from tenantgpu.apiserver.validation import validate as validate_object
 from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, ResourceCache, Watcher, encode
-
-try:
-    from tenantgpu.apiserver.validation import default as default_object
-    from tenantgpu.apiserver.validation import validate as validate_object
-except ImportError:  # until the pure helpers land
-    from tenantgpu.apiserver._interim import default as default_object
-    from tenantgpu.apiserver._interim import validate as validate_object
 
 Obj = dict[str, Any]
 Mutation = Callable[[Obj], Obj]
@@ -44,8 +39,8 @@ def now_rfc3339() -> str:
 def _cause(item: Any) -> dict[str, str]:
     if isinstance(item, dict):
         return {k: str(v) for k, v in item.items()}
-    if hasattr(item, "as_dict"):
-        return item.as_dict()
+    if hasattr(item, "to_status_cause"):
+        return item.to_status_cause()
     return {
         "reason": str(getattr(item, "reason", "FieldValueInvalid")),
         "message": str(getattr(item, "message", item)),
@@ -190,27 +185,19 @@ class Registry:
             raise errors.bad_request("metadata must be an object")
         return meta
 
-    def _validate(self, kind: Kind, obj: Obj) -> None:
+    def _validate(self, kind: Kind, obj: Obj, old: Obj | None = None) -> None:
         meta = obj["metadata"]
         name = meta.get("name") or ""
-        causes: list[dict[str, str]] = []
-        if not name:
-            causes.append(
-                {
-                    "reason": "FieldValueRequired",
-                    "message": "Required value: name or generateName is required",
-                    "field": "metadata.name",
-                }
-            )
-        elif "/" in name or "%" in name or name in (".", ".."):
+        causes = [_cause(c) for c in validate_object(kind.kind, obj, old=old)]
+        if not causes and (not name or "/" in name or name in (".", "..")):
+            # Names become storage keys and URL segments, whatever the kind's own rules say.
             causes.append(
                 {
                     "reason": "FieldValueInvalid",
-                    "message": f"Invalid value: \"{name}\": may not contain '/' or '%'",
+                    "message": f"Invalid value: \"{name}\": may not be empty or contain '/'",
                     "field": "metadata.name",
                 }
             )
-        causes.extend(_cause(c) for c in validate_object(kind.kind, obj))
         if causes:
             raise errors.invalid(kind.kind, name, kind.group, causes)
 
@@ -387,7 +374,7 @@ class Registry:
         obj = attributes.obj or obj
         if attributes.mutated:
             default_object(kind.kind, obj)
-        self._validate(kind, obj)
+        self._validate(kind, obj, old)
         await self.admission.validate(attributes)
         obj["metadata"]["resourceVersion"] = str(current.revision)
         if obj == old:

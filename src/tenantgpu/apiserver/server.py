@@ -34,6 +34,7 @@ from tenantgpu.apiserver.kinds import SCALE_PATHS, VIRTUAL_KINDS, Kind, KindTabl
 from tenantgpu.apiserver.metrics import APIMetrics
 from tenantgpu.apiserver.pki import ServerPKI, admin_kubeconfig, render_kubeconfig
 from tenantgpu.apiserver.registry import DeleteOptions, Registry, now_rfc3339
+from tenantgpu.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
 from tenantgpu.apiserver.storage import Datastore
 from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, encode
 from tenantgpu.apiserver.webhooks import WebhookAdmission
@@ -51,14 +52,6 @@ except ImportError:  # until the pure helpers land
         apply_json_patch,
         apply_merge_patch,
         apply_strategic_merge_patch,
-    )
-try:
-    from tenantgpu.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
-except ImportError:
-    from tenantgpu.apiserver._interim import (  # type: ignore[assignment]
-        SelectorError,
-        parse_field_selector,
-        parse_label_selector,
     )
 try:
     from tenantgpu.apiserver.tables import to_table
