@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
 from konnectivity_helpers import AGENT_SA, FAST_BACKOFF, AgentFactory, EchoServer, TenantCA, TokenIssuer
@@ -69,7 +68,6 @@ async def make_agent(
         await agent.stop()
 
 
-@dataclass
 @pytest.fixture
 async def echo_server() -> AsyncIterator[EchoServer]:
     server = EchoServer(b"echo")

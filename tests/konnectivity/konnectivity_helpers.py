@@ -116,6 +116,7 @@ class TokenIssuer:
 AgentFactory = Callable[..., Awaitable[ProxyAgent]]
 
 
+@dataclass
 class EchoServer:
     """A TCP server on the 'worker' that echoes with a prefix naming itself, and counts connections."""
 
