@@ -85,7 +85,7 @@ class TunnelTransport(asyncio.Transport):
             if self._reading_paused or self._lost:
                 self._pending.append(chunk)
                 continue
-            self._protocol.data_received(chunk)  # type: ignore[attr-defined]
+            self._deliver(chunk)
         if self._remote_closed and not self._pending and not self._lost:
             self._finish_remote_close()
 
@@ -114,6 +114,15 @@ class TunnelTransport(asyncio.Transport):
     def abort(self) -> None:
         self.close()
 
+    def _force_close(self, error: Exception | None) -> None:
+        # asyncio's SSL protocol calls this private hook on a fatal error (e.g. a bad certificate).
+        if self._lost:
+            return
+        if not self._closing and not self._remote_closed:
+            self._closing = True
+            self._sender.send(wire.close_request(self.connect_id))
+        self._loop.call_soon(self._lose, error)
+
     def get_write_buffer_size(self) -> int:
         return self._sender.queued_bytes
 
@@ -135,7 +144,7 @@ class TunnelTransport(asyncio.Transport):
         if self._reading_paused or self._pending:
             self._pending.append(chunk)
         else:
-            self._protocol.data_received(chunk)  # type: ignore[attr-defined]
+            self._deliver(chunk)
 
     def remote_closed(self) -> None:
         """The agent closed its end (CLOSE_RSP unasked, or CLOSE_REQ): end of stream for the reader."""
@@ -150,6 +159,29 @@ class TunnelTransport(asyncio.Transport):
         """The agent's stream is gone; nothing more will arrive or leave."""
         self._remote_closed = True
         self._lose(error)
+
+    def _deliver(self, chunk: bytes) -> None:
+        try:
+            self._feed(chunk)
+        except Exception as exc:
+            # One connection's protocol failing must not take down the agent's shared stream.
+            self._force_close(exc)
+
+    def _feed(self, chunk: bytes) -> None:
+        protocol = self._protocol
+        if not isinstance(protocol, asyncio.BufferedProtocol):
+            protocol.data_received(chunk)  # type: ignore[attr-defined]
+            return
+        # asyncio's own SSL protocol is a BufferedProtocol: fill the buffers it hands out.
+        view = memoryview(chunk)
+        while view:
+            buffer = memoryview(protocol.get_buffer(len(view)))
+            size = min(len(buffer), len(view))
+            if size == 0:
+                raise RuntimeError("protocol offered an empty buffer")
+            buffer[:size] = view[:size]
+            protocol.buffer_updated(size)
+            view = view[size:]
 
     def _finish_remote_close(self) -> None:
         if isinstance(self._protocol, asyncio.Protocol):
