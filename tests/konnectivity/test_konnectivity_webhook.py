@@ -180,3 +180,22 @@ async def test_tls_streams_through_open_connection(
     assert response.startswith(b"HTTP/1.1 200")
     assert b'"uid": "raw"' in response
     writer.close()
+
+
+async def test_start_tls_on_a_plain_tunnel_stream_as_the_api_servers_webhook_client_does(
+    proxy_server: ProxyServer, make_agent: AgentFactory, webhook: Webhook, tenant_ca: TenantCA
+) -> None:
+    await make_agent(dial_policy=webhook.policy)
+    reader, writer = await proxy_server.egress.open_connection(WEBHOOK_HOST, 443)
+    await writer.start_tls(client_ssl_context(tenant_ca.cert_pem), server_hostname=WEBHOOK_HOST)
+    body = b'{"request": {"uid": "upgraded"}}'
+    writer.write(
+        b"POST /webhook HTTP/1.1\r\nHost: " + WEBHOOK_HOST.encode() + b"\r\n"
+        b"Content-Type: application/json\r\nConnection: close\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    await writer.drain()
+    response = await asyncio.wait_for(reader.read(), 5)
+    assert response.startswith(b"HTTP/1.1 200")
+    assert b'"uid": "upgraded"' in response
+    writer.close()
