@@ -223,3 +223,24 @@ async def test_a_dial_in_flight_when_the_agent_vanishes_fails_rather_than_hangs(
     await agent.stop()
     with pytest.raises(ConnectionError):
         await asyncio.wait_for(dial, 5)
+
+
+async def test_a_server_without_a_verifier_refuses_agents_until_one_is_assigned(
+    server_cert: tuple[bytes, bytes], tenant_a_tokens: TokenIssuer, tenant_ca: TenantCA
+) -> None:
+    cert_pem, key_pem = server_cert
+    server = ProxyServer(cert_pem=cert_pem, key_pem=key_pem)  # egress first, API server later
+    await server.start()
+    agent = ProxyAgent(
+        server.address, tenant_ca.cert_pem, tenant_a_tokens.token(AGENT_SA), backoff=FAST_BACKOFF
+    )
+    await agent.start()
+    try:
+        await _until(lambda: len(agent.reconnect_delays) >= 1)
+        assert "UNAUTHENTICATED" in (agent.last_error or "")
+        server.token_verifier = tenant_a_tokens.verify
+        await agent.wait_connected(5)
+        assert [a.agent_id for a in server.agents] == [agent.agent_id]
+    finally:
+        await agent.stop()
+        await server.stop(grace=None)

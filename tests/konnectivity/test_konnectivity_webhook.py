@@ -12,6 +12,7 @@ from aiohttp import web
 from konnectivity_helpers import AgentFactory, TenantCA, client_ssl_context
 
 from tenantgpu.konnectivity.server import ProxyServer
+from tenantgpu.konnectivity.wire import AgentIdentifiers
 
 WEBHOOK_HOST = "hami-scheduler.kube-system.svc"
 
@@ -199,3 +200,20 @@ async def test_start_tls_on_a_plain_tunnel_stream_as_the_api_servers_webhook_cli
     assert response.startswith(b"HTTP/1.1 200")
     assert b'"uid": "upgraded"' in response
     writer.close()
+
+
+async def test_a_kubelet_get_with_an_unverified_certificate_goes_through_the_connector(
+    proxy_server: ProxyServer, make_agent: AgentFactory, webhook: Webhook
+) -> None:
+    # pods/log: the API server reaches the kubelet's self-signed HTTPS endpoint through the tunnel.
+    async def kubelet(host: str, port: int) -> tuple[str, int]:
+        assert (host, port) == ("10.0.0.5", 10250)
+        return "127.0.0.1", webhook.port
+
+    await make_agent(identifiers=AgentIdentifiers(ipv4=("10.0.0.5",)), dial_policy=kubelet)
+    async with (
+        aiohttp.ClientSession(connector=proxy_server.egress.connector(ssl=False)) as session,
+        session.post("https://10.0.0.5:10250/webhook", json=_review("log"), ssl=False) as r,
+    ):
+        assert r.status == 200
+        assert (await r.json())["response"]["uid"] == "log"

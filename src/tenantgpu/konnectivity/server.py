@@ -43,13 +43,17 @@ class ProxyServer:
 
     Agents authenticate with a bearer token that `token_verifier` must map to the username of the
     `agent_namespace/agent_service_account` service account (Kamaji: kube-system/konnectivity-agent).
+    The verifier may be assigned after construction (`server.token_verifier = ...`), since the API
+    server that verifies tokens is often built after its egress; until then every agent is refused.
+    `authenticate_agents=False` accepts any agent (upstream without --agent-namespace; tests only).
     With `cert_pem`/`key_pem` the agent port speaks TLS; agents verify it against their CA.
     """
 
     def __init__(
         self,
         *,
-        token_verifier: TokenVerifier | None,
+        token_verifier: TokenVerifier | None = None,
+        authenticate_agents: bool = True,
         cert_pem: bytes | None = None,
         key_pem: bytes | None = None,
         host: str = "127.0.0.1",
@@ -64,7 +68,8 @@ class ProxyServer:
     ) -> None:
         if (cert_pem is None) != (key_pem is None):
             raise ValueError("cert_pem and key_pem go together")
-        self._verify = token_verifier
+        self.token_verifier = token_verifier
+        self._authenticate_agents = authenticate_agents
         self._cert_pem = cert_pem
         self._key_pem = key_pem
         self._host = host
@@ -113,12 +118,17 @@ class ProxyServer:
 
     async def authenticate(self, metadata: dict[str, str]) -> str | None:
         """The agent's identity if its token is one of ours and belongs to the agent's service account."""
-        if self._verify is None:
-            return "anonymous"
+        if not self._authenticate_agents:
+            return "system:anonymous"
+        verify = self.token_verifier
         header = metadata.get(wire.AUTHORIZATION, "")
-        if not header.startswith(wire.BEARER_PREFIX):
+        if verify is None or not header.startswith(wire.BEARER_PREFIX):
             return None
-        username = await self._verify(header[len(wire.BEARER_PREFIX) :].strip())
+        try:
+            username = await verify(header[len(wire.BEARER_PREFIX) :].strip())
+        except Exception:
+            log.exception("agent token verification failed")
+            return None
         if username != self.expected_username:
             return None
         return username
