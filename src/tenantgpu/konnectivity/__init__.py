@@ -8,7 +8,8 @@ from tenantgpu.konnectivity.agent import (
     mapped_dial_policy,
 )
 from tenantgpu.konnectivity.backends import AgentInfo, DialError, NoAgentAvailable
-from tenantgpu.konnectivity.egress import Egress, TunnelConnector
+from tenantgpu.konnectivity.client import GrpcEgress
+from tenantgpu.konnectivity.egress import Dialler, Egress, TunnelConnector
 from tenantgpu.konnectivity.server import ProxyServer, TokenVerifier, service_account_username
 from tenantgpu.konnectivity.wire import NO_AGENT_AVAILABLE, AgentIdentifiers
 
@@ -19,7 +20,9 @@ __all__ = [
     "Backoff",
     "DialError",
     "DialPolicy",
+    "Dialler",
     "Egress",
+    "GrpcEgress",
     "NoAgentAvailable",
     "ProxyAgent",
     "ProxyServer",
