@@ -12,6 +12,7 @@ from tenantgpu.konnectivity._proto import client_pb2 as pb
 from tenantgpu.konnectivity._proto import client_pb2_grpc
 from tenantgpu.konnectivity.backends import DialError
 from tenantgpu.konnectivity.egress import Egress
+from tenantgpu.konnectivity.metrics import ServerMetrics
 from tenantgpu.konnectivity.sender import PacketSender
 from tenantgpu.konnectivity.transport import TunnelTransport
 
@@ -52,10 +53,12 @@ class ProxyFrontend(client_pb2_grpc.ProxyServiceServicer):
     available") rather than a gRPC error, and DIAL_CLS cancels a dial still in flight.
     """
 
-    def __init__(self, egress: Egress) -> None:
+    def __init__(self, egress: Egress, metrics: ServerMetrics) -> None:
         self._egress = egress
+        self._connections = metrics.grpc_connections.labels("Proxy")
 
     async def Proxy(self, request_iterator: object, context: aio.ServicerContext) -> None:
+        self._connections.inc()
         sender = PacketSender(context.write)
         sender.start()
         dialling: asyncio.Task[None] | None = None
@@ -107,6 +110,7 @@ class ProxyFrontend(client_pb2_grpc.ProxyServiceServicer):
                 connection.close()
             await sender.flush(timeout=2.0)
         finally:
+            self._connections.dec()
             await sender.close()
 
     async def _dial(
