@@ -2,56 +2,22 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import ssl
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+
+from tenantgpu.hami.tls import ServingCert
 
 # (namespace, pod, container | None, tail_lines, timestamps) -> text, or None when unknown
 LogReader = Callable[[str, str, str | None, int | None, bool], str | None]
 
 
 def self_signed_context(host: str) -> ssl.SSLContext:
-    """A server context with a fresh self-signed certificate for `host` (the kubelet's serving cert)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}@tenantgpu-kubelet")])
-    now = dt.datetime.now(dt.UTC)
-    try:
-        san: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
-    except ValueError:
-        san = x509.DNSName(host)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=365))
-        .add_extension(x509.SubjectAlternativeName([san]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    with tempfile.TemporaryDirectory(prefix="tenantgpu-kubelet-") as tmp:
-        cert_path, key_path = Path(tmp) / "c.pem", Path(tmp) / "k.pem"
-        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
-        ctx.load_cert_chain(str(cert_path), str(key_path))
-    return ctx
+    """A server context with a fresh certificate for `host` (the kubelet's self-signed serving cert)."""
+    return ServingCert.issue([host, "localhost"], common_name=f"{host}@tenantgpu-kubelet").server_context()
 
 
 class KubeletServer:
