@@ -173,7 +173,12 @@ def test_taints_and_extended_resources_are_honoured(core: kubernetes.client.Core
             c.message for c in pod.status.conditions or [] if c.type == "PodScheduled" and c.status == "False"
         ]
 
-    text = wait_for("unschedulable", message)[0]
+    # The scheduler may first judge the pod before its informer has seen the new node; the condition
+    # is rewritten when the node arrives, so wait for the verdict that covers it.
+    def covers_gpu_node() -> Any:
+        return [m for m in message() if "untolerated taint" in m]
+
+    text = wait_for("unschedulable on every node", covers_gpu_node)[0]
     assert "1 node(s) had untolerated taint {dedicated: gpu}" in text
     assert "Insufficient nvidia.com/gpu" in text
 
