@@ -124,9 +124,11 @@ def main() -> None:
     for node_policy, gpu_policy in (("binpack", "binpack"), ("spread", "spread"), ("binpack", "spread")):
         figures = run(node_policy, gpu_policy, nodes, pods)
         results.append(figures)
+        rate, cpu = figures["placements_per_second"], figures["cpu_seconds"]
+        placed, total = figures["gpu_pods_placed"], figures["gpu_pods"]
         print(
-            f"  node {node_policy:7s} gpu {gpu_policy:7s}: {figures['placements_per_second']:8.1f} placements/s "
-            f"({figures['cpu_seconds']:.2f} s CPU), {figures['gpu_pods_placed']}/{figures['gpu_pods']} GPU pods placed"
+            f"  node {node_policy:7s} gpu {gpu_policy:7s}: {rate:8.1f} placements/s ({cpu:.2f} s CPU), "
+            f"{placed}/{total} GPU pods placed"
         )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(

@@ -275,6 +275,11 @@ class ClusterState:
     def node_names(self) -> list[str]:
         return list(self._nodes)
 
+    def registration_error(self, name: str) -> str | None:
+        """Why the node's register annotation could not be decoded (None when fine or absent)."""
+        node = self._nodes[name]
+        return node.register_error if node.register_error != "no gpu found on node" else None
+
     def node_devices(self, name: str) -> list[DeviceUsage]:
         """The node's GPUs with their current usage (empty for an unregistered node)."""
         node = self._nodes[name]
