@@ -65,7 +65,7 @@ def _read_objects(path: str) -> list[dict]:  # type: ignore[type-arg]
 )
 @click.option(
     "--gpu-policy",
-    type=click.Choice(["spread", "binpack", "mutex"]),
+    type=click.Choice(["spread", "binpack", "mutex", "topology-aware"]),
     help="HAMi GPU policy (default spread).",
 )
 @click.option(
