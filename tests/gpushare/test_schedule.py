@@ -90,6 +90,15 @@ def test_scheduled_annotations() -> None:
     }
 
 
+def test_scheduled_patch_also_labels_the_pod() -> None:
+    """pkg/util/util.go PatchPodAnnotations adds the label hami.io/vgpu-node beside the annotations."""
+    d = state(NODE_B).schedule(NEW_POD)
+    patch = d.scheduled_patch(7)
+    assert patch["metadata"]["labels"] == {"hami.io/vgpu-node": "node-b"}
+    assert patch["metadata"]["annotations"] == d.scheduled_annotations(7)
+    assert state(NODE_B).schedule(gpu_pod("big", mem=10**6)).scheduled_patch(7) == {}
+
+
 # --- Fit check order and reasons ------------------------------------------------------------------
 def test_insufficient_memory_reason_counts_devices() -> None:
     d = state(NODE_A, NODE_B).schedule(gpu_pod("big", mem=30000, cores=10))

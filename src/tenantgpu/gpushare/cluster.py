@@ -104,6 +104,18 @@ class Decision:
             out[ann.DEVICES_ALLOCATED] = self.annotation
         return out
 
+    def scheduled_patch(self, now_unix: int) -> dict[str, Any]:
+        """HAMi's merge patch after Filter (util.PatchPodAnnotations): the annotations plus the label
+        `hami.io/vgpu-node=<node>`."""
+        if self.node is None:
+            return {}
+        return {
+            "metadata": {
+                "annotations": self.scheduled_annotations(now_unix),
+                "labels": {ann.VGPU_NODE: self.node},
+            }
+        }
+
 
 @dataclass
 class _Node:
