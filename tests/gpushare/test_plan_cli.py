@@ -118,6 +118,13 @@ def test_malformed_register_annotation_exits_2(tmp_path: Path) -> None:
     assert code == 2 and "hami.io/node-nvidia-register" in err
 
 
+def test_malformed_allocation_annotation_exits_2(tmp_path: Path) -> None:
+    pods = tmp_path / "pods.yaml"
+    pods.write_text((EXAMPLES / "pods.yaml").read_text().replace("10000,50:;", "ten,50:;"))
+    code, _, err = run("--nodes", str(EXAMPLES / "nodes.yaml"), "--pods", str(pods))
+    assert code == 2 and "hami.io/vgpu-devices-allocated" in err
+
+
 def test_unreadable_file_exits_2(tmp_path: Path) -> None:
     code, _, err = run("--nodes", str(tmp_path / "missing.yaml"), "--pods", str(EXAMPLES / "pods.yaml"))
     assert code == 2 and "cannot read" in err

@@ -306,6 +306,13 @@ def test_usage_comes_from_placed_pods_and_ends_with_them() -> None:
     assert all(v.usedmem == 0 for v in s.node_usage("node-b"))
 
 
+def test_malformed_device_annotation_is_skipped_like_hami() -> None:
+    """scheduler.go onAddPod: DecodePodDevices fails -> log and return, the pod is not cached."""
+    s = state(NODE_B)
+    s.upsert_pod(placed("bad", "node-b", "GPU-l4-1,NVIDIA,lots,20:;"))
+    assert all(v.used == 0 for v in s.node_usage("node-b"))
+
+
 def test_pods_placed_before_their_node_arrives_still_count() -> None:
     s = ClusterState(CFG)
     s.upsert_pod(placed("p", "node-b", "GPU-l4-1,NVIDIA,5000,20:;"))

@@ -211,7 +211,8 @@ class ClusterState:
     def upsert_pod(self, pod: dict[str, Any]) -> None:
         """Record a pod; it holds GPUs if it carries `hami.io/vgpu-node` and is not Succeeded/Failed.
 
-        Raises CodecError for a malformed device annotation (the pod is then not recorded).
+        A malformed device annotation is skipped as HAMi skips it (the pod holds no GPU, but still
+        counts for cpu/memory/pods); `plan` checks the annotation itself to report it.
         """
         key = pod_key(pod)
         phase = (pod.get("status") or {}).get("phase")
@@ -221,7 +222,10 @@ class ClusterState:
             gpu_node = annotations.get(ann.VGPU_NODE)
             holds: list[DeviceHold] = []
             if gpu_node is not None:
-                segments = decode_pod_devices(annotations.get(self._gpu.allocated_annotation, ""))
+                try:
+                    segments = decode_pod_devices(annotations.get(self._gpu.allocated_annotation, ""))
+                except CodecError:
+                    gpu_node, segments = None, []  # HAMi: "failed to decode pod devices", not cached
                 holds = collapse_usage(segments, init_container_count(pod))
             run_node = (pod.get("spec") or {}).get("nodeName") or gpu_node
             try:

@@ -9,7 +9,12 @@ from typing import Any
 
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare.cluster import TERMINAL_PHASES, ClusterState, Decision, pod_key
-from tenantgpu.gpushare.codec import CodecError, decode_node_register, encode_node_register
+from tenantgpu.gpushare.codec import (
+    CodecError,
+    decode_node_register,
+    decode_pod_devices,
+    encode_node_register,
+)
 from tenantgpu.gpushare.config import SharingConfig
 from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
 from tenantgpu.gpushare.request import pod_containers
@@ -126,9 +131,12 @@ def plan(
             continue
         if _is_placed(obj) or (obj.get("spec") or {}).get("nodeName"):
             try:
-                state.upsert_pod(obj)
+                decode_pod_devices(
+                    ((obj.get("metadata") or {}).get("annotations") or {}).get(ann.DEVICES_ALLOCATED, "")
+                )
             except CodecError as exc:
                 raise PlanInputError(f"pod {ns}/{name}: malformed {ann.DEVICES_ALLOCATED}: {exc}") from None
+            state.upsert_pod(obj)
         else:
             pending.append(obj)
     return [_place(state, obj, cfg) for obj in pending]
