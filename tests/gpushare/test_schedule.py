@@ -221,6 +221,12 @@ def test_device_scoring_weights() -> None:
     assert d.node is None and "expected slot, core, and memory weights" in (d.reason or "")
 
 
+def test_cores_above_100_are_clamped_in_fit() -> None:
+    """device.go Fit: "core limit can't exceed 100" -> Coresreq = 100 (then the exclusive rule applies)."""
+    d = state(NODE_A).schedule(gpu_pod("x", mem=10, cores=150))
+    assert d.annotation == "GPU-a100,NVIDIA,10,100:;"
+
+
 def test_percentage_resolves_on_each_card() -> None:
     d = state(NODE_A).schedule(gpu_pod("x", pct=50, cores=10))
     assert d.annotation == "GPU-a100,NVIDIA,40960,10:;"
