@@ -107,7 +107,7 @@ def plan(
     bound (spec.nodeName). Each is admitted by the webhook (denials keep their message as the reason),
     scheduled, and counts for the next. Raises PlanInputError for unusable objects.
     """
-    objects = list(objects)
+    objects = _unique(objects)
     state = ClusterState(cfg)
     for obj in objects:
         if _kind(obj) == "Node":
@@ -140,6 +140,19 @@ def plan(
         else:
             pending.append(obj)
     return [_place(state, obj, cfg) for obj in pending]
+
+
+def _unique(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each object once (first wins), so one `kubectl get nodes,pods -A -o yaml` file can be both inputs."""
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        key = (_kind(obj), meta.get("namespace") or "", meta.get("name", ""))
+        if key not in seen:
+            seen.add(key)
+            out.append(obj)
+    return out
 
 
 def _place(state: ClusterState, pod: dict[str, Any], cfg: SharingConfig) -> Placement:
