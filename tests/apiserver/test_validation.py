@@ -149,6 +149,7 @@ def test_pod_update_may_change_image_but_not_resources() -> None:
     assert cause.message.startswith(
         "Forbidden: pod updates may not change fields other than `spec.containers[*].image`"
     )
+    assert '+  spec.containers[0].resources.limits: {"cpu":"2"}' in cause.message
     removed = copy.deepcopy(old)
     removed["spec"]["tolerations"] = []
     assert [c.field for c in validate("Pod", removed, old=old)] == ["spec"]
@@ -363,3 +364,12 @@ def test_invalid_status_is_what_kubectl_prints_from() -> None:
     }
     hook = invalid_status("MutatingWebhookConfiguration", "h", causes)
     assert hook["details"]["group"] == "admissionregistration.k8s.io"
+
+
+def test_binding_needs_a_node_target() -> None:
+    binding = {"metadata": {"name": "web", "namespace": "default"}, "target": {"kind": "Node", "name": "w1"}}
+    assert validate("Binding", binding) == []
+    assert messages(validate("Binding", {**binding, "target": {}})) == ["target.name: Required value"]
+    assert [c.field for c in validate("Binding", {**binding, "target": {"kind": "Pod", "name": "x"}})] == [
+        "target.kind"
+    ]

@@ -498,14 +498,39 @@ def _mutable_pod_spec_view(spec: Mapping[str, Any], old_spec: Mapping[str, Any])
     return {k: v for k, v in view.items() if v is not None}
 
 
+_ABSENT = "<absent>"
+
+
+def _differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
+    """The leaf paths where two JSON values differ, with the old and new value at each."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(set(old) | set(new)):
+            found.extend(_differences(old.get(key, _ABSENT), new.get(key, _ABSENT), f"{path}.{key}"))
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [
+            d
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            for d in _differences(a, b, f"{path}[{i}]")
+        ]
+    return [] if old == new else [(path, old, new)]
+
+
 def _validate_pod(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     spec = obj.get("spec") or {}
     causes = _validate_pod_spec(spec)
     if old is not None:
         old_spec = old.get("spec") or {}
         before = {k: v for k, v in old_spec.items() if v is not None}
-        if _mutable_pod_spec_view(spec, old_spec) != before:
-            causes.append(_forbidden("spec", _POD_UPDATE_FORBIDDEN))
+        after = _mutable_pod_spec_view(spec, old_spec)
+        if after != before:
+            # kube appends a diff of the spec; ours names each changed field, old value then new.
+            lines = [
+                f"-  {path}: {_show(was)}\n+  {path}: {_show(now)}"
+                for path, was, now in _differences(before, after, "spec")[:10]
+            ]
+            causes.append(_forbidden("spec", _POD_UPDATE_FORBIDDEN + "\n" + "\n".join(lines)))
         deadline_old = old_spec.get("activeDeadlineSeconds")
         deadline_new = spec.get("activeDeadlineSeconds")
         if deadline_old is not None and (deadline_new is None or deadline_new > deadline_old):
@@ -807,8 +832,21 @@ def _validate_namespace(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -
     return causes
 
 
+def _validate_binding(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    target = obj.get("target") or {}
+    kind = target.get("kind") or ""
+    if kind and kind != "Node":
+        # kube only binds pods to nodes
+        causes.append(_not_supported("target.kind", kind, ["Node", "<empty>"]))
+    if not target.get("name"):
+        causes.append(_required("target.name"))
+    return causes
+
+
 _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]] = {
     "Pod": _validate_pod,
+    "Binding": _validate_binding,
     "Node": _validate_node,
     "Namespace": _validate_namespace,
     "Service": _validate_service,
