@@ -466,12 +466,12 @@ def test_missing_creation_time_reads_unknown() -> None:
 def test_watch_event_is_a_one_row_table() -> None:
     obj = pod(phase="Pending")
     obj["metadata"]["resourceVersion"] = "17"
-    first = watch_event_table("ADDED", "Pod", obj, now=NOW, include_columns=True)
+    first = watch_event_table("ADDED", "Pod", obj, now=NOW)
     assert first["type"] == "ADDED"
     assert first["object"]["kind"] == "Table"
     assert len(first["object"]["rows"]) == 1
     assert first["object"]["metadata"] == {"resourceVersion": "17"}
     assert "columnDefinitions" in first["object"]
-    later = watch_event_table("MODIFIED", "Pod", obj, now=NOW)
+    later = watch_event_table("MODIFIED", "Pod", obj, now=NOW, include_columns=False)
     assert "columnDefinitions" not in later["object"]
     assert later["object"]["rows"][0]["cells"][0] == "web"
