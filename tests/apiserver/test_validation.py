@@ -373,3 +373,20 @@ def test_binding_needs_a_node_target() -> None:
     assert [c.field for c in validate("Binding", {**binding, "target": {"kind": "Pod", "name": "x"}})] == [
         "target.kind"
     ]
+
+
+def test_scope_can_be_given_for_unknown_kinds() -> None:
+    widget = {"metadata": {"name": "w"}}
+    assert messages(validate("Widget", widget)) == ["metadata.namespace: Required value"]
+    assert validate("Widget", widget, namespaced=False) == []
+    assert validate("CustomResourceDefinition", {"metadata": {"name": "widgets.example.com"}}) == []
+
+
+def test_access_reviews_need_exactly_one_kind_of_attributes() -> None:
+    review = {"spec": {"resourceAttributes": {"verb": "create", "resource": "pods"}}}
+    assert validate("SelfSubjectAccessReview", review) == []
+    (cause,) = validate("SelfSubjectAccessReview", {"spec": {}})
+    assert str(cause) == (
+        'spec.resourceAttributes: Invalid value: "null": '
+        "exactly one of nonResourceAttributes or resourceAttributes must be specified"
+    )

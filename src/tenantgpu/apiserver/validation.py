@@ -190,21 +190,59 @@ _CLUSTER_SCOPED = {
     "ClusterRoleBinding",
     "PriorityClass",
     "DataStore",
+    "CustomResourceDefinition",
+    "APIService",
+    "StorageClass",
+    "RuntimeClass",
+    "IngressClass",
+    "CertificateSigningRequest",
+    "CSIDriver",
+    "CSINode",
+    "VolumeAttachment",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "FlowSchema",
+    "PriorityLevelConfiguration",
+}
+# Reviews are create-only questions with no stored name; kube skips object-meta checks for them.
+_REVIEWS = {
+    "SelfSubjectAccessReview",
+    "SubjectAccessReview",
+    "LocalSubjectAccessReview",
+    "SelfSubjectRulesReview",
+    "SelfSubjectReview",
+    "TokenReview",
 }
 _LABEL_NAMED = {"Namespace"}
 _DNS1035_NAMED = {"Service"}
 
 
-def validate(kind: str, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None) -> list[Cause]:
-    """Every reason kube-apiserver would refuse `obj` on create (or on update from `old`)."""
-    causes = _validate_metadata(kind, obj.get("metadata") or {}, (old or {}).get("metadata"))
+def validate(
+    kind: str,
+    obj: Mapping[str, Any],
+    *,
+    old: Mapping[str, Any] | None = None,
+    namespaced: bool | None = None,
+) -> list[Cause]:
+    """Every reason kube-apiserver would refuse `obj` on create (or on update from `old`).
+
+    `namespaced` overrides the built-in idea of the kind's scope (needed for kinds this module does not
+    know, such as custom resources).
+    """
+    if kind in _REVIEWS:
+        check = _KIND_CHECKS.get(kind)
+        return check(obj, old) if check is not None else []
+    scoped = (kind not in _CLUSTER_SCOPED) if namespaced is None else namespaced
+    causes = _validate_metadata(kind, obj.get("metadata") or {}, (old or {}).get("metadata"), scoped)
     check = _KIND_CHECKS.get(kind)
     if check is not None:
         causes.extend(check(obj, old))
     return causes
 
 
-def _validate_metadata(kind: str, meta: Mapping[str, Any], old_meta: Mapping[str, Any] | None) -> list[Cause]:
+def _validate_metadata(
+    kind: str, meta: Mapping[str, Any], old_meta: Mapping[str, Any] | None, namespaced: bool
+) -> list[Cause]:
     causes: list[Cause] = []
     name = meta.get("name") or ""
     if not name:
@@ -222,7 +260,7 @@ def _validate_metadata(kind: str, meta: Mapping[str, Any], old_meta: Mapping[str
         )
         causes.extend(_invalid("metadata.name", name, e) for e in name_check(name))
     namespace = meta.get("namespace") or ""
-    if kind in _CLUSTER_SCOPED:
+    if not namespaced:
         if namespace:
             causes.append(_forbidden("metadata.namespace", "not allowed on this type"))
     elif not namespace:
@@ -844,9 +882,26 @@ def _validate_binding(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> 
     return causes
 
 
+def _validate_access_review(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    resource = spec.get("resourceAttributes")
+    non_resource = spec.get("nonResourceAttributes")
+    if (resource is None) == (non_resource is None):
+        shown = "null" if resource is None else json.dumps(resource, separators=(",", ":"))
+        return [
+            _invalid(
+                "spec.resourceAttributes",
+                shown,
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            )
+        ]
+    return []
+
+
 _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]] = {
     "Pod": _validate_pod,
     "Binding": _validate_binding,
+    "SelfSubjectAccessReview": _validate_access_review,
     "Node": _validate_node,
     "Namespace": _validate_namespace,
     "Service": _validate_service,
