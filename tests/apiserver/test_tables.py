@@ -475,3 +475,29 @@ def test_watch_event_is_a_one_row_table() -> None:
     later = watch_event_table("MODIFIED", "Pod", obj, now=NOW, include_columns=False)
     assert "columnDefinitions" not in later["object"]
     assert later["object"]["rows"][0]["cells"][0] == "web"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "Pod",
+        "Node",
+        "Event",
+        "Service",
+        "Namespace",
+        "Lease",
+        "Secret",
+        "ConfigMap",
+        "ServiceAccount",
+        "ResourceQuota",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "TenantControlPlane",
+        "DataStore",
+        "Anything",
+    ],
+)
+def test_every_row_has_one_cell_per_column_even_for_a_bare_object(kind: str) -> None:
+    table = to_table(kind, [{"metadata": {"name": "x"}}], now=NOW)
+    assert len(table["rows"][0]["cells"]) == len(table["columnDefinitions"])
+    assert table["columnDefinitions"][0]["name"] in ("Name", "Last Seen")
