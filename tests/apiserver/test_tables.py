@@ -501,3 +501,16 @@ def test_every_row_has_one_cell_per_column_even_for_a_bare_object(kind: str) -> 
     table = to_table(kind, [{"metadata": {"name": "x"}}], now=NOW)
     assert len(table["rows"][0]["cells"]) == len(table["columnDefinitions"])
     assert table["columnDefinitions"][0]["name"] in ("Name", "Last Seen")
+
+
+def test_sidecar_init_containers_count_towards_ready() -> None:
+    obj = pod(
+        phase="Running",
+        initContainerStatuses=[
+            {"name": "proxy", "started": True, "ready": True, "restartCount": 1, "state": {"running": {}}}
+        ],
+        containerStatuses=[running("app"), running("side")],
+        conditions=[{"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"}],
+    )
+    obj["spec"]["initContainers"] = [{"name": "proxy", "restartPolicy": "Always"}]
+    assert cells("Pod", obj)[1:4] == ["3/3", "Running", "1"]

@@ -146,7 +146,8 @@ _POD_COLUMNS = [
 
 
 def _restartable_init(container: Mapping[str, Any] | None) -> bool:
-    return bool(container) and container.get("restartPolicy") == "Always"  # type: ignore[union-attr]
+    # Sidecars are init containers with restartPolicy Always; they count towards READY.
+    return container is not None and container.get("restartPolicy") == "Always"
 
 
 def _terminated_reason(terminated: Mapping[str, Any], prefix: str = "") -> str:
