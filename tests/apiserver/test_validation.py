@@ -390,3 +390,12 @@ def test_access_reviews_need_exactly_one_kind_of_attributes() -> None:
         'spec.resourceAttributes: Invalid value: "null": '
         "exactly one of nonResourceAttributes or resourceAttributes must be specified"
     )
+
+
+def test_priority_follows_system_classes() -> None:
+    critical = pod(priorityClassName="system-node-critical")
+    default("Pod", critical)
+    assert critical["spec"]["priority"] == 2000001000
+    custom = pod(priorityClassName="team-high")
+    default("Pod", custom)
+    assert "priority" not in custom["spec"]

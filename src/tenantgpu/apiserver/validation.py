@@ -984,6 +984,9 @@ def pod_qos_class(spec: Mapping[str, Any]) -> str:
     return "Burstable"
 
 
+_SYSTEM_PRIORITIES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+
+
 def _default_pod(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     spec.setdefault("restartPolicy", "Always")
@@ -994,8 +997,12 @@ def _default_pod(obj: dict[str, Any]) -> None:
     spec.setdefault("enableServiceLinks", True)
     spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
-    spec.setdefault("priority", 0)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    # The Priority admission plugin resolves the class; only the built-in classes are known here, so a
+    # pod naming another class keeps whatever priority the caller resolved.
+    class_name = spec.get("priorityClassName") or ""
+    if class_name in _SYSTEM_PRIORITIES or not class_name:
+        spec.setdefault("priority", _SYSTEM_PRIORITIES.get(class_name, 0))
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     for group in ("initContainers", "containers"):
         for ctr in spec.get(group) or []:
             _default_container(ctr)
