@@ -399,3 +399,13 @@ def test_priority_follows_system_classes() -> None:
     custom = pod(priorityClassName="team-high")
     default("Pod", custom)
     assert "priority" not in custom["spec"]
+
+
+def test_secret_string_data_is_folded_into_data() -> None:
+    secret = {"metadata": {"name": "s"}, "data": {"a": "eA=="}, "stringData": {"b": "hello", "a": "wins"}}
+    default("Secret", secret)
+    assert "stringData" not in secret
+    assert secret["data"] == {
+        "a": base64.b64encode(b"wins").decode(),
+        "b": base64.b64encode(b"hello").decode(),
+    }

@@ -1044,6 +1044,12 @@ def _default_namespace(obj: dict[str, Any]) -> None:
 
 def _default_secret(obj: dict[str, Any]) -> None:
     obj.setdefault("type", "Opaque")
+    # kube folds write-only stringData into data (base64) and never stores stringData.
+    string_data = obj.pop("stringData", None) or {}
+    if string_data:
+        data = obj.setdefault("data", {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
 
 
 def _default_node(obj: dict[str, Any]) -> None:
