@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tenantgpu.apiserver.defaults import pod_qos_class
 from tenantgpu.apiserver.selectors import SelectorError
-from tenantgpu.apiserver.validation import pod_qos_class
 
 __all__ = ["quota_matches_pod"]
 
