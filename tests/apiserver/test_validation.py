@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tenantgpu.apiserver.validation import Cause, default, invalid_message, validate
+from tenantgpu.apiserver.validation import Cause, default, invalid_message, invalid_status, validate
 
 
 def pod(**spec: Any) -> dict[str, Any]:
@@ -61,8 +61,10 @@ def test_unsupported_restart_policy_lists_the_supported_values() -> None:
 def test_requests_above_limits_are_refused() -> None:
     ctr = {"name": "app", "image": "x", "resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "1500m"}}}
     (cause,) = validate("Pod", pod(containers=[ctr]))
-    assert cause.field == "spec.containers[0].resources.requests[cpu]"
-    assert "must be less than or equal to cpu limit of 1" in cause.message
+    assert str(cause) == (
+        'spec.containers[0].resources.requests: Invalid value: "1500m": '
+        "must be less than or equal to cpu limit of 1"
+    )
 
 
 def test_extended_resources_need_equal_whole_limits() -> None:
@@ -147,6 +149,7 @@ def test_pod_update_may_change_image_but_not_resources() -> None:
     assert cause.message.startswith(
         "Forbidden: pod updates may not change fields other than `spec.containers[*].image`"
     )
+    assert '+  spec.containers[0].resources.limits: {"cpu":"2"}' in cause.message
     removed = copy.deepcopy(old)
     removed["spec"]["tolerations"] = []
     assert [c.field for c in validate("Pod", removed, old=old)] == ["spec"]
@@ -347,3 +350,62 @@ def test_other_kind_defaults() -> None:
     sa: dict[str, Any] = {"metadata": {"name": "default"}}
     default("ServiceAccount", sa)
     assert sa == {"metadata": {"name": "default"}}
+
+
+def test_invalid_status_is_what_kubectl_prints_from() -> None:
+    causes = validate("Pod", pod(containers=[]))
+    status = invalid_status("Pod", "web", causes)
+    assert status["code"] == 422 and status["reason"] == "Invalid" and status["status"] == "Failure"
+    assert status["message"] == 'Pod "web" is invalid: spec.containers: Required value'
+    assert status["details"] == {
+        "name": "web",
+        "kind": "Pod",
+        "causes": [{"reason": "FieldValueRequired", "message": "Required value", "field": "spec.containers"}],
+    }
+    hook = invalid_status("MutatingWebhookConfiguration", "h", causes)
+    assert hook["details"]["group"] == "admissionregistration.k8s.io"
+
+
+def test_binding_needs_a_node_target() -> None:
+    binding = {"metadata": {"name": "web", "namespace": "default"}, "target": {"kind": "Node", "name": "w1"}}
+    assert validate("Binding", binding) == []
+    assert messages(validate("Binding", {**binding, "target": {}})) == ["target.name: Required value"]
+    assert [c.field for c in validate("Binding", {**binding, "target": {"kind": "Pod", "name": "x"}})] == [
+        "target.kind"
+    ]
+
+
+def test_scope_can_be_given_for_unknown_kinds() -> None:
+    widget = {"metadata": {"name": "w"}}
+    assert messages(validate("Widget", widget)) == ["metadata.namespace: Required value"]
+    assert validate("Widget", widget, namespaced=False) == []
+    assert validate("CustomResourceDefinition", {"metadata": {"name": "widgets.example.com"}}) == []
+
+
+def test_access_reviews_need_exactly_one_kind_of_attributes() -> None:
+    review = {"spec": {"resourceAttributes": {"verb": "create", "resource": "pods"}}}
+    assert validate("SelfSubjectAccessReview", review) == []
+    (cause,) = validate("SelfSubjectAccessReview", {"spec": {}})
+    assert str(cause) == (
+        'spec.resourceAttributes: Invalid value: "null": '
+        "exactly one of nonResourceAttributes or resourceAttributes must be specified"
+    )
+
+
+def test_priority_follows_system_classes() -> None:
+    critical = pod(priorityClassName="system-node-critical")
+    default("Pod", critical)
+    assert critical["spec"]["priority"] == 2000001000
+    custom = pod(priorityClassName="team-high")
+    default("Pod", custom)
+    assert "priority" not in custom["spec"]
+
+
+def test_secret_string_data_is_folded_into_data() -> None:
+    secret = {"metadata": {"name": "s"}, "data": {"a": "eA=="}, "stringData": {"b": "hello", "a": "wins"}}
+    default("Secret", secret)
+    assert "stringData" not in secret
+    assert secret["data"] == {
+        "a": base64.b64encode(b"wins").decode(),
+        "b": base64.b64encode(b"hello").decode(),
+    }
