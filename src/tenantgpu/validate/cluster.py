@@ -204,37 +204,59 @@ class KubeCluster:
         query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
     ) -> str:
+        headers = {"Accept": "application/json, */*", "Content-Type": content_type}
         try:
-            response = self._api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params={"Accept": "application/json, */*", "Content-Type": content_type},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=_TIMEOUT,
-            )
+            status, data = self._request(method, path, query or [], headers, body)
         except ApiException as exc:
-            raise _api_error(exc) from None
+            raise _api_error(int(exc.status or 0), exc.reason or "", exc.body) from None
         except (urllib3.exceptions.HTTPError, ssl.SSLError, OSError) as exc:
             raise Unreachable(f"{self.server()}: {_root_cause(exc)}") from None
-        data = response[0].data if isinstance(response, tuple) else response.data
-        return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+        if status >= 400:
+            raise _api_error(status, "", data)
+        return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")
+
+    def _request(
+        self, method: str, path: str, query: list[tuple[str, str]], headers: dict[str, str], body: JSON | None
+    ) -> tuple[int, bytes]:
+        api = self._api
+        if hasattr(api, "param_serialize"):  # kubernetes >= 35: serialise, then send; errors are not raised
+            method, url, headers, body, post = api.param_serialize(
+                method=method,
+                resource_path=path,
+                query_params=query,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = api.call_api(
+                method, url, header_params=headers, body=body, post_params=post, _request_timeout=_TIMEOUT
+            )
+            return int(response.status), response.read()
+        raw = api.call_api(  # older clients: one call that raises ApiException for error codes
+            path,
+            method,
+            query_params=query,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=_TIMEOUT,
+        )
+        response = raw[0] if isinstance(raw, tuple) else raw
+        return int(response.status), response.data
 
 
-def _api_error(exc: ApiException) -> ApiError:
-    message = exc.reason or ""
-    reason = exc.reason or ""
-    body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else (exc.body or "")
+def _api_error(code: int, reason: str, body: bytes | str | None) -> ApiError:
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
+    message = reason
     try:
-        status = json.loads(body)
+        status = json.loads(text)
         message = status.get("message") or message
         reason = status.get("reason") or reason
     except (json.JSONDecodeError, AttributeError):
-        if body:
-            message = body.strip()[:300]
-    return ApiError(int(exc.status or 0), str(reason), str(message))
+        if text:
+            message = text.strip()[:300]
+    return ApiError(code, reason or "Error", message)
 
 
 def _root_cause(exc: BaseException) -> str:
