@@ -35,6 +35,150 @@ def main() -> None:
 # --- lab: up / down / status / kubeconfig ----------------------------------------------------
 
 
+class LabConflict(click.ClickException):
+    """The lab is in a state that forbids the command (e.g. already running): one line and exit 1."""
+
+    exit_code = 1
+
+    def show(self, file=None) -> None:  # type: ignore[no-untyped-def]
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
+
+_STATE_DIR = click.option(
+    "--state-dir",
+    default=".tenantgpu",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the lab keeps its datastore, kubeconfigs, pid and logs.",
+)
+
+
+@main.command()
+@click.option(
+    "-f", "--file", "lab_file", type=click.Path(dir_okay=False), help="Lab spec (default: the seed lab)."
+)
+@_STATE_DIR
+@click.option("-d", "--detach", is_flag=True, help="Run in the background, like `docker compose up -d`.")
+@click.option(
+    "--ready-fd", type=int, hidden=True, help="Internal: the detached child reports readiness here."
+)
+def up(lab_file: str | None, state_dir: str, detach: bool, ready_fd: int | None) -> None:
+    """Start the management plane and one TenantControlPlane per tenant; return when all are Ready.
+
+    On an existing state directory, resume the same lab (tenants, certificates, objects).
+    """
+    import logging
+
+    from rich.console import Console
+
+    from tenantgpu.lab import display, supervisor
+    from tenantgpu.lab.spec import LabSpecError
+    from tenantgpu.lab.state import StateDir
+
+    state = StateDir.at(state_dir)
+    if ready_fd is not None:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        reporter = supervisor.PipeReporter(ready_fd)
+        try:
+            lab = supervisor.resolve_lab(state, lab_file)
+            supervisor.run_foreground(state, lab, reporter.progress, reporter.ready)
+        except (supervisor.LabError, LabSpecError) as err:
+            reporter.error(str(err))
+            raise SystemExit(1) from None
+        except BaseException as err:
+            reporter.error(f"the lab failed: {err!r}")
+            raise
+        return
+    console = Console()
+    try:
+        if detach:
+            if state.running_pid() is not None:
+                raise LabConflict(supervisor._already_running(state, state.running_pid()))
+            lab_path = lab_file
+            if lab_file is not None:
+                supervisor.load_lab(
+                    lab_file
+                )  # validate here, so a bad file is exit 2 in the caller's terminal
+            with display.ProgressView(console) as view:
+                endpoints = supervisor.start_detached(state, lab_path, view)
+            display.print_summary(console, state, endpoints, detached=True)
+            return
+        lab = supervisor.resolve_lab(state, lab_file)
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        with display.ProgressView(console) as view:
+            progress = view
+
+            def ready(runtime: supervisor.LabRuntime) -> None:
+                view.__exit__()
+                display.print_summary(console, state, runtime.endpoints(), detached=False)
+
+            supervisor.run_foreground(state, lab, progress, ready)
+    except LabSpecError as err:
+        raise UserError(str(err)) from None
+    except supervisor.LabAlreadyRunning as err:
+        raise LabConflict(str(err)) from None
+    except supervisor.LabError as err:
+        raise LabConflict(str(err)) from None
+
+
+@main.command()
+@_STATE_DIR
+@click.option("--purge", is_flag=True, help="Also delete the state directory (datastore, kubeconfigs, logs).")
+def down(state_dir: str, purge: bool) -> None:
+    """Stop the lab gracefully (its state stays unless --purge)."""
+    from tenantgpu.lab import supervisor
+    from tenantgpu.lab.state import StateDir
+
+    state = StateDir.at(state_dir)
+    pid = supervisor.stop_lab(state)
+    if pid is None:
+        click.echo(f"no lab is running in {state.root}")
+    else:
+        click.echo(f"stopped the lab in {state.root} (pid {pid})")
+    if purge:
+        state.purge()
+        click.echo(f"deleted {state.root}")
+
+
+@main.command()
+@_STATE_DIR
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def status(state_dir: str, output: str) -> None:
+    """Tenants with endpoint and state; nodes, GPUs and pods per tenant."""
+    import asyncio
+    import json
+
+    from rich.console import Console
+
+    from tenantgpu.lab import display
+    from tenantgpu.lab.state import StateDir
+    from tenantgpu.lab.status import collect_status
+
+    result = asyncio.run(collect_status(StateDir.at(state_dir)))
+    if output == "json":
+        click.echo(json.dumps(result, indent=2))
+    else:
+        display.print_status(Console(), result)
+    if not result["running"]:
+        raise SystemExit(1)
+
+
+@main.command()
+@click.argument("tenant")
+@_STATE_DIR
+def kubeconfig(tenant: str, state_dir: str) -> None:
+    """Print the path of TENANT's admin kubeconfig (like `kind get kubeconfig`)."""
+    from tenantgpu.lab.state import StateDir
+
+    state = StateDir.at(state_dir)
+    path = state.management_kubeconfig if tenant == "management" else state.tenant_kubeconfig(tenant)
+    if not path.exists():
+        raise UserError(
+            f"no kubeconfig for tenant {tenant!r} in {state.root} (is the lab up and the tenant Ready?)"
+        )
+    click.echo(str(path))
+
+
 # --- node run --------------------------------------------------------------------------------
 
 
