@@ -47,12 +47,23 @@ def _accepted(probe: Cluster) -> str | None:
     try:
         probe.list("Namespace")
     except Unreachable:
-        return None  # the TLS handshake refused the client certificate
+        return (
+            None  # the TLS handshake refused the client certificate (the server itself answers: see caller)
+        )
     except ApiError as exc:
         if exc.code == 401 or (exc.code == 403 and "system:anonymous" in exc.message):
             return None
         return f"authenticated but answered {exc.code} {exc.reason}: {exc.message}"
     return "listed namespaces"
+
+
+def _answers(cluster: Cluster) -> str | None:
+    """None if the server answers its own credentials, else why not (a rejection proves nothing then)."""
+    try:
+        cluster.version()
+    except (ApiError, Unreachable) as exc:
+        return str(exc)
+    return None
 
 
 def tenant_isolation(ctx: CheckContext) -> Outcome:
@@ -68,7 +79,11 @@ def tenant_isolation(ctx: CheckContext) -> Outcome:
     if management is not None:
         targets["the management plane"] = management
     for name, other in targets.items():
-        if accepted := _accepted(ctx.cluster.with_credentials_against(other)):
+        if down := _answers(other):
+            problems.append(
+                f"cannot test its credentials against {name}: that API server does not answer ({down})"
+            )
+        elif accepted := _accepted(ctx.cluster.with_credentials_against(other)):
             problems.append(f"its credentials work against {name}'s API server ({accepted})")
     if problems:
         return Outcome.failed(
