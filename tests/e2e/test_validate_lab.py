@@ -309,3 +309,13 @@ def test_webhook_with_failure_policy_fail_fails_webhook_unreachable_behaviour(la
     assert result.outcome.status == "failed"
     assert result.outcome.detail == "with no tunnel agent connected the API server rejected the GPU pod"
     assert "failurePolicy Fail" in result.outcome.seen
+
+
+def test_demo_runs_the_seed_lab_end_to_end_and_cleans_up() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "tenantgpu", "demo"], capture_output=True, text=True, timeout=180
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "GPU sharing" in run.stdout
+    assert "without sharing the same pods would need" in run.stdout
+    assert "demo passed" in run.stdout
