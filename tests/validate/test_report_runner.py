@@ -136,3 +136,28 @@ def test_table_shows_what_was_expected_and_seen_for_a_failure() -> None:
     text = console.export_text()
     assert "✗ failed" in text and "expected: X" in text and "look:     kubectl get x" in text
     assert "0 passed, 1 failed, 0 skipped" in text
+
+
+def test_ctrl_c_stops_waiting_checks_and_removes_their_namespaces() -> None:
+    import os
+    import signal
+
+    import pytest
+
+    targets = _targets()
+    entered = threading.Event()
+
+    def waits_forever(ctx: CheckContext) -> Outcome:
+        with ctx.namespace():
+            entered.set()
+            if ctx.tenant == "tenant-a":
+                os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C while checks wait
+            while True:
+                ctx.sleep(0.05)  # raises Cancelled once the run is interrupted
+
+    settings = RunSettings()
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(targets, [_check("forever", waits_forever)], settings)
+    assert entered.is_set() and settings.cancel.is_set()
+    for cluster in targets.tenants.values():
+        assert cluster.list("Namespace") == []
