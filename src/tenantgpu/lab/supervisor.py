@@ -88,6 +88,8 @@ class LabRuntime:
         self._exporter = Informer(client, model.TENANT_CONTROL_PLANES)
         self._exporter.add_handler(self._on_tcp)
         await self._exporter.start()
+        assert self.plane.controller is not None
+        await asyncio.wait_for(self.plane.controller.wait_synced(), _READY_TIMEOUT)
         for tenant in self.lab.tenants:
             await self._ensure_tenant(client, tenant.name)
         await self._wait_tenants_ready([t.name for t in self.lab.tenants])
