@@ -67,58 +67,65 @@ def up(lab_file: str | None, state_dir: str, detach: bool, ready_fd: int | None)
 
     On an existing state directory, resume the same lab (tenants, certificates, objects).
     """
-    import logging
-
     from rich.console import Console
 
-    from tenantgpu.lab import display, supervisor
-    from tenantgpu.lab.spec import LabSpecError
+    from tenantgpu.lab import display, process
+    from tenantgpu.lab.spec import LabSpecError, load_lab
     from tenantgpu.lab.state import StateDir
 
     state = StateDir.at(state_dir)
     if ready_fd is not None:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        reporter = supervisor.PipeReporter(ready_fd)
-        try:
-            lab = supervisor.resolve_lab(state, lab_file)
-            supervisor.run_foreground(state, lab, reporter.progress, reporter.ready)
-        except (supervisor.LabError, LabSpecError) as err:
-            reporter.error(str(err))
-            raise SystemExit(1) from None
-        except BaseException as err:
-            reporter.error(f"the lab failed: {err!r}")
-            raise
+        _run_lab_child(state_dir, lab_file, ready_fd)
         return
     console = Console()
     try:
+        pid = state.running_pid()
+        if pid is not None:
+            raise LabConflict(process.already_running_message(state, pid))
+        if lab_file is not None:
+            load_lab(lab_file)  # a broken file is exit 2 here, in the caller's terminal
         if detach:
-            if state.running_pid() is not None:
-                raise LabConflict(supervisor._already_running(state, state.running_pid()))
-            lab_path = lab_file
-            if lab_file is not None:
-                supervisor.load_lab(
-                    lab_file
-                )  # validate here, so a bad file is exit 2 in the caller's terminal
             with display.ProgressView(console) as view:
-                endpoints = supervisor.start_detached(state, lab_path, view)
+                endpoints = process.start_detached(state, lab_file, view)
             display.print_summary(console, state, endpoints, detached=True)
             return
+        from tenantgpu.lab import supervisor
+
         lab = supervisor.resolve_lab(state, lab_file)
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-        with display.ProgressView(console) as view:
-            progress = view
+        view = display.ProgressView(console)
 
-            def ready(runtime: supervisor.LabRuntime) -> None:
-                view.__exit__()
-                display.print_summary(console, state, runtime.endpoints(), detached=False)
+        def ready(endpoints: dict[str, str]) -> None:
+            view.__exit__()
+            display.print_summary(console, state, endpoints, detached=False)
 
-            supervisor.run_foreground(state, lab, progress, ready)
+        with view:
+            supervisor.run_foreground(state, lab, view, ready)
     except LabSpecError as err:
         raise UserError(str(err)) from None
-    except supervisor.LabAlreadyRunning as err:
+    except process.LabError as err:
         raise LabConflict(str(err)) from None
-    except supervisor.LabError as err:
-        raise LabConflict(str(err)) from None
+
+
+def _run_lab_child(state_dir: str, lab_file: str | None, ready_fd: int) -> None:
+    """The detached lab process: logs to DIR/logs/lab.log (its stdout) and reports over the pipe."""
+    import logging
+
+    from tenantgpu.lab import process, supervisor
+    from tenantgpu.lab.spec import LabSpecError
+    from tenantgpu.lab.state import StateDir
+
+    state = StateDir.at(state_dir)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    reporter = process.PipeReporter(ready_fd)
+    try:
+        lab = supervisor.resolve_lab(state, lab_file)
+        supervisor.run_foreground(state, lab, reporter.progress, reporter.ready)
+    except (process.LabError, LabSpecError) as err:
+        reporter.error(str(err))
+        raise SystemExit(1) from None
+    except BaseException as err:
+        reporter.error(f"the lab failed: {err!r}")
+        raise
 
 
 @main.command()
@@ -126,11 +133,11 @@ def up(lab_file: str | None, state_dir: str, detach: bool, ready_fd: int | None)
 @click.option("--purge", is_flag=True, help="Also delete the state directory (datastore, kubeconfigs, logs).")
 def down(state_dir: str, purge: bool) -> None:
     """Stop the lab gracefully (its state stays unless --purge)."""
-    from tenantgpu.lab import supervisor
+    from tenantgpu.lab import process
     from tenantgpu.lab.state import StateDir
 
     state = StateDir.at(state_dir)
-    pid = supervisor.stop_lab(state)
+    pid = process.stop_lab(state)
     if pid is None:
         click.echo(f"no lab is running in {state.root}")
     else:

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import http.client
+import json
 import os
 import shutil
+import ssl
 import subprocess
+import tempfile
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from tenantgpu.apiserver.kinds import KAMAJI_KINDS
 from tenantgpu.apiserver.pki import ServerPKI
@@ -94,3 +101,57 @@ def start_server(
 
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@dataclass
+class RawResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class RawClient:
+    """Plain HTTPS requests with a kubeconfig's credentials, for what typed clients cannot send."""
+
+    def __init__(self, kubeconfig: Path, *, anonymous: bool = False) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        user = config["users"][0]["user"]
+        url = urlsplit(cluster["server"])
+        self.host, self.port = url.hostname or "127.0.0.1", url.port or 443
+        self.context = ssl.create_default_context(
+            cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+        )
+        self.token = None if anonymous else user.get("token")
+        if not anonymous and "client-certificate-data" in user:
+            with tempfile.TemporaryDirectory() as tmp:
+                cert, key = Path(tmp) / "c.crt", Path(tmp) / "c.key"
+                cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+                key.write_bytes(base64.b64decode(user["client-key-data"]))
+                self.context.load_cert_chain(cert, key)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | str | dict | list | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> RawResponse:
+        payload = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+        if isinstance(payload, str):
+            payload = payload.encode()
+        all_headers = {"Accept": "application/json", **(headers or {})}
+        if payload is not None and "Content-Type" not in all_headers:
+            all_headers["Content-Type"] = "application/json"
+        if self.token:
+            all_headers["Authorization"] = f"Bearer {self.token}"
+        connection = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=30)
+        try:
+            connection.request(method, path, body=payload, headers=all_headers)
+            response = connection.getresponse()
+            return RawResponse(response.status, dict(response.getheaders()), response.read())
+        finally:
+            connection.close()

@@ -374,7 +374,8 @@ class Registry:
         obj = attributes.obj or obj
         if attributes.mutated:
             default_object(kind.kind, obj)
-        self._validate(kind, obj, old)
+        # A binding is the one write allowed to set the otherwise immutable spec.nodeName.
+        self._validate(kind, obj, None if subresource == "binding" else old)
         await self.admission.validate(attributes)
         obj["metadata"]["resourceVersion"] = str(current.revision)
         if obj == old:

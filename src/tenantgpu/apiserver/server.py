@@ -32,6 +32,12 @@ from tenantgpu.apiserver.auth import Attributes, Authenticator, Authorizer, Toke
 from tenantgpu.apiserver.hooks import Egress, LogOptions, NoEgress, PodLogSource
 from tenantgpu.apiserver.kinds import SCALE_PATHS, VIRTUAL_KINDS, Kind, KindTable, kind_table
 from tenantgpu.apiserver.metrics import APIMetrics
+from tenantgpu.apiserver.patch import (
+    PatchError,
+    apply_json_patch,
+    apply_merge_patch,
+    apply_strategic_merge_patch,
+)
 from tenantgpu.apiserver.pki import ServerPKI, admin_kubeconfig, render_kubeconfig
 from tenantgpu.apiserver.registry import DeleteOptions, Registry, now_rfc3339
 from tenantgpu.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -39,20 +45,6 @@ from tenantgpu.apiserver.storage import Datastore
 from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, encode
 from tenantgpu.apiserver.webhooks import WebhookAdmission
 
-try:
-    from tenantgpu.apiserver.patch import (
-        PatchError,
-        apply_json_patch,
-        apply_merge_patch,
-        apply_strategic_merge_patch,
-    )
-except ImportError:  # until the pure helpers land
-    from tenantgpu.apiserver._interim import (  # type: ignore[assignment]
-        PatchError,
-        apply_json_patch,
-        apply_merge_patch,
-        apply_strategic_merge_patch,
-    )
 try:
     from tenantgpu.apiserver.tables import to_table
 except ImportError:

@@ -19,12 +19,8 @@ from urllib.parse import urlsplit
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionPlugin
 from tenantgpu.apiserver.hooks import DirectEgress, Egress
+from tenantgpu.apiserver.patch import PatchError, apply_json_patch
 from tenantgpu.apiserver.selectors import match_selector_object
-
-try:
-    from tenantgpu.apiserver.patch import PatchError, apply_json_patch
-except ImportError:  # until the pure helpers land
-    from tenantgpu.apiserver._interim import PatchError, apply_json_patch  # type: ignore[assignment]
 
 Obj = dict[str, Any]
 ConfigurationSource = Callable[[bool], list[Obj]]

@@ -46,6 +46,10 @@ class TenantControlPlaneController:
         self._failures: dict[str, int] = {}
         self._concurrency = concurrency
         self._tasks: list[asyncio.Task[None]] = []
+        self._unsynced: set[str] = set()
+        self._done_before_sync: set[str] = set()
+        self._counting = False
+        self._synced = asyncio.Event()
 
     async def start(self) -> None:
         """Returns once the informer has listed every TCP (their reconciliations are queued)."""
@@ -53,6 +57,17 @@ class TenantControlPlaneController:
             asyncio.create_task(self._work(), name=f"tcp-controller-{i}") for i in range(self._concurrency)
         ]
         await self._informer.start()
+        # A restarted lab finds the Ready status its last run derived; until every TCP was reconciled once
+        # by this run, that status is a memory, not an observation.
+        self._unsynced = {model.TenantRef.of(tcp).key for tcp in self._informer.items()}
+        self._unsynced -= self._done_before_sync
+        self._counting = True
+        if not self._unsynced:
+            self._synced.set()
+
+    async def wait_synced(self) -> None:
+        """Wait until every TCP that existed at start has been reconciled successfully once."""
+        await self._synced.wait()
 
     async def stop(self) -> None:
         await self._informer.stop()
@@ -86,6 +101,7 @@ class TenantControlPlaneController:
             try:
                 await self.reconcile(key)
                 self._failures.pop(key, None)
+                self._mark_reconciled(key)
             except asyncio.CancelledError:
                 raise
             except Exception as err:
@@ -102,6 +118,16 @@ class TenantControlPlaneController:
                 if key in self._dirty:
                     self._dirty.discard(key)
                     self._enqueue(key)
+
+    def _mark_reconciled(self, key: str) -> None:
+        if self._synced.is_set():
+            return
+        if not self._counting:
+            self._done_before_sync.add(key)
+            return
+        self._unsynced.discard(key)
+        if not self._unsynced:
+            self._synced.set()
 
     async def reconcile(self, key: str) -> None:
         namespace, name = key.split("/", 1)

@@ -1,1 +1,24 @@
 """The Konnectivity-style tunnel: a proxy server beside each tenant API server, an agent per worker."""
+
+from tenantgpu.konnectivity.agent import Backoff, DialPolicy, ProxyAgent, dial_as_addressed
+from tenantgpu.konnectivity.backends import AgentInfo, DialError, NoAgentAvailable
+from tenantgpu.konnectivity.egress import Egress, TunnelConnector
+from tenantgpu.konnectivity.server import ProxyServer, TokenVerifier, service_account_username
+from tenantgpu.konnectivity.wire import NO_AGENT_AVAILABLE, AgentIdentifiers
+
+__all__ = [
+    "NO_AGENT_AVAILABLE",
+    "AgentIdentifiers",
+    "AgentInfo",
+    "Backoff",
+    "DialError",
+    "DialPolicy",
+    "Egress",
+    "NoAgentAvailable",
+    "ProxyAgent",
+    "ProxyServer",
+    "TokenVerifier",
+    "TunnelConnector",
+    "dial_as_addressed",
+    "service_account_username",
+]

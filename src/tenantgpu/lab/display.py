@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.status import Status
 from rich.table import Table
 
+from tenantgpu.lab.process import Progress
 from tenantgpu.lab.state import StateDir
-from tenantgpu.lab.supervisor import Progress
 
 _DONE_STATES = {"ready", "resuming"}
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_STATE_DIR = ".tenantgpu"
+# Lab tenants' TenantControlPlanes live in this namespace of the management plane.
+TENANT_NAMESPACE = "default"
 
 
 class LabLockedError(Exception):
@@ -147,3 +149,8 @@ class LabLock:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
         self._fd = None
+
+
+def kubeconfig_file_name(namespace: str, name: str) -> str:
+    """Lab tenants live in `default` and keep their plain name; others are prefixed by their namespace."""
+    return name if namespace == TENANT_NAMESPACE else f"{namespace}.{name}"

@@ -7,8 +7,7 @@ from typing import Any
 
 from tenantgpu.kamaji import model
 from tenantgpu.kubeclient import ApiError, KubeClient
-from tenantgpu.lab.state import StateDir
-from tenantgpu.lab.supervisor import kubeconfig_file_name
+from tenantgpu.lab.state import StateDir, kubeconfig_file_name
 
 Obj = dict[str, Any]
 

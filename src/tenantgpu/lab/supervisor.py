@@ -5,60 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.plane import ManagementPlane
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
+from tenantgpu.lab.process import (
+    LabAlreadyRunning,
+    LabError,
+    Progress,
+    ProgressSink,
+    already_running_message,
+    ready_timeout,
+)
 from tenantgpu.lab.spec import Lab, load_lab, parse_lab
-from tenantgpu.lab.state import LabLock, LabLockedError, StateDir
+from tenantgpu.lab.state import TENANT_NAMESPACE, LabLock, LabLockedError, StateDir, kubeconfig_file_name
 
 log = logging.getLogger(__name__)
-
-TENANT_NAMESPACE = "default"
-_READY_TIMEOUT = float(os.environ.get("TENANTGPU_READY_TIMEOUT", "300"))
-
-
-class LabError(Exception):
-    """The lab could not be started or stopped; the message is one line for the user."""
-
-
-class LabAlreadyRunning(LabError):
-    pass
-
-
-@dataclass(frozen=True)
-class Progress:
-    """One step the lab reports while it comes up: `what` names the thing, `state` where it is."""
-
-    what: str
-    state: str
-    detail: str = ""
-
-    def as_dict(self) -> dict[str, str]:
-        return {"what": self.what, "state": self.state, "detail": self.detail}
-
-
-ProgressSink = Callable[[Progress], None]
-
-
-def _ignore(_: Progress) -> None:
-    return None
-
-
-def kubeconfig_file_name(namespace: str, name: str) -> str:
-    """Lab tenants live in `default` and keep their plain name; others are prefixed by their namespace."""
-    return name if namespace == TENANT_NAMESPACE else f"{namespace}.{name}"
 
 
 @dataclass
@@ -68,7 +36,7 @@ class LabRuntime:
 
     state: StateDir
     lab: Lab
-    progress: ProgressSink = _ignore
+    progress: ProgressSink = lambda _: None
     plane: ManagementPlane | None = None
     _exporter: Informer | None = None
     _ready: dict[str, str] = field(default_factory=dict)
@@ -88,6 +56,8 @@ class LabRuntime:
         self._exporter = Informer(client, model.TENANT_CONTROL_PLANES)
         self._exporter.add_handler(self._on_tcp)
         await self._exporter.start()
+        assert self.plane.controller is not None
+        await asyncio.wait_for(self.plane.controller.wait_synced(), ready_timeout())
         for tenant in self.lab.tenants:
             await self._ensure_tenant(client, tenant.name)
         await self._wait_tenants_ready([t.name for t in self.lab.tenants])
@@ -158,13 +128,13 @@ class LabRuntime:
 
     async def _wait_tenants_ready(self, names: list[str]) -> None:
         keys = {f"{TENANT_NAMESPACE}/{n}" for n in names}
-        deadline = asyncio.get_running_loop().time() + _READY_TIMEOUT
+        deadline = asyncio.get_running_loop().time() + ready_timeout()
         while not keys <= self._ready.keys():
             self._changed.clear()
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
                 missing = ", ".join(sorted(k.split("/", 1)[1] for k in keys - self._ready.keys()))
-                raise LabError(f"tenants not Ready after {_READY_TIMEOUT:.0f}s: {missing}")
+                raise LabError(f"tenants not Ready after {ready_timeout():.0f}s: {missing}")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), min(remaining, 1.0))
 
@@ -226,7 +196,7 @@ async def serve(
         done, _ = await asyncio.wait({starting, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if starting in done:
             starting.result()
-            on_ready(runtime)
+            on_ready(runtime.endpoints())
             await stop.wait()
         else:
             starting.cancel()
@@ -247,120 +217,8 @@ def run_foreground(
     try:
         lock.acquire()
     except LabLockedError as err:
-        raise LabAlreadyRunning(_already_running(state, err.pid)) from None
+        raise LabAlreadyRunning(already_running_message(state, err.pid)) from None
     try:
         asyncio.run(serve(state, lab, progress, on_ready))
     finally:
         lock.release()
-
-
-def _already_running(state: StateDir, pid: int | None) -> str:
-    return f"a lab is already running in {state.root} (pid {pid}); stop it with `tenantgpu down`"
-
-
-# --- detached: a child process in its own session ------------------------------------------------
-
-
-class PipeReporter:
-    """The child's side of the readiness pipe: one JSON line per progress step, then `ready` or `error`."""
-
-    def __init__(self, fd: int) -> None:
-        self._file = os.fdopen(fd, "w", buffering=1)
-
-    def progress(self, step: Progress) -> None:
-        self._send({"event": "progress", **step.as_dict()})
-
-    def ready(self, runtime: LabRuntime) -> None:
-        self._send({"event": "ready", "endpoints": runtime.endpoints()})
-        self.close()
-
-    def error(self, message: str) -> None:
-        self._send({"event": "error", "message": message})
-        self.close()
-
-    def _send(self, message: dict[str, Any]) -> None:
-        if self._file.closed:
-            return
-        with contextlib.suppress(OSError):
-            self._file.write(json.dumps(message) + "\n")
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._file.close()
-
-
-def start_detached(
-    state: StateDir, lab_file: str | None, progress: ProgressSink, *, timeout: float = _READY_TIMEOUT
-) -> dict[str, str]:
-    """Start the lab in a new session with its logs under `DIR/logs/`; return once it is ready."""
-    pid = state.running_pid()
-    if pid is not None:
-        raise LabAlreadyRunning(_already_running(state, pid))
-    state.create()
-    read_fd, write_fd = os.pipe()
-    argv = [
-        sys.executable,
-        "-m",
-        "tenantgpu",
-        "up",
-        "--state-dir",
-        str(state.root),
-        "--ready-fd",
-        str(write_fd),
-    ]
-    if lab_file is not None:
-        argv += ["-f", str(Path(lab_file).absolute())]
-    with open(state.log_file, "ab") as log_file:
-        child = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,),
-            start_new_session=True,
-            close_fds=True,
-        )
-    os.close(write_fd)
-    deadline = time.monotonic() + timeout
-    with os.fdopen(read_fd, "r") as pipe:
-        for line in pipe:
-            message = json.loads(line)
-            event = message.pop("event")
-            if event == "progress":
-                progress(Progress(**message))
-            elif event == "ready":
-                return dict(message.get("endpoints") or {})
-            elif event == "error":
-                _reap(child, 5)
-                raise LabError(message["message"])
-            if time.monotonic() > deadline:
-                break
-    code = _reap(child, 5)
-    raise LabError(f"the lab process exited (code {code}) before it was ready; see {state.log_file}")
-
-
-def _reap(child: subprocess.Popen[bytes], timeout: float) -> int | None:
-    try:
-        return child.wait(timeout)
-    except subprocess.TimeoutExpired:
-        return None
-
-
-def stop_lab(state: StateDir, *, timeout: float = 30.0) -> int | None:
-    """SIGTERM the lab process and wait until it has let go of the state directory; returns its pid."""
-    pid = state.running_pid()
-    if pid is None:
-        return None
-    if pid > 0:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while state.running_pid() is not None:
-        if time.monotonic() > deadline:
-            if pid > 0:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.2)
-            break
-        time.sleep(0.05)
-    return pid

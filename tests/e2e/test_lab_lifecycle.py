@@ -1,0 +1,200 @@
+"""`tenantgpu up -d / down / status / kubeconfig` as a user runs them, checked with the real kubectl."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TCP_YAML = """\
+apiVersion: kamaji.clastix.io/v1alpha1
+kind: TenantControlPlane
+metadata:
+  name: tenant-c
+  namespace: default
+spec:
+  dataStore: default
+  controlPlane:
+    deployment:
+      replicas: 1
+    service:
+      serviceType: ClusterIP
+  kubernetes:
+    version: v1.31.4
+"""
+
+
+@dataclass
+class LabDir:
+    root: Path
+    state: Path
+    home: Path
+
+    def tenantgpu(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tenantgpu", *args, "--state-dir", str(self.state)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+        )
+
+    def kubectl(self, kubeconfig: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            ["kubectl", "--kubeconfig", str(kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HOME": str(self.home)},
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+        return result
+
+    @property
+    def management(self) -> Path:
+        return self.state / "management.kubeconfig"
+
+    def tenant(self, name: str) -> Path:
+        return self.state / "kubeconfigs" / f"{name}.kubeconfig"
+
+    def tcp(self, name: str) -> dict:
+        out = self.kubectl(self.management, "get", "tcp", name, "-o", "json", check=False)
+        return json.loads(out.stdout) if out.returncode == 0 else {}
+
+    def wait_tcp(self, name: str, check: Callable[[dict], bool], timeout: float = 20) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            tcp = self.tcp(name)
+            if check(tcp):
+                return tcp
+            time.sleep(0.1)
+        raise AssertionError(f"TCP {name} never matched: {tcp.get('status')}")
+
+
+def _state_is(expected: str) -> Callable[[dict], bool]:
+    return lambda tcp: (
+        (tcp.get("status") or {}).get("kubernetesResources", {}).get("version", {}).get("status") == expected
+    )
+
+
+def _refuses(endpoint: str) -> bool:
+    host, port = endpoint.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabDir]:
+    if shutil.which("kubectl") is None:
+        pytest.fail("kubectl must be on PATH for the end-to-end tests")
+    root = tmp_path_factory.mktemp("lab")
+    lab = LabDir(root, root / "state", root / "home")
+    lab.home.mkdir()
+    started = lab.tenantgpu("up", "-d")
+    assert started.returncode == 0, started.stderr + started.stdout
+    yield lab
+    stopped = lab.tenantgpu("down", "--purge")
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def test_up_detached_leaves_a_lab_kubectl_can_use(lab: LabDir) -> None:
+    assert (lab.state / "lab.pid").read_text().strip().isdigit()
+    assert (lab.state / "logs" / "lab.log").exists()
+    listing = json.loads(lab.kubectl(lab.management, "get", "tcp", "-A", "-o", "json").stdout)
+    tcps = {t["metadata"]["name"]: t for t in listing["items"]}
+    assert set(tcps) == {"tenant-a", "tenant-b"}
+    for tcp in tcps.values():
+        assert tcp["status"]["kubernetesResources"]["version"]["status"] == "Ready"
+        assert tcp["status"]["controlPlaneEndpoint"].startswith("127.0.0.1:")
+    namespaces = lab.kubectl(lab.tenant("tenant-a"), "get", "ns", "-o", "name").stdout.split()
+    assert "namespace/kube-system" in namespaces
+    printed = lab.tenantgpu("kubeconfig", "tenant-b")
+    assert printed.returncode == 0
+    assert Path(printed.stdout.strip()) == lab.tenant("tenant-b")
+
+
+def test_second_up_on_a_running_lab_exits_1(lab: LabDir) -> None:
+    again = lab.tenantgpu("up", "-d")
+    assert again.returncode == 1
+    assert "already running" in again.stderr
+    assert "Traceback" not in again.stderr
+
+
+def test_status_json_lists_tenants_with_endpoint_and_state(lab: LabDir) -> None:
+    result = lab.tenantgpu("status", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["running"] is True
+    assert status["pid"] == int((lab.state / "lab.pid").read_text())
+    tenants = {t["name"]: t for t in status["tenants"]}
+    assert {"tenant-a", "tenant-b"} <= set(tenants)
+    for tenant in tenants.values():
+        assert tenant["state"] == "Ready"
+        assert tenant["endpoint"]
+        assert set(tenant) >= {"namespace", "version", "kubeconfig", "nodes", "pods"}
+
+
+def test_kubectl_apply_makes_a_tenant_that_sleeps_wakes_and_goes(lab: LabDir) -> None:
+    manifest = lab.root / "tcp.yaml"
+    manifest.write_text(TCP_YAML)
+    # --validate=false: the management API does not serve OpenAPI for kamaji.clastix.io yet.
+    lab.kubectl(lab.management, "apply", "-f", str(manifest), "--validate=false")
+    tcp = lab.wait_tcp("tenant-c", _state_is("Ready"))
+    endpoint = tcp["status"]["controlPlaneEndpoint"]
+    kubeconfig = Path(lab.tenantgpu("kubeconfig", "tenant-c").stdout.strip())
+    lab.kubectl(kubeconfig, "create", "namespace", "team-c", "--validate=false")
+
+    lab.kubectl(lab.management, "scale", "tcp", "tenant-c", "--replicas=0")
+    lab.wait_tcp("tenant-c", _state_is("Sleeping"))
+    assert _refuses(endpoint)
+
+    lab.kubectl(lab.management, "scale", "tcp", "tenant-c", "--replicas=1")
+    woke = lab.wait_tcp("tenant-c", _state_is("Ready"))
+    assert woke["status"]["controlPlaneEndpoint"] == endpoint
+    assert (
+        lab.kubectl(kubeconfig, "get", "namespace", "team-c", "-o", "name").stdout.strip()
+        == "namespace/team-c"
+    )
+
+    lab.kubectl(lab.management, "delete", "tcp", "tenant-c")
+    lab.wait_tcp("tenant-c", lambda t: not t)
+    assert _refuses(endpoint)
+    secrets = lab.kubectl(lab.management, "get", "secrets", "-o", "name").stdout.split()
+    assert not [s for s in secrets if s.startswith("secret/tenant-c-")]
+
+
+def test_down_and_up_resume_the_same_lab_even_after_kill_9(lab: LabDir) -> None:
+    saved = lab.root / "tenant-a-before.kubeconfig"
+    shutil.copy(lab.tenant("tenant-a"), saved)
+    lab.kubectl(saved, "create", "namespace", "kept", "--validate=false")
+
+    down = lab.tenantgpu("down")
+    assert down.returncode == 0, down.stderr
+    assert not (lab.state / "lab.pid").exists()
+    assert lab.tenantgpu("up", "-d").returncode == 0
+    # The kubeconfig from the first run still works: same CA, same endpoint, same credentials.
+    assert lab.kubectl(saved, "get", "namespace", "kept", "-o", "name").stdout.strip() == "namespace/kept"
+    lab.kubectl(saved, "create", "namespace", "acknowledged", "--validate=false")
+
+    os.kill(int((lab.state / "lab.pid").read_text()), signal.SIGKILL)
+    time.sleep(0.2)
+    restarted = lab.tenantgpu("up", "-d")
+    assert restarted.returncode == 0, restarted.stderr
+    names = lab.kubectl(saved, "get", "namespaces", "-o", "name").stdout.split()
+    assert {"namespace/kept", "namespace/acknowledged"} <= set(names)
