@@ -1,6 +1,12 @@
 """The Konnectivity-style tunnel: a proxy server beside each tenant API server, an agent per worker."""
 
-from tenantgpu.konnectivity.agent import Backoff, DialPolicy, ProxyAgent, dial_as_addressed
+from tenantgpu.konnectivity.agent import (
+    Backoff,
+    DialPolicy,
+    ProxyAgent,
+    dial_as_addressed,
+    mapped_dial_policy,
+)
 from tenantgpu.konnectivity.backends import AgentInfo, DialError, NoAgentAvailable
 from tenantgpu.konnectivity.egress import Egress, TunnelConnector
 from tenantgpu.konnectivity.server import ProxyServer, TokenVerifier, service_account_username
@@ -20,5 +26,6 @@ __all__ = [
     "TokenVerifier",
     "TunnelConnector",
     "dial_as_addressed",
+    "mapped_dial_policy",
     "service_account_username",
 ]
