@@ -299,3 +299,98 @@ def test_scheduler_recovers_fails_if_pods_are_placed_while_it_is_stopped() -> No
     assert outcome.status == "failed"
     assert "was placed while the scheduler was stopped" in outcome.detail
     assert live["hami-scheduler"] == "running"  # restored even though the check failed
+
+
+def test_gpu_type_selection_fails_when_the_pod_lands_on_another_type() -> None:
+    a, b, _ = _lab()
+    b.add("Node", node("worker-b1", register=register_json(L4_0, ("GPU-t4", "Tesla T4", 15360))))
+    b.on_create_pod = _hami({"typed": "GPU-t4"})
+    outcome = _run(scheduling.gpu_type_selection, _ctx("gpu-type-selection", "tenant-b", a, b))
+    assert outcome.status == "failed"
+    assert "absent-type was placed although it should not fit" in outcome.detail  # the fake ignores types
+    assert outcome.expected == "Pending with CardTypeMismatch"
+    b.on_create_pod = _hami({"typed": "GPU-l4-0"})
+    outcome = _run(scheduling.gpu_type_selection, _ctx("gpu-type-selection", "tenant-b", a, b))
+    assert outcome.status == "failed"
+    assert outcome.detail == "the pod asking for Tesla T4 got another GPU type"
+    assert outcome.seen == "NVIDIA L4"
+
+
+def test_no_lock_contention_fails_on_a_lock_left_behind() -> None:
+    a, b, _ = _lab()
+    a.on_create_pod = _hami({})
+    a.objects["Node"][(None, "worker-a1")]["metadata"]["annotations"]["hami.io/mutex.lock"] = (
+        "2026-11-29T19:00:00Z,ns,pod"
+    )
+    outcome = _run(scheduling.no_lock_contention, _ctx("no-lock-contention", "tenant-a", a, b))
+    assert outcome.status == "failed"
+    assert "no hami.io/mutex.lock left on worker-a1" in outcome.detail
+    assert outcome.seen == "hami.io/mutex.lock=2026-11-29T19:00:00Z,ns,pod"
+    del a.objects["Node"][(None, "worker-a1")]["metadata"]["annotations"]["hami.io/mutex.lock"]
+    outcome = _run(scheduling.no_lock_contention, _ctx("no-lock-contention", "tenant-a", a, b))
+    assert outcome.status == "passed", outcome.explain()
+    assert outcome.detail.startswith("6 GPU pods on worker-a1 all Running")
+
+
+def test_quota_refused_at_admission_passes_and_a_second_running_pod_fails() -> None:
+    from tenantgpu.validate.checks import quota
+    from tenantgpu.validate.cluster import ApiError
+
+    a, b, _ = _lab()
+    place = _hami({})
+
+    def webhook_quota(cluster: FakeCluster, pod: dict) -> None:
+        if pod["metadata"]["name"] == "beyond":
+            del cluster.objects["Pod"][(pod["metadata"]["namespace"], "beyond")]
+            raise ApiError(
+                403,
+                "Forbidden",
+                'admission webhook "vgpu.hami.io" denied the request: exceeding resource quota',
+            )
+        place(cluster, pod)
+
+    a.on_create_pod = webhook_quota
+    outcome = _run(quota.quota_enforced, _ctx("quota-enforced", "tenant-a", a, b))
+    assert outcome.status == "passed", outcome.explain()
+    assert "refused at admission" in outcome.detail
+    a.on_create_pod = place
+    outcome = _run(quota.quota_enforced, _ctx("quota-enforced", "tenant-a", a, b))
+    assert outcome.status == "failed"
+    assert "beyond was placed although it should not fit" in outcome.detail
+
+
+def test_webhook_unreachable_behaviour_with_lab_control() -> None:
+    a, b, _ = _lab()
+    a.add(
+        "MutatingWebhookConfiguration",
+        {
+            "metadata": {"name": "hami-webhook"},
+            "webhooks": [
+                {
+                    "name": "vgpu.hami.io",
+                    "failurePolicy": "Ignore",
+                    "clientConfig": {"service": {"name": "hami-scheduler"}},
+                }
+            ],
+        },
+    )
+    live = _lab_control(a, {"konnectivity-agent": "running"})
+    mutate = _hami({})
+
+    def webhook_via_tunnel(cluster: FakeCluster, pod: dict) -> None:
+        if live["konnectivity-agent"] == "running":
+            mutate(cluster, pod)
+
+    a.on_create_pod = webhook_via_tunnel
+    outcome = _run(
+        admission.webhook_unreachable_behaviour, _ctx("webhook-unreachable-behaviour", "tenant-a", a, b)
+    )
+    assert outcome.status == "passed", outcome.explain()
+    assert "admitted unmutated (schedulerName default-scheduler, failurePolicy Ignore)" in outcome.detail
+    a.on_create_pod = mutate  # a lab whose "stopped" agent still carries webhook calls
+    outcome = _run(
+        admission.webhook_unreachable_behaviour, _ctx("webhook-unreachable-behaviour", "tenant-a", a, b)
+    )
+    assert outcome.status == "failed"
+    assert outcome.detail == "the pod was mutated although the tunnel agent was stopped"
+    assert live["konnectivity-agent"] == "running"
