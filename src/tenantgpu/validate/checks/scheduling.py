@@ -53,7 +53,7 @@ def _read_env(ctx: CheckContext, namespace: str, name: str, key: str) -> dict[st
         what=f"{key} in the log of {namespace}/{name}",
         seen=lambda: repr(last["log"][-300:]) or "empty log",
         command=ctx.kubectl(f"-n {namespace} logs {name}"),
-        timeout=10.0,
+        timeout=min(10.0, ctx.settings.timeout_seconds),
     )
 
 
@@ -220,7 +220,7 @@ def no_lock_contention(ctx: CheckContext) -> Outcome:
             what=f"no {hami.NODE_LOCK} left on {node} once every pod runs",
             seen=lambda: f"{hami.NODE_LOCK}={annotations(ctx.cluster.get('Node', node)).get(hami.NODE_LOCK)}",
             command=ctx.kubectl(f"get node {node} -o jsonpath='{{.metadata.annotations}}'"),
-            timeout=5.0,
+            timeout=min(5.0, ctx.settings.timeout_seconds),
         )
     return Outcome.passed(f"{burst} GPU pods on {node} all Running in {took:.1f} s; no node lock left")
 
