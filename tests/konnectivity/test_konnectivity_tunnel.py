@@ -133,3 +133,18 @@ async def test_closing_on_the_worker_side_ends_the_api_servers_stream(
         while agent.open_connections or proxy_server.agents[0].open_connections:
             await asyncio.sleep(0.01)
     writer.close()
+
+
+async def test_when_the_proxy_server_stops_open_tunnelled_connections_end(
+    proxy_server: ProxyServer, make_agent: AgentFactory, echo_server: EchoServer
+) -> None:
+    agent = await make_agent()
+    reader, writer = await proxy_server.egress.open_connection("127.0.0.1", echo_server.port)
+    writer.write(b"ping")
+    await reader.readexactly(4)
+    await proxy_server.stop(grace=None)
+    with pytest.raises(ConnectionResetError):
+        await asyncio.wait_for(reader.read(), 5)
+    async with asyncio.timeout(5):
+        while agent.open_connections or echo_server.closed_by_peer < 1:
+            await asyncio.sleep(0.01)

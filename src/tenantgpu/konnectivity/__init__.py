@@ -1,8 +1,15 @@
 """The Konnectivity-style tunnel: a proxy server beside each tenant API server, an agent per worker."""
 
-from tenantgpu.konnectivity.agent import Backoff, DialPolicy, ProxyAgent, dial_as_addressed
+from tenantgpu.konnectivity.agent import (
+    Backoff,
+    DialPolicy,
+    ProxyAgent,
+    dial_as_addressed,
+    mapped_dial_policy,
+)
 from tenantgpu.konnectivity.backends import AgentInfo, DialError, NoAgentAvailable
-from tenantgpu.konnectivity.egress import Egress, TunnelConnector
+from tenantgpu.konnectivity.client import GrpcEgress
+from tenantgpu.konnectivity.egress import Dialler, Egress, TunnelConnector
 from tenantgpu.konnectivity.server import ProxyServer, TokenVerifier, service_account_username
 from tenantgpu.konnectivity.wire import NO_AGENT_AVAILABLE, AgentIdentifiers
 
@@ -13,12 +20,15 @@ __all__ = [
     "Backoff",
     "DialError",
     "DialPolicy",
+    "Dialler",
     "Egress",
+    "GrpcEgress",
     "NoAgentAvailable",
     "ProxyAgent",
     "ProxyServer",
     "TokenVerifier",
     "TunnelConnector",
     "dial_as_addressed",
+    "mapped_dial_policy",
     "service_account_username",
 ]

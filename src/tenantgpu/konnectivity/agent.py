@@ -36,6 +36,25 @@ async def dial_as_addressed(host: str, port: int) -> tuple[str, int]:
     return host, port
 
 
+def mapped_dial_policy(
+    mapping: dict[tuple[str, int], tuple[str, int]], *, pass_unmapped: bool = True
+) -> DialPolicy:
+    """A policy from a fixed table (e.g. `hami-scheduler.kube-system.svc:443` -> `127.0.0.1:9443`),
+    standing in for the worker's cluster DNS and Service routing; other destinations are dialled
+    as given, or refused when `pass_unmapped` is False."""
+    table = {(host.lower(), port): target for (host, port), target in mapping.items()}
+
+    async def policy(host: str, port: int) -> tuple[str, int]:
+        target = table.get((host.lower(), port))
+        if target is not None:
+            return target
+        if pass_unmapped:
+            return host, port
+        raise LookupError(f"{host}:{port} is not a destination this worker serves")
+
+    return policy
+
+
 @dataclass(frozen=True)
 class Backoff:
     """Reconnect delays: exponential from `initial` up to `cap`, each stretched by up to `jitter`.
