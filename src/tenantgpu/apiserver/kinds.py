@@ -187,7 +187,8 @@ def _service_on_create(svc: Obj) -> None:
 
 
 def _secret_on_create(secret: Obj) -> None:
-    secret.setdefault("type", "Opaque")
+    if not secret.get("type"):
+        secret["type"] = "Opaque"
 
 
 def _tcp_on_create(tcp: Obj) -> None:
