@@ -189,6 +189,63 @@ def kubeconfig(tenant: str, state_dir: str) -> None:
 # --- node run --------------------------------------------------------------------------------
 
 
+@main.group("node")
+def node_group() -> None:
+    """Simulated worker nodes (like KWOK nodes, with HAMi's device plugin and a kubelet)."""
+
+
+@node_group.command("run")
+@click.option(
+    "--kubeconfig", "kubeconfig", required=True, type=click.Path(dir_okay=False), help="API to join."
+)
+@click.option("--name", required=True, help="Node name.")
+@click.option(
+    "--gpu", "gpus", multiple=True, help="MODEL:MEMORY_MIB[:COUNT[:NUMA]], e.g. 'NVIDIA L4:23034:2'."
+)
+@click.option("--cpu", default="32", show_default=True, help="CPU capacity.")
+@click.option("--memory", default="256Gi", show_default=True, help="Memory capacity.")
+@click.option("--pods", default=110, show_default=True, help="Pod capacity.")
+@click.option("--device-split-count", default=10, show_default=True, help="HAMi deviceSplitCount.")
+@click.option("--label", "labels", multiple=True, help="Extra node label KEY=VALUE.")
+@click.option("--host-ip", default="127.0.0.1", show_default=True, help="Address the kubelet serves logs on.")
+@click.option("--kubelet-port", default=0, show_default=True, help="Kubelet HTTPS port (0 = any free one).")
+def node_run(
+    kubeconfig: str,
+    name: str,
+    gpus: tuple[str, ...],
+    cpu: str,
+    memory: str,
+    pods: int,
+    device_split_count: int,
+    labels: tuple[str, ...],
+    host_ip: str,
+    kubelet_port: int,
+) -> None:
+    """Run one worker against any API server until interrupted (Ctrl-C)."""
+    from pathlib import Path
+
+    from tenantgpu.node.cli import NodeRunError, run_node
+
+    if not Path(kubeconfig).is_file():
+        raise UserError(f"kubeconfig {kubeconfig} does not exist")
+    try:
+        run_node(
+            kubeconfig,
+            name,
+            list(gpus),
+            cpu=cpu,
+            memory=memory,
+            pods=pods,
+            device_split_count=device_split_count,
+            labels=list(labels),
+            host_ip=host_ip,
+            kubelet_port=kubelet_port,
+            echo=click.echo,
+        )
+    except NodeRunError as err:
+        raise UserError(str(err)) from None
+
+
 # --- validate / demo -------------------------------------------------------------------------
 
 

@@ -385,3 +385,32 @@ def test_scheduler_metrics(lab: GpuLab) -> None:
     body = urllib.request.urlopen(f"http://127.0.0.1:{lab.scheduler.metrics_port}/metrics").read().decode()
     assert 'hami_gpu_memory_limit_bytes{device_index="0"' in body or "hami_gpu_memory_limit_bytes{" in body
     assert "gpu-a100" in body
+
+
+def test_node_run_cli_joins_and_leaves(lab: GpuLab, kubectl: Kubectl) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tenantgpu", "node", "run", "--kubeconfig", str(lab.api.kubeconfig),
+         "--name", "cli-node", "--gpu", "Tesla T4:15360:1", "--label", "pool=cli"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for(
+            lambda: kubectl("get", "node", "cli-node", check=False).returncode == 0,
+            timeout=30,
+            what="cli-node",
+        )
+        node = _get(kubectl, "node", "cli-node")
+        assert node["metadata"]["labels"]["pool"] == "cli"
+        register = json.loads(node["metadata"]["annotations"][ann.NODE_REGISTER])
+        assert register[0]["type"] == "NVIDIA-Tesla T4" and register[0]["devmem"] == 15360
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "10"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "node cli-node ready: 1 GPU(s)" in out
+    kubectl("delete", "node", "cli-node")
