@@ -126,3 +126,37 @@ async def test_concurrent_https_posts_through_the_socket_frontend(
     finally:
         await agent.stop()
         await hook.stop()
+
+
+async def test_a_frontend_that_gives_up_cancels_the_agents_dial_with_dial_cls(
+    uds_server: ProxyServer, tenant_ca: TenantCA, tenant_a_tokens: TokenIssuer
+) -> None:
+    entered, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def hanging_policy(host: str, port: int) -> tuple[str, int]:
+        entered.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return host, port
+
+    agent = ProxyAgent(
+        uds_server.address,
+        tenant_ca.cert_pem,
+        tenant_a_tokens.token(AGENT_SA),
+        dial_policy=hanging_policy,
+        backoff=FAST_BACKOFF,
+    )
+    await agent.start()
+    impatient = GrpcEgress(f"unix:{uds_server.uds_path}", dial_timeout=0.5)
+    try:
+        await agent.wait_connected(5)
+        with pytest.raises(DialError, match="timed out"):
+            await impatient.open_connection("slow.example", 80)
+        await asyncio.wait_for(cancelled.wait(), 5)  # the server passed DIAL_CLS on to the agent
+        assert entered.is_set()
+    finally:
+        await impatient.close()
+        await agent.stop()

@@ -10,6 +10,7 @@ from tenantgpu.konnectivity.agent import (
 from tenantgpu.konnectivity.backends import AgentInfo, DialError, NoAgentAvailable
 from tenantgpu.konnectivity.client import GrpcEgress
 from tenantgpu.konnectivity.egress import Dialler, Egress, TunnelConnector
+from tenantgpu.konnectivity.selector import cluster_uds_name, egress_selector_configuration
 from tenantgpu.konnectivity.server import ProxyServer, TokenVerifier, service_account_username
 from tenantgpu.konnectivity.wire import NO_AGENT_AVAILABLE, AgentIdentifiers
 
@@ -28,7 +29,9 @@ __all__ = [
     "ProxyServer",
     "TokenVerifier",
     "TunnelConnector",
+    "cluster_uds_name",
     "dial_as_addressed",
+    "egress_selector_configuration",
     "mapped_dial_policy",
     "service_account_username",
 ]

@@ -12,6 +12,7 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
 from tenantgpu.konnectivity.backends import BackendManager, NoAgentAvailable
+from tenantgpu.konnectivity.metrics import FAILURE_NO_AGENT
 from tenantgpu.konnectivity.transport import TunnelTransport
 
 STREAM_LIMIT = 2**16
@@ -106,6 +107,7 @@ class Egress(Dialler):
         try:
             session = self._backends.pick(host)
         except NoAgentAvailable:
+            self._backends.metrics.dial_failures.labels(FAILURE_NO_AGENT).inc()
             raise NoAgentAvailable(address) from None
         random_id = self._rng.getrandbits(62) + 1
         return await session.dial(host, port, random_id, self.dial_timeout)

@@ -12,6 +12,7 @@ from tenantgpu.konnectivity._proto import client_pb2 as pb
 from tenantgpu.konnectivity._proto import client_pb2_grpc
 from tenantgpu.konnectivity.backends import DialError
 from tenantgpu.konnectivity.egress import Egress
+from tenantgpu.konnectivity.metrics import ServerMetrics
 from tenantgpu.konnectivity.sender import PacketSender
 from tenantgpu.konnectivity.transport import TunnelTransport
 
@@ -21,10 +22,10 @@ log = logging.getLogger(__name__)
 class _Relay(asyncio.Protocol):
     """Bytes from the agent's side of one connection, passed on to the frontend stream."""
 
-    def __init__(self, sender: PacketSender, connect_id: int) -> None:
+    def __init__(self, sender: PacketSender, connect_id: int, finished: asyncio.Event) -> None:
         self._sender = sender
         self._connect_id = connect_id
-        self.finished = asyncio.Event()
+        self._finished = finished
         self.may_write = asyncio.Event()
         self.may_write.set()
 
@@ -36,13 +37,77 @@ class _Relay(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._sender.send(wire.close_response(self._connect_id, str(exc) if exc else ""))
-        self.finished.set()
+        self._finished.set()
 
     def pause_writing(self) -> None:
         self.may_write.clear()
 
     def resume_writing(self) -> None:
         self.may_write.set()
+
+
+class _FrontendStream:
+    """One `Proxy` call: at most one dial, then the connection it opened, until either side closes."""
+
+    def __init__(self, egress: Egress, context: aio.ServicerContext, sender: PacketSender) -> None:
+        self._egress = egress
+        self._context = context
+        self._sender = sender
+        self._connection: TunnelTransport | None = None
+        self._relay: _Relay | None = None
+        self._dialling: asyncio.Task[None] | None = None
+        self._finished = asyncio.Event()
+
+    async def run(self) -> None:
+        reading = asyncio.ensure_future(self._read_packets())
+        finished = asyncio.ensure_future(self._finished.wait())
+        try:
+            # Ends when the frontend closes (EOF, CLOSE_REQ, DIAL_CLS) or the agent's side closes.
+            await asyncio.wait({reading, finished}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reading, finished, self._dialling):
+                if task is not None and not task.done():
+                    task.cancel()
+            if self._connection is not None:
+                self._connection.close()
+        await self._sender.flush(timeout=2.0)
+
+    async def _read_packets(self) -> None:
+        while True:
+            packet = await self._context.read()
+            if packet is aio.EOF:
+                return
+            assert isinstance(packet, pb.Packet)
+            if packet.type == pb.DIAL_REQ and self._dialling is None:
+                self._dialling = asyncio.ensure_future(self._dial(packet.dialRequest))
+            elif packet.type == pb.DATA and self._connection is not None:
+                if self._relay is not None and not self._relay.may_write.is_set():
+                    await self._relay.may_write.wait()
+                self._connection.write(packet.data.data)
+            elif packet.type == pb.CLOSE_REQ:
+                if self._connection is None:
+                    self._sender.send(wire.close_response(packet.closeRequest.connectID, "unknown connectID"))
+                    return
+                self._connection.close()
+                await self._finished.wait()  # CLOSE_RSP is queued by the relay
+                return
+            elif packet.type == pb.DIAL_CLS:
+                if self._dialling is not None and not self._dialling.done():
+                    self._dialling.cancel()
+                return
+
+    async def _dial(self, request: pb.DialRequest) -> None:
+        try:
+            host, port = wire.split_address(request.address)
+            connection = await self._egress.dial(host, port)
+        except (DialError, ValueError) as exc:
+            self._sender.send(wire.dial_response(request.random, error=str(exc)))
+            return
+        self._relay = _Relay(self._sender, connection.connect_id, self._finished)
+        self._connection = connection
+        # DIAL_RSP goes out before any DATA the relay forwards, because both share the sender's order.
+        self._sender.send(wire.dial_response(request.random, connect_id=connection.connect_id))
+        connection.attach(self._relay)
 
 
 class ProxyFrontend(client_pb2_grpc.ProxyServiceServicer):
@@ -52,75 +117,16 @@ class ProxyFrontend(client_pb2_grpc.ProxyServiceServicer):
     available") rather than a gRPC error, and DIAL_CLS cancels a dial still in flight.
     """
 
-    def __init__(self, egress: Egress) -> None:
+    def __init__(self, egress: Egress, metrics: ServerMetrics) -> None:
         self._egress = egress
+        self._connections = metrics.grpc_connections.labels("Proxy")
 
     async def Proxy(self, request_iterator: object, context: aio.ServicerContext) -> None:
+        self._connections.inc()
         sender = PacketSender(context.write)
         sender.start()
-        dialling: asyncio.Task[None] | None = None
-        state: dict[str, TunnelTransport | _Relay] = {}
         try:
-            reading = asyncio.ensure_future(context.read())
-            while True:
-                relay = state.get("relay")
-                waiters: set[asyncio.Future[object]] = {reading}
-                if isinstance(relay, _Relay):
-                    finished = asyncio.ensure_future(relay.finished.wait())
-                    waiters.add(finished)
-                done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-                if reading not in done:
-                    break  # the agent's side closed; CLOSE_RSP is queued for the frontend
-                for waiter in waiters - {reading}:
-                    waiter.cancel()
-                packet = reading.result()
-                if packet is aio.EOF:
-                    break
-                assert isinstance(packet, pb.Packet)
-                if packet.type == pb.DIAL_REQ and dialling is None:
-                    dialling = asyncio.ensure_future(self._dial(packet.dialRequest, sender, state))
-                elif packet.type == pb.DATA:
-                    connection = state.get("connection")
-                    if isinstance(connection, TunnelTransport):
-                        if isinstance(relay, _Relay):
-                            await relay.may_write.wait()
-                        connection.write(packet.data.data)
-                elif packet.type == pb.CLOSE_REQ:
-                    connection = state.get("connection")
-                    if isinstance(connection, TunnelTransport):
-                        connection.close()
-                        if isinstance(relay, _Relay):
-                            await relay.finished.wait()
-                    else:
-                        sender.send(wire.close_response(packet.closeRequest.connectID, "unknown connectID"))
-                    break
-                elif packet.type == pb.DIAL_CLS and dialling is not None and not dialling.done():
-                    dialling.cancel()
-                    break
-                reading = asyncio.ensure_future(context.read())
-            if not reading.done():
-                reading.cancel()
-            if dialling is not None and not dialling.done():
-                dialling.cancel()
-            connection = state.get("connection")
-            if isinstance(connection, TunnelTransport):
-                connection.close()
-            await sender.flush(timeout=2.0)
+            await _FrontendStream(self._egress, context, sender).run()
         finally:
+            self._connections.dec()
             await sender.close()
-
-    async def _dial(
-        self, request: pb.DialRequest, sender: PacketSender, state: dict[str, TunnelTransport | _Relay]
-    ) -> None:
-        try:
-            host, port = wire.split_address(request.address)
-            connection = await self._egress.dial(host, port)
-        except (DialError, ValueError) as exc:
-            sender.send(wire.dial_response(request.random, error=str(exc)))
-            return
-        relay = _Relay(sender, connection.connect_id)
-        state["connection"] = connection
-        state["relay"] = relay
-        # DIAL_RSP goes out before any DATA the relay forwards, because both share the sender's order.
-        sender.send(wire.dial_response(request.random, connect_id=connection.connect_id))
-        connection.attach(relay)

@@ -23,6 +23,7 @@ from tenantgpu.konnectivity.backends import (
 )
 from tenantgpu.konnectivity.egress import Egress
 from tenantgpu.konnectivity.frontend import ProxyFrontend
+from tenantgpu.konnectivity.metrics import ServerMetrics
 from tenantgpu.konnectivity.sender import PacketSender
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,8 @@ class ProxyServer:
         self.expected_username = service_account_username(agent_namespace, agent_service_account)
         self.server_id = server_id or str(uuid.uuid4())
         self.server_count = server_count
-        self.backends = BackendManager(proxy_strategies, rng)
+        self.metrics = ServerMetrics()
+        self.backends = BackendManager(proxy_strategies, rng, self.metrics)
         self.egress = Egress(self.backends, dial_timeout=dial_timeout, rng=rng)
         self.uds_path = uds_path
         self._server: aio.Server | None = None
@@ -113,7 +115,8 @@ class ProxyServer:
         if self.uds_path is not None:
             # Kamaji's layout: kube-apiserver reaches its sidecar over a Unix socket (--uds-name).
             frontend = aio.server(options=wire.GRPC_OPTIONS)
-            client_pb2_grpc.add_ProxyServiceServicer_to_server(ProxyFrontend(self.egress), frontend)
+            servicer = ProxyFrontend(self.egress, self.metrics)
+            client_pb2_grpc.add_ProxyServiceServicer_to_server(servicer, frontend)
             if frontend.add_insecure_port(f"unix:{self.uds_path}") == 0:
                 await server.stop(None)
                 raise OSError(f"konnectivity server cannot listen on unix:{self.uds_path}")
@@ -173,9 +176,11 @@ class _AgentService(agent_pb2_grpc.AgentServiceServicer):
         await context.send_initial_metadata(
             ((wire.SERVER_ID, self._proxy.server_id), (wire.SERVER_COUNT, str(self._proxy.server_count)))
         )
+        connections = self._proxy.metrics.grpc_connections.labels("Connect")
+        connections.inc()
         sender = PacketSender(context.write)
         sender.start()
-        session = AgentSession(agent_id, identifiers, identity, sender)
+        session = AgentSession(agent_id, identifiers, identity, sender, self._proxy.metrics)
         backends = self._proxy.backends
         await backends.add(session)
         log.info("agent %s connected (%s)", agent_id, identifiers.encode())
@@ -198,6 +203,7 @@ class _AgentService(agent_pb2_grpc.AgentServiceServicer):
         finally:
             session.close(error)
             await sender.close()
+            connections.dec()
             with contextlib.suppress(Exception):
                 await backends.remove(session)
             log.info("agent %s disconnected", agent_id)
