@@ -101,7 +101,7 @@ def _kubectl_apply_wall(work: Path, state: Path) -> float:
     kubeconfig = str(state / "management.kubeconfig")
     start = time.perf_counter()
     subprocess.run(
-        ["kubectl", "--kubeconfig", kubeconfig, "apply", "--validate=false", "-f", str(manifest)],
+        ["kubectl", "--kubeconfig", kubeconfig, "apply", "-f", str(manifest)],
         check=True,
         capture_output=True,
         env=env,

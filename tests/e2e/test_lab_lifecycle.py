@@ -129,6 +129,70 @@ def test_up_detached_leaves_a_lab_kubectl_can_use(lab: LabDir) -> None:
     assert Path(printed.stdout.strip()) == lab.tenant("tenant-b")
 
 
+GPU_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: gpu-pod
+spec:
+  containers:
+    - name: cuda
+      image: nvidia/cuda:12.2.0-base-ubuntu22.04
+      command: ["sleep", "3600"]
+      resources:
+        limits:
+          nvidia.com/gpu: 1
+          nvidia.com/gpumem: 10000
+          nvidia.com/gpucores: 30
+"""
+
+
+def _status(lab: LabDir) -> dict:
+    result = lab.tenantgpu("status", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_up_joins_workers_with_their_gpus(lab: LabDir) -> None:
+    tenants = {t["name"]: t for t in _status(lab)["tenants"]}
+    assert [(n["name"], n["ready"], len(n["gpus"])) for n in tenants["tenant-a"]["nodes"]] == [
+        ("worker-a1", True, 1)
+    ]
+    assert [(n["name"], n["ready"], len(n["gpus"])) for n in tenants["tenant-b"]["nodes"]] == [
+        ("worker-b1", True, 2)
+    ]
+    gpu = tenants["tenant-a"]["nodes"][0]["gpus"][0]
+    assert gpu["type"] == "NVIDIA A100-SXM4-80GB"
+    assert gpu["memory"] == {"allocated": 0, "total": 81920}
+    # Nodes belong to one tenant only.
+    nodes = lab.kubectl(lab.tenant("tenant-b"), "get", "nodes", "-o", "name").stdout.split()
+    assert nodes == ["node/worker-b1"]
+
+
+def test_a_gpu_pod_goes_through_the_tunnelled_webhook_and_hami(lab: LabDir) -> None:
+    manifest = lab.root / "gpu-pod.yaml"
+    manifest.write_text(GPU_POD)
+    kubeconfig = lab.tenant("tenant-a")
+    lab.kubectl(kubeconfig, "create", "-f", str(manifest))
+    deadline = time.monotonic() + 20
+    pod: dict = {}
+    while time.monotonic() < deadline:
+        pod = json.loads(lab.kubectl(kubeconfig, "get", "pod", "gpu-pod", "-o", "json").stdout)
+        if pod.get("status", {}).get("phase") == "Running":
+            break
+        time.sleep(0.2)
+    assert pod["status"]["phase"] == "Running", pod.get("status")
+    # The webhook (reached only through the konnectivity tunnel) set HAMi's scheduler.
+    assert pod["spec"]["schedulerName"] == "hami-scheduler"
+    assert pod["spec"]["nodeName"] == "worker-a1"
+    assert pod["metadata"]["annotations"]["hami.io/bind-phase"] == "success"
+    tenant_a = next(t for t in _status(lab)["tenants"] if t["name"] == "tenant-a")
+    gpu = tenant_a["nodes"][0]["gpus"][0]
+    assert gpu["memory"]["allocated"] == 10000
+    assert gpu["cores"]["allocated"] == 30
+    assert gpu["sharedPods"] == 1
+
+
 def test_second_up_on_a_running_lab_exits_1(lab: LabDir) -> None:
     again = lab.tenantgpu("up", "-d")
     assert again.returncode == 1
@@ -153,12 +217,11 @@ def test_status_json_lists_tenants_with_endpoint_and_state(lab: LabDir) -> None:
 def test_kubectl_apply_makes_a_tenant_that_sleeps_wakes_and_goes(lab: LabDir) -> None:
     manifest = lab.root / "tcp.yaml"
     manifest.write_text(TCP_YAML)
-    # --validate=false: the management API does not serve OpenAPI for kamaji.clastix.io yet.
-    lab.kubectl(lab.management, "apply", "-f", str(manifest), "--validate=false")
+    lab.kubectl(lab.management, "apply", "-f", str(manifest))
     tcp = lab.wait_tcp("tenant-c", _state_is("Ready"))
     endpoint = tcp["status"]["controlPlaneEndpoint"]
     kubeconfig = Path(lab.tenantgpu("kubeconfig", "tenant-c").stdout.strip())
-    lab.kubectl(kubeconfig, "create", "namespace", "team-c", "--validate=false")
+    lab.kubectl(kubeconfig, "create", "namespace", "team-c")
 
     lab.kubectl(lab.management, "scale", "tcp", "tenant-c", "--replicas=0")
     lab.wait_tcp("tenant-c", _state_is("Sleeping"))
@@ -180,9 +243,10 @@ def test_kubectl_apply_makes_a_tenant_that_sleeps_wakes_and_goes(lab: LabDir) ->
 
 
 def test_down_and_up_resume_the_same_lab_even_after_kill_9(lab: LabDir) -> None:
+    uuids_before = sorted(g["uuid"] for t in _status(lab)["tenants"] for n in t["nodes"] for g in n["gpus"])
     saved = lab.root / "tenant-a-before.kubeconfig"
     shutil.copy(lab.tenant("tenant-a"), saved)
-    lab.kubectl(saved, "create", "namespace", "kept", "--validate=false")
+    lab.kubectl(saved, "create", "namespace", "kept")
 
     down = lab.tenantgpu("down")
     assert down.returncode == 0, down.stderr
@@ -190,7 +254,7 @@ def test_down_and_up_resume_the_same_lab_even_after_kill_9(lab: LabDir) -> None:
     assert lab.tenantgpu("up", "-d").returncode == 0
     # The kubeconfig from the first run still works: same CA, same endpoint, same credentials.
     assert lab.kubectl(saved, "get", "namespace", "kept", "-o", "name").stdout.strip() == "namespace/kept"
-    lab.kubectl(saved, "create", "namespace", "acknowledged", "--validate=false")
+    lab.kubectl(saved, "create", "namespace", "acknowledged")
 
     os.kill(int((lab.state / "lab.pid").read_text()), signal.SIGKILL)
     time.sleep(0.2)
@@ -198,3 +262,38 @@ def test_down_and_up_resume_the_same_lab_even_after_kill_9(lab: LabDir) -> None:
     assert restarted.returncode == 0, restarted.stderr
     names = lab.kubectl(saved, "get", "namespaces", "-o", "name").stdout.split()
     assert {"namespace/kept", "namespace/acknowledged"} <= set(names)
+    status = _status(lab)
+    assert sorted(g["uuid"] for t in status["tenants"] for n in t["nodes"] for g in n["gpus"]) == uuids_before
+    assert all(n["ready"] for t in status["tenants"] for n in t["nodes"])
+    pods = lab.kubectl(saved, "get", "pods", "-o", "name").stdout.split()
+    assert "pod/gpu-pod" in pods
+
+
+def test_foreground_up_serves_until_ctrl_c(tmp_path: Path) -> None:
+    lab_file = tmp_path / "lab.yaml"
+    lab_file.write_text("apiVersion: tenantgpu.io/v1alpha1\nkind: Lab\nspec:\n  tenants:\n    - name: solo\n")
+    state = tmp_path / "state"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tenantgpu", "up", "-f", str(lab_file), "--state-dir", str(state)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert child.stdout is not None
+        seen = ""
+        for line in child.stdout:
+            seen += line
+            if "Ctrl-C" in line:
+                break
+        assert "solo" in seen
+        assert (state / "kubeconfigs" / "solo.kubeconfig").exists()
+        assert int((state / "lab.pid").read_text()) == child.pid
+        child.send_signal(signal.SIGINT)
+        assert child.wait(30) == 0
+        assert not (state / "lab.pid").exists()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

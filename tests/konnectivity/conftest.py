@@ -56,7 +56,8 @@ async def make_agent(
         kwargs.setdefault("backoff", FAST_BACKOFF)
         kwargs.setdefault("drain_timeout", 2.0)
         address = kwargs.pop("server_address", proxy_server.address)
-        agent = ProxyAgent(address, tenant_ca.cert_pem, **kwargs)  # type: ignore[arg-type]
+        ca_pem = kwargs.pop("ca_pem", tenant_ca.cert_pem)
+        agent = ProxyAgent(address, ca_pem, **kwargs)  # type: ignore[arg-type]
         agents.append(agent)
         await agent.start()
         if wait:

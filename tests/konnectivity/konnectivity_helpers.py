@@ -11,9 +11,11 @@ import hmac
 import ipaddress
 import json
 import ssl
+import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -161,3 +163,69 @@ class EchoServer:
 def client_ssl_context(ca_pem: bytes) -> ssl.SSLContext:
     context = ssl.create_default_context(cadata=ca_pem.decode())
     return context
+
+
+WEBHOOK_HOST = "hami-scheduler.kube-system.svc"
+
+
+class Webhook:
+    """A mutating webhook on the worker that answers AdmissionReviews and counts TCP connections."""
+
+    def __init__(self) -> None:
+        self.connections: set[int] = set()
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+
+    async def start(self, ca: TenantCA) -> None:
+        cert_pem, key_pem = ca.issue(WEBHOOK_HOST, "hami-scheduler.kube-system")
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        with _pem_files(cert_pem, key_pem) as (cert_file, key_file):
+            context.load_cert_chain(cert_file, key_file)
+        app = web.Application(client_max_size=4 * 1024 * 1024)
+        app.router.add_post("/webhook", self._review)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=context)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def policy(self, host: str, port: int) -> tuple[str, int]:
+        if (host, port) != (WEBHOOK_HOST, 443):
+            raise LookupError(f"no service {host}:{port}")
+        return "127.0.0.1", self.port
+
+    async def _review(self, request: web.Request) -> web.Response:
+        self.connections.add(id(request.transport))
+        review = await request.json()
+        uid = review["request"]["uid"]
+        return web.json_response(
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "response": {"uid": uid, "allowed": True, "patchType": "JSONPatch", "patch": ""},
+                "echoBytes": len(review["request"].get("object", {}).get("blob", "")),
+            }
+        )
+
+
+class _pem_files:
+    """Temporary PEM files, since ssl.SSLContext.load_cert_chain reads only from paths."""
+
+    def __init__(self, cert_pem: bytes, key_pem: bytes) -> None:
+        self._dir = tempfile.TemporaryDirectory()
+        self.cert = f"{self._dir.name}/tls.crt"
+        self.key = f"{self._dir.name}/tls.key"
+        with open(self.cert, "wb") as f:
+            f.write(cert_pem)
+        with open(self.key, "wb") as f:
+            f.write(key_pem)
+
+    def __enter__(self) -> tuple[str, str]:
+        return self.cert, self.key
+
+    def __exit__(self, *exc: object) -> None:
+        self._dir.cleanup()

@@ -3,83 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from aiohttp import web
-from konnectivity_helpers import AgentFactory, TenantCA, client_ssl_context
+from konnectivity_helpers import WEBHOOK_HOST, AgentFactory, TenantCA, Webhook, client_ssl_context
 
 from tenantgpu.konnectivity.server import ProxyServer
 from tenantgpu.konnectivity.wire import AgentIdentifiers
-
-WEBHOOK_HOST = "hami-scheduler.kube-system.svc"
-
-
-class Webhook:
-    """A mutating webhook on the worker that answers AdmissionReviews and counts TCP connections."""
-
-    def __init__(self) -> None:
-        self.connections: set[int] = set()
-        self.port = 0
-        self._runner: web.AppRunner | None = None
-
-    async def start(self, ca: TenantCA) -> None:
-        cert_pem, key_pem = ca.issue(WEBHOOK_HOST, "hami-scheduler.kube-system")
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        with _pem_files(cert_pem, key_pem) as (cert_file, key_file):
-            context.load_cert_chain(cert_file, key_file)
-        app = web.Application(client_max_size=4 * 1024 * 1024)
-        app.router.add_post("/webhook", self._review)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=context)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    async def policy(self, host: str, port: int) -> tuple[str, int]:
-        if (host, port) != (WEBHOOK_HOST, 443):
-            raise LookupError(f"no service {host}:{port}")
-        return "127.0.0.1", self.port
-
-    async def _review(self, request: web.Request) -> web.Response:
-        self.connections.add(id(request.transport))
-        review = await request.json()
-        uid = review["request"]["uid"]
-        return web.json_response(
-            {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "response": {"uid": uid, "allowed": True, "patchType": "JSONPatch", "patch": ""},
-                "echoBytes": len(review["request"].get("object", {}).get("blob", "")),
-            }
-        )
-
-
-class _pem_files:
-    """Temporary PEM files, since ssl.SSLContext.load_cert_chain reads only from paths."""
-
-    def __init__(self, cert_pem: bytes, key_pem: bytes) -> None:
-        import tempfile
-
-        self._dir = tempfile.TemporaryDirectory()
-        self.cert = f"{self._dir.name}/tls.crt"
-        self.key = f"{self._dir.name}/tls.key"
-        with open(self.cert, "wb") as f:
-            f.write(cert_pem)
-        with open(self.key, "wb") as f:
-            f.write(key_pem)
-
-    def __enter__(self) -> tuple[str, str]:
-        return self.cert, self.key
-
-    def __exit__(self, *exc: object) -> None:
-        self._dir.cleanup()
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from urllib.parse import unquote
 import yaml
 from aiohttp import web
 
-from tenantgpu.apiserver import discovery, errors
+from tenantgpu.apiserver import discovery, errors, openapi
 from tenantgpu.apiserver.admission import AdmissionChain, AdmissionPlugin, NamespaceLifecycle
 from tenantgpu.apiserver.auth import Attributes, Authenticator, Authorizer, TokenSigner, UserInfo
 from tenantgpu.apiserver.hooks import Egress, LogOptions, NoEgress, PodLogSource
@@ -39,20 +39,14 @@ from tenantgpu.apiserver.patch import (
     apply_strategic_merge_patch,
 )
 from tenantgpu.apiserver.pki import ServerPKI, admin_kubeconfig, render_kubeconfig
+from tenantgpu.apiserver.protobuf_bodies import ProtobufBodyError, decode_object
 from tenantgpu.apiserver.registry import DeleteOptions, Registry, now_rfc3339
 from tenantgpu.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
 from tenantgpu.apiserver.storage import Datastore
+from tenantgpu.apiserver.tables import to_table, watch_event_table
 from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, encode
 from tenantgpu.apiserver.webhooks import WebhookAdmission
 
-try:
-    from tenantgpu.apiserver.tables import to_table
-except ImportError:
-    from tenantgpu.apiserver._interim import to_table  # type: ignore[assignment]
-try:
-    from tenantgpu.apiserver import openapi as _openapi
-except ImportError:
-    _openapi = None  # type: ignore[assignment]
 try:
     from tenantgpu.apiserver.ssar_protobuf import decode_self_subject_access_review
 except ImportError:
@@ -375,7 +369,7 @@ class APIServer:
                 "get",
                 "metrics",
             )
-        if head == "openapi" and len(segments) >= 2 and segments[1] == "v3" and _openapi is not None:
+        if head == "openapi" and len(segments) >= 2 and segments[1] == "v3":
             return self._openapi_v3(segments[2:]), "get", "openapi"
         if not segments:
             paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/readyz", "/version"]
@@ -385,25 +379,28 @@ class APIServer:
             return _json_response({"paths": sorted(paths)}), "get", ""
         raise errors.unknown_path()
 
+    def _openapi_documents(self) -> dict[str, bytes]:
+        """`/openapi/v3` and one document per group-version, built once per server."""
+        if "openapi:" not in self._docs:
+            documents: dict[str, Any] = {}
+            for group, versions in self.kinds.group_versions().items():
+                for version in versions:
+                    infos = [
+                        openapi.KindSchemaInfo(k.group, k.version, k.kind, k.namespaced, k.plural)
+                        for k in self.kinds.in_group_version(group, version)
+                    ]
+                    gv = f"{group}/{version}" if group else version
+                    documents[gv] = openapi.openapi_v3_group_version(group, version, infos)
+            for gv, document in documents.items():
+                self._docs["openapi:" + openapi.group_version_path(gv)] = encode(document)
+            root = openapi.openapi_v3_root(list(documents), documents=documents)
+            self._docs["openapi:"] = encode(root)
+        return self._docs
+
     def _openapi_v3(self, rest: list[str]) -> web.Response:
-        assert _openapi is not None
-        key = "/".join(rest)
-        doc = self._docs.get("openapi:" + key)
+        doc = self._openapi_documents().get("openapi:" + "/".join(rest))
         if doc is None:
-            if not rest:
-                doc = encode(_openapi.openapi_v3_root(list(self.kinds)))
-            else:
-                if rest[0] == "api" and len(rest) == 2:
-                    group, version = "", rest[1]
-                elif rest[0] == "apis" and len(rest) == 3:
-                    group, version = rest[1], rest[2]
-                else:
-                    raise errors.unknown_path()
-                kinds = self.kinds.in_group_version(group, version)
-                if not kinds:
-                    raise errors.unknown_path()
-                doc = encode(_openapi.openapi_v3_group_version(group, version, kinds))
-            self._docs["openapi:" + key] = doc
+            raise errors.unknown_path()
         return _json_response(doc)
 
     # --- discovery and resources ----------------------------------------------------------------
@@ -515,7 +512,10 @@ class APIServer:
         return _json_response(entry.raw, status)
 
     def _table(self, kind: Kind, objects: list[Obj], include: str) -> Obj:
-        return to_table(kind.kind, objects, include_object=include, now=dt.datetime.now(dt.UTC))
+        try:
+            return to_table(kind.kind, objects, include_object=include, now=dt.datetime.now(dt.UTC))
+        except ValueError as exc:
+            raise errors.bad_request(str(exc)) from exc
 
     async def _verb_get(self, request: web.Request, target: _Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
@@ -605,6 +605,9 @@ class APIServer:
         bookmarks = _query_flag(query, "allowWatchBookmarks")
         table = _wants_table(request.headers.get("Accept", ""))
         include = query.get("includeObject", "Metadata")
+        if include not in ("None", "Metadata", "Object"):
+            raise errors.bad_request(f"includeObject must be one of None, Metadata, Object, not {include!r}")
+        first_table = [True]
         predicate = self._predicate(request)
         try:
             watcher, backlog = self.registry.watch(kind, target.namespace or None, predicate, since)
@@ -623,9 +626,17 @@ class APIServer:
         def line(event: Event) -> bytes:
             if not table:
                 return event.line()
-            rows = self._table(kind, [event.entry.obj], include)
-            rows["metadata"] = {"resourceVersion": str(event.entry.revision)}
-            return encode({"type": event.type, "object": rows}) + b"\n"
+            # kube-apiserver sends the column definitions with the first event of a stream only.
+            columns, first_table[0] = first_table[0], False
+            rows = watch_event_table(
+                event.type,
+                kind.kind,
+                event.entry.obj,
+                now=dt.datetime.now(dt.UTC),
+                include_object=include,
+                include_columns=columns,
+            )
+            return encode(rows) + b"\n"
 
         deadline = time.monotonic() + timeout
         try:
@@ -683,8 +694,13 @@ class APIServer:
     async def _decode_body(self, request: web.Request, *, allow_protobuf: bool = False) -> Any:
         raw = await self._read_body(request)
         content_type = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower() or JSON
-        if content_type == PROTOBUF and allow_protobuf:
-            return raw
+        if content_type == PROTOBUF:
+            if allow_protobuf:
+                return raw
+            try:
+                return decode_object(raw)
+            except ProtobufBodyError as exc:
+                raise errors.unsupported_media_type(content_type, f"{JSON} ({exc})") from exc
         if content_type in (JSON, "*/*", "text/plain"):
             try:
                 return json.loads(raw) if raw else None

@@ -54,7 +54,7 @@ class SchedulerCollector(Collector):
             ["node", "device_uuid", "device_index"],
         )
         totals: dict[str, int] = {}
-        for node in self.state.node_names():
+        for node in self.state.node_names:
             for d in self.state.node_usage(node):
                 totals[d.uuid] = d.totalcore
                 idx = str(d.index)

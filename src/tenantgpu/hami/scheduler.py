@@ -362,7 +362,7 @@ class HamiScheduler:
         self._attempts.pop(key, None)
         self._last_failure.pop(key, None)
         if decision.requests_gpu:
-            total = len(self.state.node_names())
+            total = len(self.state.node_names)
             await events.emit(
                 self.client, pod, events.FILTERING_SUCCEED, events.filtering_succeed_message(total, decision)
             )
@@ -398,7 +398,7 @@ class HamiScheduler:
     async def _report_unschedulable(self, pod: dict[str, Any], decision: Decision) -> None:
         """Events and PodScheduled=False, once per distinct reason (retries stay quiet)."""
         key = _key(pod)
-        total = len(self.state.node_names())
+        total = len(self.state.node_names)
         message = events.unschedulable_message(total, decision)
         if self._last_failure.get(key) == message:
             return

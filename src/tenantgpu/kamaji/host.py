@@ -22,7 +22,6 @@ class ControlPlaneInstance:
     ca: KeyPair
     serving: KeyPair
     service_account: KeyPair
-    konnectivity_port: int = 0
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,14 @@ class ControlPlaneHost(Protocol):
         ...
 
     def running(self, key: str) -> RunningInstance | None: ...
+
+    async def start_konnectivity(self, key: str, port: int) -> int:
+        """Start the konnectivity server beside the running instance (or keep it); returns its agent port.
+
+        From then on the API server reaches the tenant's services (webhooks, kubelets) through it."""
+        ...
+
+    async def stop_konnectivity(self, key: str) -> None: ...
 
     async def purge(self, schema: str) -> None:
         """Delete every key under the tenant's prefix."""

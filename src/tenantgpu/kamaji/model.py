@@ -22,6 +22,7 @@ DEFAULT_DRIVER = "sqlite"
 DEFAULT_REPLICAS = 2
 # The in-cluster port Kamaji defaults to; every tenant shares one host here, so each gets its own port.
 KAMAJI_DEFAULT_PORT = 6443
+KAMAJI_KONNECTIVITY_PORT = 8132
 DEFAULT_ADDRESS = "127.0.0.1"
 NAME_LABEL = "kamaji.clastix.io/name"
 COMPONENT_LABEL = "kamaji.clastix.io/component"
@@ -123,6 +124,24 @@ def previous_port(tcp: Obj) -> int:
     endpoint = str(_get(tcp, "status", "controlPlaneEndpoint") or "")
     host, _, port = endpoint.rpartition(":")
     return int(port) if host and port.isdigit() else 0
+
+
+def konnectivity_enabled(tcp: Obj) -> bool:
+    """The add-on is on when `spec.addons.konnectivity` is present (Kamaji: presence enables)."""
+    addons = _get(tcp, "spec", "addons") or {}
+    return isinstance(addons, dict) and addons.get("konnectivity") is not None
+
+
+def previous_konnectivity_port(tcp: Obj) -> int:
+    return int(_get(tcp, "status", "addons", "konnectivity", "service", "port") or 0)
+
+
+def konnectivity_port(tcp: Obj) -> int:
+    """Kamaji's default agent port 8132 would collide between tenants on one host: keep the last port, or any."""
+    port = _get(tcp, "spec", "addons", "konnectivity", "server", "port")
+    if port not in (None, KAMAJI_KONNECTIVITY_PORT):
+        return int(port)
+    return previous_konnectivity_port(tcp)
 
 
 def is_deleting(tcp: Obj) -> bool:

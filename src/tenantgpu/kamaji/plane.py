@@ -12,7 +12,7 @@ from tenantgpu.apiserver.pki import ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import SQLiteDatastore
 from tenantgpu.kamaji.controller import TenantControlPlaneController
-from tenantgpu.kamaji.inprocess import InProcessHost, SidecarFactory
+from tenantgpu.kamaji.inprocess import InProcessHost
 from tenantgpu.kamaji.kubeconfig import kubeconfig_ca, kubeconfig_server
 from tenantgpu.kubeclient import KubeClient
 
@@ -29,14 +29,12 @@ class ManagementPlane:
         kubeconfig_path: Path,
         *,
         port: int | None = None,
-        sidecar: SidecarFactory | None = None,
         concurrency: int = 8,
     ) -> None:
         self.datastore_path = datastore_path
         self.pki_dir = pki_dir
         self.kubeconfig_path = kubeconfig_path
         self._port = port
-        self._sidecar = sidecar
         self._concurrency = concurrency
         self.datastore: SQLiteDatastore | None = None
         self.server: APIServer | None = None
@@ -61,7 +59,7 @@ class ManagementPlane:
         self.server = await self._start_server(pki, port)
         self._write_kubeconfig(pki)
         self._client = KubeClient.from_kubeconfig(self.kubeconfig_path, user_agent="kamaji-controller")
-        self.host = InProcessHost(self.datastore, sidecar=self._sidecar)
+        self.host = InProcessHost(self.datastore)
         self.controller = TenantControlPlaneController(self._client, self.host, concurrency=self._concurrency)
         await self.controller.start()
 

@@ -349,18 +349,6 @@ class APIServerUnit:
                 "kubernetesResources.service",
                 {"name": ref.name, "namespace": ref.namespace, "port": r.running.port},
             )
-            if r.running.konnectivity_port:
-                r.set_status(
-                    "addons.konnectivity",
-                    {
-                        "enabled": True,
-                        "service": {
-                            "name": ref.name,
-                            "namespace": ref.namespace,
-                            "port": r.running.konnectivity_port,
-                        },
-                    },
-                )
         elif model.endpoint(r.tcp):
             # Sleeping keeps its endpoint (Kamaji keeps the Service); it just refuses connections.
             r.set_status("controlPlaneEndpoint", model.endpoint(r.tcp))
@@ -385,6 +373,41 @@ class APIServerUnit:
         await r.host.stop(r.ref.uid)
 
 
+class KonnectivityUnit:
+    """The konnectivity server beside the tenant API server (`spec.addons.konnectivity`): agents on the
+    tenant's workers dial it, and the API server reaches webhooks and kubelets through them."""
+
+    name = "konnectivity"
+
+    async def ensure(self, r: Reconciliation) -> None:
+        ref = r.ref
+        enabled = model.konnectivity_enabled(r.tcp)
+        if not enabled:
+            if r.running is not None:
+                await r.host.stop_konnectivity(ref.uid)
+            r.set_status("addons.konnectivity", {"enabled": False})
+            return
+        fragment: Obj = {
+            "enabled": True,
+            "agent": {"name": "konnectivity-agent", "namespace": "kube-system", "mode": "DaemonSet"},
+            "sa": {"name": "konnectivity-agent", "namespace": "kube-system"},
+        }
+        if r.running is not None:
+            port = model.konnectivity_port(r.tcp)
+            agent_port = await r.host.start_konnectivity(ref.uid, port)
+            fragment["service"] = {"name": ref.name, "namespace": ref.namespace, "port": agent_port}
+        elif model.previous_konnectivity_port(r.tcp):
+            fragment["service"] = {
+                "name": ref.name,
+                "namespace": ref.namespace,
+                "port": model.previous_konnectivity_port(r.tcp),
+            }
+        r.set_status("addons.konnectivity", fragment)
+
+    async def clean_up(self, r: Reconciliation) -> None:
+        await r.host.stop_konnectivity(r.ref.uid)
+
+
 def default_units() -> list[Unit]:
     """The units in the order a tenant comes up; clean-up runs them in reverse."""
     return [
@@ -393,5 +416,6 @@ def default_units() -> list[Unit]:
         APIServerCertificateUnit(),
         ServiceAccountKeyUnit(),
         APIServerUnit(),
+        KonnectivityUnit(),
         AdminKubeconfigUnit(),
     ]

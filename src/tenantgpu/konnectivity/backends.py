@@ -8,6 +8,7 @@ import random as _random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tenantgpu.konnectivity import metrics as m
 from tenantgpu.konnectivity import wire
 from tenantgpu.konnectivity._proto import client_pb2 as pb
 from tenantgpu.konnectivity.sender import PacketSender
@@ -30,6 +31,10 @@ class DialError(ConnectionError):
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+
+class _BackendClosed(DialError):
+    """DIAL_CLS from the agent (counted apart from an error in DIAL_RSP)."""
 
 
 class NoAgentAvailable(DialError):
@@ -55,9 +60,15 @@ class AgentSession:
     """One agent's stream as the server sees it: pending dials, open connections, drain state."""
 
     def __init__(
-        self, agent_id: str, identifiers: wire.AgentIdentifiers, identity: str, sender: PacketSender
+        self,
+        agent_id: str,
+        identifiers: wire.AgentIdentifiers,
+        identity: str,
+        sender: PacketSender,
+        metrics: m.ServerMetrics | None = None,
     ) -> None:
         self.agent_id = agent_id
+        self._metrics = metrics or m.ServerMetrics()
         self.identifiers = identifiers
         self.identity = identity
         self.draining = False
@@ -65,6 +76,14 @@ class AgentSession:
         self._dials: dict[int, tuple[asyncio.Future[TunnelTransport], tuple[str, int]]] = {}
         self._connections: dict[int, TunnelTransport] = {}
         self._closed_error: Exception | None = None
+
+    @property
+    def pending_dials(self) -> int:
+        return len(self._dials)
+
+    @property
+    def established_connections(self) -> int:
+        return len(self._connections)
 
     def info(self) -> AgentInfo:
         return AgentInfo(
@@ -75,17 +94,28 @@ class AgentSession:
         """Ask the agent to open host:port; the transport it returns is paused until attached."""
         if self._closed_error is not None:
             raise DialError(f"agent {self.agent_id} disconnected")
-        future: asyncio.Future[TunnelTransport] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[TunnelTransport] = loop.create_future()
         self._dials[random_id] = (future, (host, port))
         self._sender.send(wire.dial_request(wire.join_address(host, port), random_id))
+        started = loop.time()
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+            connection = await asyncio.wait_for(asyncio.shield(future), timeout)
         except TimeoutError:
             self._abandon(random_id)
+            self._metrics.dial_failures.labels(m.FAILURE_BACKEND_DIAL_TIMEOUT).inc()
             raise DialError(f"dial {host}:{port} through agent {self.agent_id} timed out") from None
         except asyncio.CancelledError:
             self._abandon(random_id)
+            self._metrics.dial_failures.labels(m.FAILURE_FRONTEND_CLOSE).inc()
             raise
+        except _BackendClosed:
+            raise
+        except DialError:
+            self._metrics.dial_failures.labels(m.FAILURE_ERROR_RESPONSE).inc()
+            raise
+        self._metrics.dial_duration.observe(loop.time() - started)
+        return connection
 
     def handle(self, packet: pb.Packet) -> None:
         """Dispatch one packet the agent sent."""
@@ -111,7 +141,8 @@ class AgentSession:
         elif kind == pb.DIAL_CLS:
             entry = self._dials.pop(packet.closeDial.random, None)
             if entry is not None and not entry[0].done():
-                entry[0].set_exception(DialError("dial closed by the agent"))
+                self._metrics.dial_failures.labels(m.FAILURE_BACKEND_CLOSE).inc()
+                entry[0].set_exception(_BackendClosed("dial closed by the agent"))
         elif kind == pb.DRAIN:
             self.draining = True
 
@@ -161,7 +192,12 @@ class AgentSession:
 class BackendManager:
     """The connected agents of one proxy server, and which of them takes a dial."""
 
-    def __init__(self, strategies: Sequence[str], rng: _random.Random | None = None) -> None:
+    def __init__(
+        self,
+        strategies: Sequence[str],
+        rng: _random.Random | None = None,
+        metrics: m.ServerMetrics | None = None,
+    ) -> None:
         unknown = [s for s in strategies if s not in KNOWN_STRATEGIES]
         if unknown or not strategies:
             raise ValueError(f"proxy strategies must be among {KNOWN_STRATEGIES}, got {list(strategies)}")
@@ -169,6 +205,12 @@ class BackendManager:
         self._rng = rng or _random.Random()
         self._sessions: list[AgentSession] = []
         self._changed = asyncio.Condition()
+        self.metrics = metrics or m.ServerMetrics()
+        self.metrics.observe_backends(
+            ready=lambda: len(self._sessions),
+            pending=lambda: sum(s.pending_dials for s in self._sessions),
+            established=lambda: sum(s.established_connections for s in self._sessions),
+        )
 
     @property
     def sessions(self) -> list[AgentSession]:

@@ -12,36 +12,18 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
 from tenantgpu.konnectivity.backends import BackendManager, NoAgentAvailable
+from tenantgpu.konnectivity.metrics import FAILURE_NO_AGENT
 from tenantgpu.konnectivity.transport import TunnelTransport
 
 STREAM_LIMIT = 2**16
 
 
-class Egress:
-    """The `cluster` egress of one tenant API server: every connection rides an agent's stream.
-
-    `open_connection(host, port)` mirrors `asyncio.open_connection`; `create_connection` mirrors
-    `loop.create_connection`; `connector()` gives an aiohttp connector so a `ClientSession` sends
-    HTTPS (an AdmissionReview, say) through the tunnel, with keep-alive reusing tunnelled connections.
-    With no agent connected every dial raises `NoAgentAvailable` ("No agent available ...").
-    """
-
-    def __init__(
-        self, backends: BackendManager, *, dial_timeout: float = 10.0, rng: _random.Random | None = None
-    ) -> None:
-        self._backends = backends
-        self.dial_timeout = dial_timeout
-        self._rng = rng or _random.Random()
+class Dialler:
+    """What every way into the tunnel shares: given `dial`, the asyncio and aiohttp faces of it."""
 
     async def dial(self, host: str, port: int) -> TunnelTransport:
         """Open host:port through an agent; the transport buffers until a protocol is attached."""
-        address = f"{host}:{port}"
-        try:
-            session = self._backends.pick(host)
-        except NoAgentAvailable:
-            raise NoAgentAvailable(address) from None
-        random_id = self._rng.getrandbits(62) + 1
-        return await session.dial(host, port, random_id, self.dial_timeout)
+        raise NotImplementedError
 
     async def create_connection(
         self,
@@ -104,6 +86,33 @@ class Egress:
         return TunnelConnector(self, **kwargs)
 
 
+class Egress(Dialler):
+    """The `cluster` egress of one tenant API server: every connection rides an agent's stream.
+
+    `open_connection(host, port)` mirrors `asyncio.open_connection`; `create_connection` mirrors
+    `loop.create_connection`; `connector()` gives an aiohttp connector so a `ClientSession` sends
+    HTTPS (an AdmissionReview, say) through the tunnel, with keep-alive reusing tunnelled connections.
+    With no agent connected every dial raises `NoAgentAvailable` ("No agent available ...").
+    """
+
+    def __init__(
+        self, backends: BackendManager, *, dial_timeout: float = 10.0, rng: _random.Random | None = None
+    ) -> None:
+        self._backends = backends
+        self.dial_timeout = dial_timeout
+        self._rng = rng or _random.Random()
+
+    async def dial(self, host: str, port: int) -> TunnelTransport:
+        address = f"{host}:{port}"
+        try:
+            session = self._backends.pick(host)
+        except NoAgentAvailable:
+            self._backends.metrics.dial_failures.labels(FAILURE_NO_AGENT).inc()
+            raise NoAgentAvailable(address) from None
+        random_id = self._rng.getrandbits(62) + 1
+        return await session.dial(host, port, random_id, self.dial_timeout)
+
+
 class TunnelConnector(aiohttp.TCPConnector):
     """aiohttp's TCP connector with the socket dial replaced by a tunnel dial.
 
@@ -111,7 +120,7 @@ class TunnelConnector(aiohttp.TCPConnector):
     DNS lookup happens here (the agent resolves the name on the worker's side).
     """
 
-    def __init__(self, egress: Egress, **kwargs: Any) -> None:
+    def __init__(self, egress: Dialler, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._egress = egress
 

@@ -13,7 +13,7 @@ import grpc
 from grpc import aio
 
 from tenantgpu.konnectivity import wire
-from tenantgpu.konnectivity._proto import agent_pb2_grpc
+from tenantgpu.konnectivity._proto import agent_pb2_grpc, client_pb2_grpc
 from tenantgpu.konnectivity.backends import (
     STRATEGY_DEFAULT,
     STRATEGY_DEST_HOST,
@@ -22,6 +22,8 @@ from tenantgpu.konnectivity.backends import (
     BackendManager,
 )
 from tenantgpu.konnectivity.egress import Egress
+from tenantgpu.konnectivity.frontend import ProxyFrontend
+from tenantgpu.konnectivity.metrics import ServerMetrics
 from tenantgpu.konnectivity.sender import PacketSender
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,8 @@ class ProxyServer:
     server that verifies tokens is often built after its egress; until then every agent is refused.
     `authenticate_agents=False` accepts any agent (upstream without --agent-namespace; tests only).
     With `cert_pem`/`key_pem` the agent port speaks TLS; agents verify it against their CA.
+    With `uds_path` it also serves upstream's frontend `ProxyService` on that Unix socket, for an
+    API server in another process (`GrpcEgress`); in-process callers use `egress` directly.
     """
 
     def __init__(
@@ -64,6 +68,7 @@ class ProxyServer:
         server_count: int = 1,
         proxy_strategies: Sequence[str] = (STRATEGY_DEST_HOST, STRATEGY_DEFAULT),
         dial_timeout: float = 10.0,
+        uds_path: str | None = None,
         rng: _random.Random | None = None,
     ) -> None:
         if (cert_pem is None) != (key_pem is None):
@@ -78,9 +83,12 @@ class ProxyServer:
         self.expected_username = service_account_username(agent_namespace, agent_service_account)
         self.server_id = server_id or str(uuid.uuid4())
         self.server_count = server_count
-        self.backends = BackendManager(proxy_strategies, rng)
+        self.metrics = ServerMetrics()
+        self.backends = BackendManager(proxy_strategies, rng, self.metrics)
         self.egress = Egress(self.backends, dial_timeout=dial_timeout, rng=rng)
+        self.uds_path = uds_path
         self._server: aio.Server | None = None
+        self._frontend: aio.Server | None = None
 
     @property
     def address(self) -> str:
@@ -104,9 +112,22 @@ class ProxyServer:
             raise OSError(f"konnectivity server cannot listen on {bind}")
         await server.start()
         self._server = server
+        if self.uds_path is not None:
+            # Kamaji's layout: kube-apiserver reaches its sidecar over a Unix socket (--uds-name).
+            frontend = aio.server(options=wire.GRPC_OPTIONS)
+            servicer = ProxyFrontend(self.egress, self.metrics)
+            client_pb2_grpc.add_ProxyServiceServicer_to_server(servicer, frontend)
+            if frontend.add_insecure_port(f"unix:{self.uds_path}") == 0:
+                await server.stop(None)
+                raise OSError(f"konnectivity server cannot listen on unix:{self.uds_path}")
+            await frontend.start()
+            self._frontend = frontend
 
     async def stop(self, grace: float | None = 0.2) -> None:
         """Stop listening and drop every agent stream; agents reconnect to the next server."""
+        if self._frontend is not None:
+            frontend, self._frontend = self._frontend, None
+            await frontend.stop(grace)
         if self._server is None:
             return
         server, self._server = self._server, None
@@ -155,9 +176,11 @@ class _AgentService(agent_pb2_grpc.AgentServiceServicer):
         await context.send_initial_metadata(
             ((wire.SERVER_ID, self._proxy.server_id), (wire.SERVER_COUNT, str(self._proxy.server_count)))
         )
+        connections = self._proxy.metrics.grpc_connections.labels("Connect")
+        connections.inc()
         sender = PacketSender(context.write)
         sender.start()
-        session = AgentSession(agent_id, identifiers, identity, sender)
+        session = AgentSession(agent_id, identifiers, identity, sender, self._proxy.metrics)
         backends = self._proxy.backends
         await backends.add(session)
         log.info("agent %s connected (%s)", agent_id, identifiers.encode())
@@ -180,6 +203,7 @@ class _AgentService(agent_pb2_grpc.AgentServiceServicer):
         finally:
             session.close(error)
             await sender.close()
+            connections.dec()
             with contextlib.suppress(Exception):
                 await backends.remove(session)
             log.info("agent %s disconnected", agent_id)

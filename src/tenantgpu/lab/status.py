@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tenantgpu.gpushare import ClusterState, SharingConfig
 from tenantgpu.kamaji import model
 from tenantgpu.kubeclient import ApiError, KubeClient
 from tenantgpu.lab.state import StateDir, kubeconfig_file_name
@@ -55,7 +56,7 @@ async def _tenant_status(state: StateDir, tcp: Obj) -> Obj:
     except (ApiError, OSError) as err:
         tenant["error"] = str(err)
         return tenant
-    tenant["nodes"] = [_node_status(node, pods["items"]) for node in nodes["items"]]
+    tenant["nodes"] = _nodes_with_gpus(nodes["items"], pods["items"])
     tenant["pods"] = [
         {
             "namespace": pod["metadata"].get("namespace"),
@@ -68,13 +69,38 @@ async def _tenant_status(state: StateDir, tcp: Obj) -> Obj:
     return tenant
 
 
-def _node_status(node: Obj, pods: list[Obj]) -> Obj:
-    name = node["metadata"]["name"]
-    conditions = (node.get("status") or {}).get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    return {
-        "name": name,
-        "ready": ready,
-        "pods": sum(1 for p in pods if (p.get("spec") or {}).get("nodeName") == name),
-        "gpus": [],
-    }
+def _nodes_with_gpus(nodes: list[Obj], pods: list[Obj]) -> list[Obj]:
+    """Per node its readiness and, per GPU, what HAMi has handed out: usage derived from pod annotations."""
+    state = ClusterState(SharingConfig())
+    for node in nodes:
+        state.upsert_node(node)
+    for pod in pods:
+        state.upsert_pod(pod)
+    result = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        conditions = (node.get("status") or {}).get("conditions") or []
+        try:
+            usage = state.node_usage(name)
+        except KeyError:
+            usage = []
+        result.append(
+            {
+                "name": name,
+                "ready": any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+                "pods": sum(1 for p in pods if (p.get("spec") or {}).get("nodeName") == name),
+                "gpus": [
+                    {
+                        "uuid": gpu.uuid,
+                        "type": gpu.type,
+                        "index": gpu.index,
+                        "memory": {"allocated": gpu.usedmem, "total": gpu.totalmem},
+                        "cores": {"allocated": gpu.usedcores, "total": gpu.totalcore},
+                        "slots": {"used": gpu.used, "total": gpu.count},
+                        "sharedPods": len(gpu.pods),
+                    }
+                    for gpu in usage
+                ],
+            }
+        )
+    return result

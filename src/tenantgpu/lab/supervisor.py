@@ -11,6 +11,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.plane import ManagementPlane
@@ -39,6 +40,7 @@ class LabRuntime:
     progress: ProgressSink = lambda _: None
     plane: ManagementPlane | None = None
     _exporter: Informer | None = None
+    data_planes: list[Any] = field(default_factory=list)
     _ready: dict[str, str] = field(default_factory=dict)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -61,10 +63,45 @@ class LabRuntime:
         for tenant in self.lab.tenants:
             await self._ensure_tenant(client, tenant.name)
         await self._wait_tenants_ready([t.name for t in self.lab.tenants])
-        # Integration point for the running lab: per tenant, join the workers (konnectivity agent, Worker with
-        # device plugin and kubelet) and install HAMi on the first worker, then wait for nodes and GPUs.
+        await self._start_data_planes(client)
+
+    async def _start_data_planes(self, client: KubeClient) -> None:
+        """Per tenant: konnectivity agents and workers join, HAMi is installed; wait for nodes and GPUs."""
+        from tenantgpu.kamaji.kubeconfig import kubeconfig_ca
+        from tenantgpu.lab.tenant import TenantDataPlane
+
+        planes = []
+        for tenant in self.lab.tenants:
+            if not tenant.workers:
+                continue
+            tcp = await client.get(model.TENANT_CONTROL_PLANES, tenant.name, TENANT_NAMESPACE)
+            port = model.previous_konnectivity_port(tcp)
+            if not port:
+                raise LabError(f"tenant {tenant.name} has no konnectivity server (spec.addons.konnectivity)")
+            address = model.advertised_address(tcp)
+            path = self.state.tenant_kubeconfig(tenant.name)
+            plane = TenantDataPlane(
+                tenant,
+                self.lab.sharing,
+                path,
+                f"{address}:{port}",
+                kubeconfig_ca(path.read_text()),
+                self.progress,
+            )
+            self.data_planes.append(plane)
+            planes.append(plane)
+            self.progress(Progress(f"tenant {tenant.name}", "joining workers"))
+        try:
+            await asyncio.gather(*(p.start(ready_timeout()) for p in planes))
+        except TimeoutError:
+            raise LabError(
+                f"nodes not Ready with their GPUs registered after {ready_timeout():.0f}s"
+            ) from None
 
     async def stop(self) -> None:
+        for data_plane in self.data_planes:
+            await data_plane.stop()
+        self.data_planes = []
         if self._exporter is not None:
             await self._exporter.stop()
             self._exporter = None
