@@ -81,6 +81,8 @@ def run_with_live_table(run: PreparedRun, console: Console) -> list[Result]:
 def execute(run: PreparedRun, *, output: str, junit_file: str | None) -> bool:
     """Run, print in the chosen format, write JUnit if asked; True if anything failed."""
     console = Console(stderr=output != "table")
+    if not console.is_terminal:
+        console = Console(stderr=output != "table", width=150)  # piped: do not fold cells at 80 columns
     try:
         results = (
             run_with_live_table(run, console)

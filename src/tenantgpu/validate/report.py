@@ -80,7 +80,10 @@ def to_junit(results: Sequence[Result], suite_name: str = "tenantgpu-validate") 
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
-def results_table(results: Sequence[Result]) -> Table:
+def results_table(
+    results: Sequence[Result], details_for: tuple[str, ...] = ("passed", "failed", "skipped")
+) -> Table:
+    """One row per check and tenant; the detail column only for the statuses in `details_for`."""
     table = Table(title="tenantgpu validate", show_lines=False, expand=False)
     table.add_column("check", no_wrap=True)
     table.add_column("tenant", no_wrap=True)
@@ -90,6 +93,8 @@ def results_table(results: Sequence[Result]) -> Table:
     for result in results:
         status = result.outcome.status
         detail = result.outcome.explain() if status == "failed" else result.outcome.detail
+        if status not in details_for:
+            detail = ""
         table.add_row(
             result.check,
             result.tenant or "(lab)",
