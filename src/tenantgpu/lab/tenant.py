@@ -19,6 +19,7 @@ from tenantgpu.hami.webhook import HamiWebhook
 from tenantgpu.konnectivity import AgentIdentifiers, ProxyAgent
 from tenantgpu.konnectivity.agent import mapped_dial_policy
 from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.lab.control import LabControl, Switch
 from tenantgpu.lab.process import Progress, ProgressSink
 from tenantgpu.lab.spec import TenantSpec, WorkerSpec
 from tenantgpu.node.worker import Worker
@@ -58,6 +59,7 @@ class TenantDataPlane:
         self.webhook: HamiWebhook | None = None
         self.agents: list[ProxyAgent] = []
         self.workers: list[Worker] = []
+        self.control: LabControl | None = None
 
     async def start(self, timeout: float) -> None:
         if not self.spec.workers:
@@ -113,6 +115,28 @@ class TenantDataPlane:
             for agent in self.agents:
                 await agent.wait_connected(timeout)
             await self._wait_nodes(self.client)
+        # Lets `tenantgpu validate` stop the scheduler or the tunnel agents for a moment (lab control).
+        self.control = LabControl(self.client, self._switches())
+        await self.control.start()
+
+    def _switches(self) -> dict[str, Switch]:
+        scheduler = self.scheduler
+        assert scheduler is not None
+
+        async def agents_down() -> None:
+            for agent in self.agents:
+                await agent.stop()
+
+        async def agents_up() -> None:
+            for agent in self.agents:
+                await agent.start()
+            for agent in self.agents:
+                await agent.wait_connected(10.0)
+
+        return {
+            "hami-scheduler": Switch(scheduler.stop, scheduler.start),
+            "konnectivity-agent": Switch(agents_down, agents_up),
+        }
 
     async def _agent_token(self) -> str:
         """A fresh token of kube-system/konnectivity-agent for each (re)connect, as a projected token file."""
@@ -154,6 +178,10 @@ class TenantDataPlane:
                 await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
+        if self.control is not None:
+            with contextlib.suppress(Exception):
+                await self.control.stop()
+            self.control = None
         for worker in self.workers:
             with contextlib.suppress(Exception):
                 await worker.stop()

@@ -34,6 +34,11 @@ class DeclaredGPU:
     health: bool = True
 
 
+def registered_type(model: str) -> str:
+    """The type HAMi (≥ v2.8) registers for an NVML name: as is when it starts with NVIDIA, else `NVIDIA-<name>`."""
+    return model if model.startswith("NVIDIA") else f"NVIDIA-{model}"
+
+
 @dataclass(frozen=True)
 class DeclaredNode:
     name: str
@@ -57,7 +62,7 @@ class Expectations:
                 DeclaredNode(
                     worker.name,
                     tuple(
-                        DeclaredGPU(d.uuid, d.type, int(d.memory * scaling), bool(d.health))
+                        DeclaredGPU(d.uuid, registered_type(d.type), int(d.memory * scaling), bool(d.health))
                         for d in worker.devices()
                     ),
                 )
