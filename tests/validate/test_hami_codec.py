@@ -40,10 +40,13 @@ def test_pod_devices_per_container() -> None:
 
 
 def test_declared_types_are_compared_in_hamis_registered_form() -> None:
+    from pathlib import Path
+
     from tenantgpu.lab.spec import load_lab
     from tenantgpu.validate.context import Expectations
 
-    expectations = Expectations.from_lab(load_lab("examples/three-tenants.yaml"))
+    example = Path(__file__).resolve().parents[2] / "examples" / "three-tenants.yaml"
+    expectations = Expectations.from_lab(load_lab(example))
     types = {g.type for node in expectations.nodes["inference"] for g in node.gpus}
     assert types == {"NVIDIA-Tesla T4", "NVIDIA A10"}
     assert expectations.nodes["research"][0].gpus[0].uuid == "GPU-0b5c0d8e-9d0e-4a6b-8f27-6e2a4c1b9a01"

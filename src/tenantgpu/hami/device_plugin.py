@@ -42,6 +42,7 @@ class GPUSpec:
     memory_mib: int
     count: int = 1
     numa: int = 0
+    uuids: tuple[str, ...] = ()  # the lab spec's UUIDs for these cards; empty: derived from node and index
 
     @classmethod
     def parse(cls, text: str) -> GPUSpec:
@@ -73,11 +74,11 @@ def gpu_uuid(node_name: str, index: int) -> str:
 def node_devices(node_name: str, gpus: list[GPUSpec], cfg: SharingConfig) -> list[DeviceInfo]:
     devices: list[DeviceInfo] = []
     for spec in gpus:
-        for _ in range(spec.count):
+        for k in range(spec.count):
             i = len(devices)
             devices.append(
                 DeviceInfo(
-                    id=gpu_uuid(node_name, i),
+                    id=spec.uuids[k] if k < len(spec.uuids) else gpu_uuid(node_name, i),
                     index=i,
                     count=cfg.device_split_count,
                     devmem=int(spec.memory_mib * cfg.device_memory_scaling),

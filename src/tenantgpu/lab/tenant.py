@@ -33,7 +33,13 @@ WEBHOOK_SERVICE_PORT = 443
 
 
 def device_specs(worker: WorkerSpec) -> list[DeviceGPUSpec]:
-    return [DeviceGPUSpec(g.type, g.memory, g.count, g.numa) for g in worker.gpus]
+    """The worker's cards for its device plugin, with the UUIDs the lab spec declares (given or derived)."""
+    uuids = [d.uuid for d in worker.devices()]
+    specs: list[DeviceGPUSpec] = []
+    for g in worker.gpus:
+        mine, uuids = uuids[: g.count], uuids[g.count :]
+        specs.append(DeviceGPUSpec(g.type, g.memory, g.count, g.numa, tuple(mine)))
+    return specs
 
 
 class TenantDataPlane:
