@@ -83,25 +83,29 @@ def to_junit(results: Sequence[Result], suite_name: str = "tenantgpu-validate") 
 def results_table(
     results: Sequence[Result], details_for: tuple[str, ...] = ("passed", "failed", "skipped")
 ) -> Table:
-    """One row per check and tenant; the detail column only for the statuses in `details_for`."""
+    """One row per check and tenant; the detail column only for the statuses in `details_for` (and only if any)."""
+    rows = []
+    for result in results:
+        status = result.outcome.status
+        detail = result.outcome.explain() if status == "failed" else result.outcome.detail
+        rows.append((result, detail if status in details_for else ""))
+    with_details = any(detail for _, detail in rows)
     table = Table(title="tenantgpu validate", show_lines=False, expand=False)
     table.add_column("check", no_wrap=True)
     table.add_column("tenant", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("s", justify="right")
-    table.add_column("detail", overflow="fold")
-    for result in results:
+    if with_details:
+        table.add_column("detail", overflow="fold")
+    for result, detail in rows:
         status = result.outcome.status
-        detail = result.outcome.explain() if status == "failed" else result.outcome.detail
-        if status not in details_for:
-            detail = ""
-        table.add_row(
+        cells = [
             result.check,
             result.tenant or "(lab)",
             Text(_MARK[status], style=_STYLE[status]),
             f"{result.seconds:.1f}",
-            detail,
-        )
+        ]
+        table.add_row(*cells, *([detail] if with_details else []))
     return table
 
 
