@@ -60,8 +60,7 @@ def run_demo(lab_file: str | None, *, keep: bool, console: Console | None = None
     except LabSpecError as exc:
         raise DemoInputError(str(exc)) from None
     started = time.monotonic()
-    root = Path(tempfile.mkdtemp(prefix="tenantgpu-demo-"))
-    state_dir = root / "state"
+    state_dir = Path(tempfile.mkdtemp(prefix="tenantgpu-demo-"))
     try:
         if not _lab_up(state_dir, lab_file, console):
             return False
@@ -91,7 +90,7 @@ def run_demo(lab_file: str | None, *, keep: bool, console: Console | None = None
     finally:
         if not keep:
             _tenantgpu("down", "--state-dir", str(state_dir))
-            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(state_dir, ignore_errors=True)
 
 
 def _tenantgpu(*args: str) -> subprocess.CompletedProcess[str]:
@@ -254,6 +253,7 @@ def _print_keep(console: Console, state_dir: Path, targets: Targets) -> None:
         console.print(f"  # {tenant}: {cluster.kubeconfig}")
         console.print(f"  kubectl --kubeconfig {cluster.kubeconfig} get nodes")
         console.print(f"  kubectl --kubeconfig {cluster.kubeconfig} -n {DEMO_NAMESPACE} get pods -o wide")
+        console.print(f"  kubectl --kubeconfig {cluster.kubeconfig} -n {DEMO_NAMESPACE} logs {_WORKLOADS[0]}-1")
     if targets.management is not None:
         console.print(f"  kubectl --kubeconfig {targets.management.kubeconfig} get tcp -A")
     console.print(f"  tenantgpu validate --state-dir {state_dir}")
