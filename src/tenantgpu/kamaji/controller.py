@@ -143,9 +143,8 @@ class TenantControlPlaneController:
             await self._drop_finalizer(tcp)
             return
         if model.FINALIZER not in (tcp["metadata"].get("finalizers") or []):
-            # The patch's watch event brings the TCP back here; reconcile the updated object then.
-            await self._add_finalizer(tcp)
-            return
+            # Go on with the patched object at once: waiting for its watch event would cost a round trip.
+            tcp = await self._add_finalizer(tcp)
         r = Reconciliation(tcp=tcp, client=self.client, host=self.host)
         for unit in self.units:
             await unit.ensure(r)
@@ -183,9 +182,9 @@ class TenantControlPlaneController:
         for unit in reversed(self.units):
             await unit.clean_up(r)
 
-    async def _add_finalizer(self, tcp: Obj) -> None:
+    async def _add_finalizer(self, tcp: Obj) -> Obj:
         finalizers = [*(tcp["metadata"].get("finalizers") or []), model.FINALIZER]
-        await self._patch_finalizers(tcp, finalizers)
+        return await self._patch_finalizers(tcp, finalizers)
 
     async def _drop_finalizer(self, tcp: Obj) -> None:
         finalizers = [f for f in tcp["metadata"].get("finalizers") or [] if f != model.FINALIZER]
