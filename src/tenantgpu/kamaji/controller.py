@@ -111,7 +111,9 @@ class TenantControlPlaneController:
                 if isinstance(err, ApiError) and err.code == 409:
                     log.debug("tcp %s: conflict, retrying", key)
                 else:
-                    log.warning("tcp %s: reconcile failed (retry in %.2fs): %s", key, delay, err)
+                    log.warning(
+                        "tcp %s: reconcile failed (retry in %.2fs): %s", key, delay, err, exc_info=True
+                    )
                 asyncio.get_running_loop().call_later(delay, self._enqueue, key)
             finally:
                 self._active.discard(key)
@@ -194,11 +196,11 @@ class TenantControlPlaneController:
             if err.code != 404:
                 raise
 
-    async def _patch_finalizers(self, tcp: Obj, finalizers: list[str]) -> None:
+    async def _patch_finalizers(self, tcp: Obj, finalizers: list[str]) -> Obj:
         ref = model.TenantRef.of(tcp)
         patch = {
             "metadata": {"finalizers": finalizers, "resourceVersion": tcp["metadata"].get("resourceVersion")}
         }
-        await self.client.patch(
+        return await self.client.patch(
             model.TENANT_CONTROL_PLANES, ref.name, patch, ref.namespace, patch_type="merge"
         )
