@@ -207,3 +207,17 @@ async def test_restarted_plane_serves_the_same_tenant_identity_and_data(tmp_path
             assert (await client.get("namespaces", "kept"))["metadata"]["name"] == "kept"
     finally:
         await second.stop()
+
+
+async def test_datastore_reports_ready_and_who_uses_it(plane: ManagementPlane) -> None:
+    await _create(plane, "tenant-a")
+    await _create(plane, "tenant-b")
+    deadline = asyncio.get_running_loop().time() + 10
+    store: Obj = {}
+    while asyncio.get_running_loop().time() < deadline:
+        store = await plane.client.get(model.DATASTORES, "default")
+        if (store.get("status") or {}).get("usedBy") == ["default/tenant-a", "default/tenant-b"]:
+            break
+        await asyncio.sleep(0.02)
+    assert store["status"]["usedBy"] == ["default/tenant-a", "default/tenant-b"]
+    assert store["status"]["ready"] is True

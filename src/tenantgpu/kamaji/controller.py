@@ -111,7 +111,9 @@ class TenantControlPlaneController:
                 if isinstance(err, ApiError) and err.code == 409:
                     log.debug("tcp %s: conflict, retrying", key)
                 else:
-                    log.warning("tcp %s: reconcile failed (retry in %.2fs): %s", key, delay, err)
+                    log.warning(
+                        "tcp %s: reconcile failed (retry in %.2fs): %s", key, delay, err, exc_info=True
+                    )
                 asyncio.get_running_loop().call_later(delay, self._enqueue, key)
             finally:
                 self._active.discard(key)
@@ -143,9 +145,8 @@ class TenantControlPlaneController:
             await self._drop_finalizer(tcp)
             return
         if model.FINALIZER not in (tcp["metadata"].get("finalizers") or []):
-            # The patch's watch event brings the TCP back here; reconcile the updated object then.
-            await self._add_finalizer(tcp)
-            return
+            # Go on with the patched object at once: waiting for its watch event would cost a round trip.
+            tcp = await self._add_finalizer(tcp)
         r = Reconciliation(tcp=tcp, client=self.client, host=self.host)
         for unit in self.units:
             await unit.ensure(r)
@@ -183,9 +184,9 @@ class TenantControlPlaneController:
         for unit in reversed(self.units):
             await unit.clean_up(r)
 
-    async def _add_finalizer(self, tcp: Obj) -> None:
+    async def _add_finalizer(self, tcp: Obj) -> Obj:
         finalizers = [*(tcp["metadata"].get("finalizers") or []), model.FINALIZER]
-        await self._patch_finalizers(tcp, finalizers)
+        return await self._patch_finalizers(tcp, finalizers)
 
     async def _drop_finalizer(self, tcp: Obj) -> None:
         finalizers = [f for f in tcp["metadata"].get("finalizers") or [] if f != model.FINALIZER]
@@ -195,11 +196,11 @@ class TenantControlPlaneController:
             if err.code != 404:
                 raise
 
-    async def _patch_finalizers(self, tcp: Obj, finalizers: list[str]) -> None:
+    async def _patch_finalizers(self, tcp: Obj, finalizers: list[str]) -> Obj:
         ref = model.TenantRef.of(tcp)
         patch = {
             "metadata": {"finalizers": finalizers, "resourceVersion": tcp["metadata"].get("resourceVersion")}
         }
-        await self.client.patch(
+        return await self.client.patch(
             model.TENANT_CONTROL_PLANES, ref.name, patch, ref.namespace, patch_type="merge"
         )

@@ -35,25 +35,32 @@ def admin_kubeconfig(cluster: str, server: str, ca_pem: bytes, client: KeyPair, 
     }
 
 
+# libyaml when present: the controller reads kubeconfigs on every pass, pure-Python YAML is 20x slower.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def dump_kubeconfig(config: dict[str, Any]) -> str:
-    return yaml.safe_dump(config, sort_keys=False)
+    return yaml.dump(config, Dumper=_Dumper, sort_keys=False)
+
+
+def current_cluster(text: str) -> tuple[str, bytes]:
+    """The (server URL, CA certificate PEM) of the current context's cluster."""
+    config = yaml.load(text, Loader=_Loader)
+    context_name = config.get("current-context")
+    contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
+    clusters = {c["name"]: c["cluster"] for c in config.get("clusters") or []}
+    cluster = clusters[
+        contexts[context_name]["cluster"] if context_name in contexts else next(iter(clusters))
+    ]
+    return str(cluster["server"]), unb64(cluster["certificate-authority-data"])
 
 
 def kubeconfig_server(text: str) -> str:
     """The server URL of the current context's cluster."""
-    config = yaml.safe_load(text)
-    context_name = config.get("current-context")
-    contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
-    clusters = {c["name"]: c["cluster"] for c in config.get("clusters") or []}
-    cluster = contexts[context_name]["cluster"] if context_name in contexts else next(iter(clusters))
-    return str(clusters[cluster]["server"])
+    return current_cluster(text)[0]
 
 
 def kubeconfig_ca(text: str) -> bytes:
     """The CA certificate (PEM) of the current context's cluster."""
-    config = yaml.safe_load(text)
-    context_name = config.get("current-context")
-    contexts = {c["name"]: c["context"] for c in config.get("contexts") or []}
-    clusters = {c["name"]: c["cluster"] for c in config.get("clusters") or []}
-    cluster = contexts[context_name]["cluster"] if context_name in contexts else next(iter(clusters))
-    return unb64(clusters[cluster]["certificate-authority-data"])
+    return current_cluster(text)[1]

@@ -12,6 +12,7 @@ from tenantgpu.apiserver.pki import ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import SQLiteDatastore
 from tenantgpu.kamaji.controller import TenantControlPlaneController
+from tenantgpu.kamaji.datastores import DataStoreController
 from tenantgpu.kamaji.inprocess import InProcessHost
 from tenantgpu.kamaji.kubeconfig import kubeconfig_ca, kubeconfig_server
 from tenantgpu.kubeclient import KubeClient
@@ -40,6 +41,7 @@ class ManagementPlane:
         self.server: APIServer | None = None
         self.host: InProcessHost | None = None
         self.controller: TenantControlPlaneController | None = None
+        self.datastores: DataStoreController | None = None
         self._client: KubeClient | None = None
 
     @property
@@ -62,6 +64,8 @@ class ManagementPlane:
         self.host = InProcessHost(self.datastore)
         self.controller = TenantControlPlaneController(self._client, self.host, concurrency=self._concurrency)
         await self.controller.start()
+        self.datastores = DataStoreController(self._client)
+        await self.datastores.start()
 
     async def _start_server(self, pki: ServerPKI, port: int) -> APIServer:
         assert self.datastore is not None
@@ -104,6 +108,9 @@ class ManagementPlane:
         os.replace(tmp, self.kubeconfig_path)
 
     async def stop(self) -> None:
+        if self.datastores is not None:
+            await self.datastores.stop()
+            self.datastores = None
         if self.controller is not None:
             await self.controller.stop()
             self.controller = None

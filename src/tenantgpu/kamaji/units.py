@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Protocol
 
 from tenantgpu.kamaji import model, pki
 from tenantgpu.kamaji.host import ControlPlaneHost, ControlPlaneInstance, RunningInstance
-from tenantgpu.kamaji.kubeconfig import admin_kubeconfig, dump_kubeconfig, kubeconfig_ca, kubeconfig_server
+from tenantgpu.kamaji.kubeconfig import admin_kubeconfig, current_cluster, dump_kubeconfig
 from tenantgpu.kamaji.model import Obj, TenantRef
 from tenantgpu.kubeclient import ApiError, KubeClient
 
@@ -72,9 +72,8 @@ def secret_bytes(secret: Obj, key: str) -> bytes | None:
     return pki.unb64(value) if value else None
 
 
-async def _write_secret(r: Reconciliation, suffix: str, data: dict[str, bytes], existing: Obj | None) -> Obj:
+def _secret_body(r: Reconciliation, suffix: str, data: dict[str, bytes]) -> Obj:
     ref = r.ref
-    encoded = {k: pki.b64(v) for k, v in data.items()}
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     metadata: Obj = {
         "name": ref.secret_name(suffix),
@@ -92,18 +91,8 @@ async def _write_secret(r: Reconciliation, suffix: str, data: dict[str, bytes], 
             }
         ],
     }
-    body = {"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": "Opaque", "data": encoded}
-    if existing is None:
-        try:
-            return await r.client.create(model.SECRETS, body, ref.namespace)
-        except ApiError as err:
-            if err.code != 409:
-                raise
-            existing = await read_secret(r.client, ref.namespace, metadata["name"])
-            if existing is None:
-                raise
-    metadata["resourceVersion"] = existing["metadata"].get("resourceVersion")
-    return await r.client.update(model.SECRETS, body)
+    encoded = {k: pki.b64(v) for k, v in data.items()}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": "Opaque", "data": encoded}
 
 
 class SecretUnit:
@@ -128,9 +117,27 @@ class SecretUnit:
     async def ensure(self, r: Reconciliation) -> None:
         if not self.wanted(r):
             return
-        secret = await read_secret(r.client, r.ref.namespace, r.ref.secret_name(self.suffix))
-        if secret is None or not self.valid(r, secret):
-            secret = await _write_secret(r, self.suffix, self.build(r), secret)
+        name = r.ref.secret_name(self.suffix)
+        secret = None
+        if _status_at(r.tcp, self.status_path) is None:
+            # Never reported: most likely a new tenant, so create at once and skip a read.
+            try:
+                secret = await r.client.create(
+                    model.SECRETS, _secret_body(r, self.suffix, self.build(r)), r.ref.namespace
+                )
+            except ApiError as err:
+                if err.code != 409:
+                    raise
+        if secret is None:
+            secret = await read_secret(r.client, r.ref.namespace, name)
+            if secret is None:
+                secret = await r.client.create(
+                    model.SECRETS, _secret_body(r, self.suffix, self.build(r)), r.ref.namespace
+                )
+            elif not self.valid(r, secret):
+                body = _secret_body(r, self.suffix, self.build(r))
+                body["metadata"]["resourceVersion"] = secret["metadata"].get("resourceVersion")
+                secret = await r.client.update(model.SECRETS, body)
         self.load(r, secret)
         r.set_status(
             self.status_path,
@@ -148,6 +155,15 @@ class SecretUnit:
         except ApiError as err:
             if err.code != 404:
                 raise
+
+
+def _status_at(tcp: Obj, path: str) -> Any:
+    node: Any = tcp.get("status") or {}
+    for part in path.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
 
 
 def _pair(secret: Obj, cert_key: str, key_key: str) -> pki.KeyPair | None:
@@ -262,10 +278,7 @@ class AdminKubeconfigUnit(SecretUnit):
         if not text or r.ca is None:
             return False
         try:
-            return (
-                kubeconfig_server(text.decode()) == self._server(r)
-                and kubeconfig_ca(text.decode()) == r.ca.cert_pem
-            )
+            return current_cluster(text.decode()) == (self._server(r), r.ca.cert_pem)
         except (KeyError, ValueError, TypeError, StopIteration):
             return False
 

@@ -218,6 +218,20 @@ def resolve_lab(state: StateDir, lab_file: str | None) -> Lab:
 # --- running in this process ---------------------------------------------------------------------
 
 
+# asyncio gives every TLS connection a 256 KiB receive buffer; the lab holds both ends of several watch
+# streams per tenant in one process, so that alone was ~4 MiB per tenant. A TLS record carries at most
+# 16 KiB of plaintext, and the protocol reads in a loop until the record buffer is drained, so 32 KiB loses
+# nothing but memory.
+_TLS_READ_BUFFER_BYTES = 32 * 1024
+
+
+def tune_for_many_tenants() -> None:
+    """Process-wide settings of the lab process that let hundreds of tenants share one event loop."""
+    import asyncio.sslproto
+
+    asyncio.sslproto.SSLProtocol.max_size = _TLS_READ_BUFFER_BYTES
+
+
 async def serve(
     state: StateDir, lab: Lab, progress: ProgressSink, on_ready: Callable[[LabRuntime], None]
 ) -> None:
@@ -251,6 +265,7 @@ def run_foreground(
 ) -> None:
     """Hold the state directory's lock and serve the lab until a signal; raises LabAlreadyRunning if held."""
     lock = LabLock(state)
+    tune_for_many_tenants()
     try:
         lock.acquire()
     except LabLockedError as err:

@@ -96,7 +96,7 @@ class TenantDataPlane:
             self.agents.append(agent)
         for worker in self.spec.workers:
             node = Worker(
-                self.kubeconfig,
+                self.client,
                 worker.name,
                 device_specs(worker),
                 self.sharing,
