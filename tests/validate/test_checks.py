@@ -394,3 +394,11 @@ def test_webhook_unreachable_behaviour_with_lab_control() -> None:
     assert outcome.status == "failed"
     assert outcome.detail == "the pod was mutated although the tunnel agent was stopped"
     assert live["konnectivity-agent"] == "running"
+
+
+def test_gpus_registered_checks_the_split_count_against_the_lab() -> None:
+    a, b, exp = _lab()
+    a.add("Node", node("worker-a1", register=register_json(A100).replace('"count": 10', '"count": 4')))
+    outcome = _run(nodes.gpus_registered, _ctx("gpus-registered", "tenant-a", a, b, expectations=exp))
+    assert outcome.status == "failed"
+    assert "registered with count 4, the lab's deviceSplitCount is 10" in outcome.detail

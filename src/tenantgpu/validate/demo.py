@@ -253,7 +253,9 @@ def _print_keep(console: Console, state_dir: Path, targets: Targets) -> None:
         console.print(f"  # {tenant}: {cluster.kubeconfig}")
         console.print(f"  kubectl --kubeconfig {cluster.kubeconfig} get nodes")
         console.print(f"  kubectl --kubeconfig {cluster.kubeconfig} -n {DEMO_NAMESPACE} get pods -o wide")
-        console.print(f"  kubectl --kubeconfig {cluster.kubeconfig} -n {DEMO_NAMESPACE} logs {_WORKLOADS[0]}-1")
+        console.print(
+            f"  kubectl --kubeconfig {cluster.kubeconfig} -n {DEMO_NAMESPACE} logs {_WORKLOADS[0]}-1"
+        )
     if targets.management is not None:
         console.print(f"  kubectl --kubeconfig {targets.management.kubeconfig} get tcp -A")
     console.print(f"  tenantgpu validate --state-dir {state_dir}")

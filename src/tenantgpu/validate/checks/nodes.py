@@ -75,6 +75,7 @@ def _describe(gpu: hami.RegisteredGPU) -> str:
 def gpus_registered(ctx: CheckContext) -> Outcome:
     nodes = {n["metadata"]["name"]: n for n in ctx.cluster.list("Node")}
     declared = ctx.declared_nodes()
+    split = ctx.targets.expectations.device_split_count if ctx.targets.expectations else None
     problems: list[str] = []
     seen: list[str] = []
     total = 0
@@ -103,6 +104,11 @@ def gpus_registered(ctx: CheckContext) -> Outcome:
                     problems.append(
                         f"{declared_node.name}: {want.uuid} registered as {got.type} {got.devmem}MiB "
                         f"health={got.health}, declared {want.type} {want.devmem}MiB health={want.health}"
+                    )
+                elif split is not None and got.count != split:
+                    problems.append(
+                        f"{declared_node.name}: {want.uuid} registered with count {got.count}, "
+                        f"the lab's deviceSplitCount is {split}"
                     )
             extra = sorted(set(by_uuid) - {g.uuid for g in declared_node.gpus})
             if extra:
