@@ -402,3 +402,11 @@ def test_gpus_registered_checks_the_split_count_against_the_lab() -> None:
     outcome = _run(nodes.gpus_registered, _ctx("gpus-registered", "tenant-a", a, b, expectations=exp))
     assert outcome.status == "failed"
     assert "registered with count 4, the lab's deviceSplitCount is 10" in outcome.detail
+
+
+def test_gpu_checks_are_skipped_for_a_tenant_the_lab_gives_no_gpu() -> None:
+    a, b, exp = _lab()
+    cpu_only = Expectations({**exp.nodes, "tenant-a": (DeclaredNode("worker-a1", ()),)})
+    outcome = _run(scheduling.exclusive_card, _ctx("exclusive-card", "tenant-a", a, b, expectations=cpu_only))
+    assert outcome.status == "skipped"
+    assert outcome.detail == "the lab declares no GPU for tenant tenant-a"

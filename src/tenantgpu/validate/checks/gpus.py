@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tenantgpu.validate import hami
 from tenantgpu.validate.context import CheckContext
-from tenantgpu.validate.outcome import CheckFailed
+from tenantgpu.validate.outcome import CheckFailed, CheckSkipped
 
 
 @dataclass(frozen=True)
@@ -16,7 +16,11 @@ class TenantGPU:
 
 
 def healthy_gpus(ctx: CheckContext) -> list[TenantGPU]:
-    """Every healthy registered GPU the tenant's nodes offer; fails the check if there is none."""
+    """Every healthy registered GPU the tenant's nodes offer; fails the check if there is none
+    (skips it when the lab declares no GPU for this tenant: nothing to schedule on, by design)."""
+    declared = ctx.declared_nodes()
+    if declared is not None and not any(node.gpus for node in declared):
+        raise CheckSkipped(f"the lab declares no GPU for tenant {ctx.tenant}")
     found: list[TenantGPU] = []
     for node in ctx.cluster.list("Node"):
         try:

@@ -7,6 +7,7 @@ import time
 
 from tenantgpu.validate import hami, lab_control
 from tenantgpu.validate.checks.base import Check, Need
+from tenantgpu.validate.checks.gpus import healthy_gpus
 from tenantgpu.validate.checks.pods import gpu_pod, node_of, state, wait_running
 from tenantgpu.validate.context import CheckContext
 from tenantgpu.validate.outcome import CheckFailed, CheckSkipped, Outcome
@@ -23,6 +24,7 @@ def scheduler_recovers(ctx: CheckContext) -> Outcome:
         )
     if lab_control.SCHEDULER not in control.components():
         raise CheckSkipped(f"the lab cannot stop {lab_control.SCHEDULER} in tenant {ctx.tenant}")
+    healthy_gpus(ctx)  # the pods need a card to land on once the scheduler is back
     names = ["while-down-1", "while-down-2"]
     with ctx.namespace() as namespace:
         try:
