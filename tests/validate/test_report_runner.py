@@ -161,3 +161,18 @@ def test_ctrl_c_stops_waiting_checks_and_removes_their_namespaces() -> None:
     assert entered.is_set() and settings.cancel.is_set()
     for cluster in targets.tenants.values():
         assert cluster.list("Namespace") == []
+
+
+def test_live_table_shows_each_row_as_it_finishes() -> None:
+    import io
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=120)
+    checks = [_check("one", _passes), _check("three", _fails)]
+    targets = _targets()
+    with report.LiveTable(checks, list(targets.tenants), console) as live:
+        run_suite(targets, checks, RunSettings(), live)
+    text = buffer.getvalue()
+    assert "tenantgpu validate (running)" in text
+    assert "✓ passed" in text and "✗ failed" in text
+    assert "4/4 done" in text
