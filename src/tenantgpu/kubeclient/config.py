@@ -74,7 +74,7 @@ def _named(items: list[dict[str, Any]] | None, name: str, what: str) -> dict[str
 def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) -> KubeConfig:
     """Read a kubeconfig file; `context` defaults to its current-context."""
     path = Path(path)
-    doc = yaml.safe_load(path.read_text()) or {}
+    doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     base = path.parent
     context_name = context or doc.get("current-context")
     if not context_name:

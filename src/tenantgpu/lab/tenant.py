@@ -138,20 +138,31 @@ class TenantDataPlane:
                 raise
 
     async def _wait_nodes(self, client: KubeClient) -> None:
-        """Until every worker's Node is Ready and has registered all its GPUs with HAMi."""
+        """Until every worker's Node is Ready and has registered all its GPUs with HAMi (list, then watch)."""
         pending = {w.name: len(w.devices()) for w in self.spec.workers}
+
+        def check(node: dict) -> None:
+            name = node["metadata"]["name"]
+            gpus = pending.get(name)
+            if gpus is not None and _node_ready(node) and _registered_gpus(node) >= gpus:
+                del pending[name]
+                detail = f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else "no GPU"
+                self.progress(Progress(f"node {self.spec.name}/{name}", "ready", detail))
+
         while pending:
-            for name, gpus in list(pending.items()):
-                try:
-                    node = await client.get("nodes", name)
-                except ApiError:
-                    continue
-                if _node_ready(node) and _registered_gpus(node) >= gpus:
-                    del pending[name]
-                    detail = f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else "no GPU"
-                    self.progress(Progress(f"node {self.spec.name}/{name}", "ready", detail))
-            if pending:
-                await asyncio.sleep(0.05)
+            listing = await client.list("nodes")
+            for node in listing["items"]:
+                check(node)
+            if not pending:
+                return
+            with contextlib.suppress(ApiError, OSError, asyncio.IncompleteReadError):
+                async for event in client.watch(
+                    "nodes", resource_version=listing["metadata"].get("resourceVersion"), timeout_seconds=30
+                ):
+                    if event.type in ("ADDED", "MODIFIED"):
+                        check(event.object)
+                    if not pending:
+                        return
 
     async def stop(self) -> None:
         for worker in self.workers:
