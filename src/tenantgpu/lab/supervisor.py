@@ -87,11 +87,11 @@ class LabRuntime:
         key = f"{TENANT_NAMESPACE}/{tenant.name}"
         while key not in self._ready:
             await self._changed.wait()
-        if not tenant.workers:
+        if not tenant.workers and not tenant.quotas:
             return
         tcp = await client.get(model.TENANT_CONTROL_PLANES, tenant.name, TENANT_NAMESPACE)
         port = model.previous_konnectivity_port(tcp)
-        if not port:
+        if not port and tenant.workers:
             raise LabError(f"tenant {tenant.name} has no konnectivity server (spec.addons.konnectivity)")
         path = self.state.tenant_kubeconfig(tenant.name)
         plane = TenantDataPlane(

@@ -20,7 +20,7 @@ from tenantgpu.konnectivity import AgentIdentifiers, ProxyAgent
 from tenantgpu.konnectivity.agent import mapped_dial_policy
 from tenantgpu.kubeclient import ApiError, KubeClient
 from tenantgpu.lab.process import Progress, ProgressSink
-from tenantgpu.lab.spec import TenantSpec, WorkerSpec
+from tenantgpu.lab.spec import QuotaSpec, TenantSpec, WorkerSpec
 from tenantgpu.node.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -60,11 +60,14 @@ class TenantDataPlane:
         self.workers: list[Worker] = []
 
     async def start(self, timeout: float) -> None:
-        if not self.spec.workers:
+        if not self.spec.workers and not self.spec.quotas:
             return
         self.client = KubeClient.from_kubeconfig(
             self.kubeconfig, user_agent=f"tenantgpu-lab/{self.spec.name}"
         )
+        await apply_quotas(self.client, self.spec, self.sharing)
+        if not self.spec.workers:
+            return
         await self._ensure_agent_account(self.client)
         # HAMi runs as one Deployment (scheduler + webhook); here on the tenant's first worker.
         self.scheduler = HamiScheduler(self.client, self.sharing)
@@ -183,6 +186,44 @@ class TenantDataPlane:
         if self.client is not None:
             await self.client.close()
             self.client = None
+
+
+QUOTA_NAME = "gpu-quota"
+
+
+def quota_object(quota: QuotaSpec, sharing: SharingConfig) -> dict:
+    """A ResourceQuota in HAMi's terms: `limits.<memory resource>` in MiB, `limits.<core resource>` in %."""
+    hard: dict[str, str] = {}
+    if quota.gpumem is not None:
+        hard[f"limits.{sharing.resource_memory_name}"] = str(quota.gpumem)
+    if quota.gpucores is not None:
+        hard[f"limits.{sharing.resource_core_name}"] = str(quota.gpucores)
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": QUOTA_NAME, "namespace": quota.namespace},
+        "spec": {"hard": hard},
+    }
+
+
+async def apply_quotas(client: KubeClient, tenant: TenantSpec, sharing: SharingConfig) -> None:
+    """The lab file's quotas as ResourceQuota objects (namespaces created as needed); the file wins."""
+    for quota in tenant.quotas:
+        try:
+            await client.create("namespaces", {"metadata": {"name": quota.namespace}})
+        except ApiError as err:
+            if err.code != 409:
+                raise
+        body = quota_object(quota, sharing)
+        try:
+            await client.create("resourcequotas", body, quota.namespace)
+        except ApiError as err:
+            if err.code != 409:
+                raise
+            current = await client.get("resourcequotas", QUOTA_NAME, quota.namespace)
+            if (current.get("spec") or {}).get("hard") != body["spec"]["hard"]:
+                current["spec"] = body["spec"]
+                await client.update("resourcequotas", current)
 
 
 def _node_ready(node: dict) -> bool:
