@@ -41,16 +41,17 @@ from tenantgpu.apiserver.patch import (
 from tenantgpu.apiserver.pki import ServerPKI, admin_kubeconfig, render_kubeconfig
 from tenantgpu.apiserver.protobuf_bodies import ProtobufBodyError, decode_object
 from tenantgpu.apiserver.registry import DeleteOptions, Registry, now_rfc3339
-from tenantgpu.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
+from tenantgpu.apiserver.selectors import (
+    SelectorError,
+    check_field_selector,
+    parse_field_selector,
+    parse_label_selector,
+)
+from tenantgpu.apiserver.ssar_protobuf import decode_self_subject_access_review
 from tenantgpu.apiserver.storage import Datastore
 from tenantgpu.apiserver.tables import to_table, watch_event_table
 from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, encode
 from tenantgpu.apiserver.webhooks import WebhookAdmission
-
-try:
-    from tenantgpu.apiserver.ssar_protobuf import decode_self_subject_access_review
-except ImportError:
-    decode_self_subject_access_review = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -526,12 +527,14 @@ class APIServer:
             return _json_response(self._scale_of(kind, entry.obj))
         return self._render(request, kind, entry)
 
-    def _predicate(self, request: web.Request) -> Predicate | None:
+    def _predicate(self, request: web.Request, kind: Kind) -> Predicate | None:
         label_text = request.query.get("labelSelector", "")
         field_text = request.query.get("fieldSelector", "")
         try:
             labels = parse_label_selector(label_text) if label_text else None
             fields = parse_field_selector(field_text) if field_text else None
+            if fields is not None:
+                check_field_selector(kind.kind, fields)
         except SelectorError as exc:
             raise errors.bad_request(str(exc)) from exc
         except ValueError as exc:
@@ -550,7 +553,7 @@ class APIServer:
         kind = target.kind
         query = request.query
         revision = self.registry.revision
-        entries = self.registry.list(kind, target.namespace or None, self._predicate(request))
+        entries = self.registry.list(kind, target.namespace or None, self._predicate(request, kind))
         limit = _parse_int(query, "limit")
         start = query.get("continue")
         if start:
@@ -608,7 +611,7 @@ class APIServer:
         if include not in ("None", "Metadata", "Object"):
             raise errors.bad_request(f"includeObject must be one of None, Metadata, Object, not {include!r}")
         first_table = [True]
-        predicate = self._predicate(request)
+        predicate = self._predicate(request, kind)
         try:
             watcher, backlog = self.registry.watch(kind, target.namespace or None, predicate, since)
         except errors.APIError as error:
@@ -820,7 +823,7 @@ class APIServer:
         deleted = await self.registry.delete_collection(
             kind,
             target.namespace or None,
-            self._predicate(request),
+            self._predicate(request, kind),
             options,
             user,
             dry_run=self._dry_run(request),
@@ -930,8 +933,6 @@ class APIServer:
     async def _self_subject_access_review(self, request: web.Request, user: UserInfo) -> web.Response:
         body = await self._decode_body(request, allow_protobuf=True)
         if isinstance(body, bytes):
-            if decode_self_subject_access_review is None:
-                raise errors.unsupported_media_type(PROTOBUF, JSON)
             try:
                 body = decode_self_subject_access_review(body)
             except Exception as exc:  # any malformed protobuf is the client's mistake
