@@ -30,6 +30,7 @@ from tenantgpu.apiserver import discovery, errors, openapi
 from tenantgpu.apiserver.admission import AdmissionChain, AdmissionPlugin, NamespaceLifecycle
 from tenantgpu.apiserver.auth import Attributes, Authenticator, Authorizer, TokenSigner, UserInfo
 from tenantgpu.apiserver.hooks import Egress, LogOptions, NoEgress, PodLogSource
+from tenantgpu.apiserver.jsoncodec import loads
 from tenantgpu.apiserver.kinds import SCALE_PATHS, VIRTUAL_KINDS, Kind, KindTable, kind_table
 from tenantgpu.apiserver.metrics import APIMetrics
 from tenantgpu.apiserver.patch import (
@@ -653,31 +654,24 @@ class APIServer:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                try:
-                    event = await asyncio.wait_for(watcher.queue.get(), timeout=min(remaining, 10.0))
-                except TimeoutError:
-                    if request.transport is None or request.transport.is_closing():
-                        break
-                    if bookmarks and not table and time.monotonic() - last_sent >= 10.0:
-                        mark = {
-                            "kind": kind.kind,
-                            "apiVersion": kind.api_version,
-                            "metadata": {"resourceVersion": str(self.registry.revision)},
-                        }
-                        await response.write(encode({"type": "BOOKMARK", "object": mark}) + b"\n")
-                        last_sent = time.monotonic()
-                    continue
-                if event is None:
+                batch, ended = await watcher.next_batch(min(remaining, 10.0))
+                if batch:
+                    await response.write(b"".join(line(e) for e in batch))
+                    last_sent = time.monotonic()
+                if ended:
                     break
-                chunk = [line(event)]
-                while not watcher.queue.empty():
-                    more = watcher.queue.get_nowait()
-                    if more is None:
-                        deadline = 0
-                        break
-                    chunk.append(line(more))
-                await response.write(b"".join(chunk))
-                last_sent = time.monotonic()
+                if batch:
+                    continue
+                if request.transport is None or request.transport.is_closing():
+                    break
+                if bookmarks and not table and time.monotonic() - last_sent >= 10.0:
+                    mark = {
+                        "kind": kind.kind,
+                        "apiVersion": kind.api_version,
+                        "metadata": {"resourceVersion": str(self.registry.revision)},
+                    }
+                    await response.write(encode({"type": "BOOKMARK", "object": mark}) + b"\n")
+                    last_sent = time.monotonic()
             await response.write_eof()
         except (ConnectionResetError, ConnectionError):
             pass
@@ -706,7 +700,7 @@ class APIServer:
                 raise errors.unsupported_media_type(content_type, f"{JSON} ({exc})") from exc
         if content_type in (JSON, "*/*", "text/plain"):
             try:
-                return json.loads(raw) if raw else None
+                return loads(raw) if raw else None
             except (ValueError, UnicodeDecodeError) as exc:
                 raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
         if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
@@ -758,7 +752,7 @@ class APIServer:
             raise errors.unsupported_media_type(content_type, ", ".join(_PATCH_TYPES))
         raw = await self._read_body(request)
         try:
-            patch = yaml.safe_load(raw) if content_type.endswith("yaml") else json.loads(raw)
+            patch = yaml.safe_load(raw) if content_type.endswith("yaml") else loads(raw)
         except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise errors.bad_request(f"error decoding patch: {exc}") from exc
         dry_run = self._dry_run(request)
