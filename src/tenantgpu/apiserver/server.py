@@ -185,7 +185,7 @@ class APIServer:
             window=config.watch_window,
         )
         self.metrics = APIMetrics(self._storage_counts)
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._site: web.TCPSite | None = None
         self._port = config.port
         self._version = encode(_version_info(config.kubernetes_version))
@@ -197,9 +197,21 @@ class APIServer:
 
     async def start(self) -> None:
         await self.registry.load()
-        app = web.Application(client_max_size=self.config.max_body_bytes)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        # aiohttp's low-level server: one handler does the routing, so the Application's router and
+        # middleware machinery would only cost time on every request.
+        limit = self.config.max_body_bytes
+
+        def make_request(message, payload, protocol, writer, task):  # type: ignore[no-untyped-def]
+            return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=limit)
+
+        loop = asyncio.get_running_loop()
+        server = web.Server(
+            self._handle,  # type: ignore[arg-type]
+            request_factory=make_request,
+            handler_cancellation=True,
+            access_log=None,
+        )
+        self._runner = web.ServerRunner(server)
         await self._runner.setup()
         self._site = web.TCPSite(
             self._runner, self.config.host, self.config.port, ssl_context=self._ssl_context()
