@@ -26,7 +26,7 @@ def _manifest(tmp_path: Path, name: str, image: str = "nginx:1.25", **labels: st
 
 
 def _validate_flag(version: str) -> list[str]:
-    # kubectl 1.27/1.28 need protobuf OpenAPI v2 for client-side validation, which is not served.
+    # 1.27 is also exercised with default validation (protobuf /openapi/v2) in its own test.
     return ["--validate=false"] if version == "1.27" else []
 
 
@@ -248,3 +248,13 @@ def test_generator_commands_including_protobuf_bodies(kubectl: Kubectl, version:
     deleted = kubectl("delete", "namespace", f"gen-{suffix}", version=version)
     assert f'namespace "gen-{suffix}" deleted' in deleted.stdout
     assert kubectl("get", "cm", "-n", f"gen-{suffix}", "-o", "name").stdout == ""
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.28"])
+def test_old_kubectl_creates_with_default_validation(kubectl: Kubectl, tmp_path: Path, version: str) -> None:
+    """kubectl 1.27/1.28 validate against the protobuf /openapi/v2 document."""
+    name = f"validated-{version.replace('.', '')}"
+    out = kubectl("apply", "-f", str(_manifest(tmp_path, name)), version=version).stdout
+    assert f"pod/{name} created" in out
+    out = kubectl("apply", "-f", str(_manifest(tmp_path, name, "nginx:1.26")), version=version).stdout
+    assert f"pod/{name} configured" in out

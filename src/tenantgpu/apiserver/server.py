@@ -33,6 +33,7 @@ from tenantgpu.apiserver.hooks import Egress, LogOptions, NoEgress, PodLogSource
 from tenantgpu.apiserver.jsoncodec import loads
 from tenantgpu.apiserver.kinds import SCALE_PATHS, VIRTUAL_KINDS, Kind, KindTable, kind_table
 from tenantgpu.apiserver.metrics import APIMetrics
+from tenantgpu.apiserver.openapi_v2 import OPENAPI_V2_CONTENT_TYPE, openapi_v2_protobuf
 from tenantgpu.apiserver.patch import (
     PatchError,
     apply_json_patch,
@@ -385,6 +386,8 @@ class APIServer:
             )
         if head == "openapi" and len(segments) >= 2 and segments[1] == "v3":
             return self._openapi_v3(segments[2:]), "get", "openapi"
+        if segments == ["openapi", "v2"]:
+            return self._openapi_v2(request), "get", "openapi"
         if not segments:
             paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/readyz", "/version"]
             for group, versions in self.kinds.group_versions().items():
@@ -410,6 +413,19 @@ class APIServer:
             root = openapi.openapi_v3_root(list(documents), documents=documents)
             self._docs["openapi:"] = encode(root)
         return self._docs
+
+    def _openapi_v2(self, request: web.Request) -> web.Response:
+        """Protobuf only: kubectl 1.27/1.28 validate with it, and a JSON body there breaks kubectl."""
+        if "protobuf" not in request.headers.get("Accept", ""):
+            raise errors.not_acceptable(OPENAPI_V2_CONTENT_TYPE)
+        body = self._docs.get("openapi:v2")
+        if body is None:
+            infos = [
+                openapi.KindSchemaInfo(k.group, k.version, k.kind, k.namespaced, k.plural) for k in self.kinds
+            ]
+            body = openapi_v2_protobuf(infos, version=self.config.kubernetes_version)
+            self._docs["openapi:v2"] = body
+        return web.Response(body=body, headers={"Content-Type": OPENAPI_V2_CONTENT_TYPE})
 
     def _openapi_v3(self, rest: list[str]) -> web.Response:
         doc = self._openapi_documents().get("openapi:" + "/".join(rest))
