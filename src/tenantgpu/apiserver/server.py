@@ -42,6 +42,7 @@ from tenantgpu.apiserver.patch import (
 )
 from tenantgpu.apiserver.pki import ServerPKI, admin_kubeconfig, render_kubeconfig
 from tenantgpu.apiserver.protobuf_bodies import ProtobufBodyError, decode_object
+from tenantgpu.apiserver.quota import QuotaController, QuotaUsage, ResourceQuotaAdmission
 from tenantgpu.apiserver.registry import DeleteOptions, Registry, now_rfc3339
 from tenantgpu.apiserver.selectors import (
     SelectorError,
@@ -185,6 +186,9 @@ class APIServer:
             self.admission,
             window=config.watch_window,
         )
+        quota_usage = QuotaUsage(self.registry)
+        self.admission.plugins.append(ResourceQuotaAdmission(quota_usage))
+        self._quota_controller = QuotaController(self.registry, quota_usage)
         self.metrics = APIMetrics(self._storage_counts)
         self._runner: web.ServerRunner | None = None
         self._site: web.TCPSite | None = None
@@ -198,6 +202,7 @@ class APIServer:
 
     async def start(self) -> None:
         await self.registry.load()
+        self._quota_controller.start()
         # aiohttp's low-level server: one handler does the routing, so the Application's router and
         # middleware machinery would only cost time on every request.
         limit = self.config.max_body_bytes
@@ -224,6 +229,7 @@ class APIServer:
         self._docs.clear()
 
     async def stop(self) -> None:
+        await self._quota_controller.stop()
         self.registry.close()
         await self.webhooks.close()
         if self._runner is not None:
