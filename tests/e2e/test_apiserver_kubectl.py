@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from apiserver_harness import Kubectl, RunningAPIServer, kubectl_path
@@ -138,37 +140,55 @@ def test_get_raw_metrics_is_prometheus_text(kubectl: Kubectl) -> None:
     assert 'apiserver_storage_objects{resource="namespaces"}' in out
 
 
+def _read_lines(stream: Any, lines: list[str]) -> None:
+    for line in stream:
+        lines.append(line)
+
+
+def _wait_for(condition: Any, timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
 def test_watch_prints_changes_after_the_list(
-    kubectl: Kubectl, apiserver: RunningAPIServer, tmp_path: Path
+    kubectl: Kubectl, apiserver: RunningAPIServer, tmp_path: Path, version: str
 ) -> None:
-    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    namespace = f"w{version[2:]}"
+    kubectl("create", "namespace", namespace)
+    kubectl("create", "-f", str(_manifest(tmp_path, "seen")), "-n", namespace)
     watch = subprocess.Popen(
         [
-            kubectl_path("1.33"),
+            kubectl_path(version),
             "--kubeconfig",
             str(apiserver.kubeconfig),
             "get",
             "pods",
             "-w",
             "-n",
-            "watched",
+            namespace,
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        env=env,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
+    lines: list[str] = []
+    reader = threading.Thread(target=_read_lines, args=(watch.stdout, lines), daemon=True)
+    reader.start()
     try:
-        kubectl("create", "namespace", "watched")
-        time.sleep(1.0)
-        kubectl("create", "-f", str(_manifest(tmp_path, "seen")), "-n", "watched")
-        kubectl("delete", "pod", "seen", "-n", "watched")
-        time.sleep(1.0)
+        assert _wait_for(lambda: any(line.startswith("seen") for line in lines)), lines
+        assert lines[0].split()[:3] == ["NAME", "READY", "STATUS"]
+        kubectl("label", "pod", "seen", "-n", namespace, "step=2")
+        assert _wait_for(lambda: sum(line.startswith("seen") for line in lines) >= 2), lines
+        assert watch.poll() is None  # the stream stays open
     finally:
         watch.terminate()
-        out, err = watch.communicate(timeout=10)
-    rows = [line for line in out.splitlines() if line.startswith("seen")]
-    assert len(rows) >= 2, out + err  # created, then deleted
+        watch.wait(10)
 
 
 def test_delete_waits_for_graceful_deletion_of_a_bound_pod(

@@ -328,13 +328,17 @@ def test_tenants_sharing_one_datastore_do_not_see_each_other(
 ) -> None:
     core.create_namespaced_config_map("default", {"metadata": {"name": "only-in-a"}})
     neighbour = start_server(background_loop, apiserver.state_dir, "neighbour", datastore=apiserver.datastore)
-    try:
-        raw = RawClient(neighbour.kubeconfig)
-        assert raw.request("GET", "/api/v1/namespaces/default/configmaps/only-in-a").status == 404
-        names = [i["metadata"]["name"] for i in raw.request("GET", "/api/v1/configmaps").json()["items"]]
-        assert "only-in-a" not in names
-    finally:
-        background_loop.run(neighbour.server.stop())
+    raw = RawClient(neighbour.kubeconfig)
+    assert raw.request("GET", "/api/v1/namespaces/default/configmaps/only-in-a").status == 404
+    names = [i["metadata"]["name"] for i in raw.request("GET", "/api/v1/configmaps").json()["items"]]
+    assert "only-in-a" not in names
+    raw.request("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "only-in-n"}})
+    background_loop.run(neighbour.server.stop())
+    background_loop.run(neighbour.server.delete_storage())
+    # the neighbour's data is gone, ours is untouched
+    keys = [kv.key for kv in background_loop.run(apiserver.datastore.range("/"))]
+    assert not any(key.startswith("/neighbour/") for key in keys)
+    assert core.read_namespaced_config_map("only-in-a", "default").metadata.name == "only-in-a"
 
 
 def test_graceful_deletion_waits_for_finalizers(core: client.CoreV1Api) -> None:

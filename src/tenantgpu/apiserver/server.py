@@ -236,6 +236,10 @@ class APIServer:
             await self._runner.cleanup()
             self._runner = None
 
+    async def delete_storage(self) -> None:
+        """Removes every object of this server from the datastore (a deleted tenant); call after `stop()`."""
+        await self.config.datastore.delete_prefix(self.registry.prefix + "/")
+
     def _ssl_context(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
