@@ -228,11 +228,17 @@ def test_delete_waits_for_graceful_deletion_of_a_bound_pod(
         text=True,
         env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
-    time.sleep(1.5)
+    pods = apiserver.server.kinds.resource("", "v1", "pods")
+    registry = apiserver.server.registry
+    assert _wait_for(
+        lambda: (
+            (registry.get_object(pods, "default", "bound") or {}).get("metadata", {}).get("deletionTimestamp")
+        )
+    )
     pod = json.loads(kubectl("get", "pod", "bound", "-o", "json").stdout)
     assert pod["metadata"]["deletionTimestamp"] and pod["spec"]["nodeName"] == "w1"
+    time.sleep(0.5)
     assert deleting.poll() is None  # still waiting
-    pods = apiserver.server.kinds.resource("", "v1", "pods")
     kubelet = UserInfo("system:node:w1", ("system:nodes",))
     apiserver.loop.run(apiserver.server.registry.delete(pods, "default", "bound", DeleteOptions(0), kubelet))
     out, err = deleting.communicate(timeout=20)
