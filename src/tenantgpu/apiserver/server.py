@@ -150,6 +150,18 @@ def _parse_int(query: Any, name: str) -> int | None:
         raise errors.bad_request(f"invalid value for {name}: {value!r}") from exc
 
 
+def _spec_of(body: Any, kind: str) -> Obj:
+    """The `spec` of a request body that must be an object with an object spec (else 400)."""
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise errors.bad_request(f"{kind} must be a JSON object")
+    spec = body.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise errors.bad_request(f"{kind}.spec must be an object")
+    return spec
+
+
 def _get_path(obj: Obj, path: Sequence[str]) -> Any:
     value: Any = obj
     for part in path:
@@ -878,7 +890,12 @@ class APIServer:
         if target.subresource == "binding":
             return await self._bind(request, target.namespace, target.name, body, user)
         if target.subresource == "eviction":
-            options = DeleteOptions.parse((body or {}).get("deleteOptions"), {})
+            if body is not None and not isinstance(body, dict):
+                raise errors.bad_request("Eviction must be a JSON object")
+            delete_options = (body or {}).get("deleteOptions")
+            if delete_options is not None and not isinstance(delete_options, dict):
+                raise errors.bad_request("Eviction.deleteOptions must be an object")
+            options = DeleteOptions.parse(delete_options, {})
             await self.registry.delete(
                 target.kind, target.namespace, target.name, options, user, dry_run=self._dry_run(request)
             )
@@ -892,7 +909,10 @@ class APIServer:
     ) -> web.Response:
         if not isinstance(body, dict):
             raise errors.bad_request("Binding must be a JSON object")
-        node = ((body.get("target") or {}).get("name")) or ""
+        target = body.get("target")
+        node = target.get("name") if isinstance(target, dict) else None
+        if not isinstance(node, str):
+            node = ""
         if not name or not node:
             raise errors.invalid(
                 "Binding",
@@ -938,9 +958,26 @@ class APIServer:
 
     def _token_request(self, target: _Target, body: Any) -> web.Response:
         account = self.registry.get(target.kind, target.namespace, target.name)
-        spec = (body or {}).get("spec") or {}
-        seconds = int(spec.get("expirationSeconds") or 3600)
+        spec = _spec_of(body, "TokenRequest")
+        seconds = spec.get("expirationSeconds") or 3600
         audiences = spec.get("audiences") or None
+        if not isinstance(seconds, int) or seconds < 600:
+            raise errors.invalid(
+                "TokenRequest",
+                target.name,
+                "authentication.k8s.io",
+                [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "message": "Invalid value: may not specify a duration less than 10 minutes",
+                        "field": "spec.expirationSeconds",
+                    }
+                ],
+            )
+        if audiences is not None and not (
+            isinstance(audiences, list) and all(isinstance(a, str) for a in audiences)
+        ):
+            raise errors.bad_request("TokenRequest.spec.audiences must be a list of strings")
         token = self.signer.issue(
             target.namespace,
             target.name,
@@ -972,6 +1009,8 @@ class APIServer:
         if not isinstance(body, dict):
             raise errors.bad_request("SelfSubjectAccessReview must be an object")
         spec = body.get("spec") or {}
+        if not isinstance(spec, dict):
+            raise errors.bad_request("SelfSubjectAccessReview.spec must be an object")
         resource = spec.get("resourceAttributes")
         if resource:
             attributes = Attributes(
@@ -997,7 +1036,7 @@ class APIServer:
 
     async def _token_review(self, request: web.Request) -> web.Response:
         body = await self._decode_body(request)
-        spec = (body or {}).get("spec") or {}
+        spec = _spec_of(body, "TokenReview")
         user = self.signer.verify(str(spec.get("token", "")))
         status: Obj = {"authenticated": user is not None}
         if user is not None:
