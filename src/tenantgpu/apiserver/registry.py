@@ -382,7 +382,10 @@ class Registry:
         current = self.get(kind, namespace, name)
         if wanted is not None and wanted != str(current.revision):
             raise errors.conflict(kind.plural, name, kind.group)
-        return await self._write_update(kind, namespace, name, obj, current, user, subresource, dry_run)
+        try:
+            return await self._write_update(kind, namespace, name, obj, current, user, subresource, dry_run)
+        except RevisionMismatch as exc:  # another write landed while admission ran
+            raise errors.conflict(kind.plural, name, kind.group) from exc
 
     async def modify(
         self,
@@ -571,7 +574,10 @@ class Registry:
         obj = current.copy()
         obj["metadata"].setdefault("deletionTimestamp", now_rfc3339())
         obj.setdefault("status", {})["phase"] = "Terminating"
-        terminating = await self._store_update(ns_kind, "", name, obj, current, False)
+        try:
+            terminating = await self._store_update(ns_kind, "", name, obj, current, False)
+        except RevisionMismatch as exc:
+            raise errors.conflict("namespaces", name) from exc
         for kind in self.kinds:
             if not kind.namespaced or kind.kind in VIRTUAL_KINDS:
                 continue
