@@ -169,23 +169,37 @@ def allocate(pod: dict[str, Any], node_name: str, cfg: SharingConfig) -> Allocat
 
 
 async def report_allocation(
-    client: KubeClient, pod: dict[str, Any], node_name: str, outcome: Allocation | AllocateError
+    client: KubeClient,
+    pod: dict[str, Any],
+    node_name: str,
+    outcome: Allocation | AllocateError,
+    *,
+    node: dict[str, Any] | None = None,
 ) -> None:
-    """Write Allocate's outcome to the API: annotations on the pod, then release the node lock."""
+    """Write Allocate's outcome: bind-phase (and the erased to-allocate) on the pod, and release the lock.
+
+    HAMi patches the pod and then releases; both are sent at once here, since nothing orders them.
+    """
     meta = pod["metadata"]
     if isinstance(outcome, Allocation):
         patch = {ann.DEVICES_TO_ALLOCATE: outcome.remaining, ann.BIND_PHASE: ann.BIND_PHASE_SUCCESS}
     else:
         patch = {ann.BIND_PHASE: ann.BIND_PHASE_FAILED}
-    try:
-        await client.patch("pods", meta["name"], {"metadata": {"annotations": patch}}, meta["namespace"])
-    except ApiError as err:
-        if err.code != 404:
-            raise
-    try:
-        await release_node_lock(client, node_name, meta["namespace"], meta["name"])
-    except ApiError as err:
-        log.warning("device plugin %s: releasing node lock: %s", node_name, err)
+
+    async def mark_pod() -> None:
+        try:
+            await client.patch("pods", meta["name"], {"metadata": {"annotations": patch}}, meta["namespace"])
+        except ApiError as err:
+            if err.code != 404:
+                raise
+
+    async def unlock() -> None:
+        try:
+            await release_node_lock(client, node_name, meta["namespace"], meta["name"], node=node)
+        except ApiError as err:
+            log.warning("device plugin %s: releasing node lock: %s", node_name, err)
+
+    await asyncio.gather(mark_pod(), unlock())
 
 
 class DevicePlugin:

@@ -101,12 +101,16 @@ class Kubelet:
         self._admit_lock = asyncio.Lock()  # HAMi's Allocate is serialised by a mutex
         self.informer = Informer(client, "pods", field_selector=f"spec.nodeName={node_name}")
         self.informer.add_handler(self._on_pod)
+        # Its own Node, watched: the device plugin releases HAMi's lock with a fresh resourceVersion.
+        self.node_informer = Informer(client, "nodes", field_selector=f"metadata.name={node_name}")
 
     async def start(self) -> None:
+        await self.node_informer.start()
         await self.informer.start()
 
     async def stop(self) -> None:
         await self.informer.stop()
+        await self.node_informer.stop()
         tasks = [r.task for r in self.pods.values() if r.task and not r.task.done()]
         for task in tasks:
             task.cancel()
@@ -205,7 +209,8 @@ class Kubelet:
                 outcome = AllocateError(str(err))
             # A pod HAMi never bound is not HAMi's to mark; every other outcome is reported on the pod.
             if is_binding_pod(pod, self.node_name):
-                await report_allocation(self.client, pod, self.node_name, outcome)
+                node = self.node_informer.get(None, self.node_name)
+                await report_allocation(self.client, pod, self.node_name, outcome, node=node)
         if isinstance(outcome, AllocateError):
             await self._patch_status(record, podstatus.admission_failed_status(str(outcome)))
             record.finished = True
