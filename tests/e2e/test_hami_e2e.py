@@ -414,3 +414,102 @@ def test_node_run_cli_joins_and_leaves(lab: GpuLab, kubectl: Kubectl) -> None:
     assert proc.returncode == 0, err
     assert "node cli-node ready: 1 GPU(s)" in out
     kubectl("delete", "node", "cli-node")
+
+
+def test_webhook_denies_pods_over_the_namespace_quota(lab: GpuLab, kubectl: Kubectl) -> None:
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "quota-team"}}
+    kubectl("create", "--validate=false", "-f", "-", input=json.dumps(namespace))
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu", "namespace": "quota-team"},
+        "spec": {"hard": {"limits.nvidia.com/gpumem": "4000"}},
+    }
+    kubectl("create", "--validate=false", "-f", "-", input=json.dumps(quota))
+    _wait_for(lambda: lab.scheduler.state.quotas.limited("quota-team"), what="quota seen by the scheduler")
+    first = json.loads(
+        _pod_yaml("q1", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}, labels={"t": "quota"})
+    )
+    kubectl("create", "--validate=false", "-n", "quota-team", "-f", "-", input=json.dumps(first))
+    _wait_for(
+        lambda: _get(kubectl, "pod", "q1", "-n", "quota-team")["status"].get("phase") == "Running",
+        what="q1 Running",
+    )
+    second = json.loads(
+        _pod_yaml("q2", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}, labels={"t": "quota"})
+    )
+    denied = kubectl(
+        "create", "--validate=false", "-n", "quota-team", "-f", "-", input=json.dumps(second), check=False
+    )
+    assert denied.returncode != 0
+    assert "exceeding resource quota" in denied.stderr
+    kubectl("delete", "pods", "-n", "quota-team", "-l", "t=quota", "--wait=true")
+
+
+def test_scheduler_restart_rebuilds_usage_from_the_api(lab: GpuLab, kubectl: Kubectl) -> None:
+    def create(name: str) -> None:
+        kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+            name, limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "16384"},
+            labels={"t": "restart"}, annotations={"nvidia.com/use-gputype": "A100"},
+        ))  # fmt: skip
+
+    for i in range(3):
+        create(f"before-{i}")
+    _wait_for(
+        lambda: all(
+            p["status"].get("phase") == "Running" for p in _get(kubectl, "pods", "-l", "t=restart")["items"]
+        ),
+        what="first pods Running",
+    )
+    old = lab.scheduler
+    lab.loop.run(old.stop())
+    for i in range(3):
+        create(f"after-{i}")  # 3 × 16 GiB + 3 × 16 GiB = 96 GiB > 80 GiB: exactly two more fit
+    fresh = HamiScheduler(lab.client, old.cfg)
+    lab.loop.run(fresh.start())
+    lab.scheduler = fresh
+    _wait_for(
+        lambda: (
+            sum(
+                p["status"].get("phase") == "Running"
+                for p in _get(kubectl, "pods", "-l", "t=restart")["items"]
+            )
+            == 5
+        ),
+        what="two more Running after the restart",
+    )
+    time.sleep(0.5)
+    phases = sorted(p["status"].get("phase") for p in _get(kubectl, "pods", "-l", "t=restart")["items"])
+    assert phases == ["Pending"] + ["Running"] * 5
+    assert lab.loop.run(_usage(lab, "gpu-a100"))[1] == 5 * 16384
+    _cleanup(kubectl, "t=restart")
+
+
+def test_lock_of_a_vanished_pod_is_taken_over(lab: GpuLab, kubectl: Kubectl) -> None:
+    stale = "2026-01-01T00:00:00Z,ghosts,gone-pod"  # expired and its holder is gone
+    fresh_ghost = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + ",ghosts,gone-pod"
+    for value in (stale, fresh_ghost):
+        kubectl("annotate", "node", "gpu-a100", f"{ann.NODE_LOCK}={value}", "--overwrite")
+        kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+            "taker", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"},
+            labels={"t": "taker"}, annotations={"nvidia.com/use-gputype": "A100"},
+        ))  # fmt: skip
+        _wait_for(lambda: _phase(kubectl, "taker") == "Running", what="taker Running")
+        assert _lock_free(kubectl, "gpu-a100")
+        _cleanup(kubectl, "t=taker")
+
+
+def test_worker_restart_adopts_running_pods(lab: GpuLab, kubectl: Kubectl) -> None:
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "survivor", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"}, labels={"t": "survivor"},
+        annotations={"nvidia.com/use-gputype": "A100", "tenantgpu.io/run-for": "4s"},
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "survivor") == "Running", what="survivor Running")
+    worker = next(w for w in lab.workers if w.name == "gpu-a100")
+    lab.loop.run(worker.stop())
+    replacement = Worker(lab.client, "gpu-a100", worker.gpus, worker.sharing)
+    lab.loop.run(replacement.start())
+    lab.workers[lab.workers.index(worker)] = replacement
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=2000m" in kubectl("logs", "survivor").stdout
+    _wait_for(lambda: _phase(kubectl, "survivor") == "Succeeded", timeout=15, what="survivor Succeeded")
+    _cleanup(kubectl, "t=survivor")

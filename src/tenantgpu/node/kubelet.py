@@ -313,15 +313,16 @@ class Kubelet:
             plan = rt.plan_workload(annotations, env, gpus, self._share(record, name))
             plans[name] = plan
             out = record.logs[name]
-            if not adopted:
-                out.write(f"tenantgpu simulated container {name} on node {self.node_name}")
-                out.write("environment:")
-                for line in rt.container_env_lines(env):
-                    out.write(f"  {line}")
-                if gpus:
-                    out.write("$ nvidia-smi")
-                    used = int(float(annotations.get(rt.GPU_MEMORY_USED, "0") or 0))
-                    out.write(rt.nvidia_smi(gpus, used_mib=0 if plan.fails else used))
+            if adopted:  # logs live in memory; env and nvidia-smi are deterministic, so rebuild them
+                out.write("(log rebuilt after a kubelet restart)")
+            out.write(f"tenantgpu simulated container {name} on node {self.node_name}")
+            out.write("environment:")
+            for line in rt.container_env_lines(env):
+                out.write(f"  {line}")
+            if gpus:
+                out.write("$ nvidia-smi")
+                used = int(float(annotations.get(rt.GPU_MEMORY_USED, "0") or 0))
+                out.write(rt.nvidia_smi(gpus, used_mib=0 if plan.fails else used))
             for line in plan.log_lines:
                 out.write(line)
         durations = [p.runs_for for p in plans.values()]
