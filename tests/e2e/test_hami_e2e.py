@@ -513,3 +513,23 @@ def test_worker_restart_adopts_running_pods(lab: GpuLab, kubectl: Kubectl) -> No
     assert "CUDA_DEVICE_MEMORY_LIMIT_0=2000m" in kubectl("logs", "survivor").stdout
     _wait_for(lambda: _phase(kubectl, "survivor") == "Succeeded", timeout=15, what="survivor Succeeded")
     _cleanup(kubectl, "t=survivor")
+
+
+def test_official_python_client_reads_worker_objects(lab: GpuLab) -> None:
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    api_client = k8s_config.new_client_from_config(str(lab.api.kubeconfig))
+    try:
+        core = k8s.CoreV1Api(api_client)
+        node = core.read_node("gpu-l4")
+        assert node.status.allocatable["nvidia.com/gpu"] == "20"
+        assert node.status.node_info.kubelet_version.startswith("v1.")
+        assert node.status.daemon_endpoints.kubelet_endpoint.port == lab.workers[0].kubelet_port
+        lease = k8s.CoordinationV1Api(api_client).read_namespaced_lease("gpu-l4", "kube-node-lease")
+        assert lease.spec.lease_duration_seconds == 40 and lease.spec.renew_time is not None
+        system = core.list_namespaced_pod("kube-system").items
+        assert all(p.status.phase == "Running" for p in system)
+        assert all(p.status.container_statuses[0].state.running.started_at for p in system)
+    finally:
+        api_client.close()
