@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,17 +44,55 @@ def pod_key(pod: dict[str, Any]) -> tuple[str, str]:
     return meta.get("namespace") or "default", meta.get("name", "")
 
 
-@dataclass
 class Decision:
-    """HAMi's filter result for one pod: the node and devices, or why no node fits."""
+    """HAMi's filter result for one pod: the node and devices, or why no node fits.
 
-    node: str | None
-    devices: list[list[ContainerDevice]] | None = None
-    annotation: str | None = None
-    failed_nodes: dict[str, str] = field(default_factory=dict)
-    node_scores: dict[str, float] = field(default_factory=dict)
-    reason: str | None = None
-    requests_gpu: bool = True
+    `failed_nodes` and `node_scores` may be worked out on first access (the fast path keeps what it
+    needs), so reading them costs nothing when a caller only wants the node.
+    """
+
+    def __init__(
+        self,
+        node: str | None,
+        devices: list[list[ContainerDevice]] | None = None,
+        annotation: str | None = None,
+        failed_nodes: dict[str, str] | None = None,
+        node_scores: dict[str, float] | None = None,
+        reason: str | None = None,
+        requests_gpu: bool = True,
+        details: Callable[[], tuple[dict[str, str], dict[str, float]]] | None = None,
+    ) -> None:
+        self.node = node
+        self.devices = devices
+        self.annotation = annotation
+        self.reason = reason
+        self.requests_gpu = requests_gpu
+        self._failed_nodes = failed_nodes
+        self._node_scores = node_scores
+        self._details = details
+
+    def _resolve(self) -> None:
+        if self._details is not None:
+            failed, scores = self._details()
+            self._failed_nodes, self._node_scores, self._details = failed, scores, None
+
+    @property
+    def failed_nodes(self) -> dict[str, str]:
+        """Per node that does not fit: HAMi's `"<k>/<n> Reason, ..."` (or kube-scheduler's) text."""
+        self._resolve()
+        return self._failed_nodes if self._failed_nodes is not None else {}
+
+    @property
+    def node_scores(self) -> dict[str, float]:
+        """Per node that fits: its HAMi node score (usage before the pod)."""
+        self._resolve()
+        return self._node_scores if self._node_scores is not None else {}
+
+    def __repr__(self) -> str:
+        return (
+            f"Decision(node={self.node!r}, annotation={self.annotation!r}, reason={self.reason!r}, "
+            f"failed_nodes={self.failed_nodes!r}, node_scores={self.node_scores!r})"
+        )
 
     def scheduled_annotations(self, now_unix: int) -> dict[str, str]:
         """What HAMi's filter patches onto the pod: vgpu-node, vgpu-time and the two device annotations."""
