@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from tenantgpu.apiserver.selectors import (
     SelectorError,
+    check_field_selector,
     field_selector_exact_match,
     match_selector_object,
     parse_field_selector,
@@ -193,3 +194,21 @@ def test_exact_match_gives_the_pinned_value_for_indexing() -> None:
     assert field_selector_exact_match(sel, "metadata.name") is None
     assert field_selector_exact_match(parse_field_selector("spec.nodeName="), "spec.nodeName") == ""
     assert field_selector_exact_match(None, "spec.nodeName") is None
+
+
+def test_missing_booleans_read_false_like_kubes_field_sets() -> None:
+    schedulable = {"metadata": {"name": "w1"}, "spec": {}}
+    cordoned = {"metadata": {"name": "w2"}, "spec": {"unschedulable": True}}
+    assert parse_field_selector("spec.unschedulable=false").matches(schedulable)
+    assert not parse_field_selector("spec.unschedulable=false").matches(cordoned)
+    assert parse_field_selector("spec.unschedulable=true").matches(cordoned)
+
+
+def test_only_indexed_field_labels_are_accepted() -> None:
+    check_field_selector("Pod", parse_field_selector("spec.nodeName=w1,status.phase!=Failed"))
+    check_field_selector("Event", parse_field_selector("involvedObject.uid=u,type=Warning"))
+    check_field_selector("ConfigMap", parse_field_selector("metadata.name=c"))
+    with pytest.raises(SelectorError, match=r"field label not supported: spec\.foo"):
+        check_field_selector("Pod", parse_field_selector("spec.foo=x"))
+    with pytest.raises(SelectorError, match=r"field label not supported: spec\.nodeName"):
+        check_field_selector("ConfigMap", parse_field_selector("spec.nodeName=x"))

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tenantgpu.apiserver.validation import Cause, default, invalid_message, validate
+from tenantgpu.apiserver.validation import Cause, default, invalid_message, invalid_status, validate
 
 
 def pod(**spec: Any) -> dict[str, Any]:
@@ -61,8 +61,10 @@ def test_unsupported_restart_policy_lists_the_supported_values() -> None:
 def test_requests_above_limits_are_refused() -> None:
     ctr = {"name": "app", "image": "x", "resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "1500m"}}}
     (cause,) = validate("Pod", pod(containers=[ctr]))
-    assert cause.field == "spec.containers[0].resources.requests[cpu]"
-    assert "must be less than or equal to cpu limit of 1" in cause.message
+    assert str(cause) == (
+        'spec.containers[0].resources.requests: Invalid value: "1500m": '
+        "must be less than or equal to cpu limit of 1"
+    )
 
 
 def test_extended_resources_need_equal_whole_limits() -> None:
@@ -347,3 +349,17 @@ def test_other_kind_defaults() -> None:
     sa: dict[str, Any] = {"metadata": {"name": "default"}}
     default("ServiceAccount", sa)
     assert sa == {"metadata": {"name": "default"}}
+
+
+def test_invalid_status_is_what_kubectl_prints_from() -> None:
+    causes = validate("Pod", pod(containers=[]))
+    status = invalid_status("Pod", "web", causes)
+    assert status["code"] == 422 and status["reason"] == "Invalid" and status["status"] == "Failure"
+    assert status["message"] == 'Pod "web" is invalid: spec.containers: Required value'
+    assert status["details"] == {
+        "name": "web",
+        "kind": "Pod",
+        "causes": [{"reason": "FieldValueRequired", "message": "Required value", "field": "spec.containers"}],
+    }
+    hook = invalid_status("MutatingWebhookConfiguration", "h", causes)
+    assert hook["details"]["group"] == "admissionregistration.k8s.io"

@@ -218,3 +218,33 @@ def test_delete_waits_for_graceful_deletion_of_a_bound_pod(
     out, err = deleting.communicate(timeout=20)
     assert deleting.returncode == 0, err
     assert 'pod "bound" deleted' in out
+
+
+@pytest.mark.parametrize("version", ["1.31", "1.33"])
+def test_generator_commands_including_protobuf_bodies(kubectl: Kubectl, version: str) -> None:
+    """kubectl ≥ 1.32 sends typed creates (`create namespace/configmap/secret/sa/token`) as protobuf."""
+    suffix = version.replace(".", "")
+    kubectl("create", "namespace", f"gen-{suffix}", version=version)
+    kubectl(
+        "create", "configmap", "settings", "--from-literal=mode=fast", "-n", f"gen-{suffix}", version=version
+    )
+    kubectl(
+        "create",
+        "secret",
+        "generic",
+        "pw",
+        "--from-literal=pw=s3cret",
+        "-n",
+        f"gen-{suffix}",
+        version=version,
+    )
+    kubectl("create", "serviceaccount", "robot", "-n", f"gen-{suffix}", version=version)
+    token = kubectl("create", "token", "robot", "-n", f"gen-{suffix}", version=version).stdout.strip()
+    assert token.count(".") == 2
+    config_map = json.loads(kubectl("get", "cm", "settings", "-n", f"gen-{suffix}", "-o", "json").stdout)
+    assert config_map["data"] == {"mode": "fast"}
+    secret = json.loads(kubectl("get", "secret", "pw", "-n", f"gen-{suffix}", "-o", "json").stdout)
+    assert secret["type"] == "Opaque" and secret["data"] == {"pw": "czNjcmV0"}
+    deleted = kubectl("delete", "namespace", f"gen-{suffix}", version=version)
+    assert f'namespace "gen-{suffix}" deleted' in deleted.stdout
+    assert kubectl("get", "cm", "-n", f"gen-{suffix}", "-o", "name").stdout == ""

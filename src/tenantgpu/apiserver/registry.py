@@ -8,7 +8,6 @@ then recorded in the cache, which tells the watchers.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import secrets
 import uuid
 from collections.abc import Callable, Iterable
@@ -18,6 +17,7 @@ from typing import Any
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionChain
 from tenantgpu.apiserver.auth import UserInfo
+from tenantgpu.apiserver.jsoncodec import loads
 from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable
 from tenantgpu.apiserver.storage import Datastore, KeyExists, KeyNotFound, RevisionMismatch
 from tenantgpu.apiserver.validation import default as default_object
@@ -97,7 +97,7 @@ class Registry:
             self._caches[kind.key_segment] = cache
             base = f"{self.prefix}/{kind.key_segment}/"
             for kv in await self.datastore.range(base):
-                obj = json.loads(kv.value)
+                obj = loads(kv.value)
                 cache.load(kv.key[len(base) :], Entry(obj, kv.value, kv.revision))
         for name in SYSTEM_NAMESPACES:
             if self.get_object(self.kinds.resource("", "v1", "namespaces"), "", name) is None:  # type: ignore[arg-type]

@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "FIELD_LABELS",
     "FieldSelector",
     "LabelRequirement",
     "LabelSelector",
     "SelectorError",
+    "check_field_selector",
     "field_selector_exact_match",
     "is_label_value",
     "is_qualified_name",
@@ -375,15 +377,19 @@ class FieldSelector:
         return ",".join(f"{path}{op}{_escape_field_value(value)}" for path, op, value in self.requirements)
 
 
+# Booleans kube always renders into the field set, so a missing one reads "false".
+_BOOLEAN_FIELDS = {"spec.unschedulable", "spec.hostNetwork"}
+
+
 def field_value(obj: Mapping[str, Any], path: str) -> str:
     """The value at a dotted path rendered as kube's field sets do; a missing field reads as ""."""
     current: Any = obj
     for part in path.split("."):
         if not isinstance(current, Mapping) or part not in current:
-            return ""
+            return "false" if path in _BOOLEAN_FIELDS else ""
         current = current[part]
     if current is None:
-        return ""
+        return "false" if path in _BOOLEAN_FIELDS else ""
     if isinstance(current, bool):
         return "true" if current else "false"
     if isinstance(current, (dict, list)):
@@ -470,3 +476,45 @@ def field_selector_exact_match(selector: FieldSelector | None, field_path: str) 
         if path == field_path and op in ("=", "=="):
             return value
     return None
+
+
+# The field labels each kind's registry accepts in a field selector (kube answers 400 for others).
+_COMMON_FIELD_LABELS = frozenset({"metadata.name", "metadata.namespace"})
+FIELD_LABELS: dict[str, frozenset[str]] = {
+    "Pod": _COMMON_FIELD_LABELS
+    | {
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    },
+    "Node": _COMMON_FIELD_LABELS | {"spec.unschedulable"},
+    "Namespace": _COMMON_FIELD_LABELS | {"status.phase"},
+    "Secret": _COMMON_FIELD_LABELS | {"type"},
+    "Event": _COMMON_FIELD_LABELS
+    | {
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    },
+}
+
+
+def check_field_selector(kind: str, selector: FieldSelector) -> None:
+    """Refuse field labels the kind does not index, as kube does: `field label not supported: spec.foo`."""
+    allowed = FIELD_LABELS.get(kind, _COMMON_FIELD_LABELS)
+    for path, _, _ in selector.requirements:
+        if path not in allowed:
+            raise SelectorError(f"field label not supported: {path}")

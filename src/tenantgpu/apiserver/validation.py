@@ -19,6 +19,7 @@ __all__ = [
     "Cause",
     "default",
     "invalid_message",
+    "invalid_status",
     "qualified_kind",
     "validate",
 ]
@@ -103,6 +104,25 @@ def invalid_message(kind: str, name: str, causes: list[Cause]) -> str:
     """The message of a 422 Invalid Status: `Pod "x" is invalid: spec.containers: Required value`."""
     body = str(causes[0]) if len(causes) == 1 else "[" + ", ".join(str(c) for c in causes) + "]"
     return f"{qualified_kind(kind)} {json.dumps(name)} is invalid: {body}"
+
+
+def invalid_status(kind: str, name: str, causes: list[Cause]) -> dict[str, Any]:
+    """The 422 `Status` kube-apiserver answers with when validation fails."""
+    details: dict[str, Any] = {"name": name}
+    if kind in _GROUPS:
+        details["group"] = _GROUPS[kind]
+    details["kind"] = kind
+    details["causes"] = [c.to_status_cause() for c in causes]
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": invalid_message(kind, name, causes),
+        "reason": "Invalid",
+        "details": details,
+        "code": 422,
+    }
 
 
 # --- name syntax ------------------------------------------------------------------------------------
@@ -262,14 +282,17 @@ def _is_extended_resource(name: str) -> bool:
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
-def _validate_resource_names(path: str, resources: Mapping[str, Any], causes: list[Cause]) -> None:
+def _validate_resource_names(
+    path: str,
+    resources: Mapping[str, Any],
+    causes: list[Cause],
+    unqualified: str = "must be a standard resource for containers",
+) -> None:
     for name in resources:
         if name in _NATIVE_RESOURCES or name.startswith("hugepages-"):
             continue
         if "/" not in name:
-            causes.append(
-                _invalid(f"{path}[{name}]", name, "must be a standard resource type or fully qualified")
-            )
+            causes.append(_invalid(f"{path}[{name}]", name, unqualified))
         else:
             causes.extend(_invalid(f"{path}[{name}]", name, e) for e in qualified_name_errors(name))
 
@@ -296,7 +319,7 @@ def _validate_resources(path: str, resources: Mapping[str, Any]) -> list[Cause]:
             elif amount is not None and limit is not None and amount != limit:
                 causes.append(
                     _invalid(
-                        f"{path}.requests[{name}]",
+                        f"{path}.requests",
                         str(value),
                         f"must be equal to {name} limit of {limits[name]}",
                     )
@@ -304,7 +327,7 @@ def _validate_resources(path: str, resources: Mapping[str, Any]) -> list[Cause]:
         elif amount is not None and limit is not None and amount > limit:
             causes.append(
                 _invalid(
-                    f"{path}.requests[{name}]",
+                    f"{path}.requests",
                     str(value),
                     f"must be less than or equal to {name} limit of {limits[name]}",
                 )
@@ -569,7 +592,7 @@ def _validate_resource_quota(obj: Mapping[str, Any], old: Mapping[str, Any] | No
     causes: list[Cause] = []
     spec = obj.get("spec") or {}
     hard = spec.get("hard") or {}
-    _validate_resource_names("spec.hard", hard, causes)
+    _validate_resource_names("spec.hard", hard, causes, "must be a standard resource type or fully qualified")
     for name, value in hard.items():
         _quantity(f"spec.hard[{name}]", value, causes)
     scopes = [
