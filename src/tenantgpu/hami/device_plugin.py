@@ -26,6 +26,7 @@ from tenantgpu.gpushare import (
     encode_pod_devices,
 )
 from tenantgpu.gpushare import annotations as ann
+from tenantgpu.gpushare.register import register_device, registered_type
 from tenantgpu.hami.nodelock import release_node_lock
 from tenantgpu.kubeclient import ApiError, KubeClient
 
@@ -62,7 +63,7 @@ class GPUSpec:
 
 def device_type(model: str) -> str:
     """HAMi ≥ v2.8 registers the NVML name as is when it starts with NVIDIA, else `NVIDIA-<name>`."""
-    return model if model.startswith("NVIDIA") else f"NVIDIA-{model}"
+    return registered_type(model)
 
 
 def gpu_uuid(node_name: str, index: int) -> str:
@@ -71,22 +72,13 @@ def gpu_uuid(node_name: str, index: int) -> str:
 
 
 def node_devices(node_name: str, gpus: list[GPUSpec], cfg: SharingConfig) -> list[DeviceInfo]:
+    """The node's GPUs as HAMi's device plugin registers them (gpushare's register_device)."""
     devices: list[DeviceInfo] = []
     for spec in gpus:
         for _ in range(spec.count):
             i = len(devices)
             devices.append(
-                DeviceInfo(
-                    id=gpu_uuid(node_name, i),
-                    index=i,
-                    count=cfg.device_split_count,
-                    devmem=int(spec.memory_mib * cfg.device_memory_scaling),
-                    devcore=int(cfg.device_core_scaling * 100),
-                    type=device_type(spec.model),
-                    numa=spec.numa,
-                    mode="hami-core",
-                    health=True,
-                )
+                register_device(gpu_uuid(node_name, i), i, spec.model, spec.memory_mib, cfg, numa=spec.numa)
             )
     return devices
 
