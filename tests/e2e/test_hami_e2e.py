@@ -533,3 +533,31 @@ def test_official_python_client_reads_worker_objects(lab: GpuLab) -> None:
         assert all(p.status.container_statuses[0].state.running.started_at for p in system)
     finally:
         api_client.close()
+
+
+def test_stopped_worker_goes_not_ready_and_recovers(lab: GpuLab, kubectl: Kubectl) -> None:
+    from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
+
+    def ready() -> str:
+        conds = _get(kubectl, "node", "flaky")["status"]["conditions"]
+        return next(c["status"] for c in conds if c["type"] == "Ready")
+
+    controller = NodeLifecycleController(lab.client, grace_seconds=2.0, monitor_seconds=0.2)
+    flaky = Worker(
+        lab.client, "flaky", [], lab.scheduler.cfg, lease_duration_seconds=2, status_report_seconds=1
+    )
+    lab.loop.run(flaky.start())
+    lab.loop.run(controller.start())
+    try:
+        assert ready() == "True"
+        lab.loop.run(flaky.stop())
+        _wait_for(lambda: ready() == "Unknown", timeout=15, what="NotReady after the lease expired")
+        again = Worker(
+            lab.client, "flaky", [], lab.scheduler.cfg, lease_duration_seconds=2, status_report_seconds=1
+        )
+        lab.loop.run(again.start())
+        _wait_for(lambda: ready() == "True", timeout=15, what="Ready again")
+        lab.loop.run(again.stop())
+    finally:
+        lab.loop.run(controller.stop())
+        kubectl("delete", "node", "flaky")
