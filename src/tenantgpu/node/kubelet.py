@@ -3,7 +3,11 @@
 Admission calls the device plugin's Allocate for GPU pods (HAMi's env, bind-phase, lock release), then
 Pending/ContainerCreating → Running → Succeeded/Failed as the GPU runtime model decides. Deletion is
 graceful: containers are stopped, then the pod object is removed with grace period 0, as the real
-kubelet's status manager does. Container logs are kept for `kubectl logs`.
+kubelet's status manager does. Container logs are kept in memory for `kubectl logs` (rebuilt when a
+restarted kubelet adopts a running pod).
+
+Simplifications: containers are not restarted (a failing workload ends its pod Failed whatever the
+restartPolicy), init containers complete at once, and probes are not run.
 """
 
 from __future__ import annotations
@@ -181,9 +185,14 @@ class Kubelet:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def _allocate_ip(self) -> str:
-        ip = f"10.244.{self._subnet}.{self._next_ip}"
-        self._next_ip = self._next_ip + 1 if self._next_ip < 254 else 2
-        return ip
+        """The next free address of the node's /24 (skipping those of pods it runs, e.g. after adoption)."""
+        in_use = {r.pod_ip for r in self.pods.values() if r.pod_ip and not r.finished}
+        for _ in range(253):
+            ip = f"10.244.{self._subnet}.{self._next_ip}"
+            self._next_ip = self._next_ip + 1 if self._next_ip < 254 else 2
+            if ip not in in_use:
+                return ip
+        return ip  # more than 253 live pods on one node: addresses are shared, as a full CIDR would fail
 
     async def _patch_status(self, record: PodRecord, status: dict[str, Any]) -> bool:
         try:
