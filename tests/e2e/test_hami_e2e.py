@@ -382,9 +382,18 @@ def test_memory_above_the_limit_is_a_cuda_oom(lab: GpuLab, kubectl: Kubectl) -> 
 def test_scheduler_metrics(lab: GpuLab) -> None:
     import urllib.request
 
+    from prometheus_client.parser import text_string_to_metric_families
+
     body = urllib.request.urlopen(f"http://127.0.0.1:{lab.scheduler.metrics_port}/metrics").read().decode()
-    assert 'hami_gpu_memory_limit_bytes{device_index="0"' in body or "hami_gpu_memory_limit_bytes{" in body
-    assert "gpu-a100" in body
+    samples = {
+        (s.name, s.labels.get("node"), s.labels.get("device_index")): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+    assert samples[("hami_gpu_memory_limit_bytes", "gpu-a100", "0")] == 81920 * 1024 * 1024
+    assert samples[("hami_gpu_memory_limit_bytes", "gpu-l4", "1")] == 23034 * 1024 * 1024
+    assert samples[("hami_gpu_core_limit_ratio", "gpu-l4", "0")] == 100
+    assert ("hami_gpu_shared_count", "gpu-a100", "0") in samples
 
 
 def test_node_run_cli_joins_and_leaves(lab: GpuLab, kubectl: Kubectl) -> None:
@@ -443,6 +452,13 @@ def test_webhook_denies_pods_over_the_namespace_quota(lab: GpuLab, kubectl: Kube
     )
     assert denied.returncode != 0
     assert "exceeding resource quota" in denied.stderr
+    import urllib.request
+
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{lab.scheduler.metrics_port}/metrics").read().decode()
+    assert (
+        'hami_resource_quota_used{limit="4000",namespace="quota-team",quota_name="nvidia.com/gpumem"'
+        in metrics
+    )
     kubectl("delete", "pods", "-n", "quota-team", "-l", "t=quota", "--wait=true")
 
 

@@ -123,7 +123,7 @@ class HamiScheduler:
         self.flush_seconds = flush_seconds
         self.pipeline_locked_nodes = pipeline_locked_nodes
         self.metrics_host, self.metrics_port = metrics_host, metrics_port
-        self.registry = scheduler_registry(self.state, self._placed_pods)
+        self.registry = scheduler_registry(self.state, self._placed_pods, self.quotas.items)
         self._queue = _WorkQueue()
         self._unschedulable: set[Key] = set()
         self._last_failure: dict[Key, str] = {}
