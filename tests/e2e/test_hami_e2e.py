@@ -577,3 +577,26 @@ def test_stopped_worker_goes_not_ready_and_recovers(lab: GpuLab, kubectl: Kubect
     finally:
         lab.loop.run(controller.stop())
         kubectl("delete", "node", "flaky")
+
+
+def test_allocate_mismatch_fails_the_pod_and_releases_the_lock(lab: GpuLab, kubectl: Kubectl) -> None:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    kubectl("annotate", "node", "gpu-l4", f"{ann.NODE_LOCK}={now},default,mismatch", "--overwrite")
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "mismatch", limits={"nvidia.com/gpu": "2"}, labels={"t": "mismatch", "hami.io/webhook": "ignore"},
+        node="gpu-l4",
+        annotations={
+            ann.VGPU_NODE: "gpu-l4",
+            ann.BIND_TIME: str(int(time.time())),
+            ann.BIND_PHASE: "allocating",
+            ann.DEVICES_TO_ALLOCATE: "GPU-only-one,NVIDIA,1000,0:;",
+            ann.DEVICES_ALLOCATED: "GPU-only-one,NVIDIA,1000,0:;",
+        },
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "mismatch") == "Failed", what="mismatch Failed")
+    pod = _get(kubectl, "pod", "mismatch")
+    assert pod["status"]["reason"] == "UnexpectedAdmissionError"
+    assert "device number not matched" in pod["status"]["message"]
+    assert pod["metadata"]["annotations"][ann.BIND_PHASE] == "failed"
+    assert _lock_free(kubectl, "gpu-l4")
+    _cleanup(kubectl, "t=mismatch")
