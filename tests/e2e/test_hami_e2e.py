@@ -165,6 +165,14 @@ def test_worker_registers_node_with_hami_resources(lab: GpuLab, kubectl: Kubectl
     assert alloc["nvidia.com/gpumem"] == "46068" and alloc["nvidia.com/gpucores"] == "200"
     register = json.loads(node["metadata"]["annotations"][ann.NODE_REGISTER])
     assert [d["devmem"] for d in register] == [23034, 23034]
+    _wait_for(
+        lambda: (
+            _get(kubectl, "node", "gpu-l4")["metadata"]["annotations"]
+            .get(ann.NODE_HANDSHAKE, "")
+            .startswith("Requesting_")
+        ),
+        what="the scheduler's handshake",
+    )
     ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}
     assert ready["Ready"] == "True"
     lease = _get(kubectl, "lease", "gpu-l4", "-n", "kube-node-lease")

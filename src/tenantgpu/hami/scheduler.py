@@ -131,6 +131,7 @@ class HamiScheduler:
         self._assumed: dict[Key, dict[str, Any]] = {}  # pods with a bind in flight, as we will write them
         self._inflight: dict[str, _InFlight] = {}
         self._attempts: dict[Key, int] = {}
+        self._handshaking: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._metrics_runner: web.AppRunner | None = None
@@ -237,6 +238,14 @@ class HamiScheduler:
             self._release_inflight(name)
             return
         self.state.upsert_node(node)
+        handshake = _annotations(node).get(ann.NODE_HANDSHAKE) or ""
+        if (
+            ann.NODE_REGISTER in _annotations(node)
+            and not handshake.startswith("Requesting_")
+            and name not in self._handshaking
+        ):
+            self._handshaking.add(name)
+            self._spawn(self._handshake(name))
         lock = _annotations(node).get(NODE_LOCK)
         flight = self._inflight.get(name)
         if flight is not None:
@@ -249,6 +258,16 @@ class HamiScheduler:
             self._wake(name)
         if kind == "ADDED" or _capacity_view(node) != _capacity_view(old or {}):
             self._requeue_unschedulable()
+
+    async def _handshake(self, node: str) -> None:
+        """HAMi v2.10's register loop stamps `hami.io/node-handshake: Requesting_<time>` on GPU nodes."""
+        stamp = datetime.now(UTC).strftime("Requesting_%Y-%m-%d %H:%M:%S")
+        try:
+            await self.client.patch("nodes", node, {"metadata": {"annotations": {ann.NODE_HANDSHAKE: stamp}}})
+        except ApiError as err:
+            log.debug("hami-scheduler: handshake on %s: %s", node, err)
+        finally:
+            self._handshaking.discard(node)
 
     def _on_quota(self, kind: str, quota: dict[str, Any], old: dict[str, Any] | None) -> None:
         if kind == "DELETED":
