@@ -134,3 +134,35 @@ def test_device_split_count_limits_sharing(tmp_path: Path) -> None:
     assert code == 0
     nodes = [p["node"] for p in json.loads(out)["placements"]]
     assert nodes.count(None) == 1  # three GPUs, one slot each
+
+
+LAB = """\
+apiVersion: tenantgpu.io/v1alpha1
+kind: Lab
+metadata: {name: t}
+spec:
+  hami: {nodeSchedulerPolicy: spread, deviceSplitCount: 4}
+  tenants:
+    - name: tenant-a
+      workers:
+        - name: worker-a1
+          gpus: [{type: NVIDIA A100-SXM4-80GB, memory: 81920}]
+    - name: tenant-b
+      workers:
+        - name: worker-b1
+          gpus: [{type: NVIDIA L4, memory: 23034, count: 2}]
+"""
+
+
+def test_lab_stands_in_for_nodes(tmp_path: Path) -> None:
+    lab = tmp_path / "lab.yaml"
+    lab.write_text(LAB)
+    code, out, _ = run("--lab", str(lab), "--pods", str(EXAMPLES / "pods.yaml"), "-o", "json")
+    assert code == 0
+    placements = json.loads(out)["placements"]
+    # the lab's nodeSchedulerPolicy spread sends the first pod to the emptiest node, in lab order
+    assert placements[0]["node"] == "worker-a1"
+    assert {p["node"] for p in placements} <= {"worker-a1", "worker-b1", None}
+    lab.write_text("kind: Lab\n")
+    code, _, err = run("--lab", str(lab), "--pods", str(EXAMPLES / "pods.yaml"))
+    assert code == 2 and len(err.strip().splitlines()) == 1

@@ -98,7 +98,7 @@ async def test_after_a_server_restart_the_agent_reconnects_with_backoff_and_dial
         await _until(lambda: not agent.connected)
         # The server stays away for a while: the agent keeps trying, each wait longer than the last.
         await _until(lambda: len(agent.reconnect_delays) >= 4)
-        delays = agent.reconnect_delays[:4]
+        delays = list(agent.reconnect_delays)[:4]
         assert all(later > earlier for earlier, later in itertools.pairwise(delays))
         second = ProxyServer(
             token_verifier=tenant_a_tokens.verify, cert_pem=cert_pem, key_pem=key_pem, port=port

@@ -275,6 +275,11 @@ class ClusterState:
     def node_names(self) -> list[str]:
         return list(self._nodes)
 
+    def registration_error(self, name: str) -> str | None:
+        """Why the node's register annotation could not be decoded (None when fine or absent)."""
+        node = self._nodes[name]
+        return node.register_error if node.register_error != "no gpu found on node" else None
+
     def node_devices(self, name: str) -> list[DeviceUsage]:
         """The node's GPUs with their current usage (empty for an unregistered node)."""
         node = self._nodes[name]
@@ -342,7 +347,7 @@ class ClusterState:
         except QuantityError:
             demand = PodDemand(0, 0)
         if not any(requests):
-            return self._schedule_without_gpu(pod, demand)
+            return self._schedule_without_gpu(pod, demand, fast)
         try:
             ctx = self._context(pod)
         except PolicyError as exc:
@@ -392,8 +397,14 @@ class ClusterState:
         node_ctx = PodContext(**{**ctx.__dict__, "node": node.obj})
         return fit_pod(self.node_devices(name), requests, self._vendors, node_ctx)
 
-    def _schedule_without_gpu(self, pod: dict[str, Any], demand: PodDemand) -> Decision:
+    def _schedule_without_gpu(self, pod: dict[str, Any], demand: PodDemand, fast: bool = True) -> Decision:
         """HAMi passes such pods through; kube-scheduler does: here the first node passing the basics."""
+        if fast and not _constrained(pod):
+            from tenantgpu.gpushare.fastpath import first_basic_fit
+
+            decision = first_basic_fit(self, pod, demand)
+            if decision is not None:
+                return decision
         failed: dict[str, str] = {}
         for node in self._nodes.values():
             reason = self.basics_reason(pod, node, demand)
@@ -450,14 +461,19 @@ def _constrained(pod: dict[str, Any]) -> bool:
 
 def summarize(failed: dict[str, str]) -> str:
     """One line for a pod that fits nowhere, in HAMi's event words: reasons with how many nodes gave each."""
-    if not failed:
-        return "no available node, 0 nodes do not meet"
     tally: dict[str, int] = {}
     for reason in failed.values():
         names = r.parse_reason(reason) or {reason: 1}
         for name in names:
             tally[name] = tally.get(name, 0) + 1
+    return format_summary(tally, len(failed))
+
+
+def format_summary(tally: dict[str, int], failed: int) -> str:
+    """`no available node, <N> nodes do not meet: <n> nodes <Reason>, ...`, most frequent reason first."""
+    if not failed:
+        return "no available node, 0 nodes do not meet"
     parts = ", ".join(
         f"{n} nodes {name}" for name, n in sorted(tally.items(), key=lambda kv: (-kv[1], kv[0]))
     )
-    return f"no available node, {len(failed)} nodes do not meet: {parts}"
+    return f"no available node, {failed} nodes do not meet: {parts}"

@@ -62,14 +62,12 @@ def _check_quantities(obj: dict[str, Any], what: str) -> None:
 def _node_with_split_count(node: dict[str, Any], split_count: int | None) -> dict[str, Any]:
     name = node["metadata"]["name"]
     raw = (node["metadata"].get("annotations") or {}).get(ann.NODE_REGISTER)
-    if raw is None:
+    if raw is None or split_count is None:
         return node
     try:
         devices = decode_node_register(raw)
     except CodecError as exc:
         raise PlanInputError(f"node {name}: malformed {ann.NODE_REGISTER} annotation: {exc}") from None
-    if split_count is None:
-        return node
     node = copy.deepcopy(node)
     devices = [type(d)(**{**d.__dict__, "count": split_count}) for d in devices]
     node["metadata"]["annotations"][ann.NODE_REGISTER] = encode_node_register(devices)
@@ -110,6 +108,11 @@ def plan(
         if _kind(obj) == "Node":
             _check_quantities(obj, f"node {obj['metadata']['name']}")
             state.upsert_node(_node_with_split_count(obj, device_split_count))
+            error = state.registration_error(obj["metadata"]["name"])
+            if error is not None:
+                raise PlanInputError(
+                    f"node {obj['metadata']['name']}: malformed {ann.NODE_REGISTER} annotation: {error}"
+                )
     for obj in objects:
         if _kind(obj) == "ResourceQuota":
             state.upsert_quota(obj)

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import random as _random
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -121,7 +122,8 @@ class ProxyAgent:
         self.server_id: str | None = None
         self.last_error: str | None = None
         self.connect_count = 0
-        self.reconnect_delays: list[float] = []
+        # The most recent waits between attempts, for status displays and tests.
+        self.reconnect_delays: deque[float] = deque(maxlen=64)
         self._connected = asyncio.Event()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
