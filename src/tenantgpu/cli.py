@@ -55,14 +55,17 @@ def _read_objects(path: str) -> list[dict]:  # type: ignore[type-arg]
     "--pods", "pods_path", required=True, type=click.Path(dir_okay=False), help="YAML/JSON with Pods."
 )
 @click.option(
-    "--lab", "lab_path", type=click.Path(dir_okay=False), help="A lab spec whose nodes stand in for --nodes."
+    "--lab",
+    "lab_path",
+    type=click.Path(dir_okay=False),
+    help="A lab spec: every tenant's workers stand in for --nodes, its hami settings for the defaults.",
 )
 @click.option(
     "--node-policy", type=click.Choice(["binpack", "spread"]), help="HAMi node policy (default binpack)."
 )
 @click.option(
     "--gpu-policy",
-    type=click.Choice(["spread", "binpack", "mutex"]),
+    type=click.Choice(["spread", "binpack", "mutex", "topology-aware"]),
     help="HAMi GPU policy (default spread).",
 )
 @click.option(
@@ -83,8 +86,9 @@ def plan(
     """What-if placement: where would HAMi put these pods, and why not.
 
     Pods that already carry hami.io/vgpu-node and hami.io/vgpu-devices-allocated (and are not
-    Succeeded/Failed) count as placed; every other pod is admitted as HAMi's webhook would and placed
-    in file order, each placement counting for the next. ResourceQuota objects are honoured.
+    Succeeded/Failed) count as placed, as do pods bound with spec.nodeName; Succeeded/Failed pods are
+    skipped; every other pod is admitted as HAMi's webhook would and placed in file order, each
+    placement counting for the next. ResourceQuota objects are honoured.
     """
     import dataclasses
     import json
@@ -136,12 +140,43 @@ def _lab_nodes(path: str) -> tuple[Any, list[dict]]:  # type: ignore[type-arg]
         ) from None
     try:
         lab = load_lab(path)
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
+    except Exception as exc:  # LabSpecError (and OSError) name the file, line and field
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"{path}: {first}") from None
-    return lab.sharing, list(lab.nodes_as_k8s())
+        raise UserError(first) from None
+    if hasattr(lab, "nodes_as_k8s"):
+        return lab.sharing, list(lab.nodes_as_k8s())
+    return lab.sharing, _lab_worker_nodes(lab)
+
+
+def _lab_worker_nodes(lab: Any) -> list[dict]:  # type: ignore[type-arg]
+    """Every tenant's workers as Node objects carrying HAMi's register annotation."""
+    from tenantgpu.gpushare import encode_node_register
+    from tenantgpu.gpushare.register import register_device
+
+    cfg = lab.sharing
+    nodes = []
+    for tenant in lab.tenants:
+        for worker in tenant.workers:
+            devices = [
+                register_device(d.uuid, d.index, d.type, d.memory, cfg, numa=d.numa, health=d.health)
+                for d in worker.devices()
+            ]
+            annotations = {"hami.io/node-nvidia-register": encode_node_register(devices)} if devices else {}
+            nodes.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": worker.name,
+                        "labels": dict(worker.labels),
+                        "annotations": annotations,
+                    },
+                    "status": {
+                        "allocatable": {"cpu": worker.cpu, "memory": worker.memory, "pods": str(worker.pods)}
+                    },
+                }
+            )
+    return nodes
 
 
 def _print_placements(placements: list) -> None:  # type: ignore[type-arg]

@@ -191,6 +191,9 @@ def test_a_gpu_pod_goes_through_the_tunnelled_webhook_and_hami(lab: LabDir) -> N
     assert gpu["memory"]["allocated"] == 10000
     assert gpu["cores"]["allocated"] == 30
     assert gpu["sharedPods"] == 1
+    # `kubectl logs` reaches the simulated kubelet through the tunnel too.
+    logs = lab.kubectl(kubeconfig, "logs", "gpu-pod").stdout
+    assert "CUDA_DEVICE_SM_LIMIT=30" in logs
 
 
 def test_second_up_on_a_running_lab_exits_1(lab: LabDir) -> None:
@@ -297,3 +300,31 @@ def test_foreground_up_serves_until_ctrl_c(tmp_path: Path) -> None:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_a_lab_file_brings_its_tenants_workers_and_quotas(tmp_path: Path) -> None:
+    lab_file = Path(__file__).resolve().parents[2] / "examples" / "three-tenants.yaml"
+    lab = LabDir(tmp_path, tmp_path / "state", tmp_path / "home")
+    lab.home.mkdir()
+    started = lab.tenantgpu("up", "-d", "-f", str(lab_file))
+    assert started.returncode == 0, started.stderr
+    try:
+        status = _status(lab)
+        nodes = {t["name"]: {n["name"]: len(n["gpus"]) for n in t["nodes"]} for t in status["tenants"]}
+        assert nodes["inference"] == {"inf-t4-1": 4, "inf-a10-1": 2}
+        assert nodes["training"] == {"train-h100-1": 8}
+        quota = json.loads(
+            lab.kubectl(
+                lab.tenant("inference"), "get", "resourcequota", "gpu-quota", "-n", "chatbot", "-o", "json"
+            ).stdout
+        )
+        assert quota["spec"]["hard"] == {
+            "limits.nvidia.com/gpumem": "30000",
+            "limits.nvidia.com/gpucores": "150",
+        }
+        # `up` without -f on this state directory resumes the same lab file.
+        assert lab.tenantgpu("down").returncode == 0
+        assert lab.tenantgpu("up", "-d").returncode == 0
+        assert {t["name"] for t in _status(lab)["tenants"]} == {"inference", "training", "research"}
+    finally:
+        lab.tenantgpu("down", "--purge")

@@ -81,6 +81,8 @@ def clusters(draw: st.DrawFn) -> tuple[ClusterState, ClusterState, list[dict]]:
         p["spec"]["containers"][0]["resources"]["requests"] = {
             "cpu": draw(st.sampled_from(["100m", "1", "3"]))
         }
+        if draw(st.integers(0, 4)) == 0:  # a pod without GPUs: only the kube-scheduler basics apply
+            del p["spec"]["containers"][0]["resources"]["limits"]
         pending.append(p)
     return fast, ref, pending
 

@@ -74,9 +74,17 @@ class ClusterIndex:
                 types.append(dev.type)
                 modes.append(dev.mode)
                 rows.append(
-                    (dev.count, dev.totalmem, dev.totalcore, dev.used, dev.usedmem, dev.usedcores,
-                     dev.health, vendor.owns(dev))
-                )  # fmt: skip
+                    (
+                        dev.count,
+                        dev.totalmem,
+                        dev.totalcore,
+                        dev.used,
+                        dev.usedmem,
+                        dev.usedcores,
+                        dev.health,
+                        vendor.owns(dev),
+                    )
+                )
         table = np.array(rows, dtype=np.int64).reshape(-1, 8)
         self.dev_node = np.array(dev_node, dtype=np.int64)
         self.ids, self.types, self.modes = ids, types, modes
@@ -93,7 +101,23 @@ class ClusterIndex:
         self.n_usedmem = np.bincount(self.dev_node, self.usedmem, minlength=n)
         self.n_usedcores = np.bincount(self.dev_node, self.usedcores, minlength=n)
         self.n_owned = np.bincount(self.dev_node[self.owned], minlength=n)
+        # kept in step by charge(): what the per-card checks compare against
+        self.free_slots = self.count - self.used
+        self.free_mem = self.totalmem - self.usedmem
+        self.free_cores = self.totalcore - self.usedcores
+        self.base_ok = self.owned & self.health & ~self.cordoned
+        self._memreq_cache: dict[int, np.ndarray] = {}
+        self.scores = np.array([self._node_score(i) for i in range(n)], dtype=np.float64)
         self._type_cache: dict[tuple[str, str], np.ndarray] = {}
+
+    def _node_score(self, i: int) -> float:
+        """ComputeDefaultScore with the reference's float operations, from the node sums."""
+        count, core, mem = int(self.n_count[i]), int(self.n_totalcore[i]), int(self.n_totalmem[i])
+        if count == 0 or core == 0 or mem == 0:
+            return 0.0
+        return WEIGHT * (
+            int(self.n_used[i]) / count + int(self.n_usedcores[i]) / core + int(self.n_usedmem[i]) / mem
+        )
 
     def _mark_cordoned(self, i: int, name: str, obj: dict[str, Any]) -> None:
         for uuid in cordoned_devices(obj):
@@ -113,6 +137,7 @@ class ClusterIndex:
         self.cap_pods[i] = np.inf if cap.pods is None else cap.pods
         self.cordoned[self.dev_node == i] = False
         self._mark_cordoned(i, name, node.obj)
+        self.base_ok = self.owned & self.health & ~self.cordoned
 
     def charge(self, node: str, hold: DeviceHold, sign: int) -> None:
         pos = self.dev_pos.get((node, hold.uuid))
@@ -122,15 +147,26 @@ class ClusterIndex:
         self.used[pos] += sign * hold.slots
         self.usedmem[pos] += sign * hold.usedmem
         self.usedcores[pos] += sign * hold.usedcores
+        self.free_slots[pos] -= sign * hold.slots
+        self.free_mem[pos] -= sign * hold.usedmem
+        self.free_cores[pos] -= sign * hold.usedcores
         self.n_used[i] += sign * hold.slots
         self.n_usedmem[i] += sign * hold.usedmem
         self.n_usedcores[i] += sign * hold.usedcores
+        self.scores[i] = self._node_score(i)
 
     def charge_basics(self, node: str, demand: PodDemand, sign: int) -> None:
         i = self.node_pos[node]
         self.used_cpu[i] += sign * demand.cpu_milli
         self.used_mem[i] += sign * demand.memory
         self.used_pods[i] += sign
+
+    def memory_request(self, percentage: int) -> np.ndarray:
+        """Per card, the MiB a percentage request takes (integer division, as HAMi)."""
+        cached = self._memreq_cache.get(percentage)
+        if cached is None:
+            cached = self._memreq_cache[percentage] = self.totalmem * percentage // 100
+        return cached
 
     def type_ok(self, annotations: dict[str, str]) -> np.ndarray | None:
         """Cards allowed by use-/nouse-gputype and vgpu-mode; None when nothing constrains them."""
@@ -147,14 +183,43 @@ class ClusterIndex:
             self._type_cache[key] = cached  # type: ignore[index]
         return cached
 
-    def node_scores(self) -> np.ndarray:
-        """ComputeDefaultScore for every node, on current usage (same float operations as the reference)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            slots = self.n_used / self.n_count
-            score = WEIGHT * (slots + self.n_usedcores / self.n_totalcore + self.n_usedmem / self.n_totalmem)
-        zero = (self.n_count == 0) | (self.n_totalcore == 0) | (self.n_totalmem == 0)
-        score[zero] = 0.0
-        return score
+
+def first_basic_fit(state: ClusterState, pod: dict[str, Any], demand: PodDemand) -> Decision | None:
+    """For a pod without GPUs and without node constraints: the first node passing the basics, or None.
+
+    None also when a non-plain node (taints, unschedulable) comes first: the reference path decides.
+    """
+    from tenantgpu.gpushare.cluster import Decision
+
+    if state._index is None:
+        state._index = ClusterIndex(state)
+    ix: ClusterIndex = state._index
+    ok = ix.plain & (ix.used_pods + 1 <= ix.cap_pods)
+    if demand.cpu_milli > 0:
+        ok &= ix.used_cpu + demand.cpu_milli <= ix.cap_cpu
+    if demand.memory > 0:
+        ok &= ix.used_mem + demand.memory <= ix.cap_mem
+    first = int(np.argmax(ok)) if len(ok) else 0
+    if not len(ok) or not ok[first]:
+        return None
+    if not bool(ix.plain[:first].all()):
+        return None  # a tainted node comes first and might tolerate this pod
+    names = ix.names[:first]
+    used = (ix.used_pods[:first].copy(), ix.used_cpu[:first].copy(), ix.used_mem[:first].copy())
+    caps = (ix.cap_pods[:first].copy(), ix.cap_cpu[:first].copy(), ix.cap_mem[:first].copy())
+
+    def details() -> tuple[dict[str, str], dict[str, float]]:
+        failed = {}
+        for i, name in enumerate(names):
+            if used[0][i] + 1 > caps[0][i]:
+                failed[name] = r.TOO_MANY_PODS
+            elif demand.cpu_milli > 0 and used[1][i] + demand.cpu_milli > caps[1][i]:
+                failed[name] = r.INSUFFICIENT_CPU
+            else:
+                failed[name] = r.INSUFFICIENT_MEMORY
+        return failed, {}
+
+    return Decision(ix.names[first], requests_gpu=False, details=details)
 
 
 def _single_request(
@@ -178,7 +243,7 @@ def schedule_fast(
     ctx: PodContext,
 ) -> Decision | None:
     """The decision for a simple pod, or None to let the reference path decide."""
-    from tenantgpu.gpushare.cluster import Decision, _constrained, summarize
+    from tenantgpu.gpushare.cluster import Decision, _constrained
 
     request = _single_request(requests, ctx.num_init)
     annotations = ctx.annotations
@@ -196,93 +261,192 @@ def schedule_fast(
     ix: ClusterIndex = state._index
     n_nodes = len(ix.names)
 
-    # per-card checks, HAMi's order; the first failing one is the card's reason
+    # per-card checks, HAMi's order (see _card_codes); here only "does it pass" is needed
     cores = min(request.coresreq, 100)
     if request.memreq > 0:
         memreq: Any = request.memreq
     elif request.mem_percentage != PERCENTAGE_UNSET:
-        memreq = ix.totalmem * request.mem_percentage // 100
+        memreq = ix.memory_request(request.mem_percentage)
     else:
         memreq = 0
     type_ok = ix.type_ok(annotations)
     mutex = _policy_contains(ctx.gpu_policy, "mutex")
-    false = np.zeros(len(ix.ids), dtype=bool)
-    conditions = [
-        ~ix.health,
-        ix.cordoned,
-        false if type_ok is None else ~type_ok,
-        ix.count <= ix.used,
-        (ix.used > 0) if mutex else false,
-        ix.totalmem - ix.usedmem < memreq,
-        ix.totalcore - ix.usedcores < cores,
-        (ix.totalcore == 100) & (ix.used > 0) if cores == 100 else false,
-        (ix.totalcore != 0) & (ix.usedcores == ix.totalcore) if cores == 0 else false,
-    ]
-    codes = np.select(conditions, list(range(_PASS)), default=_PASS)
-    owned_nodes = ix.dev_node[ix.owned]
-    counts = np.bincount(owned_nodes * _K + codes[ix.owned], minlength=n_nodes * _K).reshape(n_nodes, _K)
-    passing = counts[:, _PASS]
+    ok = ix.base_ok & (ix.free_slots > 0)
+    ok &= ix.free_mem >= memreq
+    ok &= ix.free_cores >= cores
+    if type_ok is not None:
+        ok &= type_ok
+    if mutex:
+        ok &= ix.used == 0
+    if cores == 100:
+        ok &= ~((ix.totalcore == 100) & (ix.used > 0))
+    elif cores == 0:
+        ok &= ~((ix.totalcore != 0) & (ix.usedcores == ix.totalcore))
+    passing = np.bincount(ix.dev_node[ok], minlength=n_nodes)
 
     # kube-scheduler basics, vectorised where they depend on usage
-    capacity_code = np.zeros(n_nodes, dtype=np.int64)
+    capacity_code = np.zeros(n_nodes, dtype=np.int8)
     if demand.memory > 0:
         capacity_code[ix.used_mem + demand.memory > ix.cap_mem] = 3
     if demand.cpu_milli > 0:
         capacity_code[ix.used_cpu + demand.cpu_milli > ix.cap_cpu] = 2
     capacity_code[ix.used_pods + 1 > ix.cap_pods] = 1
-    constrained = _constrained(pod)
-    needs_static = np.ones(n_nodes, dtype=bool) if constrained else ~ix.plain
-
+    needs_static = np.ones(n_nodes, dtype=bool) if _constrained(pod) else ~ix.plain
     fits = ix.registered & (capacity_code == 0) & (ix.n_owned >= request.nums) & (passing >= request.nums)
-    scores = ix.node_scores()
-    candidates = np.flatnonzero(fits)
+    scores = ix.scores.copy()
     spread = spreads(node_policy_of(pod, state.cfg))
-    order = candidates[np.argsort(scores[candidates] if spread else -scores[candidates], kind="stable")]
+    # best first: argmax/argmin return the first index among equals, i.e. the node upserted first
+    ranked = np.where(fits, scores if spread else -scores, np.inf)
 
     static_cache: dict[int, str | None] = {}
+    snapshot = _Snapshot(ix, pod, request, memreq, cores, type_ok, mutex, capacity_code, needs_static, scores)
+    while True:
+        i = int(np.argmin(ranked))
+        if ranked[i] == np.inf:
+            break
+        ranked[i] = np.inf
+        reason = static_reason(pod, ix.objs[i]) if needs_static[i] else None
+        static_cache[i] = reason
+        if reason is not None:
+            continue
+        result = state.fit_on(pod, ix.names[i], requests, ctx)
+        if not result.ok:
+            return None  # the bound said it fits but the reference disagrees: let the reference decide
+        decision = state._decision(ix.names[i], result, {}, {})
+        decision._details = lambda: snapshot.details(static_cache)
+        return decision
+    return Decision(
+        None, reason=snapshot.summary(static_cache), details=lambda: snapshot.details(static_cache)
+    )
 
-    def static(i: int) -> str | None:
-        if i not in static_cache:
-            static_cache[i] = static_reason(pod, ix.objs[i]) if needs_static[i] else None
-        return static_cache[i]
 
-    names, objs = ix.names, list(ix.objs)
-    n_owned, registered = ix.n_owned.copy(), ix.registered.copy()
+class _Snapshot:
+    """What failed_nodes / node_scores need, copied at decision time so later placements do not leak in."""
 
-    def details() -> tuple[dict[str, str], dict[str, float]]:
+    def __init__(
+        self,
+        ix: ClusterIndex,
+        pod: dict[str, Any],
+        request: ContainerDeviceRequest,
+        memreq: Any,
+        cores: int,
+        type_ok: np.ndarray | None,
+        mutex: bool,
+        capacity_code: np.ndarray,
+        needs_static: np.ndarray,
+        scores: np.ndarray,
+    ) -> None:
+        self.names, self.objs = ix.names, list(ix.objs)
+        self.dev_node, self.owned = ix.dev_node, ix.owned
+        self.arrays = (
+            ix.health.copy(),
+            ix.cordoned.copy(),
+            ix.count,
+            ix.used.copy(),
+            ix.totalmem,
+            ix.usedmem.copy(),
+            ix.totalcore,
+            ix.usedcores.copy(),
+        )
+        self.n_owned, self.registered = ix.n_owned.copy(), ix.registered.copy()
+        self.pod, self.request, self.memreq, self.cores = pod, request, memreq, cores
+        self.type_ok, self.mutex = type_ok, mutex
+        self.capacity_code, self.needs_static, self.scores = capacity_code, needs_static, scores
+
+    def _card_counts(self) -> np.ndarray:
+        """Per node and outcome code, how many of its cards end there (first failing check wins)."""
+        health, cordoned, count, used, totalmem, usedmem, totalcore, usedcores = self.arrays
+        false = np.zeros(len(used), dtype=bool)
+        cores = self.cores
+        conditions = [
+            ~health,
+            cordoned,
+            false if self.type_ok is None else ~self.type_ok,
+            count <= used,
+            (used > 0) if self.mutex else false,
+            totalmem - usedmem < self.memreq,
+            totalcore - usedcores < cores,
+            (totalcore == 100) & (used > 0) if cores == 100 else false,
+            (totalcore != 0) & (usedcores == totalcore) if cores == 0 else false,
+        ]
+        codes = np.select(conditions, list(range(_PASS)), default=_PASS)
+        n = len(self.names)
+        return np.bincount(self.dev_node[self.owned] * _K + codes[self.owned], minlength=n * _K).reshape(
+            n, _K
+        )
+
+    def _static_reasons(self, static_cache: dict[int, str | None]) -> dict[int, str]:
+        out = {}
+        for i in np.flatnonzero(self.needs_static).tolist():
+            reason = static_cache[i] if i in static_cache else static_reason(self.pod, self.objs[i])
+            if reason is not None:
+                out[i] = reason
+        return out
+
+    def summary(self, static_cache: dict[int, str | None]) -> str:
+        """summarize(failed_nodes) computed over arrays, without building a string per node."""
+        from tenantgpu.gpushare.cluster import format_summary
+
+        counts = self._card_counts()
+        nums = self.request.nums
+        n = len(self.names)
+        stage = np.zeros(n, dtype=np.int8)  # 0 fits, 1 static, 2 capacity, 3 unregistered, 4 devices, 5 cards
+        passing = counts[:, _PASS]
+        stage[passing < nums] = 5
+        stage[self.n_owned < nums] = 4
+        stage[~self.registered] = 3
+        stage[self.capacity_code > 0] = 2
+        tally: dict[str, int] = {}
+        static = self._static_reasons(static_cache)
+        for i, reason in static.items():
+            stage[i] = 1
+            tally[reason] = tally.get(reason, 0) + 1
+        for code in (1, 2, 3):
+            hits = int(np.count_nonzero((stage == 2) & (self.capacity_code == code)))
+            if hits:
+                tally[_CAPACITY_REASONS[code]] = tally.get(_CAPACITY_REASONS[code], 0) + hits  # type: ignore[index]
+        for value, reason in ((3, r.NODE_UNREGISTERED), (4, r.NODE_INSUFFICIENT_DEVICE)):
+            hits = int(np.count_nonzero(stage == value))
+            if hits:
+                tally[reason] = hits
+        cards = stage == 5
+        per_reason: dict[str, np.ndarray] = {}
+        for code, reason in enumerate(_CARD_REASONS):
+            hit = counts[:, code] > 0
+            per_reason[reason] = per_reason[reason] | hit if reason in per_reason else hit
+        per_reason[r.ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = passing > 0
+        for reason, hit in per_reason.items():
+            hits = int(np.count_nonzero(hit & cards))
+            if hits:
+                tally[reason] = hits
+        return format_summary(tally, int(np.count_nonzero(stage)))
+
+    def details(self, static_cache: dict[int, str | None]) -> tuple[dict[str, str], dict[str, float]]:
+        counts = self._card_counts()
+        nums = self.request.nums
         failed: dict[str, str] = {}
         fitting: dict[str, float] = {}
-        for i, name in enumerate(names):
-            reason = static_cache[i] if i in static_cache else (
-                static_reason(pod, objs[i]) if needs_static[i] else None
-            )  # fmt: skip
-            if reason is None and capacity_code[i]:
-                reason = _CAPACITY_REASONS[capacity_code[i]]
-            if reason is None and not registered[i]:
+        for i, name in enumerate(self.names):
+            if i in static_cache:
+                reason = static_cache[i]
+            else:
+                reason = static_reason(self.pod, self.objs[i]) if self.needs_static[i] else None
+            if reason is None and self.capacity_code[i]:
+                reason = _CAPACITY_REASONS[self.capacity_code[i]]
+            if reason is None and not self.registered[i]:
                 reason = r.NODE_UNREGISTERED
-            if reason is None and n_owned[i] < request.nums:
+            if reason is None and self.n_owned[i] < nums:
                 reason = r.NODE_INSUFFICIENT_DEVICE
-            if reason is None and passing[i] < request.nums:
+            passing = int(counts[i, _PASS])
+            if reason is None and passing < nums:
                 tally: dict[str, int] = {}
                 for code in np.flatnonzero(counts[i, :_PASS]):
                     tally[_CARD_REASONS[code]] = tally.get(_CARD_REASONS[code], 0) + int(counts[i, code])
-                if passing[i]:
-                    tally[r.ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = int(passing[i])
-                reason = r.gen_reason(tally, int(n_owned[i]))
+                if passing:
+                    tally[r.ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = passing
+                reason = r.gen_reason(tally, int(self.n_owned[i]))
             if reason is None:
-                fitting[name] = float(scores[i])
+                fitting[name] = float(self.scores[i])
             else:
                 failed[name] = reason
         return failed, fitting
-
-    for i in order.tolist():
-        if static(i) is not None:
-            continue
-        result = state.fit_on(pod, names[i], requests, ctx)
-        if result.ok:
-            decision = state._decision(names[i], result, {}, {})
-            decision._details = details
-            return decision
-        return None  # the bound said it fits but the reference disagrees: let the reference decide
-    failed, fitting = details()
-    return Decision(None, failed_nodes=failed, node_scores=fitting, reason=summarize(failed))

@@ -9,7 +9,12 @@ from typing import Any
 
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare.cluster import TERMINAL_PHASES, ClusterState, Decision, pod_key
-from tenantgpu.gpushare.codec import CodecError, decode_node_register, encode_node_register
+from tenantgpu.gpushare.codec import (
+    CodecError,
+    decode_node_register,
+    decode_pod_devices,
+    encode_node_register,
+)
 from tenantgpu.gpushare.config import SharingConfig
 from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
 from tenantgpu.gpushare.request import pod_containers
@@ -62,14 +67,12 @@ def _check_quantities(obj: dict[str, Any], what: str) -> None:
 def _node_with_split_count(node: dict[str, Any], split_count: int | None) -> dict[str, Any]:
     name = node["metadata"]["name"]
     raw = (node["metadata"].get("annotations") or {}).get(ann.NODE_REGISTER)
-    if raw is None:
+    if raw is None or split_count is None:
         return node
     try:
         devices = decode_node_register(raw)
     except CodecError as exc:
         raise PlanInputError(f"node {name}: malformed {ann.NODE_REGISTER} annotation: {exc}") from None
-    if split_count is None:
-        return node
     node = copy.deepcopy(node)
     devices = [type(d)(**{**d.__dict__, "count": split_count}) for d in devices]
     node["metadata"]["annotations"][ann.NODE_REGISTER] = encode_node_register(devices)
@@ -104,12 +107,17 @@ def plan(
     bound (spec.nodeName). Each is admitted by the webhook (denials keep their message as the reason),
     scheduled, and counts for the next. Raises PlanInputError for unusable objects.
     """
-    objects = list(objects)
+    objects = _unique(objects)
     state = ClusterState(cfg)
     for obj in objects:
         if _kind(obj) == "Node":
             _check_quantities(obj, f"node {obj['metadata']['name']}")
             state.upsert_node(_node_with_split_count(obj, device_split_count))
+            error = state.registration_error(obj["metadata"]["name"])
+            if error is not None:
+                raise PlanInputError(
+                    f"node {obj['metadata']['name']}: malformed {ann.NODE_REGISTER} annotation: {error}"
+                )
     for obj in objects:
         if _kind(obj) == "ResourceQuota":
             state.upsert_quota(obj)
@@ -123,12 +131,28 @@ def plan(
             continue
         if _is_placed(obj) or (obj.get("spec") or {}).get("nodeName"):
             try:
-                state.upsert_pod(obj)
+                decode_pod_devices(
+                    ((obj.get("metadata") or {}).get("annotations") or {}).get(ann.DEVICES_ALLOCATED, "")
+                )
             except CodecError as exc:
                 raise PlanInputError(f"pod {ns}/{name}: malformed {ann.DEVICES_ALLOCATED}: {exc}") from None
+            state.upsert_pod(obj)
         else:
             pending.append(obj)
     return [_place(state, obj, cfg) for obj in pending]
+
+
+def _unique(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each object once (first wins), so one `kubectl get nodes,pods -A -o yaml` file can be both inputs."""
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        key = (_kind(obj), meta.get("namespace") or "", meta.get("name", ""))
+        if key not in seen:
+            seen.add(key)
+            out.append(obj)
+    return out
 
 
 def _place(state: ClusterState, pod: dict[str, Any], cfg: SharingConfig) -> Placement:

@@ -25,8 +25,26 @@ class Admission:
     pod: dict[str, Any]
     message: str | None = None
     code: int = 200
-    patch: list[dict[str, Any]] = field(default_factory=list)
     mutated: bool = True
+    original: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def patch(self) -> list[dict[str, Any]]:
+        """RFC 6902 operations from the input pod to `.pod` as it is now (empty when not allowed)."""
+        if not self.allowed or self.original is None:
+            return []
+        return diff(self.original, self.pod)
+
+
+def _tree_copy(value: Any) -> Any:
+    """A deep copy of decoded JSON (dicts, lists, scalars), several times faster than copy.deepcopy."""
+    if type(value) is dict:
+        return {k: _tree_copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_tree_copy(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 def vendors_for(cfg: SharingConfig) -> tuple[DeviceVendor, ...]:
@@ -47,7 +65,7 @@ def mutate_pod(
     """What HAMi's webhook does to a pod being created: defaults, schedulerName, denials, quota."""
     vendors = vendors if vendors is not None else vendors_for(cfg)
     original = pod
-    pod = copy.deepcopy(pod)
+    pod = _tree_copy(pod)
     meta = pod.get("metadata") or {}
     spec = pod.setdefault("spec", {})
     if (meta.get("labels") or {}).get(ann.WEBHOOK_IGNORE_LABEL) == "ignore":
@@ -76,7 +94,7 @@ def mutate_pod(
             try:
                 found = vendor.mutate_container(container, pod)
             except AdmissionDenied as exc:
-                return Admission(False, copy.deepcopy(original), str(exc), code=500, mutated=False)
+                return Admission(False, _tree_copy(original), str(exc), code=500, mutated=False)
             has_resource = has_resource or found
     if privileged is not None and has_resource:
         return Admission(False, pod, f"container {privileged} is privileged", code=403, mutated=False)
@@ -86,13 +104,15 @@ def mutate_pod(
             return Admission(False, pod, "pod has node assigned", code=403, mutated=False)
     if quotas is not None and not _fits_quota(pod, vendors, quotas):
         return Admission(False, pod, "exceeding resource quota", code=403, mutated=False)
-    return Admission(True, pod, None, patch=diff(original, pod))
+    return Admission(True, pod, None, original=original)
 
 
 def _fits_quota(pod: dict[str, Any], vendors: Sequence[DeviceVendor], quotas: QuotaBook) -> bool:
     """fitResourceQuota: max(sum over app containers, largest init) of memreq x nums and cores x nums."""
     spec = pod.get("spec") or {}
-    namespace = (pod.get("metadata") or {}).get("namespace", "default")
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    if not quotas.limited(namespace):
+        return True  # FitQuota: no quota for the namespace means no limit
     for vendor in vendors:
         app_mem = app_cores = init_mem = init_cores = 0
         for container in spec.get("containers") or []:

@@ -24,7 +24,7 @@ from tenantgpu.lab.process import (
     already_running_message,
     ready_timeout,
 )
-from tenantgpu.lab.spec import Lab, load_lab, parse_lab
+from tenantgpu.lab.spec import Lab, TenantSpec, load_lab, parse_lab
 from tenantgpu.lab.state import TENANT_NAMESPACE, LabLock, LabLockedError, StateDir, kubeconfig_file_name
 
 log = logging.getLogger(__name__)
@@ -60,43 +60,51 @@ class LabRuntime:
         await self._exporter.start()
         assert self.plane.controller is not None
         await asyncio.wait_for(self.plane.controller.wait_synced(), ready_timeout())
-        for tenant in self.lab.tenants:
-            await self._ensure_tenant(client, tenant.name)
-        await self._wait_tenants_ready([t.name for t in self.lab.tenants])
-        await self._start_data_planes(client)
+        # Each tenant's workers join as soon as its control plane is Ready, while others still provision.
+        bring_up = [asyncio.ensure_future(self._bring_up(client, tenant)) for tenant in self.lab.tenants]
+        try:
+            async with asyncio.timeout(ready_timeout()):
+                for tenant in self.lab.tenants:
+                    await self._ensure_tenant(client, tenant.name)
+                await asyncio.gather(*bring_up)
+        except TimeoutError:
+            missing = sorted(
+                t.name for t in self.lab.tenants if f"{TENANT_NAMESPACE}/{t.name}" not in self._ready
+            )
+            what = (
+                f"tenants not Ready: {', '.join(missing)}" if missing else "nodes not Ready with their GPUs"
+            )
+            raise LabError(f"{what} after {ready_timeout():.0f}s") from None
+        finally:
+            for task in bring_up:
+                task.cancel()
 
-    async def _start_data_planes(self, client: KubeClient) -> None:
-        """Per tenant: konnectivity agents and workers join, HAMi is installed; wait for nodes and GPUs."""
+    async def _bring_up(self, client: KubeClient, tenant: TenantSpec) -> None:
+        """Wait for the tenant's control plane, then join its workers and install HAMi (see TenantDataPlane)."""
         from tenantgpu.kamaji.kubeconfig import kubeconfig_ca
         from tenantgpu.lab.tenant import TenantDataPlane
 
-        planes = []
-        for tenant in self.lab.tenants:
-            if not tenant.workers:
-                continue
-            tcp = await client.get(model.TENANT_CONTROL_PLANES, tenant.name, TENANT_NAMESPACE)
-            port = model.previous_konnectivity_port(tcp)
-            if not port:
-                raise LabError(f"tenant {tenant.name} has no konnectivity server (spec.addons.konnectivity)")
-            address = model.advertised_address(tcp)
-            path = self.state.tenant_kubeconfig(tenant.name)
-            plane = TenantDataPlane(
-                tenant,
-                self.lab.sharing,
-                path,
-                f"{address}:{port}",
-                kubeconfig_ca(path.read_text()),
-                self.progress,
-            )
-            self.data_planes.append(plane)
-            planes.append(plane)
-            self.progress(Progress(f"tenant {tenant.name}", "joining workers"))
-        try:
-            await asyncio.gather(*(p.start(ready_timeout()) for p in planes))
-        except TimeoutError:
-            raise LabError(
-                f"nodes not Ready with their GPUs registered after {ready_timeout():.0f}s"
-            ) from None
+        key = f"{TENANT_NAMESPACE}/{tenant.name}"
+        while key not in self._ready:
+            await self._changed.wait()
+        if not tenant.workers and not tenant.quotas:
+            return
+        tcp = await client.get(model.TENANT_CONTROL_PLANES, tenant.name, TENANT_NAMESPACE)
+        port = model.previous_konnectivity_port(tcp)
+        if not port and tenant.workers:
+            raise LabError(f"tenant {tenant.name} has no konnectivity server (spec.addons.konnectivity)")
+        path = self.state.tenant_kubeconfig(tenant.name)
+        plane = TenantDataPlane(
+            tenant,
+            self.lab.sharing,
+            path,
+            f"{model.advertised_address(tcp)}:{port}",
+            kubeconfig_ca(path.read_text()),
+            self.progress,
+        )
+        self.data_planes.append(plane)
+        self.progress(Progress(f"tenant {tenant.name}", "joining workers"))
+        await plane.start(ready_timeout())
 
     async def stop(self) -> None:
         for data_plane in self.data_planes:
@@ -149,7 +157,6 @@ class LabRuntime:
             return
         if model.version_status(tcp) != model.VersionStatus.READY:
             self._ready.pop(ref.key, None)
-            self._changed.set()
             return
         endpoint = model.endpoint(tcp)
         if self._ready.get(ref.key) == endpoint and path.exists():
@@ -161,19 +168,9 @@ class LabRuntime:
         _write_private(path, secret)
         self._ready[ref.key] = endpoint
         self.progress(Progress(f"tenant {ref.name}", "ready", endpoint))
+        # Wake every waiter at once: they hold the old event, later waiters get a fresh one.
         self._changed.set()
-
-    async def _wait_tenants_ready(self, names: list[str]) -> None:
-        keys = {f"{TENANT_NAMESPACE}/{n}" for n in names}
-        deadline = asyncio.get_running_loop().time() + ready_timeout()
-        while not keys <= self._ready.keys():
-            self._changed.clear()
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                missing = ", ".join(sorted(k.split("/", 1)[1] for k in keys - self._ready.keys()))
-                raise LabError(f"tenants not Ready after {ready_timeout():.0f}s: {missing}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), min(remaining, 1.0))
+        self._changed = asyncio.Event()
 
     def endpoints(self) -> dict[str, str]:
         return {key.split("/", 1)[1]: endpoint for key, endpoint in self._ready.items()}

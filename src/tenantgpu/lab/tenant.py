@@ -21,7 +21,7 @@ from tenantgpu.konnectivity.agent import mapped_dial_policy
 from tenantgpu.kubeclient import ApiError, KubeClient
 from tenantgpu.lab.control import LabControl, Switch
 from tenantgpu.lab.process import Progress, ProgressSink
-from tenantgpu.lab.spec import TenantSpec, WorkerSpec
+from tenantgpu.lab.spec import QuotaSpec, TenantSpec, WorkerSpec
 from tenantgpu.node.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -68,11 +68,14 @@ class TenantDataPlane:
         self.control: LabControl | None = None
 
     async def start(self, timeout: float) -> None:
-        if not self.spec.workers:
+        if not self.spec.workers and not self.spec.quotas:
             return
         self.client = KubeClient.from_kubeconfig(
             self.kubeconfig, user_agent=f"tenantgpu-lab/{self.spec.name}"
         )
+        await apply_quotas(self.client, self.spec, self.sharing)
+        if not self.spec.workers:
+            return
         await self._ensure_agent_account(self.client)
         # HAMi runs as one Deployment (scheduler + webhook); here on the tenant's first worker.
         self.scheduler = HamiScheduler(self.client, self.sharing)
@@ -168,20 +171,31 @@ class TenantDataPlane:
                 raise
 
     async def _wait_nodes(self, client: KubeClient) -> None:
-        """Until every worker's Node is Ready and has registered all its GPUs with HAMi."""
+        """Until every worker's Node is Ready and has registered all its GPUs with HAMi (list, then watch)."""
         pending = {w.name: len(w.devices()) for w in self.spec.workers}
+
+        def check(node: dict) -> None:
+            name = node["metadata"]["name"]
+            gpus = pending.get(name)
+            if gpus is not None and _node_ready(node) and _registered_gpus(node) >= gpus:
+                del pending[name]
+                detail = f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else "no GPU"
+                self.progress(Progress(f"node {self.spec.name}/{name}", "ready", detail))
+
         while pending:
-            for name, gpus in list(pending.items()):
-                try:
-                    node = await client.get("nodes", name)
-                except ApiError:
-                    continue
-                if _node_ready(node) and _registered_gpus(node) >= gpus:
-                    del pending[name]
-                    detail = f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else "no GPU"
-                    self.progress(Progress(f"node {self.spec.name}/{name}", "ready", detail))
-            if pending:
-                await asyncio.sleep(0.05)
+            listing = await client.list("nodes")
+            for node in listing["items"]:
+                check(node)
+            if not pending:
+                return
+            with contextlib.suppress(ApiError, OSError, asyncio.IncompleteReadError):
+                async for event in client.watch(
+                    "nodes", resource_version=listing["metadata"].get("resourceVersion"), timeout_seconds=30
+                ):
+                    if event.type in ("ADDED", "MODIFIED"):
+                        check(event.object)
+                    if not pending:
+                        return
 
     async def stop(self) -> None:
         if self.control is not None:
@@ -206,6 +220,44 @@ class TenantDataPlane:
         if self.client is not None:
             await self.client.close()
             self.client = None
+
+
+QUOTA_NAME = "gpu-quota"
+
+
+def quota_object(quota: QuotaSpec, sharing: SharingConfig) -> dict:
+    """A ResourceQuota in HAMi's terms: `limits.<memory resource>` in MiB, `limits.<core resource>` in %."""
+    hard: dict[str, str] = {}
+    if quota.gpumem is not None:
+        hard[f"limits.{sharing.resource_memory_name}"] = str(quota.gpumem)
+    if quota.gpucores is not None:
+        hard[f"limits.{sharing.resource_core_name}"] = str(quota.gpucores)
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": QUOTA_NAME, "namespace": quota.namespace},
+        "spec": {"hard": hard},
+    }
+
+
+async def apply_quotas(client: KubeClient, tenant: TenantSpec, sharing: SharingConfig) -> None:
+    """The lab file's quotas as ResourceQuota objects (namespaces created as needed); the file wins."""
+    for quota in tenant.quotas:
+        try:
+            await client.create("namespaces", {"metadata": {"name": quota.namespace}})
+        except ApiError as err:
+            if err.code != 409:
+                raise
+        body = quota_object(quota, sharing)
+        try:
+            await client.create("resourcequotas", body, quota.namespace)
+        except ApiError as err:
+            if err.code != 409:
+                raise
+            current = await client.get("resourcequotas", QUOTA_NAME, quota.namespace)
+            if (current.get("spec") or {}).get("hard") != body["spec"]["hard"]:
+                current["spec"] = body["spec"]
+                await client.update("resourcequotas", current)
 
 
 def _node_ready(node: dict) -> bool:
