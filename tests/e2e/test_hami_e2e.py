@@ -165,6 +165,14 @@ def test_worker_registers_node_with_hami_resources(lab: GpuLab, kubectl: Kubectl
     assert alloc["nvidia.com/gpumem"] == "46068" and alloc["nvidia.com/gpucores"] == "200"
     register = json.loads(node["metadata"]["annotations"][ann.NODE_REGISTER])
     assert [d["devmem"] for d in register] == [23034, 23034]
+    _wait_for(
+        lambda: (
+            _get(kubectl, "node", "gpu-l4")["metadata"]["annotations"]
+            .get(ann.NODE_HANDSHAKE, "")
+            .startswith("Requesting_")
+        ),
+        what="the scheduler's handshake",
+    )
     ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}
     assert ready["Ready"] == "True"
     lease = _get(kubectl, "lease", "gpu-l4", "-n", "kube-node-lease")
@@ -382,6 +390,221 @@ def test_memory_above_the_limit_is_a_cuda_oom(lab: GpuLab, kubectl: Kubectl) -> 
 def test_scheduler_metrics(lab: GpuLab) -> None:
     import urllib.request
 
+    from prometheus_client.parser import text_string_to_metric_families
+
     body = urllib.request.urlopen(f"http://127.0.0.1:{lab.scheduler.metrics_port}/metrics").read().decode()
-    assert 'hami_gpu_memory_limit_bytes{device_index="0"' in body or "hami_gpu_memory_limit_bytes{" in body
-    assert "gpu-a100" in body
+    samples = {
+        (s.name, s.labels.get("node"), s.labels.get("device_index")): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+    assert samples[("hami_gpu_memory_limit_bytes", "gpu-a100", "0")] == 81920 * 1024 * 1024
+    assert samples[("hami_gpu_memory_limit_bytes", "gpu-l4", "1")] == 23034 * 1024 * 1024
+    assert samples[("hami_gpu_core_limit_ratio", "gpu-l4", "0")] == 100
+    assert ("hami_gpu_shared_count", "gpu-a100", "0") in samples
+
+
+def test_node_run_cli_joins_and_leaves(lab: GpuLab, kubectl: Kubectl) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tenantgpu", "node", "run", "--kubeconfig", str(lab.api.kubeconfig),
+         "--name", "cli-node", "--gpu", "Tesla T4:15360:1", "--label", "pool=cli"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for(
+            lambda: kubectl("get", "node", "cli-node", check=False).returncode == 0,
+            timeout=30,
+            what="cli-node",
+        )
+        node = _get(kubectl, "node", "cli-node")
+        assert node["metadata"]["labels"]["pool"] == "cli"
+        register = json.loads(node["metadata"]["annotations"][ann.NODE_REGISTER])
+        assert register[0]["type"] == "NVIDIA-Tesla T4" and register[0]["devmem"] == 15360
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "10"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "node cli-node ready: 1 GPU(s)" in out
+    kubectl("delete", "node", "cli-node")
+
+
+def test_webhook_denies_pods_over_the_namespace_quota(lab: GpuLab, kubectl: Kubectl) -> None:
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "quota-team"}}
+    kubectl("create", "--validate=false", "-f", "-", input=json.dumps(namespace))
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu", "namespace": "quota-team"},
+        "spec": {"hard": {"limits.nvidia.com/gpumem": "4000"}},
+    }
+    kubectl("create", "--validate=false", "-f", "-", input=json.dumps(quota))
+    _wait_for(lambda: lab.scheduler.state.quotas.limited("quota-team"), what="quota seen by the scheduler")
+    first = json.loads(
+        _pod_yaml("q1", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}, labels={"t": "quota"})
+    )
+    kubectl("create", "--validate=false", "-n", "quota-team", "-f", "-", input=json.dumps(first))
+    _wait_for(
+        lambda: _get(kubectl, "pod", "q1", "-n", "quota-team")["status"].get("phase") == "Running",
+        what="q1 Running",
+    )
+    second = json.loads(
+        _pod_yaml("q2", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}, labels={"t": "quota"})
+    )
+    denied = kubectl(
+        "create", "--validate=false", "-n", "quota-team", "-f", "-", input=json.dumps(second), check=False
+    )
+    assert denied.returncode != 0
+    assert "exceeding resource quota" in denied.stderr
+    import urllib.request
+
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{lab.scheduler.metrics_port}/metrics").read().decode()
+    assert (
+        'hami_resource_quota_used{limit="4000",namespace="quota-team",quota_name="nvidia.com/gpumem"'
+        in metrics
+    )
+    kubectl("delete", "pods", "-n", "quota-team", "-l", "t=quota", "--wait=true")
+
+
+def test_scheduler_restart_rebuilds_usage_from_the_api(lab: GpuLab, kubectl: Kubectl) -> None:
+    def create(name: str) -> None:
+        kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+            name, limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "16384"},
+            labels={"t": "restart"}, annotations={"nvidia.com/use-gputype": "A100"},
+        ))  # fmt: skip
+
+    for i in range(3):
+        create(f"before-{i}")
+    _wait_for(
+        lambda: all(
+            p["status"].get("phase") == "Running" for p in _get(kubectl, "pods", "-l", "t=restart")["items"]
+        ),
+        what="first pods Running",
+    )
+    old = lab.scheduler
+    lab.loop.run(old.stop())
+    for i in range(3):
+        create(f"after-{i}")  # 3 × 16 GiB + 3 × 16 GiB = 96 GiB > 80 GiB: exactly two more fit
+    fresh = HamiScheduler(lab.client, old.cfg)
+    lab.loop.run(fresh.start())
+    lab.scheduler = fresh
+    _wait_for(
+        lambda: (
+            sum(
+                p["status"].get("phase") == "Running"
+                for p in _get(kubectl, "pods", "-l", "t=restart")["items"]
+            )
+            == 5
+        ),
+        what="two more Running after the restart",
+    )
+    time.sleep(0.5)
+    phases = sorted(p["status"].get("phase") for p in _get(kubectl, "pods", "-l", "t=restart")["items"])
+    assert phases == ["Pending"] + ["Running"] * 5
+    assert lab.loop.run(_usage(lab, "gpu-a100"))[1] == 5 * 16384
+    _cleanup(kubectl, "t=restart")
+
+
+def test_lock_of_a_vanished_pod_is_taken_over(lab: GpuLab, kubectl: Kubectl) -> None:
+    stale = "2026-01-01T00:00:00Z,ghosts,gone-pod"  # expired and its holder is gone
+    fresh_ghost = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + ",ghosts,gone-pod"
+    for value in (stale, fresh_ghost):
+        kubectl("annotate", "node", "gpu-a100", f"{ann.NODE_LOCK}={value}", "--overwrite")
+        kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+            "taker", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"},
+            labels={"t": "taker"}, annotations={"nvidia.com/use-gputype": "A100"},
+        ))  # fmt: skip
+        _wait_for(lambda: _phase(kubectl, "taker") == "Running", what="taker Running")
+        assert _lock_free(kubectl, "gpu-a100")
+        _cleanup(kubectl, "t=taker")
+
+
+def test_worker_restart_adopts_running_pods(lab: GpuLab, kubectl: Kubectl) -> None:
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "survivor", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"}, labels={"t": "survivor"},
+        annotations={"nvidia.com/use-gputype": "A100", "tenantgpu.io/run-for": "4s"},
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "survivor") == "Running", what="survivor Running")
+    worker = next(w for w in lab.workers if w.name == "gpu-a100")
+    lab.loop.run(worker.stop())
+    replacement = Worker(lab.client, "gpu-a100", worker.gpus, worker.sharing)
+    lab.loop.run(replacement.start())
+    lab.workers[lab.workers.index(worker)] = replacement
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=2000m" in kubectl("logs", "survivor").stdout
+    _wait_for(lambda: _phase(kubectl, "survivor") == "Succeeded", timeout=15, what="survivor Succeeded")
+    _cleanup(kubectl, "t=survivor")
+
+
+def test_official_python_client_reads_worker_objects(lab: GpuLab) -> None:
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    api_client = k8s_config.new_client_from_config(str(lab.api.kubeconfig))
+    try:
+        core = k8s.CoreV1Api(api_client)
+        node = core.read_node("gpu-l4")
+        assert node.status.allocatable["nvidia.com/gpu"] == "20"
+        assert node.status.node_info.kubelet_version.startswith("v1.")
+        assert node.status.daemon_endpoints.kubelet_endpoint.port == lab.workers[0].kubelet_port
+        lease = k8s.CoordinationV1Api(api_client).read_namespaced_lease("gpu-l4", "kube-node-lease")
+        assert lease.spec.lease_duration_seconds == 40 and lease.spec.renew_time is not None
+        system = core.list_namespaced_pod("kube-system").items
+        assert all(p.status.phase == "Running" for p in system)
+        assert all(p.status.container_statuses[0].state.running.started_at for p in system)
+    finally:
+        api_client.close()
+
+
+def test_stopped_worker_goes_not_ready_and_recovers(lab: GpuLab, kubectl: Kubectl) -> None:
+    from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
+
+    def ready() -> str:
+        conds = _get(kubectl, "node", "flaky")["status"]["conditions"]
+        return next(c["status"] for c in conds if c["type"] == "Ready")
+
+    controller = NodeLifecycleController(lab.client, grace_seconds=2.0, monitor_seconds=0.2)
+    flaky = Worker(
+        lab.client, "flaky", [], lab.scheduler.cfg, lease_duration_seconds=2, status_report_seconds=1
+    )
+    lab.loop.run(flaky.start())
+    lab.loop.run(controller.start())
+    try:
+        assert ready() == "True"
+        lab.loop.run(flaky.stop())
+        _wait_for(lambda: ready() == "Unknown", timeout=15, what="NotReady after the lease expired")
+        again = Worker(
+            lab.client, "flaky", [], lab.scheduler.cfg, lease_duration_seconds=2, status_report_seconds=1
+        )
+        lab.loop.run(again.start())
+        _wait_for(lambda: ready() == "True", timeout=15, what="Ready again")
+        lab.loop.run(again.stop())
+    finally:
+        lab.loop.run(controller.stop())
+        kubectl("delete", "node", "flaky")
+
+
+def test_allocate_mismatch_fails_the_pod_and_releases_the_lock(lab: GpuLab, kubectl: Kubectl) -> None:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    kubectl("annotate", "node", "gpu-l4", f"{ann.NODE_LOCK}={now},default,mismatch", "--overwrite")
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "mismatch", limits={"nvidia.com/gpu": "2"}, labels={"t": "mismatch", "hami.io/webhook": "ignore"},
+        node="gpu-l4",
+        annotations={
+            ann.VGPU_NODE: "gpu-l4",
+            ann.BIND_TIME: str(int(time.time())),
+            ann.BIND_PHASE: "allocating",
+            ann.DEVICES_TO_ALLOCATE: "GPU-only-one,NVIDIA,1000,0:;",
+            ann.DEVICES_ALLOCATED: "GPU-only-one,NVIDIA,1000,0:;",
+        },
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "mismatch") == "Failed", what="mismatch Failed")
+    pod = _get(kubectl, "pod", "mismatch")
+    assert pod["status"]["reason"] == "UnexpectedAdmissionError"
+    assert "device number not matched" in pod["status"]["message"]
+    assert pod["metadata"]["annotations"][ann.BIND_PHASE] == "failed"
+    assert _lock_free(kubectl, "gpu-l4")
+    _cleanup(kubectl, "t=mismatch")

@@ -186,6 +186,11 @@ def _service_on_create(svc: Obj) -> None:
     svc.setdefault("status", {}).setdefault("loadBalancer", {})
 
 
+def _secret_on_create(secret: Obj) -> None:
+    if not secret.get("type"):
+        secret["type"] = "Opaque"
+
+
 def _tcp_on_create(tcp: Obj) -> None:
     status = tcp.setdefault("status", {})
     version = status.setdefault("kubernetesResources", {}).setdefault("version", {})
@@ -243,7 +248,7 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     NAMESPACE,
     Kind("", "v1", "Binding", "bindings", True, verbs=("create",)),
     Kind("", "v1", "Event", "events", True, ("ev",)),
-    Kind("", "v1", "Secret", "secrets", True),
+    Kind("", "v1", "Secret", "secrets", True, strategy=Strategy(on_create=_secret_on_create)),
     Kind("", "v1", "ConfigMap", "configmaps", True, ("cm",)),
     Kind(
         "",

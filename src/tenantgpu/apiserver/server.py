@@ -26,12 +26,14 @@ from urllib.parse import unquote
 import yaml
 from aiohttp import web
 
-from tenantgpu.apiserver import discovery, errors
+from tenantgpu.apiserver import discovery, errors, openapi
 from tenantgpu.apiserver.admission import AdmissionChain, AdmissionPlugin, NamespaceLifecycle
 from tenantgpu.apiserver.auth import Attributes, Authenticator, Authorizer, TokenSigner, UserInfo
 from tenantgpu.apiserver.hooks import Egress, LogOptions, NoEgress, PodLogSource
+from tenantgpu.apiserver.jsoncodec import loads
 from tenantgpu.apiserver.kinds import SCALE_PATHS, VIRTUAL_KINDS, Kind, KindTable, kind_table
 from tenantgpu.apiserver.metrics import APIMetrics
+from tenantgpu.apiserver.openapi_v2 import OPENAPI_V2_CONTENT_TYPE, openapi_v2_protobuf
 from tenantgpu.apiserver.patch import (
     PatchError,
     apply_json_patch,
@@ -39,24 +41,20 @@ from tenantgpu.apiserver.patch import (
     apply_strategic_merge_patch,
 )
 from tenantgpu.apiserver.pki import ServerPKI, admin_kubeconfig, render_kubeconfig
+from tenantgpu.apiserver.protobuf_bodies import ProtobufBodyError, decode_object
+from tenantgpu.apiserver.quota import QuotaController, QuotaUsage, ResourceQuotaAdmission
 from tenantgpu.apiserver.registry import DeleteOptions, Registry, now_rfc3339
-from tenantgpu.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
+from tenantgpu.apiserver.selectors import (
+    SelectorError,
+    check_field_selector,
+    parse_field_selector,
+    parse_label_selector,
+)
+from tenantgpu.apiserver.ssar_protobuf import decode_self_subject_access_review
 from tenantgpu.apiserver.storage import Datastore
+from tenantgpu.apiserver.tables import to_table, watch_event_table
 from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, encode
 from tenantgpu.apiserver.webhooks import WebhookAdmission
-
-try:
-    from tenantgpu.apiserver.tables import to_table
-except ImportError:
-    from tenantgpu.apiserver._interim import to_table  # type: ignore[assignment]
-try:
-    from tenantgpu.apiserver import openapi as _openapi
-except ImportError:
-    _openapi = None  # type: ignore[assignment]
-try:
-    from tenantgpu.apiserver.ssar_protobuf import decode_self_subject_access_review
-except ImportError:
-    decode_self_subject_access_review = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +150,18 @@ def _parse_int(query: Any, name: str) -> int | None:
         raise errors.bad_request(f"invalid value for {name}: {value!r}") from exc
 
 
+def _spec_of(body: Any, kind: str) -> Obj:
+    """The `spec` of a request body that must be an object with an object spec (else 400)."""
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise errors.bad_request(f"{kind} must be a JSON object")
+    spec = body.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise errors.bad_request(f"{kind}.spec must be an object")
+    return spec
+
+
 def _get_path(obj: Obj, path: Sequence[str]) -> Any:
     value: Any = obj
     for part in path:
@@ -188,8 +198,11 @@ class APIServer:
             self.admission,
             window=config.watch_window,
         )
+        quota_usage = QuotaUsage(self.registry)
+        self.admission.plugins.append(ResourceQuotaAdmission(quota_usage))
+        self._quota_controller = QuotaController(self.registry, quota_usage)
         self.metrics = APIMetrics(self._storage_counts)
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._site: web.TCPSite | None = None
         self._port = config.port
         self._version = encode(_version_info(config.kubernetes_version))
@@ -201,9 +214,22 @@ class APIServer:
 
     async def start(self) -> None:
         await self.registry.load()
-        app = web.Application(client_max_size=self.config.max_body_bytes)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        self._quota_controller.start()
+        # aiohttp's low-level server: one handler does the routing, so the Application's router and
+        # middleware machinery would only cost time on every request.
+        limit = self.config.max_body_bytes
+
+        def make_request(message, payload, protocol, writer, task):  # type: ignore[no-untyped-def]
+            return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=limit)
+
+        loop = asyncio.get_running_loop()
+        server = web.Server(
+            self._handle,  # type: ignore[arg-type]
+            request_factory=make_request,
+            handler_cancellation=True,
+            access_log=None,
+        )
+        self._runner = web.ServerRunner(server)
         await self._runner.setup()
         self._site = web.TCPSite(
             self._runner, self.config.host, self.config.port, ssl_context=self._ssl_context()
@@ -215,11 +241,16 @@ class APIServer:
         self._docs.clear()
 
     async def stop(self) -> None:
+        await self._quota_controller.stop()
         self.registry.close()
         await self.webhooks.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    async def delete_storage(self) -> None:
+        """Removes every object of this server from the datastore (a deleted tenant); call after `stop()`."""
+        await self.config.datastore.delete_prefix(self.registry.prefix + "/")
 
     def _ssl_context(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -375,8 +406,10 @@ class APIServer:
                 "get",
                 "metrics",
             )
-        if head == "openapi" and len(segments) >= 2 and segments[1] == "v3" and _openapi is not None:
+        if head == "openapi" and len(segments) >= 2 and segments[1] == "v3":
             return self._openapi_v3(segments[2:]), "get", "openapi"
+        if segments == ["openapi", "v2"]:
+            return self._openapi_v2(request), "get", "openapi"
         if not segments:
             paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/readyz", "/version"]
             for group, versions in self.kinds.group_versions().items():
@@ -385,25 +418,41 @@ class APIServer:
             return _json_response({"paths": sorted(paths)}), "get", ""
         raise errors.unknown_path()
 
+    def _openapi_documents(self) -> dict[str, bytes]:
+        """`/openapi/v3` and one document per group-version, built once per server."""
+        if "openapi:" not in self._docs:
+            documents: dict[str, Any] = {}
+            for group, versions in self.kinds.group_versions().items():
+                for version in versions:
+                    infos = [
+                        openapi.KindSchemaInfo(k.group, k.version, k.kind, k.namespaced, k.plural)
+                        for k in self.kinds.in_group_version(group, version)
+                    ]
+                    gv = f"{group}/{version}" if group else version
+                    documents[gv] = openapi.openapi_v3_group_version(group, version, infos)
+            for gv, document in documents.items():
+                self._docs["openapi:" + openapi.group_version_path(gv)] = encode(document)
+            root = openapi.openapi_v3_root(list(documents), documents=documents)
+            self._docs["openapi:"] = encode(root)
+        return self._docs
+
+    def _openapi_v2(self, request: web.Request) -> web.Response:
+        """Protobuf only: kubectl 1.27/1.28 validate with it, and a JSON body there breaks kubectl."""
+        if "protobuf" not in request.headers.get("Accept", ""):
+            raise errors.not_acceptable(OPENAPI_V2_CONTENT_TYPE)
+        body = self._docs.get("openapi:v2")
+        if body is None:
+            infos = [
+                openapi.KindSchemaInfo(k.group, k.version, k.kind, k.namespaced, k.plural) for k in self.kinds
+            ]
+            body = openapi_v2_protobuf(infos, version=self.config.kubernetes_version)
+            self._docs["openapi:v2"] = body
+        return web.Response(body=body, headers={"Content-Type": OPENAPI_V2_CONTENT_TYPE})
+
     def _openapi_v3(self, rest: list[str]) -> web.Response:
-        assert _openapi is not None
-        key = "/".join(rest)
-        doc = self._docs.get("openapi:" + key)
+        doc = self._openapi_documents().get("openapi:" + "/".join(rest))
         if doc is None:
-            if not rest:
-                doc = encode(_openapi.openapi_v3_root(list(self.kinds)))
-            else:
-                if rest[0] == "api" and len(rest) == 2:
-                    group, version = "", rest[1]
-                elif rest[0] == "apis" and len(rest) == 3:
-                    group, version = rest[1], rest[2]
-                else:
-                    raise errors.unknown_path()
-                kinds = self.kinds.in_group_version(group, version)
-                if not kinds:
-                    raise errors.unknown_path()
-                doc = encode(_openapi.openapi_v3_group_version(group, version, kinds))
-            self._docs["openapi:" + key] = doc
+            raise errors.unknown_path()
         return _json_response(doc)
 
     # --- discovery and resources ----------------------------------------------------------------
@@ -515,7 +564,10 @@ class APIServer:
         return _json_response(entry.raw, status)
 
     def _table(self, kind: Kind, objects: list[Obj], include: str) -> Obj:
-        return to_table(kind.kind, objects, include_object=include, now=dt.datetime.now(dt.UTC))
+        try:
+            return to_table(kind.kind, objects, include_object=include, now=dt.datetime.now(dt.UTC))
+        except ValueError as exc:
+            raise errors.bad_request(str(exc)) from exc
 
     async def _verb_get(self, request: web.Request, target: _Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
@@ -526,12 +578,14 @@ class APIServer:
             return _json_response(self._scale_of(kind, entry.obj))
         return self._render(request, kind, entry)
 
-    def _predicate(self, request: web.Request) -> Predicate | None:
+    def _predicate(self, request: web.Request, kind: Kind) -> Predicate | None:
         label_text = request.query.get("labelSelector", "")
         field_text = request.query.get("fieldSelector", "")
         try:
             labels = parse_label_selector(label_text) if label_text else None
             fields = parse_field_selector(field_text) if field_text else None
+            if fields is not None:
+                check_field_selector(kind.kind, fields)
         except SelectorError as exc:
             raise errors.bad_request(str(exc)) from exc
         except ValueError as exc:
@@ -550,7 +604,7 @@ class APIServer:
         kind = target.kind
         query = request.query
         revision = self.registry.revision
-        entries = self.registry.list(kind, target.namespace or None, self._predicate(request))
+        entries = self.registry.list(kind, target.namespace or None, self._predicate(request, kind))
         limit = _parse_int(query, "limit")
         start = query.get("continue")
         if start:
@@ -605,7 +659,10 @@ class APIServer:
         bookmarks = _query_flag(query, "allowWatchBookmarks")
         table = _wants_table(request.headers.get("Accept", ""))
         include = query.get("includeObject", "Metadata")
-        predicate = self._predicate(request)
+        if include not in ("None", "Metadata", "Object"):
+            raise errors.bad_request(f"includeObject must be one of None, Metadata, Object, not {include!r}")
+        first_table = [True]
+        predicate = self._predicate(request, kind)
         try:
             watcher, backlog = self.registry.watch(kind, target.namespace or None, predicate, since)
         except errors.APIError as error:
@@ -623,9 +680,17 @@ class APIServer:
         def line(event: Event) -> bytes:
             if not table:
                 return event.line()
-            rows = self._table(kind, [event.entry.obj], include)
-            rows["metadata"] = {"resourceVersion": str(event.entry.revision)}
-            return encode({"type": event.type, "object": rows}) + b"\n"
+            # kube-apiserver sends the column definitions with the first event of a stream only.
+            columns, first_table[0] = first_table[0], False
+            rows = watch_event_table(
+                event.type,
+                kind.kind,
+                event.entry.obj,
+                now=dt.datetime.now(dt.UTC),
+                include_object=include,
+                include_columns=columns,
+            )
+            return encode(rows) + b"\n"
 
         deadline = time.monotonic() + timeout
         try:
@@ -639,31 +704,24 @@ class APIServer:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                try:
-                    event = await asyncio.wait_for(watcher.queue.get(), timeout=min(remaining, 10.0))
-                except TimeoutError:
-                    if request.transport is None or request.transport.is_closing():
-                        break
-                    if bookmarks and not table and time.monotonic() - last_sent >= 10.0:
-                        mark = {
-                            "kind": kind.kind,
-                            "apiVersion": kind.api_version,
-                            "metadata": {"resourceVersion": str(self.registry.revision)},
-                        }
-                        await response.write(encode({"type": "BOOKMARK", "object": mark}) + b"\n")
-                        last_sent = time.monotonic()
-                    continue
-                if event is None:
+                batch, ended = await watcher.next_batch(min(remaining, 10.0))
+                if batch:
+                    await response.write(b"".join(line(e) for e in batch))
+                    last_sent = time.monotonic()
+                if ended:
                     break
-                chunk = [line(event)]
-                while not watcher.queue.empty():
-                    more = watcher.queue.get_nowait()
-                    if more is None:
-                        deadline = 0
-                        break
-                    chunk.append(line(more))
-                await response.write(b"".join(chunk))
-                last_sent = time.monotonic()
+                if batch:
+                    continue
+                if request.transport is None or request.transport.is_closing():
+                    break
+                if bookmarks and not table and time.monotonic() - last_sent >= 10.0:
+                    mark = {
+                        "kind": kind.kind,
+                        "apiVersion": kind.api_version,
+                        "metadata": {"resourceVersion": str(self.registry.revision)},
+                    }
+                    await response.write(encode({"type": "BOOKMARK", "object": mark}) + b"\n")
+                    last_sent = time.monotonic()
             await response.write_eof()
         except (ConnectionResetError, ConnectionError):
             pass
@@ -683,11 +741,16 @@ class APIServer:
     async def _decode_body(self, request: web.Request, *, allow_protobuf: bool = False) -> Any:
         raw = await self._read_body(request)
         content_type = request.headers.get("Content-Type", JSON).split(";")[0].strip().lower() or JSON
-        if content_type == PROTOBUF and allow_protobuf:
-            return raw
+        if content_type == PROTOBUF:
+            if allow_protobuf:
+                return raw
+            try:
+                return decode_object(raw)
+            except ProtobufBodyError as exc:
+                raise errors.unsupported_media_type(content_type, f"{JSON} ({exc})") from exc
         if content_type in (JSON, "*/*", "text/plain"):
             try:
-                return json.loads(raw) if raw else None
+                return loads(raw) if raw else None
             except (ValueError, UnicodeDecodeError) as exc:
                 raise errors.bad_request(f"couldn't get version/kind; json parse error: {exc}") from exc
         if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
@@ -739,7 +802,7 @@ class APIServer:
             raise errors.unsupported_media_type(content_type, ", ".join(_PATCH_TYPES))
         raw = await self._read_body(request)
         try:
-            patch = yaml.safe_load(raw) if content_type.endswith("yaml") else json.loads(raw)
+            patch = yaml.safe_load(raw) if content_type.endswith("yaml") else loads(raw)
         except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise errors.bad_request(f"error decoding patch: {exc}") from exc
         dry_run = self._dry_run(request)
@@ -804,7 +867,7 @@ class APIServer:
         deleted = await self.registry.delete_collection(
             kind,
             target.namespace or None,
-            self._predicate(request),
+            self._predicate(request, kind),
             options,
             user,
             dry_run=self._dry_run(request),
@@ -827,7 +890,12 @@ class APIServer:
         if target.subresource == "binding":
             return await self._bind(request, target.namespace, target.name, body, user)
         if target.subresource == "eviction":
-            options = DeleteOptions.parse((body or {}).get("deleteOptions"), {})
+            if body is not None and not isinstance(body, dict):
+                raise errors.bad_request("Eviction must be a JSON object")
+            delete_options = (body or {}).get("deleteOptions")
+            if delete_options is not None and not isinstance(delete_options, dict):
+                raise errors.bad_request("Eviction.deleteOptions must be an object")
+            options = DeleteOptions.parse(delete_options, {})
             await self.registry.delete(
                 target.kind, target.namespace, target.name, options, user, dry_run=self._dry_run(request)
             )
@@ -841,7 +909,10 @@ class APIServer:
     ) -> web.Response:
         if not isinstance(body, dict):
             raise errors.bad_request("Binding must be a JSON object")
-        node = ((body.get("target") or {}).get("name")) or ""
+        target = body.get("target")
+        node = target.get("name") if isinstance(target, dict) else None
+        if not isinstance(node, str):
+            node = ""
         if not name or not node:
             raise errors.invalid(
                 "Binding",
@@ -887,9 +958,26 @@ class APIServer:
 
     def _token_request(self, target: _Target, body: Any) -> web.Response:
         account = self.registry.get(target.kind, target.namespace, target.name)
-        spec = (body or {}).get("spec") or {}
-        seconds = int(spec.get("expirationSeconds") or 3600)
+        spec = _spec_of(body, "TokenRequest")
+        seconds = spec.get("expirationSeconds") or 3600
         audiences = spec.get("audiences") or None
+        if not isinstance(seconds, int) or seconds < 600:
+            raise errors.invalid(
+                "TokenRequest",
+                target.name,
+                "authentication.k8s.io",
+                [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "message": "Invalid value: may not specify a duration less than 10 minutes",
+                        "field": "spec.expirationSeconds",
+                    }
+                ],
+            )
+        if audiences is not None and not (
+            isinstance(audiences, list) and all(isinstance(a, str) for a in audiences)
+        ):
+            raise errors.bad_request("TokenRequest.spec.audiences must be a list of strings")
         token = self.signer.issue(
             target.namespace,
             target.name,
@@ -914,8 +1002,6 @@ class APIServer:
     async def _self_subject_access_review(self, request: web.Request, user: UserInfo) -> web.Response:
         body = await self._decode_body(request, allow_protobuf=True)
         if isinstance(body, bytes):
-            if decode_self_subject_access_review is None:
-                raise errors.unsupported_media_type(PROTOBUF, JSON)
             try:
                 body = decode_self_subject_access_review(body)
             except Exception as exc:  # any malformed protobuf is the client's mistake
@@ -923,6 +1009,8 @@ class APIServer:
         if not isinstance(body, dict):
             raise errors.bad_request("SelfSubjectAccessReview must be an object")
         spec = body.get("spec") or {}
+        if not isinstance(spec, dict):
+            raise errors.bad_request("SelfSubjectAccessReview.spec must be an object")
         resource = spec.get("resourceAttributes")
         if resource:
             attributes = Attributes(
@@ -948,7 +1036,7 @@ class APIServer:
 
     async def _token_review(self, request: web.Request) -> web.Response:
         body = await self._decode_body(request)
-        spec = (body or {}).get("spec") or {}
+        spec = _spec_of(body, "TokenReview")
         user = self.signer.verify(str(spec.get("token", "")))
         status: Obj = {"authenticated": user is not None}
         if user is not None:

@@ -653,11 +653,29 @@ def _validate_service(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> 
     return causes
 
 
+_QUOTA_NAMES = frozenset(
+    {
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+    }
+)
+_QUOTA_PREFIXES = ("requests.", "limits.", "count/")
+
+
 def _validate_resource_quota(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     causes: list[Cause] = []
     spec = obj.get("spec") or {}
     hard = spec.get("hard") or {}
-    _validate_resource_names("spec.hard", hard, causes, "must be a standard resource type or fully qualified")
+    # Quota-only names (object counts, requests./limits. prefixes) are standard too.
+    rest = {k: v for k, v in hard.items() if k not in _QUOTA_NAMES and not k.startswith(_QUOTA_PREFIXES)}
+    _validate_resource_names("spec.hard", rest, causes, "must be a standard resource type or fully qualified")
     for name, value in hard.items():
         _quantity(f"spec.hard[{name}]", value, causes)
     scopes = [

@@ -8,19 +8,19 @@ DELETED (or ADDED), and a resume from a revision older than the window gets 410 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tenantgpu.apiserver import errors
+from tenantgpu.apiserver.jsoncodec import dumps, loads
 
 Obj = dict[str, Any]
 
 
 def encode(obj: Obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return dumps(obj)
 
 
 @dataclass(slots=True)
@@ -33,7 +33,7 @@ class Entry:
 
     def copy(self) -> Obj:
         """A private, mutable copy of the object."""
-        return json.loads(self.raw)
+        return loads(self.raw)
 
     def at_revision(self, revision: int) -> Entry:
         """The same object content stamped with another resourceVersion (deletion events)."""
@@ -59,15 +59,16 @@ class Event:
 Predicate = Callable[[Obj], bool]
 
 
-@dataclass(eq=False)
 class Watcher:
-    """One open watch: a namespace, a selector predicate and a bounded queue of events to send."""
+    """One open watch: a namespace, a selector predicate and a bounded backlog of events to send."""
 
-    namespace: str | None
-    predicate: Predicate | None
-    limit: int = 50_000
-    queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue)
-    overflowed: bool = False
+    def __init__(self, namespace: str | None, predicate: Predicate | None, limit: int = 50_000) -> None:
+        self.namespace = namespace
+        self.predicate = predicate
+        self.limit = limit
+        self.overflowed = False
+        self._pending: deque[Event | None] = deque()
+        self._waiter: asyncio.Future[None] | None = None
 
     def matches(self, entry: Entry | None) -> bool:
         if entry is None:
@@ -90,21 +91,46 @@ class Watcher:
             return Event("DELETED", event.prev.at_revision(event.entry.revision))
         return None
 
+    def _push(self, item: Event | None) -> None:
+        self._pending.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     def offer(self, event: Event) -> None:
         if self.overflowed:
             return
         seen = self.translate(event)
         if seen is None:
             return
-        if self.queue.qsize() >= self.limit:
+        if len(self._pending) >= self.limit:
             # A watcher that cannot keep up is closed, as kube-apiserver does; the client re-watches.
             self.overflowed = True
-            self.queue.put_nowait(None)
+            self._push(None)
             return
-        self.queue.put_nowait(seen)
+        self._push(seen)
 
     def close(self) -> None:
-        self.queue.put_nowait(None)
+        self._push(None)
+
+    async def next_batch(self, timeout: float) -> tuple[list[Event], bool]:
+        """Every event queued so far (waiting up to `timeout` for one) and whether the watch has ended."""
+        if not self._pending:
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(timeout, lambda: waiter.done() or waiter.set_result(None))
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        batch: list[Event] = []
+        while self._pending:
+            item = self._pending.popleft()
+            if item is None:
+                return batch, True
+            batch.append(item)
+        return batch, False
 
 
 class ResourceCache:

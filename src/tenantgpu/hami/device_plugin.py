@@ -26,6 +26,7 @@ from tenantgpu.gpushare import (
     encode_pod_devices,
 )
 from tenantgpu.gpushare import annotations as ann
+from tenantgpu.gpushare.register import register_device, registered_type
 from tenantgpu.hami.nodelock import release_node_lock
 from tenantgpu.kubeclient import ApiError, KubeClient
 
@@ -42,6 +43,7 @@ class GPUSpec:
     memory_mib: int
     count: int = 1
     numa: int = 0
+    uuids: tuple[str, ...] = ()  # the lab spec's UUIDs for these cards; empty: derived from node and index
 
     @classmethod
     def parse(cls, text: str) -> GPUSpec:
@@ -62,7 +64,7 @@ class GPUSpec:
 
 def device_type(model: str) -> str:
     """HAMi ≥ v2.8 registers the NVML name as is when it starts with NVIDIA, else `NVIDIA-<name>`."""
-    return model if model.startswith("NVIDIA") else f"NVIDIA-{model}"
+    return registered_type(model)
 
 
 def gpu_uuid(node_name: str, index: int) -> str:
@@ -71,21 +73,19 @@ def gpu_uuid(node_name: str, index: int) -> str:
 
 
 def node_devices(node_name: str, gpus: list[GPUSpec], cfg: SharingConfig) -> list[DeviceInfo]:
+    """The node's GPUs as HAMi's device plugin registers them (gpushare's register_device)."""
     devices: list[DeviceInfo] = []
     for spec in gpus:
-        for _ in range(spec.count):
+        for k in range(spec.count):
             i = len(devices)
             devices.append(
-                DeviceInfo(
-                    id=gpu_uuid(node_name, i),
-                    index=i,
-                    count=cfg.device_split_count,
-                    devmem=int(spec.memory_mib * cfg.device_memory_scaling),
-                    devcore=int(cfg.device_core_scaling * 100),
-                    type=device_type(spec.model),
+                register_device(
+                    spec.uuids[k] if k < len(spec.uuids) else gpu_uuid(node_name, i),
+                    i,
+                    spec.model,
+                    spec.memory_mib,
+                    cfg,
                     numa=spec.numa,
-                    mode="hami-core",
-                    health=True,
                 )
             )
     return devices
@@ -169,23 +169,37 @@ def allocate(pod: dict[str, Any], node_name: str, cfg: SharingConfig) -> Allocat
 
 
 async def report_allocation(
-    client: KubeClient, pod: dict[str, Any], node_name: str, outcome: Allocation | AllocateError
+    client: KubeClient,
+    pod: dict[str, Any],
+    node_name: str,
+    outcome: Allocation | AllocateError,
+    *,
+    node: dict[str, Any] | None = None,
 ) -> None:
-    """Write Allocate's outcome to the API: annotations on the pod, then release the node lock."""
+    """Write Allocate's outcome: bind-phase (and the erased to-allocate) on the pod, and release the lock.
+
+    HAMi patches the pod and then releases; both are sent at once here, since nothing orders them.
+    """
     meta = pod["metadata"]
     if isinstance(outcome, Allocation):
         patch = {ann.DEVICES_TO_ALLOCATE: outcome.remaining, ann.BIND_PHASE: ann.BIND_PHASE_SUCCESS}
     else:
         patch = {ann.BIND_PHASE: ann.BIND_PHASE_FAILED}
-    try:
-        await client.patch("pods", meta["name"], {"metadata": {"annotations": patch}}, meta["namespace"])
-    except ApiError as err:
-        if err.code != 404:
-            raise
-    try:
-        await release_node_lock(client, node_name, meta["namespace"], meta["name"])
-    except ApiError as err:
-        log.warning("device plugin %s: releasing node lock: %s", node_name, err)
+
+    async def mark_pod() -> None:
+        try:
+            await client.patch("pods", meta["name"], {"metadata": {"annotations": patch}}, meta["namespace"])
+        except ApiError as err:
+            if err.code != 404:
+                raise
+
+    async def unlock() -> None:
+        try:
+            await release_node_lock(client, node_name, meta["namespace"], meta["name"], node=node)
+        except ApiError as err:
+            log.warning("device plugin %s: releasing node lock: %s", node_name, err)
+
+    await asyncio.gather(mark_pod(), unlock())
 
 
 class DevicePlugin:

@@ -95,9 +95,10 @@ def scheduler_service(
     return [service, endpoints]
 
 
-def _pod(
+def system_pod(
     name: str, node: str, component: str, containers: list[str], labels: dict[str, str]
 ) -> dict[str, Any]:
+    """A kube-system pod pinned to `node` (e.g. the konnectivity agent); the worker's kubelet runs it."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -122,7 +123,7 @@ def _suffix(text: str, n: int = 5) -> str:
 def system_pods(scheduler_node: str, device_plugin_nodes: list[str]) -> list[dict[str, Any]]:
     """HAMi's kube-system pods as they appear in a cluster; the simulated kubelet runs them."""
     pods = [
-        _pod(
+        system_pod(
             f"hami-scheduler-{_suffix(scheduler_node, 10)[:5]}",
             scheduler_node,
             "hami-scheduler",
@@ -132,7 +133,7 @@ def system_pods(scheduler_node: str, device_plugin_nodes: list[str]) -> list[dic
     ]
     for node in device_plugin_nodes:
         pods.append(
-            _pod(
+            system_pod(
                 f"hami-device-plugin-{_suffix(node)}",
                 node,
                 "hami-device-plugin",

@@ -26,9 +26,15 @@ def _core_ratio(total: int, allocated: int) -> tuple[float, float]:
 class SchedulerCollector(Collector):
     """Collects on scrape from a ClusterState and the pods the scheduler has placed."""
 
-    def __init__(self, state: ClusterState, placed_pods: Callable[[], list[dict]]) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        placed_pods: Callable[[], list[dict]],
+        quota_objects: Callable[[], list[dict]] | None = None,
+    ) -> None:
         self.state = state
         self.placed_pods = placed_pods
+        self.quota_objects = quota_objects or list
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         def family(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
@@ -90,11 +96,42 @@ class SchedulerCollector(Collector):
                     _, core = _core_ratio(totals.get(dev.uuid, 100), dev.usedcores)
                     vmem.add_metric([*labels, dev.uuid, ZONE], dev.usedmem * _MIB)
                     vcore.add_metric([*labels, dev.uuid, ZONE], core)
-        yield from (mem_limit, core_limit, mem_alloc, shared, core_alloc, overview, mem_ratio, vmem, vcore)
+        quota_used = family(
+            "hami_resource_quota_used",
+            "resourcequota usage for a certain device",
+            ["namespace", "quota_name", "limit"],
+        )
+        seen: set[tuple[str, str]] = set()
+        for quota in self.quota_objects():
+            namespace = (quota.get("metadata") or {}).get("namespace", "")
+            for key in (quota.get("spec") or {}).get("hard") or {}:
+                resource = key.removeprefix("limits.")
+                limit = self.state.quotas.limit(namespace, resource) if key.startswith("limits.") else None
+                if limit is None or (namespace, resource) in seen:
+                    continue
+                seen.add((namespace, resource))  # HAMi keys quotas by resource name per namespace
+                used = self.state.quotas.used(namespace, resource)
+                quota_used.add_metric([namespace, resource, str(limit), ZONE], used)
+        yield from (
+            mem_limit,
+            core_limit,
+            mem_alloc,
+            shared,
+            core_alloc,
+            overview,
+            mem_ratio,
+            vmem,
+            vcore,
+            quota_used,
+        )
 
 
-def scheduler_registry(state: ClusterState, placed_pods: Callable[[], list[dict]]) -> CollectorRegistry:
+def scheduler_registry(
+    state: ClusterState,
+    placed_pods: Callable[[], list[dict]],
+    quota_objects: Callable[[], list[dict]] | None = None,
+) -> CollectorRegistry:
     """A registry of its own per scheduler instance (many tenants share one process)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SchedulerCollector(state, placed_pods))
+    registry.register(SchedulerCollector(state, placed_pods, quota_objects))
     return registry

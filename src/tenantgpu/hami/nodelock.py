@@ -107,22 +107,30 @@ def _lock_value(node: dict[str, Any]) -> str | None:
     return ((node.get("metadata") or {}).get("annotations") or {}).get(NODE_LOCK)
 
 
-async def _patch_lock(client: KubeClient, node_name: str, value: str | None) -> dict[str, Any]:
-    """Merge-patch the lock with the node's resourceVersion (optimistic concurrency), retried like HAMi."""
+async def _patch_lock(
+    client: KubeClient, node_name: str, value: str | None, node: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Merge-patch the lock with the node's resourceVersion (optimistic concurrency), retried like HAMi.
+
+    A node object the caller already holds (from a watch) saves the first GET; a stale one just costs a
+    409 Conflict and a retry with a fresh read.
+    """
     last: Exception | None = None
     for attempt in range(_RETRY_STEPS):
         try:
-            node = await client.get("nodes", node_name)
+            if node is None:
+                node = await client.get("nodes", node_name)
             rv = node["metadata"]["resourceVersion"]
             if value is not None and _lock_value(node) is not None:
                 raise NodeLockError(f"node {node_name} is locked")
             patch = {"metadata": {"annotations": {NODE_LOCK: value}, "resourceVersion": rv}}
             return await client.patch("nodes", node_name, patch)
         except ApiError as err:
-            last = err
+            last, node = err, None
             if err.code == 404:
                 raise
-            await sleep_backoff(attempt)
+            if err.code != 409:
+                await sleep_backoff(attempt)
     assert last is not None
     raise last
 
@@ -163,8 +171,8 @@ class NodeLocks:
             if verdict is LockVerdict.CONTENDED:
                 raise NodeLockError(contention_message(node_name, self.timeout))
             if verdict is LockVerdict.EXPIRED:
-                await _patch_lock(self.client, node_name, None)
-            await _patch_lock(self.client, node_name, format_lock(datetime.now(UTC), namespace, pod))
+                node = await _patch_lock(self.client, node_name, None, node)
+            await _patch_lock(self.client, node_name, format_lock(datetime.now(UTC), namespace, pod), node)
 
     async def release(self, node_name: str, namespace: str, pod: str, *, force: bool = False) -> bool:
         """Release if held by namespace/pod (or `force`); returns whether a lock was removed."""
@@ -173,12 +181,35 @@ class NodeLocks:
 
 
 async def release_node_lock(
-    client: KubeClient, node_name: str, namespace: str, pod: str, *, force: bool = False
+    client: KubeClient,
+    node_name: str,
+    namespace: str,
+    pod: str,
+    *,
+    force: bool = False,
+    node: dict[str, Any] | None = None,
 ) -> bool:
-    """The device plugin's and the scheduler's release: owner-checked merge patch setting the key to null."""
-    node = await client.get("nodes", node_name)
-    value = _lock_value(node)
-    if value is None or not (force or owned_by(value, namespace, pod)):
-        return False
-    await _patch_lock(client, node_name, None)
-    return True
+    """The device plugin's and the scheduler's release: owner-checked merge patch setting the key to null.
+
+    `node` is a recent view of the Node (saves a GET); a stale one is corrected by a fresh read.
+    """
+    for _ in range(_RETRY_STEPS):
+        if node is None:
+            node = await client.get("nodes", node_name)
+        value = _lock_value(node)
+        if value is None or not (force or owned_by(value, namespace, pod)):
+            return False
+        patch = {
+            "metadata": {
+                "annotations": {NODE_LOCK: None},
+                "resourceVersion": node["metadata"]["resourceVersion"],
+            }
+        }
+        try:
+            await client.patch("nodes", node_name, patch)
+            return True
+        except ApiError as err:
+            if err.code != 409:
+                raise
+            node = None  # stale view: read again and re-check the owner
+    return False

@@ -4,12 +4,15 @@ It plays both parts of HAMi's scheduler pod — the kube-scheduler profile `hami
 vGPU extender — for pods whose `schedulerName` is `hami-scheduler`. For each pod: `ClusterState.schedule`
 (gpushare's filter and scores), then HAMi's Bind: take the node lock (`hami.io/mutex.lock`), patch the
 filter annotations (`hami.io/vgpu-node`, `-time`, `-devices-to-allocate`, `-devices-allocated`) together
-with `bind-phase: allocating` and `bind-time`, and POST the Binding. One patch carries what HAMi writes in
-two (filter, then bind), so a contended lock leaves no stale allocation on the pod.
+with `bind-phase: allocating` and `bind-time` (one patch for HAMi's two, sent while the lock is being
+taken, as HAMi too writes the filter annotations before locking), then POST the Binding.
 
-Throughput: a node stays locked from Bind until the device plugin's Allocate; pods whose best node is
-locked wait for that node's lock to be released (seen on the node watch) while other pods keep flowing
-to other nodes. Unschedulable pods are retried when capacity may have changed (a pod ended or was
+Throughput: a node stays locked from Bind until the device plugin's Allocate. When a pod's best node is
+locked, the pod is decided again among the unlocked nodes (`pipeline_locked_nodes`, default on; HAMi
+itself would fail the bind and retry the same node); if none fits, it waits for that node's lock to be
+released — seen on the node watch, not after a fixed sleep — while other pods keep flowing.
+
+Unschedulable pods are retried when capacity may have changed (a pod ended or was
 deleted, a node or quota changed), on a periodic flush, and with backoff after bind errors; nothing is
 kept that the API does not hold, so a restarted scheduler rebuilds it all by list + watch.
 """
@@ -103,6 +106,7 @@ class HamiScheduler:
         metrics_host: str = "127.0.0.1",
         metrics_port: int | None = None,
         flush_seconds: float = 30.0,
+        pipeline_locked_nodes: bool = True,
     ) -> None:
         self.client = client
         self.cfg = sharing or SharingConfig()
@@ -117,15 +121,17 @@ class HamiScheduler:
         self.pods.add_handler(self._on_pod)
         self.quotas.add_handler(self._on_quota)
         self.flush_seconds = flush_seconds
+        self.pipeline_locked_nodes = pipeline_locked_nodes
         self.metrics_host, self.metrics_port = metrics_host, metrics_port
-        self.registry = scheduler_registry(self.state, self._placed_pods)
+        self.registry = scheduler_registry(self.state, self._placed_pods, self.quotas.items)
         self._queue = _WorkQueue()
         self._unschedulable: set[Key] = set()
         self._last_failure: dict[Key, str] = {}
-        self._waiting: dict[str, set[Key]] = {}  # node → pods whose best node it is, while locked
+        self._waiting: dict[str, dict[Key, None]] = {}  # node → pods (FIFO) whose best node is locked
         self._assumed: dict[Key, dict[str, Any]] = {}  # pods with a bind in flight, as we will write them
         self._inflight: dict[str, _InFlight] = {}
         self._attempts: dict[Key, int] = {}
+        self._handshaking: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._metrics_runner: web.AppRunner | None = None
@@ -232,6 +238,14 @@ class HamiScheduler:
             self._release_inflight(name)
             return
         self.state.upsert_node(node)
+        handshake = _annotations(node).get(ann.NODE_HANDSHAKE) or ""
+        if (
+            ann.NODE_REGISTER in _annotations(node)
+            and not handshake.startswith("Requesting_")
+            and name not in self._handshaking
+        ):
+            self._handshaking.add(name)
+            self._spawn(self._handshake(name))
         lock = _annotations(node).get(NODE_LOCK)
         flight = self._inflight.get(name)
         if flight is not None:
@@ -245,6 +259,16 @@ class HamiScheduler:
         if kind == "ADDED" or _capacity_view(node) != _capacity_view(old or {}):
             self._requeue_unschedulable()
 
+    async def _handshake(self, node: str) -> None:
+        """HAMi v2.10's register loop stamps `hami.io/node-handshake: Requesting_<time>` on GPU nodes."""
+        stamp = datetime.now(UTC).strftime("Requesting_%Y-%m-%d %H:%M:%S")
+        try:
+            await self.client.patch("nodes", node, {"metadata": {"annotations": {ann.NODE_HANDSHAKE: stamp}}})
+        except ApiError as err:
+            log.debug("hami-scheduler: handshake on %s: %s", node, err)
+        finally:
+            self._handshaking.discard(node)
+
     def _on_quota(self, kind: str, quota: dict[str, Any], old: dict[str, Any] | None) -> None:
         if kind == "DELETED":
             self.state.remove_quota(*_key(quota))
@@ -256,9 +280,26 @@ class HamiScheduler:
         self._inflight.pop(node, None)
         self._wake(node)
 
-    def _wake(self, node: str) -> None:
-        for key in self._waiting.pop(node, set()):
+    def _wake(self, node: str, *, everyone: bool = False) -> None:
+        """Let the longest-waiting pod for `node` retry (all of them with `everyone`).
+
+        One at a time: the first one re-locks the node, and re-deciding the others would be wasted work.
+        """
+        waiting = self._waiting.get(node)
+        if not waiting:
+            return
+        keys = list(waiting) if everyone else [next(iter(waiting))]
+        for key in keys:
+            del waiting[key]
             self._queue.push(key, front=True)
+        if not waiting:
+            del self._waiting[node]
+
+    def _park(self, node: str, key: Key) -> None:
+        self._waiting.setdefault(node, {})[key] = None
+
+    def _node_free(self, node: str) -> bool:
+        return node not in self._inflight and NODE_LOCK not in _annotations(self.nodes.get(None, node) or {})
 
     def _requeue_unschedulable(self) -> None:
         for key in list(self._unschedulable):
@@ -274,7 +315,7 @@ class HamiScheduler:
                 if now - flight.since > self.lock_timeout.total_seconds():
                     self._release_inflight(node)
             for node in list(self._waiting):
-                self._wake(node)  # locks can also end by expiry or a vanished holder: try again
+                self._wake(node, everyone=True)  # locks also end by expiry or a vanished holder
 
     # --- scheduling ---------------------------------------------------------------------------
 
@@ -302,6 +343,8 @@ class HamiScheduler:
                 self._schedule_one(key)
             except Exception:
                 log.exception("hami-scheduler: scheduling %s/%s", *key)
+            for node in [n for n in self._waiting if self._node_free(n)]:
+                self._wake(node)  # the woken pod went elsewhere: the next one may take the node
             await asyncio.sleep(0)  # let watch events in between decisions
 
     def _schedule_one(self, key: Key) -> None:
@@ -315,8 +358,12 @@ class HamiScheduler:
             return
         node = decision.node
         if decision.requests_gpu and self._node_locked_for(node, key):
-            self._waiting.setdefault(node, set()).add(key)
-            return
+            locked = [n for n in self.state.node_names if self._node_locked_for(n, key)]
+            alternative = self.state.schedule(_excluding(pod, locked)) if self.pipeline_locked_nodes else None
+            if alternative is None or alternative.node is None:
+                self._park(node, key)
+                return
+            decision, node = alternative, alternative.node
         now = int(time.time())
         assumed = copy.deepcopy(pod)
         assumed["spec"]["nodeName"] = node
@@ -338,14 +385,21 @@ class HamiScheduler:
         locked = False
         try:
             if decision.requests_gpu:
-                await self.locks.lock(node, ns, name, node=self.nodes.get(None, node))
-                locked = True
+                # HAMi writes the filter annotations before it locks, so both may go out together.
                 patch = {"metadata": {"annotations": annotations, "labels": {ann.VGPU_NODE: node}}}
-                await self.client.patch("pods", name, patch, ns)
+                outcome = await asyncio.gather(
+                    self.locks.lock(node, ns, name, node=self.nodes.get(None, node)),
+                    self.client.patch("pods", name, patch, ns),
+                    return_exceptions=True,
+                )
+                locked = not isinstance(outcome[0], BaseException)
+                for result in outcome:
+                    if isinstance(result, BaseException):
+                        raise result
             await self.client.create_binding(ns, name, node, pod_uid=(pod.get("metadata") or {}).get("uid"))
         except NodeLockError as err:
             self._undo(key, node)
-            self._waiting.setdefault(node, set()).add(key)
+            self._park(node, key)
             await events.emit(self.client, pod, events.BINDING_FAILED, str(err), warning=True)
             return
         except Exception as err:
@@ -419,6 +473,19 @@ class HamiScheduler:
             await self.client.patch(
                 "pods", key[1], {"status": {"conditions": [condition]}}, key[0], subresource="status"
             )
+
+
+def _excluding(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
+    """A copy of the pod that may not land on `nodes` (a required node affinity on metadata.name)."""
+    clone = copy.deepcopy(pod)
+    affinity = clone.setdefault("spec", {}).setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    expression = {"key": "metadata.name", "operator": "NotIn", "values": list(nodes)}
+    required["nodeSelectorTerms"] = [
+        {**t, "matchFields": [*(t.get("matchFields") or []), expression]} for t in terms
+    ]
+    return clone
 
 
 def _capacity_view(node: dict[str, Any]) -> tuple[Any, ...]:

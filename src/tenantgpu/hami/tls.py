@@ -69,7 +69,7 @@ class ServingCert:
         return cls(leaf.public_bytes(pem), _pem_key(key), ca.public_bytes(pem))
 
     def server_context(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         with tempfile.TemporaryDirectory(prefix="tenantgpu-tls-") as tmp:
             cert_path, key_path = Path(tmp) / "c.pem", Path(tmp) / "k.pem"
             cert_path.write_bytes(self.cert_pem)

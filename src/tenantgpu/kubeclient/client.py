@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import uuid
@@ -13,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import aiohttp
+import orjson
 
 from tenantgpu.kubeclient.config import KubeConfig, load_kubeconfig
 from tenantgpu.kubeclient.errors import ApiError
@@ -95,7 +95,7 @@ class KubeClient:
         timeout: float = 30.0,
     ) -> dict[str, Any]:
         """One request; returns the decoded JSON body or raises ApiError with the server's Status."""
-        data = None if body is None else (body if isinstance(body, bytes | str) else json.dumps(body))
+        data = None if body is None else (body if isinstance(body, bytes | str) else orjson.dumps(body))
         headers = {"Content-Type": content_type} if data is not None else None
         async with self.session.request(
             method,
@@ -108,7 +108,7 @@ class KubeClient:
             raw = await resp.read()
             if resp.status >= 400:
                 raise ApiError.from_response(resp.status, raw)
-            return json.loads(raw) if raw else {}
+            return orjson.loads(raw) if raw else {}
 
     async def get_text(self, path: str, params: dict[str, str] | None = None) -> str:
         """GET a non-JSON body (e.g. pod logs)."""
@@ -323,7 +323,7 @@ def _selectors(label_selector: str | None, field_selector: str | None) -> dict[s
 
 
 def _decode_event(line: bytes, rk: ResourceKind) -> WatchEvent:
-    event = json.loads(line)
+    event = orjson.loads(line)
     kind, obj = event.get("type", ""), event.get("object") or {}
     if kind == "ERROR":
         raise ApiError(obj if obj.get("kind") == "Status" else {"code": 500, "reason": "InternalError"})

@@ -3,7 +3,11 @@
 Admission calls the device plugin's Allocate for GPU pods (HAMi's env, bind-phase, lock release), then
 Pending/ContainerCreating → Running → Succeeded/Failed as the GPU runtime model decides. Deletion is
 graceful: containers are stopped, then the pod object is removed with grace period 0, as the real
-kubelet's status manager does. Container logs are kept for `kubectl logs`.
+kubelet's status manager does. Container logs are kept in memory for `kubectl logs` (rebuilt when a
+restarted kubelet adopts a running pod).
+
+Simplifications: containers are not restarted (a failing workload ends its pod Failed whatever the
+restartPolicy), init containers complete at once, and probes are not run.
 """
 
 from __future__ import annotations
@@ -101,12 +105,16 @@ class Kubelet:
         self._admit_lock = asyncio.Lock()  # HAMi's Allocate is serialised by a mutex
         self.informer = Informer(client, "pods", field_selector=f"spec.nodeName={node_name}")
         self.informer.add_handler(self._on_pod)
+        # Its own Node, watched: the device plugin releases HAMi's lock with a fresh resourceVersion.
+        self.node_informer = Informer(client, "nodes", field_selector=f"metadata.name={node_name}")
 
     async def start(self) -> None:
+        await self.node_informer.start()
         await self.informer.start()
 
     async def stop(self) -> None:
         await self.informer.stop()
+        await self.node_informer.stop()
         tasks = [r.task for r in self.pods.values() if r.task and not r.task.done()]
         for task in tasks:
             task.cancel()
@@ -177,9 +185,14 @@ class Kubelet:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def _allocate_ip(self) -> str:
-        ip = f"10.244.{self._subnet}.{self._next_ip}"
-        self._next_ip = self._next_ip + 1 if self._next_ip < 254 else 2
-        return ip
+        """The next free address of the node's /24 (skipping those of pods it runs, e.g. after adoption)."""
+        in_use = {r.pod_ip for r in self.pods.values() if r.pod_ip and not r.finished}
+        for _ in range(253):
+            ip = f"10.244.{self._subnet}.{self._next_ip}"
+            self._next_ip = self._next_ip + 1 if self._next_ip < 254 else 2
+            if ip not in in_use:
+                return ip
+        return ip  # more than 253 live pods on one node: addresses are shared, as a full CIDR would fail
 
     async def _patch_status(self, record: PodRecord, status: dict[str, Any]) -> bool:
         try:
@@ -205,7 +218,8 @@ class Kubelet:
                 outcome = AllocateError(str(err))
             # A pod HAMi never bound is not HAMi's to mark; every other outcome is reported on the pod.
             if is_binding_pod(pod, self.node_name):
-                await report_allocation(self.client, pod, self.node_name, outcome)
+                node = self.node_informer.get(None, self.node_name)
+                await report_allocation(self.client, pod, self.node_name, outcome, node=node)
         if isinstance(outcome, AllocateError):
             await self._patch_status(record, podstatus.admission_failed_status(str(outcome)))
             record.finished = True
@@ -308,15 +322,16 @@ class Kubelet:
             plan = rt.plan_workload(annotations, env, gpus, self._share(record, name))
             plans[name] = plan
             out = record.logs[name]
-            if not adopted:
-                out.write(f"tenantgpu simulated container {name} on node {self.node_name}")
-                out.write("environment:")
-                for line in rt.container_env_lines(env):
-                    out.write(f"  {line}")
-                if gpus:
-                    out.write("$ nvidia-smi")
-                    used = int(float(annotations.get(rt.GPU_MEMORY_USED, "0") or 0))
-                    out.write(rt.nvidia_smi(gpus, used_mib=0 if plan.fails else used))
+            if adopted:  # logs live in memory; env and nvidia-smi are deterministic, so rebuild them
+                out.write("(log rebuilt after a kubelet restart)")
+            out.write(f"tenantgpu simulated container {name} on node {self.node_name}")
+            out.write("environment:")
+            for line in rt.container_env_lines(env):
+                out.write(f"  {line}")
+            if gpus:
+                out.write("$ nvidia-smi")
+                used = int(float(annotations.get(rt.GPU_MEMORY_USED, "0") or 0))
+                out.write(rt.nvidia_smi(gpus, used_mib=0 if plan.fails else used))
             for line in plan.log_lines:
                 out.write(line)
         durations = [p.runs_for for p in plans.values()]

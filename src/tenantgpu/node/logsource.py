@@ -36,7 +36,7 @@ class _Direct:
 def _insecure_context() -> ssl.SSLContext:
     # The simulated kubelet's serving certificate is self-signed, as with kube-apiserver's
     # --kubelet-certificate-authority unset.
-    ctx = ssl.create_default_context()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
     return ctx
@@ -59,6 +59,7 @@ class KubeletLogSource:
         self.node_lookup = node_lookup
         self.egress: _Egress = egress or _Direct()
         self.error: ErrorFactory = error or ValueError
+        self._tls = _insecure_context()
 
     async def stream(self, pod: dict[str, Any], options: Any) -> AsyncIterator[bytes]:
         meta = pod.get("metadata") or {}
@@ -77,7 +78,7 @@ class KubeletLogSource:
             path += "?" + urlencode(query)
         try:
             reader, writer = await self.egress.open_connection(host, port)
-            await writer.start_tls(_insecure_context(), server_hostname=host)
+            await writer.start_tls(self._tls, server_hostname=host)
         except OSError as err:
             raise self.error(f"dial kubelet {host}:{port}: {err}") from err
         try:

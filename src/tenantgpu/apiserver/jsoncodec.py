@@ -1,0 +1,21 @@
+"""JSON encoding and decoding for the API server's hot paths (orjson: ~10x the stdlib's speed)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON, as kube-apiserver writes it."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:  # e.g. an integer beyond 64 bits, which only the stdlib encodes
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def loads(data: bytes | str) -> Any:
+    """Parses JSON; raises ValueError on malformed input."""
+    return orjson.loads(data)

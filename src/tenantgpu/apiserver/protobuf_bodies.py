@@ -1,0 +1,194 @@
+"""Decoding the protobuf bodies kubectl ≥ 1.32 sends for typed creates (`create namespace/configmap/…`).
+
+Protobuf carries field numbers, not names, so each kind needs its schema; only the kinds kubectl's
+generator commands create on this server are described. Unknown fields are skipped.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterator
+from typing import Any
+
+MAGIC = b"k8s\x00"
+
+
+class ProtobufBodyError(ValueError):
+    """The body is not a Kubernetes protobuf envelope of a kind this server can decode."""
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise ProtobufBodyError("truncated varint")
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+
+
+def _fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
+    at = 0
+    while at < len(data):
+        key, at = _varint(data, at)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, at = _varint(data, at)
+            yield number, value
+        elif wire == 2:
+            length, at = _varint(data, at)
+            if at + length > len(data):
+                raise ProtobufBodyError("truncated field")
+            yield number, data[at : at + length]
+            at += length
+        elif wire == 1:
+            at += 8
+        elif wire == 5:
+            at += 4
+        else:
+            raise ProtobufBodyError(f"unsupported wire type {wire}")
+
+
+def _text(value: int | bytes) -> str:
+    if not isinstance(value, bytes):
+        raise ProtobufBodyError("expected a string")
+    return value.decode()
+
+
+def _map_entry(value: int | bytes, as_bytes: bool = False) -> tuple[str, str]:
+    if not isinstance(value, bytes):
+        raise ProtobufBodyError("expected a map entry")
+    key, item = "", ""
+    for number, part in _fields(value):
+        if number == 1:
+            key = _text(part)
+        elif number == 2:
+            item = base64.b64encode(part).decode() if as_bytes and isinstance(part, bytes) else _text(part)
+    return key, item
+
+
+Schema = dict[
+    int, tuple[str, Callable[[Any], Any], str]
+]  # number -> (json name, decoder, "one"|"list"|"map")
+
+
+def _message(schema: Schema) -> Callable[[Any], dict[str, Any]]:
+    def decode(value: int | bytes) -> dict[str, Any]:
+        if not isinstance(value, bytes):
+            raise ProtobufBodyError("expected a message")
+        result: dict[str, Any] = {}
+        for number, part in _fields(value):
+            entry = schema.get(number)
+            if entry is None:
+                continue
+            name, decoder, shape = entry
+            if shape == "list":
+                result.setdefault(name, []).append(decoder(part))
+            elif shape == "map":
+                key, item = decoder(part)
+                result.setdefault(name, {})[key] = item
+            else:
+                result[name] = decoder(part)
+        return result
+
+    return decode
+
+
+def _int(value: int | bytes) -> int:
+    if isinstance(value, bytes):
+        raise ProtobufBodyError("expected an integer")
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _bool(value: int | bytes) -> bool:
+    return bool(_int(value))
+
+
+_OBJECT_META = _message(
+    {
+        1: ("name", _text, "one"),
+        2: ("generateName", _text, "one"),
+        3: ("namespace", _text, "one"),
+        11: ("labels", _map_entry, "map"),
+        12: ("annotations", _map_entry, "map"),
+        14: ("finalizers", _text, "list"),
+    }
+)
+_REFERENCE = _message({1: ("kind", _text, "one"), 2: ("namespace", _text, "one"), 3: ("name", _text, "one")})
+_SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "Namespace": _message(
+        {
+            1: ("metadata", _OBJECT_META, "one"),
+            2: ("spec", _message({1: ("finalizers", _text, "list")}), "one"),
+        }
+    ),
+    "ConfigMap": _message(
+        {
+            1: ("metadata", _OBJECT_META, "one"),
+            2: ("data", _map_entry, "map"),
+            3: ("binaryData", lambda v: _map_entry(v, True), "map"),
+            4: ("immutable", _bool, "one"),
+        }
+    ),
+    "Secret": _message(
+        {
+            1: ("metadata", _OBJECT_META, "one"),
+            2: ("data", lambda v: _map_entry(v, True), "map"),
+            3: ("type", _text, "one"),
+            4: ("stringData", _map_entry, "map"),
+            5: ("immutable", _bool, "one"),
+        }
+    ),
+    "ServiceAccount": _message(
+        {
+            1: ("metadata", _OBJECT_META, "one"),
+            3: ("imagePullSecrets", _message({1: ("name", _text, "one")}), "list"),
+            4: ("automountServiceAccountToken", _bool, "one"),
+        }
+    ),
+    "TokenRequest": _message(
+        {
+            1: ("metadata", _OBJECT_META, "one"),
+            2: (
+                "spec",
+                _message(
+                    {
+                        1: ("audiences", _text, "list"),
+                        3: ("boundObjectRef", _REFERENCE, "one"),
+                        4: ("expirationSeconds", _int, "one"),
+                    }
+                ),
+                "one",
+            ),
+        }
+    ),
+    "Eviction": _message({1: ("metadata", _OBJECT_META, "one")}),
+    "DeleteOptions": _message({1: ("gracePeriodSeconds", _int, "one")}),
+}
+
+
+def decode_object(body: bytes) -> dict[str, Any]:
+    """The JSON form of a protobuf-encoded object of one of the supported kinds."""
+    if not body.startswith(MAGIC):
+        raise ProtobufBodyError("missing the k8s protobuf envelope")
+    api_version = kind = ""
+    raw = b""
+    for number, value in _fields(body[len(MAGIC) :]):
+        if number == 1 and isinstance(value, bytes):
+            for sub, part in _fields(value):
+                if sub == 1:
+                    api_version = _text(part)
+                elif sub == 2:
+                    kind = _text(part)
+        elif number == 2 and isinstance(value, bytes):
+            raw = value
+    decoder = _SCHEMAS.get(kind)
+    if decoder is None:
+        raise ProtobufBodyError(f"protobuf bodies of kind {kind!r} are not supported; send JSON")
+    obj = decoder(raw)
+    obj["apiVersion"] = api_version
+    obj["kind"] = kind
+    return obj

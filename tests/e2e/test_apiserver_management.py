@@ -1,0 +1,140 @@
+"""The management plane's extra kinds: Kamaji's TenantControlPlane (status, scale) and DataStore."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apiserver_harness import BackgroundLoop, Kubectl, RawClient, RunningAPIServer, kubectl_path, start_server
+
+from tenantgpu.apiserver import errors
+from tenantgpu.apiserver.hooks import LogOptions
+
+TCP = {
+    "apiVersion": "kamaji.clastix.io/v1alpha1",
+    "kind": "TenantControlPlane",
+    "metadata": {"name": "tenant-a", "namespace": "default"},
+    "spec": {
+        "controlPlane": {"deployment": {"replicas": 2}, "service": {"serviceType": "ClusterIP"}},
+        "kubernetes": {"version": "v1.31.4"},
+    },
+}
+
+
+class RecordedLogs:
+    """A PodLogSource standing in for the kubelet: serves fixed lines, refuses unknown containers."""
+
+    def __init__(self) -> None:
+        self.asked: list[LogOptions] = []
+
+    async def _lines(self, pod: dict[str, Any], options: LogOptions) -> AsyncIterator[bytes]:
+        self.asked.append(options)
+        if options.container == "broken":
+            raise errors.bad_request(f'container "broken" in pod "{pod["metadata"]["name"]}" is terminated')
+        yield b"line 1\n"
+        yield b"line 2\n"
+
+    def stream(self, pod: dict[str, Any], options: LogOptions) -> AsyncIterator[bytes]:
+        return self._lines(pod, options)
+
+
+@pytest.fixture(scope="module")
+def logs() -> RecordedLogs:
+    return RecordedLogs()
+
+
+@pytest.fixture(scope="module")
+def apiserver(
+    background_loop: BackgroundLoop, tmp_path_factory: pytest.TempPathFactory, logs: RecordedLogs
+) -> Iterator[RunningAPIServer]:
+    running = start_server(
+        background_loop, tmp_path_factory.mktemp("management"), "management", management=True, log_source=logs
+    )
+    yield running
+    background_loop.run(running.server.stop())
+
+
+def test_tenant_control_plane_lifecycle_with_kubectl(kubectl: Kubectl, tmp_path: Path) -> None:
+    manifest = tmp_path / "tcp.json"
+    manifest.write_text(json.dumps(TCP))
+    assert (
+        "tenantcontrolplane.kamaji.clastix.io/tenant-a created"
+        in kubectl("apply", "-f", str(manifest)).stdout
+    )
+    table = kubectl("get", "tcp").stdout
+    header = table.splitlines()[0].split()
+    assert header[:5] == ["NAME", "VERSION", "INSTALLED", "VERSION", "STATUS"] and header[-1] == "AGE"
+    assert "tenant-a" in table and "v1.31.4" in table
+    kubectl("scale", "tcp", "tenant-a", "--replicas=0")
+    tcp = json.loads(kubectl("get", "tcp", "tenant-a", "-o", "json").stdout)
+    assert tcp["spec"]["controlPlane"]["deployment"]["replicas"] == 0
+    assert tcp["metadata"]["generation"] == 2
+    status = {"status": {"kubernetesResources": {"version": {"status": "Sleeping", "version": "v1.31.4"}}}}
+    kubectl("patch", "tcp", "tenant-a", "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    kubectl("label", "tcp", "tenant-a", "team=a")  # a main-resource write may not touch status
+    tcp = json.loads(kubectl("get", "tcp", "tenant-a", "-o", "json").stdout)
+    assert tcp["status"]["kubernetesResources"]["version"]["status"] == "Sleeping"
+    assert tcp["metadata"]["generation"] == 2  # status and labels do not bump the generation
+    assert "Sleeping" in kubectl("get", "tcp").stdout
+    names = kubectl("api-resources", "--api-group=kamaji.clastix.io", "-o", "name").stdout.split()
+    assert names == ["datastores.kamaji.clastix.io", "tenantcontrolplanes.kamaji.clastix.io"]
+
+
+def test_datastore_is_cluster_scoped(kubectl: Kubectl) -> None:
+    store = {
+        "apiVersion": "kamaji.clastix.io/v1alpha1",
+        "kind": "DataStore",
+        "metadata": {"name": "default"},
+        "spec": {"driver": "etcd", "endpoints": ["127.0.0.1:2379"]},
+    }
+    kubectl("create", "-f", "-", input=json.dumps(store))
+    out = json.loads(kubectl("get", "datastores", "-o", "json").stdout)
+    assert [d["metadata"]["name"] for d in out["items"]] == ["default"]
+    assert "namespace" not in out["items"][0]["metadata"]
+
+
+def test_pod_logs_come_from_the_log_source(
+    kubectl: Kubectl, apiserver: RunningAPIServer, logs: RecordedLogs
+) -> None:
+    raw = RawClient(apiserver.kubeconfig)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "logged"},
+        "spec": {"containers": [{"name": "main", "image": "x"}, {"name": "broken", "image": "x"}]},
+    }
+    raw.request("POST", "/api/v1/namespaces/default/pods", pod)
+    pending = kubectl("logs", "logged", "-c", "main", check=False)
+    assert pending.returncode == 1 and "is waiting to start: ContainerCreating" in pending.stderr
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "logged"},
+        "target": {"name": "w1"},
+    }
+    raw.request("POST", "/api/v1/namespaces/default/pods/logged/binding", binding)
+    assert kubectl("logs", "logged", "-c", "main", "--tail=2").stdout == "line 1\nline 2\n"
+    assert logs.asked[-1].tail_lines == 2
+    unnamed = kubectl("logs", "logged", check=False)
+    assert "a container name must be specified" in unnamed.stderr or "Defaulted container" in unnamed.stderr
+    broken = kubectl("logs", "logged", "-c", "broken", check=False)
+    assert broken.returncode == 1 and 'container "broken" in pod "logged" is terminated' in broken.stderr
+
+
+def test_dispatcher_picks_the_matching_kubectl(apiserver: RunningAPIServer, tmp_path: Path) -> None:
+    """The `kubectl` on PATH runs the binary matching the server's minor version (v1.31 here)."""
+    env = {**os.environ, "HOME": str(tmp_path)}
+    out = subprocess.run(
+        [kubectl_path(), "--kubeconfig", str(apiserver.kubeconfig), "version", "-o", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert json.loads(out)["clientVersion"]["minor"] == "31"
