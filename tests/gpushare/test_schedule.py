@@ -192,10 +192,12 @@ def test_mutex_takes_only_idle_cards() -> None:
     }
 
 
-def test_equal_scores_pick_the_first_node_and_lowest_index_card() -> None:
+def test_equal_scores_pick_the_first_node_and_the_last_registered_card() -> None:
+    """Nodes: HAMi's order is nondeterministic, ours is the first upserted. Cards: Go's sort.Sort keeps
+    equal cards in registration order (insertion sort up to 12 elements) and Fit scans from the end."""
     s = state(node("n1", gpu("X0", 0), gpu("X1", 1)), node("n2", gpu("Y0", 0), gpu("Y1", 1)))
     d = s.schedule(gpu_pod("x", mem=10, cores=10))
-    assert d.node == "n1" and d.annotation == "X0,NVIDIA,10,10:;"
+    assert d.node == "n1" and d.annotation == "X1,NVIDIA,10,10:;"
     spread = state(
         node("n1", gpu("X0")), node("n2", gpu("Y0")), cfg=dataclasses.replace(CFG, node_policy="spread")
     )

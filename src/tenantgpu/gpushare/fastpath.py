@@ -18,7 +18,7 @@ from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare import reasons as r
 from tenantgpu.gpushare.basics import PodDemand, static_reason
 from tenantgpu.gpushare.nvidia import NVIDIA, _policy_contains, cordoned_devices, type_allowed
-from tenantgpu.gpushare.policy import WEIGHT, node_policy_of, spreads
+from tenantgpu.gpushare.policy import node_policy_of, node_score_of_sums, spreads
 from tenantgpu.gpushare.request import PERCENTAGE_UNSET, ContainerDeviceRequest
 from tenantgpu.gpushare.usage import DeviceHold
 
@@ -111,12 +111,14 @@ class ClusterIndex:
         self._type_cache: dict[tuple[str, str], np.ndarray] = {}
 
     def _node_score(self, i: int) -> float:
-        """ComputeDefaultScore with the reference's float operations, from the node sums."""
-        count, core, mem = int(self.n_count[i]), int(self.n_totalcore[i]), int(self.n_totalmem[i])
-        if count == 0 or core == 0 or mem == 0:
-            return 0.0
-        return WEIGHT * (
-            int(self.n_used[i]) / count + int(self.n_usedcores[i]) / core + int(self.n_usedmem[i]) / mem
+        """ComputeDefaultScore from the node sums, the reference's own function."""
+        return node_score_of_sums(
+            int(self.n_used[i]),
+            int(self.n_count[i]),
+            int(self.n_usedcores[i]),
+            int(self.n_totalcore[i]),
+            int(self.n_usedmem[i]),
+            int(self.n_totalmem[i]),
         )
 
     def _mark_cordoned(self, i: int, name: str, obj: dict[str, Any]) -> None:

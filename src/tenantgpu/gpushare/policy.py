@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -9,9 +10,24 @@ from typing import Any
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare.config import SharingConfig
 from tenantgpu.gpushare.device import DeviceUsage
-from tenantgpu.gpushare.request import ContainerDeviceRequest
+from tenantgpu.gpushare.request import PERCENTAGE_UNSET, ContainerDeviceRequest
 
 WEIGHT = 10  # HAMi's util.Weight
+
+_FLOAT32 = struct.Struct("<f")
+
+
+def float32(x: float) -> float:
+    """`x` rounded to IEEE single precision, as Go's float32 holds it.
+
+    HAMi computes device and node scores in float32, so sums that are equal in float32 but not in
+    float64 (0.1 + 0.2 vs 0.3) tie there; each operation is rounded separately, as Go does on amd64.
+    """
+    return _FLOAT32.unpack(_FLOAT32.pack(x))[0]
+
+
+def _ratio(part: int, whole: int) -> float:
+    return float32(float32(part) / float32(whole))
 
 
 @dataclass(frozen=True)
@@ -76,10 +92,12 @@ def gpu_policy_of(pod: dict[str, Any], cfg: SharingConfig) -> str:
 
 
 def device_score(dev: DeviceUsage, request: ContainerDeviceRequest | None, weights: ScoringWeights) -> float:
-    """ComputeScore: 10 * weighted (slots, cores, memory) fullness; the request counts on exact type match.
+    """ComputeScore: 10 * weighted (slots, cores, memory) fullness in float32; the request counts only
+    on an exact type match.
 
     HAMi's request type is "NVIDIA" and registered types are model names, so in a real cluster the
-    request never counts and the score is the card's fullness before the container.
+    request never counts and the score is the card's fullness before the container. Where it counts,
+    a percentage request takes precedence over gpumem here (unlike in Fit).
     """
     if dev.count == 0 or dev.totalcore == 0 or dev.totalmem == 0:
         return 0.0
@@ -87,12 +105,16 @@ def device_score(dev: DeviceUsage, request: ContainerDeviceRequest | None, weigh
     if request is not None and request.type == dev.type:
         slots += 1
         cores += request.coresreq
-        mem += request.memory_on(dev.totalmem)
-    return WEIGHT * (
-        weights.slot * slots / dev.count
-        + weights.core * cores / dev.totalcore
-        + weights.memory * mem / dev.totalmem
+        pct = request.mem_percentage
+        mem += dev.totalmem * pct // 100 if pct not in (0, PERCENTAGE_UNSET) else request.memreq
+    total = float32(
+        float32(
+            float32(weights.slot * _ratio(slots, dev.count))
+            + float32(weights.core * _ratio(cores, dev.totalcore))
+        )
+        + float32(weights.memory * _ratio(mem, dev.totalmem))
     )
+    return float32(WEIGHT * total)
 
 
 def sort_devices(
@@ -100,20 +122,23 @@ def sort_devices(
 ) -> list[int]:
     """Positions of `devices` in HAMi's sorted order; Fit scans the result from its end.
 
-    Where HAMi's single-policy comparators leave ties (sort.Sort is not stable), the device with the
-    lowest index sorts last, so it is tried first. Chained policies end in HAMi's own Index tie-break.
+    HAMi sorts with Go's sort.Sort, which for lists of up to 12 elements is an insertion sort and so
+    keeps devices its comparator calls equal in their current order (registration order for the
+    first container, the previous container's sorted order after that): the last of equals is tried
+    first. We keep that stable order for longer lists too (Go's pdqsort is not stable there).
+    Chained policies end in HAMi's own Index tie-break.
     """
     order = range(len(devices))
     if "," in policy or policy == "numa":
         return sorted(order, key=lambda i: _chain_key(devices[i], scores[i], policy, numa_bind))
     if policy == "mutex":
-        return sorted(order, key=lambda i: (-devices[i].used, devices[i].numa, -devices[i].index))
+        return sorted(order, key=lambda i: (-devices[i].used, devices[i].numa))
     binpack = policy == "binpack"
     sign = 1 if binpack else -1
     if numa_bind:
         numa_sign = -1 if binpack else 1
-        return sorted(order, key=lambda i: (numa_sign * devices[i].numa, sign * scores[i], -devices[i].index))
-    return sorted(order, key=lambda i: (sign * scores[i], devices[i].numa, -devices[i].index))
+        return sorted(order, key=lambda i: (numa_sign * devices[i].numa, sign * scores[i]))
+    return sorted(order, key=lambda i: (sign * scores[i], devices[i].numa))
 
 
 def _chain_key(dev: DeviceUsage, score: float, policy: str, numa_bind: bool) -> tuple[float, ...]:
@@ -140,15 +165,26 @@ def _chain_key(dev: DeviceUsage, score: float, policy: str, numa_bind: bool) -> 
 
 def node_score(devices: Sequence[DeviceUsage]) -> float:
     """ComputeDefaultScore: 10 * (used/count + usedcores/totalcore + usedmem/totalmem), node sums."""
-    total = sum(d.count for d in devices)
-    total_core = sum(d.totalcore for d in devices)
-    total_mem = sum(d.totalmem for d in devices)
-    if total == 0 or total_core == 0 or total_mem == 0:
+    return node_score_of_sums(
+        sum(d.used for d in devices),
+        sum(d.count for d in devices),
+        sum(d.usedcores for d in devices),
+        sum(d.totalcore for d in devices),
+        sum(d.usedmem for d in devices),
+        sum(d.totalmem for d in devices),
+    )
+
+
+def node_score_of_sums(
+    used: int, count: int, used_core: int, total_core: int, used_mem: int, total_mem: int
+) -> float:
+    """The node score from the node's sums, in float32 as HAMi computes it; 0 when a total is 0."""
+    if count == 0 or total_core == 0 or total_mem == 0:
         return 0.0
-    used = sum(d.used for d in devices)
-    used_core = sum(d.usedcores for d in devices)
-    used_mem = sum(d.usedmem for d in devices)
-    return WEIGHT * (used / total + used_core / total_core + used_mem / total_mem)
+    total = float32(
+        float32(_ratio(used, count) + _ratio(used_core, total_core)) + _ratio(used_mem, total_mem)
+    )
+    return float32(WEIGHT * total)
 
 
 def spreads(node_policy: str) -> bool:

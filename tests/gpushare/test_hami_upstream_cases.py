@@ -1,0 +1,263 @@
+"""HAMi v2.10.0's own unit-test tables, restated as our inputs and expected outputs.
+
+Each test names the upstream file and case it restates (Project-HAMi/HAMi tag v2.10.0). The cases are
+re-expressed with our data structures; no Go code is copied.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from gpushare_objects import container, gpu, gpu_pod, node, placed, pod
+
+from tenantgpu.gpushare import ClusterState, SharingConfig
+from tenantgpu.gpushare import reasons as r
+from tenantgpu.gpushare.device import ContainerDevice, DeviceUsage
+from tenantgpu.gpushare.nvidia import NvidiaGPUs
+from tenantgpu.gpushare.policy import ScoringWeights, device_score, node_score
+from tenantgpu.gpushare.reasons import parse_reason
+from tenantgpu.gpushare.request import ContainerDeviceRequest
+from tenantgpu.gpushare.vendor import FitContext
+
+NV = "NVIDIA"  # HAMi's unit tests register devices with type exactly "NVIDIA", so requests count in scores
+
+
+def usage(
+    uuid: str,
+    *,
+    numa: int = 0,
+    used: int = 0,
+    count: int = 4,
+    totalmem: int = 8192,
+    usedmem: int = 0,
+    usedcores: int = 0,
+    totalcore: int = 100,
+    index: int = 0,
+    mode: str = "hami-core",
+    health: bool = True,
+    typ: str = NV,
+) -> DeviceUsage:
+    return DeviceUsage(
+        uuid, index, count, totalmem, totalcore, typ, numa, mode, health, used, usedmem, usedcores
+    )
+
+
+def fit(
+    devices: list[DeviceUsage], request: ContainerDeviceRequest, annotations: dict[str, str] | None = None
+):
+    notes = dict(annotations or {})
+    p = pod("p", annotations=notes)
+    ctx = FitContext(pod=p, annotations=notes, node=None, gpu_policy="spread", num_init=0)
+    return NvidiaGPUs(SharingConfig()).fit(devices, request, ctx)
+
+
+def req(nums: int = 1, memreq: int = 1024, pct: int = 100, cores: int = 1) -> ContainerDeviceRequest:
+    return ContainerDeviceRequest(nums=nums, type=NV, memreq=memreq, mem_percentage=pct, coresreq=cores)
+
+
+# --- pkg/scheduler/score_test.go Test_fitInCertainDevice ------------------------------------------
+
+
+def test_fit_device_count_less_than_used() -> None:
+    """score_test.go Test_fitInCertainDevice "device count less than device used"."""
+    res = fit([usage("test-0", numa=1, used=5, usedmem=2048, usedcores=1, totalcore=4)], req())
+    assert not res.ok and parse_reason(res.reason) == {r.CARD_TIME_SLICING_EXHAUSTED: 1}
+
+
+def test_fit_core_limit_over_100_is_clamped_then_insufficient() -> None:
+    """score_test.go Test_fitInCertainDevice "core limit exceed 100": 200 cores clamp to 100, card has 3 left."""
+    res = fit([usage("test-0", numa=1, used=1, usedmem=2048, usedcores=1, totalcore=4)], req(cores=200))
+    assert not res.ok and parse_reason(res.reason) == {r.CARD_INSUFFICIENT_CORE: 1}
+
+
+def test_fit_percentage_of_a_full_card() -> None:
+    """score_test.go Test_fitInCertainDevice "card insufficient remaining memory" (0 MiB, 100 %)."""
+    dev = usage("test-0", numa=1, used=1, totalmem=8000, usedmem=8000, usedcores=1, totalcore=4)
+    res = fit([dev], req(memreq=0, cores=100))
+    assert not res.ok and parse_reason(res.reason) == {r.CARD_INSUFFICIENT_MEMORY: 1}
+
+
+def test_fit_exclusive_request_on_used_card() -> None:
+    """score_test.go Test_fitInCertainDevice "the container wants exclusive access to an entire card"."""
+    res = fit([usage("test-0", numa=1, used=1, usedmem=2048)], req(memreq=100, cores=100))
+    assert not res.ok and parse_reason(res.reason) == {r.EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT: 1}
+
+
+def test_fit_zero_cores_on_a_card_with_all_cores_taken() -> None:
+    """score_test.go Test_fitInCertainDevice "can't allocate core=0 job to an already full GPU"."""
+    dev = usage("test-0", numa=1, used=1, usedmem=2048, usedcores=1, totalcore=1)
+    res = fit([dev], req(cores=0))
+    assert not res.ok and parse_reason(res.reason) == {r.CARD_COMPUTE_UNITS_EXHAUSTED: 1}
+
+
+def test_fit_uuid_mismatch() -> None:
+    """score_test.go Test_fitInCertainDevice "card uuid don't match" (use-gpuuuid: abc)."""
+    dev = usage("test-0", numa=1, used=1, usedmem=2048, usedcores=1, totalcore=4)
+    res = fit([dev], req(), {"nvidia.com/use-gpuuuid": "abc"})
+    assert not res.ok and parse_reason(res.reason) == {r.CARD_UUID_MISMATCH: 1}
+
+
+def test_fit_numa_not_fit() -> None:
+    """score_test.go Test_fitInCertainDevice "numa not fit": 2 cards on NUMA 0 and 1, 2 wanted, numa-bind;
+    the partial pick on NUMA 1 is dropped (NumaNotFit 1) and test-0 alone is left (1 allocated, short)."""
+    devs = [
+        usage("test-0", numa=0, used=1, usedmem=2048, usedcores=1, totalcore=4),
+        usage("test-1", numa=1, used=1, usedmem=2048, usedcores=1, totalcore=4),
+    ]
+    res = fit(devs, req(nums=2), {"nvidia.com/numa-bind": "true"})
+    assert not res.ok
+    assert parse_reason(res.reason) == {r.NUMA_NOT_FIT: 1, r.ALLOCATED_CARDS_INSUFFICIENT_REQUEST: 1}
+    assert res.devices == [ContainerDevice("test-0", NV, 1024, 1)]
+
+
+def test_fit_mixed_reasons_over_nvidia_cards() -> None:
+    """score_test.go Test_fitInCertainDevice "test device kind of not fit reason" (the NVIDIA cards of it):
+    3 outside the UUID list, 4 slot-exhausted, 2 short of memory, 1 short of cores, out of 10."""
+
+    def d(uuid: str, used: int = 1, usedmem: int = 2048, usedcores: int = 1) -> DeviceUsage:
+        return usage(uuid, numa=1, used=used, usedmem=usedmem, usedcores=usedcores)
+
+    devs = [d("b"), d("q"), d("i")]
+    devs += [d(u, used=4) for u in "cjul"]
+    devs += [d("d", usedmem=8048), d("m", usedmem=8048), d("e", usedcores=90)]
+    res = fit(devs, req(nums=2, cores=20), {"nvidia.com/use-gpuuuid": "a,f,c,d,e,g,h,j,l,u,m"})
+    assert not res.ok
+    assert res.reason == (
+        "1/10 CardInsufficientCore, 2/10 CardInsufficientMemory, 3/10 CardUuidMismatch, "
+        "4/10 CardTimeSlicingExhausted"
+    )
+
+
+# --- pkg/scheduler/score_test.go Test_calcScore ------------------------------------------------
+
+
+def _typed_node(name: str, *uuids: str, mem: int = 8000, distinct_index: bool = True) -> dict:
+    return node(
+        name,
+        *(gpu(u, i if distinct_index else 0, mem=mem, model=NV) for i, u in enumerate(uuids)),
+    )
+
+
+def test_calc_score_spread_two_containers_not_on_same_device() -> None:
+    """score_test.go Test_calcScore "one node two device one pod two containers use two device with
+    spread,should not in same device": equal cards uuid1 (index 0), uuid2 (index 1); the first container
+    (8000 MiB, 30 cores) gets uuid2 — Go's sort keeps equal cards in registration order and Fit scans
+    from the end — and the second (1000 MiB, 30 cores) then gets the emptier uuid1."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(_typed_node("node1", "uuid1", "uuid2"))
+    limits = [{"nvidia.com/gpu": 1, "nvidia.com/gpumem": m, "nvidia.com/gpucores": 30} for m in (8000, 1000)]
+    p = pod("test1", container("a", limits=limits[0]), container("b", limits=limits[1]))
+    d = s.schedule(p)
+    assert d.node == "node1"
+    assert d.annotation == "uuid2,NVIDIA,8000,30:;uuid1,NVIDIA,1000,30:;"
+
+
+def test_calc_score_one_node_two_devices_equal_index() -> None:
+    """score_test.go Test_calcScore "one node two device one pod one container use one device": two
+    idle equal cards, both with index 0; the second listed (uuid2) is chosen."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(_typed_node("node1", "uuid1", "uuid2", distinct_index=False))
+    d = s.schedule(gpu_pod("test1", mem=1000, cores=30))
+    assert d.annotation == "uuid2,NVIDIA,1000,30:;"
+    assert d.node_scores == {"node1": 0.0}
+
+
+def test_calc_score_second_of_three_containers() -> None:
+    """score_test.go Test_calcScore "one node one device one pod with three containers, middle container
+    uses one device": with type-"NVIDIA" cards the GPU-less containers leave empty segments."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(_typed_node("node1", "uuid1"))
+    gpu_limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 30}
+    p = pod("test1", container("a"), container("b", limits=gpu_limits), container("c"))
+    assert s.schedule(p).annotation == ";uuid1,NVIDIA,1000,30:;;"
+
+
+def test_calc_score_not_enough_resource_fails_the_node() -> None:
+    """score_test.go Test_calcScore "one node one device ... not enough resource,node should be failed"."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(_typed_node("node1", "uuid1"))
+    d = s.schedule(gpu_pod("test1", mem=9000, cores=30))
+    assert d.node is None
+    assert d.failed_nodes == {"node1": "1/1 CardInsufficientMemory"}
+
+
+def test_fit_in_devices_more_cards_than_the_node_has() -> None:
+    """score_test.go Test_fitInDevices "request devices nums cannot exceed the total number of devices"."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(_typed_node("node1", "uuid1", "uuid2"))
+    d = s.schedule(gpu_pod("test1", gpus=3, mem=1000, cores=30))
+    assert d.failed_nodes == {"node1": r.NODE_INSUFFICIENT_DEVICE}
+
+
+def test_init_container_bigger_than_any_card_fails_the_node() -> None:
+    """score_test.go Test_calcScore "init container requests more memory than any single device has"."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(_typed_node("node1", "uuid1", "uuid2"))
+    init = container(
+        "init", limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 9000, "nvidia.com/gpucores": 10}
+    )
+    app = container("app", limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 10})
+    d = s.schedule(pod("p", app, init=[init]))
+    assert d.node is None
+    assert d.failed_nodes == {"node1": "2/2 CardInsufficientMemory"}
+
+
+def test_init_and_app_container_share_capacity() -> None:
+    """score_test.go Test_calcScore "one node two devices, pod has one init container (uses 1 device) and
+    one regular container (uses 1 device) - tests InitContainer capacity reset": two idle cards (both
+    index 0); the init container's card is free again for the app container, both get uuid2."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(_typed_node("node1", "uuid1", "uuid2", distinct_index=False))
+    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 30}
+    d = s.schedule(pod("p", container("app", limits=limits), init=[container("init", limits=limits)]))
+    assert d.annotation == "uuid2,NVIDIA,1000,30:;uuid2,NVIDIA,1000,30:;"
+
+
+# --- float32 scores (pkg/scheduler/policy/gpu_policy.go ComputeScore, node_policy.go) --------------
+
+
+def test_device_scores_are_float32() -> None:
+    """gpu_policy.go ComputeScore computes in float32: 1 slot + 200/1000 MiB and 3 slots + nothing are
+    both exactly 3.0 there (in float64 the first is 3.0000000000000004), so they tie; the tie keeps
+    registration order and Fit tries the later card first."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(node("n", gpu("B", 0, mem=1000), gpu("A", 1, mem=1000)))
+    s.upsert_pod(placed("a1", "n", "A,NVIDIA,200,0:;"))
+    for i in range(3):
+        s.upsert_pod(placed(f"b{i}", "n", "B,NVIDIA,0,0:;"))
+    scores = [device_score(d, None, ScoringWeights()) for d in s.node_devices("n")]
+    assert scores == [3.0, 3.0]
+    assert s.schedule(gpu_pod("x", mem=10, cores=0)).annotation == "A,NVIDIA,10,0:;"
+
+
+def test_node_scores_are_float32() -> None:
+    """node_policy.go ComputeDefaultScore is float32 too: equal there, so our tie rule (first node) wins
+    under binpack although float64 would put the second node ahead."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(node("n2", gpu("B", 0, mem=1000)))
+    s.upsert_node(node("n1", gpu("A", 0, mem=1000)))
+    s.upsert_pod(placed("a1", "n1", "A,NVIDIA,200,0:;"))
+    for i in range(3):
+        s.upsert_pod(placed(f"b{i}", "n2", "B,NVIDIA,0,0:;"))
+    assert node_score(s.node_devices("n1")) == node_score(s.node_devices("n2")) == 3.0
+    for fast in (True, False):
+        assert s.schedule(gpu_pod("x", mem=10, cores=0), fast=fast).node == "n2"
+
+
+def test_percentage_beats_gpumem_in_the_device_score_only() -> None:
+    """gpu_policy.go ComputeScore takes a set percentage before Memreq; Fit takes Memreq first."""
+    dev = usage("d", count=10, totalmem=1000)
+    both = ContainerDeviceRequest(nums=1, type=NV, memreq=100, mem_percentage=50, coresreq=0)
+    assert device_score(dev, both, ScoringWeights()) == 10 * (0.1 + 0.5)
+    assert fit([dev], both).devices == [ContainerDevice("d", NV, 100, 0)]
+
+
+@pytest.mark.parametrize("policy", ["spread", "binpack"])
+def test_mutex_and_policy_ties_keep_registration_order(policy: str) -> None:
+    """gpu_policy.go Less via sort.Sort (insertion sort for <= 12 cards, hence stable): three idle
+    equal cards, the last registered is tried first under both single policies."""
+    cfg = dataclasses.replace(SharingConfig(), gpu_policy=policy)
+    s = ClusterState(cfg)
+    s.upsert_node(node("n", gpu("G0", 0), gpu("G1", 1), gpu("G2", 2)))
+    assert s.schedule(gpu_pod("x", mem=10, cores=10)).annotation == "G2,NVIDIA,10,10:;"
