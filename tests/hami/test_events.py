@@ -24,10 +24,10 @@ def test_filtering_failed_groups_nodes_per_reason() -> None:
             "c": "node unregistered",
         },
     )
+    # HAMi groups only "<k>/<n> Reason" strings (ParseReason); "node unregistered" counts in N only
     assert events.filtering_failed_messages(decision) == [
         "2 nodes CardInsufficientMemory(a,b)",
         "1 nodes CardTimeSlicingExhausted(b)",
-        "1 nodes node unregistered(c)",
         "no available node, 3 nodes do not meet",
     ]
     assert events.unschedulable_message(3, decision) == (
@@ -38,3 +38,10 @@ def test_filtering_failed_groups_nodes_per_reason() -> None:
 def test_binding_messages() -> None:
     assert events.binding_succeed_message("n1", "ns", "p") == "Successfully binding node [n1] to ns/p"
     assert events.scheduled_message("n1", "ns", "p") == "Successfully assigned ns/p to n1"
+
+
+def test_filtering_failed_skips_plain_reasons_and_kube_scheduler_nodes() -> None:
+    """HAMi scheduler.go recordFilteringFailures + common.ParseReason: `NodeInsufficientDevice` has no
+    count, so no per-reason event; a node kube-scheduler filtered out never reached the extender."""
+    decision = Decision(None, failed_nodes={"a": "NodeInsufficientDevice", "b": "Insufficient cpu"})
+    assert events.filtering_failed_messages(decision) == ["no available node, 1 nodes do not meet"]

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from tenantgpu.gpushare import Decision
+from tenantgpu.gpushare import reasons as r
 from tenantgpu.kubeclient import KubeClient
 
 log = logging.getLogger(__name__)
@@ -42,13 +43,32 @@ def reasons_by_node(failed_nodes: dict[str, str]) -> dict[str, list[str]]:
     return grouped
 
 
+_KUBE_SCHEDULER_REASONS = frozenset(
+    {
+        r.INSUFFICIENT_CPU,
+        r.INSUFFICIENT_MEMORY,
+        r.TOO_MANY_PODS,
+        r.NODE_UNSCHEDULABLE,
+        r.NODE_SELECTOR_MISMATCH,
+        r.UNTOLERATED_TAINT,
+    }
+)
+
+
 def filtering_failed_messages(decision: Decision) -> list[str]:
-    """One `<n> nodes <Reason>(<nodes>)` per reason, then `no available node, <N> nodes do not meet`."""
-    out = [
-        f"{len(nodes)} nodes {reason}({','.join(nodes)})"
-        for reason, nodes in reasons_by_node(decision.failed_nodes).items()
-    ]
-    out.append(f"no available node, {len(decision.failed_nodes)} nodes do not meet")
+    """One `<n> nodes <Reason>(<nodes>)` per reason, then `no available node, <N> nodes do not meet`.
+
+    As HAMi's recordFilteringFailures: only GenReason strings are grouped (ParseReason skips plain
+    texts such as `NodeInsufficientDevice` or `node unregistered`), and N counts the nodes the
+    extender was asked about, i.e. not those kube-scheduler's own filters already removed.
+    """
+    grouped: dict[str, list[str]] = {}
+    for node, text in sorted(decision.failed_nodes.items()):
+        for reason in r.parse_reason(text):
+            grouped.setdefault(reason, []).append(node)
+    out = [f"{len(nodes)} nodes {reason}({','.join(nodes)})" for reason, nodes in grouped.items()]
+    asked = [n for n, text in decision.failed_nodes.items() if text not in _KUBE_SCHEDULER_REASONS]
+    out.append(f"no available node, {len(asked)} nodes do not meet")
     return out
 
 
