@@ -11,11 +11,12 @@ import dataclasses
 import pytest
 from gpushare_objects import container, gpu, gpu_pod, node, placed, pod
 
-from tenantgpu.gpushare import ClusterState, SharingConfig
+from tenantgpu.gpushare import ClusterState, SharingConfig, mutate_pod
 from tenantgpu.gpushare import reasons as r
 from tenantgpu.gpushare.device import ContainerDevice, DeviceUsage
 from tenantgpu.gpushare.nvidia import NvidiaGPUs
 from tenantgpu.gpushare.policy import ScoringWeights, device_score, node_score
+from tenantgpu.gpushare.quota import QuotaBook
 from tenantgpu.gpushare.reasons import parse_reason
 from tenantgpu.gpushare.request import ContainerDeviceRequest
 from tenantgpu.gpushare.vendor import FitContext
@@ -261,3 +262,179 @@ def test_mutex_and_policy_ties_keep_registration_order(policy: str) -> None:
     s = ClusterState(cfg)
     s.upsert_node(node("n", gpu("G0", 0), gpu("G1", 1), gpu("G2", 2)))
     assert s.schedule(gpu_pod("x", mem=10, cores=10)).annotation == "G2,NVIDIA,10,10:;"
+
+
+# --- pkg/device/quota_test.go and pkg/scheduler/webhook_test.go TestFitResourceQuota --------------
+
+MEM, CORES = "nvidia.com/gpumem", "nvidia.com/gpucores"
+
+
+def book() -> QuotaBook:
+    return QuotaBook([MEM, CORES], memory_resource=MEM)
+
+
+def test_quota_fit_limits_and_memory_factor() -> None:
+    """quota_test.go TestFitQuota: used 1000/2000 MiB and 200/400 cores; the memory limit scales with
+    memoryFactor; a namespace without quota is unlimited."""
+    rq = {
+        "metadata": {"name": "q", "namespace": "testns"},
+        "spec": {"hard": {f"limits.{MEM}": 2000, f"limits.{CORES}": 400}},
+    }
+    for factor, mem, cores, fits in (
+        (1, 500, 100, True),
+        (1, 1500, 100, False),
+        (1, 500, 300, False),
+        (2, 1000, 100, True),
+        (2, 5000, 100, False),
+    ):
+        b = QuotaBook([MEM, CORES], memory_factor=factor, memory_resource=MEM)
+        b.upsert_quota(rq)
+        b.add_usage("testns", {MEM: 1000, CORES: 200})
+        assert b.fits("testns", {MEM: mem, CORES: cores}) is fits, (factor, mem, cores)
+        assert b.fits("otherns", {MEM: 1500, CORES: 100})
+
+
+def test_quota_explicit_zero_blocks() -> None:
+    """quota_test.go TestFitQuotaExplicitZeroBlocks: `limits.nvidia.com/gpumem: 0` blocks any request."""
+    b = book()
+    b.upsert_quota(
+        {"metadata": {"name": "q", "namespace": "team-zero"}, "spec": {"hard": {f"limits.{MEM}": "0"}}}
+    )
+    assert not b.fits("team-zero", {MEM: 500, CORES: 0})
+
+
+def test_quota_usage_never_negative() -> None:
+    """quota_test.go TestAddUsageAndRmUsage: removing more than recorded stops at 0."""
+    b = book()
+    b.add_usage("testns", {MEM: 1000, CORES: 100})
+    b.remove_usage("testns", {MEM: 1000, CORES: 100})
+    b.remove_usage("testns", {MEM: 1000, CORES: 100})
+    assert b.used("testns", MEM) == 0 and b.used("testns", CORES) == 0
+
+
+def test_quota_delete_and_non_limits_keys() -> None:
+    """quota_test.go TestAddQuotaAndDelQuota and TestDelQuotaNonLimitsKey: deleting clears the limits;
+    `requests.*` and other keys are not tracked, so a quota with only those changes nothing."""
+    b = book()
+    b.upsert_quota(
+        {
+            "metadata": {"name": "q", "namespace": "testns"},
+            "spec": {"hard": {f"limits.{MEM}": 100, f"limits.{CORES}": 10}},
+        }
+    )
+    other = {
+        "metadata": {"name": "other", "namespace": "testns"},
+        "spec": {"hard": {f"requests.{MEM}": 50, f"0123456{MEM}": 50}},
+    }
+    b.upsert_quota(other)
+    b.remove_quota("testns", "other")
+    assert b.limit("testns", MEM) == 100 and b.limit("testns", CORES) == 10
+    b.remove_quota("testns", "q")
+    assert b.limit("testns", MEM) is None and b.limit("testns", CORES) is None
+
+
+def test_quota_update_drops_keys_the_new_object_lacks() -> None:
+    """quota_test.go TestUpdateQuota: 1000/100 -> 2000 with no core key: memory 2000, core limit released,
+    recorded usage kept."""
+    b = book()
+    b.upsert_quota(
+        {
+            "metadata": {"name": "q", "namespace": "ns"},
+            "spec": {"hard": {f"limits.{MEM}": 1000, f"limits.{CORES}": 100}},
+        }
+    )
+    b.upsert_quota({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": {f"limits.{MEM}": 2000}}})
+    assert b.limit("ns", MEM) == 2000 and b.limit("ns", CORES) is None
+    b.add_usage("ns", {MEM: 500})
+    b.upsert_quota({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": {f"limits.{MEM}": 3000}}})
+    assert b.used("ns", MEM) == 500 and b.limit("ns", MEM) == 3000
+
+
+def test_quota_deleting_one_of_two_quotas_clears_the_shared_limit() -> None:
+    """quota.go delQuotaLocked: one limit per namespace and resource; deleting any quota naming it
+    clears it (LimitSet false), even if another ResourceQuota still names it."""
+    b = book()
+    b.upsert_quota({"metadata": {"name": "a", "namespace": "ns"}, "spec": {"hard": {f"limits.{MEM}": 1000}}})
+    b.upsert_quota({"metadata": {"name": "b", "namespace": "ns"}, "spec": {"hard": {f"limits.{MEM}": 3000}}})
+    assert b.limit("ns", MEM) == 3000  # the last written wins
+    b.remove_quota("ns", "b")
+    assert b.limit("ns", MEM) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "app", "init", "allowed"),
+    [
+        ("quota passed", [(1, 100)], [], True),
+        ("quota exceeded", [(1, 1024)], [], False),
+        ("request multiple gpus", [(2, 1024)], [], False),
+        ("request multiple gpus within quota", [(2, 400)], [], True),
+        (
+            "InitContainers run sequentially: max init fits quota, but simple sum would exceed",
+            [(1, 500)],
+            [(1, 800), (1, 800)],
+            True,
+        ),
+        ("InitContainer request exceeds quota directly", [(1, 100)], [(1, 1500)], False),
+    ],
+)
+def test_webhook_fit_resource_quota(name: str, app: list, init: list, allowed: bool) -> None:
+    """webhook_test.go TestFitResourceQuota (NVIDIA cases): used 1000/2000 MiB, 200/400 cores in
+    `default`; the pod's request is max(sum of app containers, largest init container), gpumem x gpus."""
+    b = book()
+    b.upsert_quota(
+        {
+            "metadata": {"name": "q", "namespace": "default"},
+            "spec": {"hard": {f"limits.{MEM}": 2000, f"limits.{CORES}": 400}},
+        }
+    )
+    b.add_usage("default", {MEM: 1000, CORES: 200})
+
+    def ctr(i: int, n: int, mem: int) -> dict:
+        return container(f"c{i}", limits={"nvidia.com/gpu": n, MEM: mem})
+
+    p = pod(
+        "p",
+        *(ctr(i, n, m) for i, (n, m) in enumerate(app)),
+        init=[ctr(9 + i, n, m) for i, (n, m) in enumerate(init)] or None,
+    )
+    adm = mutate_pod(p, SharingConfig(), b)
+    assert adm.allowed is allowed, name
+    if not allowed:
+        assert adm.message == "exceeding resource quota"
+
+
+# --- pkg/scheduler/webhook_test.go ----------------------------------------------------------------
+
+
+def test_webhook_pod_with_node_name_is_denied() -> None:
+    """webhook_test.go TestPodHasNodeName: a GPU pod with spec.nodeName set is denied."""
+    adm = mutate_pod(gpu_pod("p", mem=1000, nodeName="node1"), SharingConfig())
+    assert not adm.allowed and adm.message == "pod has node assigned"
+
+
+def test_webhook_other_scheduler_is_left_alone() -> None:
+    """webhook_test.go TestPodHasDifferentScheduler: allowed, not mutated."""
+    adm = mutate_pod(gpu_pod("p", mem=1000, schedulerName="some-scheduler"), SharingConfig())
+    assert adm.allowed and not adm.mutated and adm.patch == []
+
+
+def test_webhook_empty_containers_denied() -> None:
+    """webhook_test.go TestEmptyContainersDenied."""
+    p = pod("p")
+    p["spec"]["containers"] = []
+    adm = mutate_pod(p, SharingConfig())
+    assert not adm.allowed and adm.message == "pod has no containers"
+
+
+def test_webhook_sets_scheduler_name_when_none_given() -> None:
+    """webhook_test.go TestSchedulerNameEmptyNoOverwrite: a GPU pod without schedulerName gets a patch
+    setting it to hami-scheduler."""
+    adm = mutate_pod(gpu_pod("p", mem=1000), SharingConfig())
+    assert adm.allowed
+    assert {"op": "add", "path": "/spec/schedulerName", "value": "hami-scheduler"} in adm.patch
+
+
+def test_webhook_non_gpu_pod_allowed_unchanged() -> None:
+    """webhook_test.go TestNonGPUPodAllowedAdmission: allowed, schedulerName untouched."""
+    adm = mutate_pod(pod("p", container(limits={"cpu": "1"})), SharingConfig())
+    assert adm.allowed and "schedulerName" not in adm.pod["spec"]

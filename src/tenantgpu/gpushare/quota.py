@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tenantgpu.gpushare.quantity import QuantityError, as_int64
@@ -12,21 +12,23 @@ from tenantgpu.gpushare.quantity import QuantityError, as_int64
 @dataclass
 class _Entry:
     used: int = 0
-    limits: dict[str, int] = field(default_factory=dict)  # quota object name -> limit, in arrival order
-
-    def limit(self) -> int | None:
-        # HAMi keeps one limit per namespace and resource: the last ResourceQuota written wins.
-        return next(reversed(self.limits.values())) if self.limits else None
+    limit: int | None = None  # None: no limit set (HAMi's LimitSet false)
 
 
 class QuotaBook:
-    """Per namespace: used and limit of the vendor memory (MiB) and core resources."""
+    """Per namespace: used and limit of the vendor memory (MiB) and core resources.
+
+    As HAMi's QuotaManager: one limit per namespace and resource, the last ResourceQuota written wins,
+    and removing (or rewriting) a ResourceQuota clears the limits it named, even if another
+    ResourceQuota of the namespace named them too.
+    """
 
     def __init__(self, resources: Iterable[str], memory_factor: int = 1, memory_resource: str = "") -> None:
         self._resources = frozenset(resources)
         self._memory_resource = memory_resource
         self._memory_factor = memory_factor
         self._book: dict[str, dict[str, _Entry]] = {}
+        self._named: dict[tuple[str, str], list[str]] = {}  # quota -> the resources it limits
 
     def _entry(self, namespace: str, resource: str) -> _Entry:
         return self._book.setdefault(namespace, {}).setdefault(resource, _Entry())
@@ -35,7 +37,8 @@ class QuotaBook:
         """Track `spec.hard["limits.<resource>"]` for managed resources; other keys are ignored as by HAMi."""
         meta = quota.get("metadata") or {}
         namespace, name = meta.get("namespace", "default"), meta.get("name", "")
-        self.remove_quota(namespace, name)
+        self.remove_quota(namespace, name)  # UpdateQuota: the old object's limits go first
+        named: list[str] = []
         for key, value in ((quota.get("spec") or {}).get("hard") or {}).items():
             if not key.startswith("limits."):
                 continue
@@ -48,11 +51,13 @@ class QuotaBook:
                 limit = None
             if limit is None:
                 continue
-            self._entry(namespace, resource).limits[name] = limit
+            self._entry(namespace, resource).limit = limit
+            named.append(resource)
+        self._named[(namespace, name)] = named
 
     def remove_quota(self, namespace: str, name: str) -> None:
-        for entry in self._book.get(namespace, {}).values():
-            entry.limits.pop(name, None)
+        for resource in self._named.pop((namespace, name), []):
+            self._entry(namespace, resource).limit = None
 
     def add_usage(self, namespace: str, usage: dict[str, int]) -> None:
         for resource, amount in usage.items():
@@ -65,7 +70,7 @@ class QuotaBook:
 
     def limited(self, namespace: str) -> bool:
         """Does any managed quota constrain this namespace?"""
-        return any(e.limit() is not None for e in self._book.get(namespace, {}).values())
+        return any(e.limit is not None for e in self._book.get(namespace, {}).values())
 
     def fits(self, namespace: str, request: dict[str, int]) -> bool:
         """FitQuota: used + request <= limit for every limited resource (memory limit x memoryFactor)."""
@@ -76,7 +81,7 @@ class QuotaBook:
             entry = entries.get(resource)
             if entry is None:
                 continue
-            limit = entry.limit()
+            limit = entry.limit
             if limit is None:
                 continue
             if resource == self._memory_resource and self._memory_factor > 1:
@@ -91,4 +96,4 @@ class QuotaBook:
 
     def limit(self, namespace: str, resource: str) -> int | None:
         entry = self._book.get(namespace, {}).get(resource)
-        return entry.limit() if entry else None
+        return entry.limit if entry else None
