@@ -438,3 +438,14 @@ def test_webhook_non_gpu_pod_allowed_unchanged() -> None:
     """webhook_test.go TestNonGPUPodAllowedAdmission: allowed, schedulerName untouched."""
     adm = mutate_pod(pod("p", container(limits={"cpu": "1"})), SharingConfig())
     assert adm.allowed and "schedulerName" not in adm.pod["spec"]
+
+
+def test_webhook_runtime_class_for_gpu_pods_only() -> None:
+    """nvidia/device.go MutateAdmission: with runtimeClassName configured, a GPU pod that names none gets
+    it; a pod naming one keeps its own; a pod without GPUs is left alone."""
+    cfg = dataclasses.replace(SharingConfig(), runtime_class_name="nvidia")
+    assert mutate_pod(gpu_pod("p", mem=10), cfg).pod["spec"]["runtimeClassName"] == "nvidia"
+    own = mutate_pod(gpu_pod("p", mem=10, runtimeClassName="kata"), cfg)
+    assert own.pod["spec"]["runtimeClassName"] == "kata"
+    assert "runtimeClassName" not in mutate_pod(pod("p"), cfg).pod["spec"]
+    assert "runtimeClassName" not in mutate_pod(gpu_pod("p", mem=10), SharingConfig()).pod["spec"]

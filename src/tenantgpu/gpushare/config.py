@@ -31,5 +31,6 @@ class SharingConfig:
     force_overwrite_default_scheduler: bool = True
     gpu_core_policy: Literal["default", "force", "disable"] = "default"
     overwrite_env: bool = False
+    runtime_class_name: str = ""  # set on GPU pods that name none (HAMi's nvidia.runtimeClassName)
     lib_cuda_log_level: int = 1
     node_lock_timeout_seconds: float = 300.0

@@ -138,11 +138,14 @@ class NvidiaGPUs:
             limits = resources["limits"] = {}
         if cfg.resource_priority_name in limits:
             _append_env(container, ann.ENV_TASK_PRIORITY, str(_go_value(limits[cfg.resource_priority_name])))
-        if cfg.gpu_core_policy != "default":
+        if cfg.gpu_core_policy not in ("", "default"):
             _append_env(container, ann.ENV_CORE_LIMIT_SWITCH, cfg.gpu_core_policy)
         has_resource = self._default_gpu_count(limits)
         if self._default_exclusive_cores(container, limits):
             has_resource = True
+        spec = pod.setdefault("spec", {})
+        if has_resource and cfg.runtime_class_name and spec.get("runtimeClassName") is None:
+            spec["runtimeClassName"] = cfg.runtime_class_name
         if not has_resource and cfg.overwrite_env:
             _append_env(container, "NVIDIA_VISIBLE_DEVICES", "none")
         if not limits and not had_limits:  # leave the container as it came when nothing was added
