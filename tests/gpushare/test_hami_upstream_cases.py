@@ -13,6 +13,7 @@ from gpushare_objects import container, gpu, gpu_pod, node, placed, pod
 
 from tenantgpu.gpushare import ClusterState, SharingConfig, mutate_pod
 from tenantgpu.gpushare import reasons as r
+from tenantgpu.gpushare.codec import CodecError, decode_node_register, decode_pod_devices
 from tenantgpu.gpushare.device import ContainerDevice, DeviceUsage
 from tenantgpu.gpushare.nvidia import NvidiaGPUs
 from tenantgpu.gpushare.policy import ScoringWeights, device_score, node_score
@@ -449,3 +450,40 @@ def test_webhook_runtime_class_for_gpu_pods_only() -> None:
     assert own.pod["spec"]["runtimeClassName"] == "kata"
     assert "runtimeClassName" not in mutate_pod(pod("p"), cfg).pod["spec"]
     assert "runtimeClassName" not in mutate_pod(gpu_pod("p", mem=10), SharingConfig()).pod["spec"]
+
+
+# --- pkg/device/devices.go codecs, pkg/device/nvidia/device.go GetNodeDevices ----------------------
+
+
+def test_v210_scheduler_reads_only_json_registrations() -> None:
+    """nvidia/device.go GetNodeDevices calls only UnMarshalNodeDevices (JSON): a <=v2.7 colon/comma
+    annotation fails to decode, so the node is not registered."""
+    s = ClusterState(SharingConfig())
+    legacy = node("old")
+    legacy["metadata"]["annotations"]["hami.io/node-nvidia-register"] = (
+        "GPU-1,10,16384,100,NVIDIA-Tesla T4,0,true,0,hami-core:"
+    )
+    s.upsert_node(legacy)
+    assert s.registration_error("old") is not None
+    assert s.schedule(gpu_pod("x", mem=10)).failed_nodes == {"old": "node unregistered"}
+
+
+def test_register_json_as_go_unmarshals_it() -> None:
+    """devices.go UnMarshalNodeDevices is encoding/json: keys match case-insensitively, null leaves the
+    zero value, int32 fields may be negative, a fraction is refused."""
+    raw = '[{"ID":"GPU-1","Count":10,"devmem":1000,"devcore":100,"type":null,"numa":-1,"health":true}]'
+    (dev,) = decode_node_register(raw, decode_legacy=False)
+    assert (dev.id, dev.count, dev.type, dev.numa, dev.health) == ("GPU-1", 10, "", -1, True)
+    with pytest.raises(CodecError):
+        decode_node_register('[{"id":"GPU-1","devmem":1000.5}]', decode_legacy=False)
+
+
+@pytest.mark.parametrize(
+    "bad", ["G,NVIDIA,1_000,0:;", "G,NVIDIA, 10,0:;", "G,NVIDIA,10,9999999999:;", "G,NVIDIA,1:;"]
+)
+def test_pod_devices_numbers_as_go_parses_them(bad: str) -> None:
+    """devices.go DecodeContainerDevices: strconv.ParseInt(base 10, 32 bit) per field; fewer than 4
+    fields is a format error; a piece without a comma is skipped."""
+    with pytest.raises(CodecError):
+        decode_pod_devices(bad)
+    assert decode_pod_devices("junk:G,NVIDIA,+10,-1:;") == [[ContainerDevice("G", NV, 10, -1)]]

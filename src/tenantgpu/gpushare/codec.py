@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,8 @@ from tenantgpu.gpushare.device import ContainerDevice, DeviceInfo
 DEVICE_SEPARATOR = ":"  # HAMi's OneContainerMultiDeviceSplitSymbol
 CONTAINER_SEPARATOR = ";"  # HAMi's OnePodMultiContainerSplitSymbol
 _INT32_MAX = 2**31 - 1
+_INT32_MIN = -(2**31)
+_GO_INT = re.compile(r"[+-]?[0-9]+")
 
 
 class CodecError(ValueError):
@@ -52,13 +55,24 @@ def decode_node_register(text: str, *, decode_legacy: bool = True) -> list[Devic
     return _decode_legacy(text)
 
 
-def _int_field(entry: dict[str, Any], key: str, *, minimum: int = 0) -> int:
-    value = entry.get(key, 0)
-    if type(value) is int and minimum <= value <= _INT32_MAX:
-        return value
+def _int_field(entry: dict[str, Any], key: str, *, minimum: int = _INT32_MIN) -> int:
+    value = entry.get(key)
+    if value is None:  # absent or JSON null: Go leaves the zero value
+        return 0
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _INT32_MAX:
         raise CodecError(f"node register field {key!r} must be an integer >= {minimum}, got {value!r}")
     return value
+
+
+def _go_fields(entry: dict[str, Any]) -> dict[str, Any]:
+    """Go's encoding/json matches object keys to struct fields case-insensitively (an exact match first)."""
+    folded: dict[str, Any] = {}
+    for key, value in entry.items():
+        folded.setdefault(key.lower(), value)
+    for key, value in entry.items():
+        if key == key.lower():
+            folded[key] = value
+    return folded
 
 
 def _decode_json(text: str) -> list[DeviceInfo]:
@@ -71,25 +85,27 @@ def _decode_json(text: str) -> list[DeviceInfo]:
     if not isinstance(raw, list):
         raise CodecError("node register annotation must be a JSON array")
     devices = []
-    for entry in raw:
-        if not isinstance(entry, dict):
+    for item in raw:
+        if not isinstance(item, dict):
             raise CodecError("node register entries must be JSON objects")
+        entry = _go_fields(item)
         for key in ("id", "type", "mode"):
-            if not isinstance(entry.get(key, ""), str):
+            if not isinstance(entry.get(key) or "", str):
                 raise CodecError(f"node register field {key!r} must be a string")
-        if not isinstance(entry.get("health", False), bool):
+        health = entry.get("health")
+        if health is not None and not isinstance(health, bool):
             raise CodecError("node register field 'health' must be a boolean")
         devices.append(
             DeviceInfo(
-                id=entry.get("id", ""),
-                index=_int_field(entry, "index"),
+                id=entry.get("id") or "",
+                index=_int_field(entry, "index", minimum=0),
                 count=_int_field(entry, "count"),
                 devmem=_int_field(entry, "devmem"),
                 devcore=_int_field(entry, "devcore"),
-                type=entry.get("type", ""),
-                numa=_int_field(entry, "numa", minimum=-(2**31)),
-                mode=entry.get("mode", ""),
-                health=entry.get("health", False),
+                type=entry.get("type") or "",
+                numa=_int_field(entry, "numa"),
+                mode=entry.get("mode") or "",
+                health=bool(health),
             )
         )
     return devices
@@ -163,12 +179,19 @@ def decode_container_devices(text: str) -> list[ContainerDevice]:
         fields = part.split(",")
         if len(fields) < 4:
             raise CodecError("pod annotation format error, missing fields, do not use nodeName in task spec")
-        try:
-            mem, cores = int(fields[2]), int(fields[3])
-        except ValueError as exc:
-            raise CodecError(f"invalid memory or core field in {part!r}") from exc
+        mem, cores = _go_int32(fields[2]), _go_int32(fields[3])
+        if mem is None or cores is None:
+            raise CodecError(f"invalid memory or core field in {part!r}")
         devices.append(ContainerDevice(uuid=fields[0], type=fields[1], usedmem=mem, usedcores=cores))
     return devices
+
+
+def _go_int32(text: str) -> int | None:
+    """strconv.ParseInt(text, 10, 32): optional sign, ASCII digits only, within int32."""
+    if not _GO_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if _INT32_MIN <= value <= _INT32_MAX else None
 
 
 def decode_pod_devices(text: str) -> list[list[ContainerDevice]]:

@@ -187,7 +187,7 @@ class NvidiaGPUs:
         raw = notes.get(ann.NODE_REGISTER)
         if raw is None:
             return None
-        devices = decode_node_register(raw)
+        devices = decode_node_register(raw, decode_legacy=False)  # v2.10 reads JSON only
         if ann.NODE_SCORE in notes:
             pair_scores(node)  # GetNodeDevices fails the node on a malformed score annotation too
         return devices

@@ -70,7 +70,7 @@ def _node_with_split_count(node: dict[str, Any], split_count: int | None) -> dic
     if raw is None or split_count is None:
         return node
     try:
-        devices = decode_node_register(raw)
+        devices = decode_node_register(raw, decode_legacy=False)
     except CodecError as exc:
         raise PlanInputError(f"node {name}: malformed {ann.NODE_REGISTER} annotation: {exc}") from None
     node = copy.deepcopy(node)
