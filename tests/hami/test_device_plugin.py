@@ -121,3 +121,23 @@ def test_pod_without_hami_binding_is_not_found() -> None:
         allocate(_pod("GPU-a,NVIDIA,1000,0:;", [1], node="w2"), "w1", CFG)
     with pytest.raises(AllocateError, match="no binding pod found"):
         allocate(_pod("GPU-a,NVIDIA,1000,0:;", [1], phase="failed"), "w1", CFG)
+
+
+def test_erased_to_allocate_keeps_every_piece_like_hami() -> None:
+    """HAMi v2.10 plugin/util.go popNextContainerDevices + patchErasedAnnotation: the decoded pieces
+    include the empty one after the final ";" and are all written back, so one container's
+    "GPU-a,NVIDIA,8192,10:;" becomes ";;" and a two-container ";GPU-a,...:;" becomes ";;;"."""
+    assert allocate(_pod("GPU-a,NVIDIA,8192,10:;", [1]), "w1", CFG).remaining == ";;"
+    two = allocate(_pod(";GPU-a,NVIDIA,1000,0:GPU-b,NVIDIA,1000,0:;", [0, 2]), "w1", CFG)
+    assert two.remaining == ";;;"
+
+
+def test_nothing_left_to_allocate_message() -> None:
+    """plugin/util.go popNextContainerDevices: "no pending device allocation found" when every piece is
+    empty; decodePodSingleDevice: "device request not found" when the annotation is missing."""
+    with pytest.raises(AllocateError, match="no pending device allocation found"):
+        allocate(_pod(";;", [1]), "w1", CFG)
+    pod = _pod("", [1])
+    del pod["metadata"]["annotations"][ann.DEVICES_TO_ALLOCATE]
+    with pytest.raises(AllocateError, match="device request not found"):
+        allocate(pod, "w1", CFG)

@@ -21,11 +21,11 @@ from tenantgpu.gpushare import (
     DeviceInfo,
     SharingConfig,
     allocate_env,
-    decode_pod_devices,
     encode_node_register,
     encode_pod_devices,
 )
 from tenantgpu.gpushare import annotations as ann
+from tenantgpu.gpushare.codec import decode_container_devices
 from tenantgpu.gpushare.register import register_device, registered_type
 from tenantgpu.hami.nodelock import release_node_lock
 from tenantgpu.kubeclient import ApiError, KubeClient
@@ -152,12 +152,17 @@ def allocate(pod: dict[str, Any], node_name: str, cfg: SharingConfig) -> Allocat
     if not is_binding_pod(pod, node_name):
         raise AllocateError(f"no binding pod found on node {node_name}")
     meta = pod.get("metadata") or {}
-    segments = decode_pod_devices(meta["annotations"].get(ann.DEVICES_TO_ALLOCATE) or "")
+    raw = meta["annotations"].get(ann.DEVICES_TO_ALLOCATE)
+    if raw is None:
+        raise AllocateError("device request not found")
+    # HAMi decodes every ";"-separated piece, the empty one after the last ";" too, and writes them all
+    # back: "GPU-a,NVIDIA,3000,30:;" is erased to ";;", not ";".
+    segments = [decode_container_devices(piece) for piece in raw.split(";")]
     result = Allocation()
     for name, count in gpu_containers(pod, cfg):
         idx = next((i for i, seg in enumerate(segments) if seg), None)
         if idx is None:
-            raise AllocateError("device request not found")
+            raise AllocateError("no pending device allocation found")
         devices = segments[idx]
         if len(devices) != count:
             raise AllocateError("device number not matched")
