@@ -179,22 +179,43 @@ def _lab_worker_nodes(lab: Any) -> list[dict]:  # type: ignore[type-arg]
     return nodes
 
 
+_REASON_MIN_WIDTH = 30  # narrower than this, a reason column reads one word per line
+
+
 def _print_placements(placements: list) -> None:  # type: ignore[type-arg]
+    """A table of placements; reasons fold inside it when the terminal leaves them room, else they are
+    listed below it, one pod per paragraph, so a narrow terminal never stacks one word per line."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(box=None, header_style="bold")
-    for column in ("POD", "NODE", "GPUS", "MEM/GPU", "CORES/GPU"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("REASON", overflow="fold")
+    console = Console()
+    columns = ("POD", "NODE", "GPUS", "MEM/GPU", "CORES/GPU")
+    rows = []
+    reasons = []
     for p in placements:
         reason = p.reason or ""
         if reason.startswith("no available node") and ": " in reason:
             reason = reason.split(": ", 1)[1]  # the tally of reasons is what a person reads
-        table.add_row(p.pod, p.node or "-", str(p.gpus), p.memory or "-", p.cores or "-", reason)
-    placed = sum(1 for p in placements if p.node)
-    console = Console()
+        rows.append((p.pod, p.node or "-", str(p.gpus), p.memory or "-", p.cores or "-"))
+        reasons.append(reason)
+    # rich pads each column with one space either side; the last column has no right neighbour
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
+    fixed = sum(widths) + 2 * len(columns)
+    inline = console.width - fixed >= _REASON_MIN_WIDTH or not any(reasons)
+    table = Table(box=None, header_style="bold")
+    for column in columns:
+        table.add_column(column, no_wrap=True, overflow="fold")
+    if inline:
+        table.add_column("REASON", overflow="fold", min_width=min(_REASON_MIN_WIDTH, console.width))
+    for row, reason in zip(rows, reasons, strict=True):
+        table.add_row(*row, *((reason,) if inline else ()))
     console.print(table)
+    if not inline:
+        console.print()
+        for p, reason in zip(placements, reasons, strict=True):
+            if reason:
+                console.print(f"{p.pod}: {reason}", overflow="fold", highlight=False)
+    placed = sum(1 for p in placements if p.node)
     console.print(f"{placed}/{len(placements)} pods placed")
 
 

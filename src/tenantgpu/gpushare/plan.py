@@ -84,6 +84,17 @@ def _is_placed(pod: dict[str, Any]) -> bool:
     return ann.VGPU_NODE in notes and ann.DEVICES_ALLOCATED in notes
 
 
+def _is_bound(pod: dict[str, Any], cfg: SharingConfig, state: ClusterState) -> bool:
+    """A pod with spec.nodeName is part of the cluster, unless it is a manifest yet to be created (no
+    status) that HAMi's webhook would refuse (e.g. `pod has node assigned`): then it is planned, and
+    its denial is its outcome."""
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return False
+    if "status" in pod:
+        return True
+    return mutate_pod(pod, cfg, state.quotas).allowed
+
+
 def _ask(pod: dict[str, Any], cfg: SharingConfig) -> tuple[int, str, str]:
     """GPUs, memory and cores per GPU as the scheduler reads them (after the webhook)."""
     gpus, mems, cores = 0, [], []
@@ -134,7 +145,7 @@ def plan(
         _check_quantities(obj, f"pod {ns}/{name}")
         if (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
             continue
-        if _is_placed(obj) or (obj.get("spec") or {}).get("nodeName"):
+        if _is_placed(obj) or _is_bound(obj, cfg, state):
             try:
                 decode_pod_devices(
                     ((obj.get("metadata") or {}).get("annotations") or {}).get(ann.DEVICES_ALLOCATED, "")
