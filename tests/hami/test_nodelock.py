@@ -54,10 +54,13 @@ def test_lock_older_than_timeout_expires() -> None:
     assert judge_lock(value, "ns", "p", NOW, FIVE_MIN)[0] is LockVerdict.HOLDER_CHECK
 
 
-def test_live_lock_held_by_the_same_pod_is_contended_as_in_hami() -> None:
-    # HAMi v2.10 LockNode only breaks a live lock whose holder is a *different*, vanished pod.
+def test_live_lock_held_by_the_same_pod_counts_as_acquired() -> None:
+    """HAMi v2.10 nodelock_test.go TestLockNodeReentrantSamePod: LockNode returns nil when the live lock
+    names the same namespace/pod (it is called once per vendor the pod uses)."""
     value = format_lock(NOW, "ns", "p")
-    assert judge_lock(value, "ns", "p", NOW, FIVE_MIN)[0] is LockVerdict.CONTENDED
+    assert judge_lock(value, "ns", "p", NOW, FIVE_MIN)[0] is LockVerdict.HELD
+    # another pod of the same namespace still meets a holder check (Test_LockNode "... same namespace")
+    assert judge_lock(format_lock(NOW, "ns", "q"), "ns", "p", NOW, FIVE_MIN)[0] is LockVerdict.HOLDER_CHECK
     # and a legacy lock without owner cannot be checked, only waited out
     assert judge_lock("2026-11-29T20:00:00Z", "ns", "p", NOW, FIVE_MIN)[0] is LockVerdict.CONTENDED
 

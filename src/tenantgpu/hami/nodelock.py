@@ -3,8 +3,9 @@
 One HAMi pod per node may be between Bind and the device plugin's Allocate. The value is
 `<RFC3339>,<namespace>,<pod>` (legacy: a bare RFC3339 time). Rules follow HAMi v2.10's
 `pkg/util/nodelock`: absent ⇒ set; older than the timeout ⇒ force release and set; held by another pod
-that no longer exists ⇒ release and set; otherwise (including a live lock held by the same pod) the bind
-fails with "node <n> has been locked within <timeout>". Release is by owner only unless forced.
+that no longer exists ⇒ release and set; a live lock held by the same pod counts as acquired (LockNode is
+called once per vendor); otherwise the bind fails with "node <n> has been locked within <timeout>".
+Release is by owner only unless forced.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class LockVerdict(Enum):
     EXPIRED = "expired"  # older than the timeout: force release, then set
     HOLDER_CHECK = "holder-check"  # another pod holds it: release only if that pod is gone
     CONTENDED = "contended"  # live lock we may not break
+    HELD = "held"  # a live lock of this very pod: already acquired
 
 
 def format_lock(now: datetime, namespace: str, pod: str) -> str:
@@ -73,6 +75,8 @@ def judge_lock(
     holder = parse_lock(value)
     if now - holder.locked_at > timeout:
         return LockVerdict.EXPIRED, holder
+    if (holder.namespace, holder.pod) == (namespace, pod):
+        return LockVerdict.HELD, holder
     if holder.namespace and holder.pod and (holder.namespace, holder.pod) != (namespace, pod):
         return LockVerdict.HOLDER_CHECK, holder
     return LockVerdict.CONTENDED, holder
@@ -168,6 +172,8 @@ class NodeLocks:
                     verdict = LockVerdict.EXPIRED  # dangling: the holder pod is gone
                 else:
                     verdict = LockVerdict.CONTENDED
+            if verdict is LockVerdict.HELD:
+                return
             if verdict is LockVerdict.CONTENDED:
                 raise NodeLockError(contention_message(node_name, self.timeout))
             if verdict is LockVerdict.EXPIRED:
