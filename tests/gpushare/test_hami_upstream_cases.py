@@ -16,7 +16,7 @@ from tenantgpu.gpushare import reasons as r
 from tenantgpu.gpushare.codec import CodecError, decode_node_register, decode_pod_devices
 from tenantgpu.gpushare.device import ContainerDevice, DeviceUsage
 from tenantgpu.gpushare.nvidia import NvidiaGPUs
-from tenantgpu.gpushare.policy import ScoringWeights, device_score, node_score
+from tenantgpu.gpushare.policy import ScoringWeights, device_score, node_score, sort_devices
 from tenantgpu.gpushare.quota import QuotaBook
 from tenantgpu.gpushare.reasons import parse_reason
 from tenantgpu.gpushare.request import ContainerDeviceRequest
@@ -487,3 +487,247 @@ def test_pod_devices_numbers_as_go_parses_them(bad: str) -> None:
     with pytest.raises(CodecError):
         decode_pod_devices(bad)
     assert decode_pod_devices("junk:G,NVIDIA,+10,-1:;") == [[ContainerDevice("G", NV, 10, -1)]]
+
+
+# --- pkg/scheduler/policy/gpu_policy_test.go TestDeviceUsageList_Less -----------------------------
+
+# (case name, policy, numa-bind, [(numa, used, index, score) of device 0 and 1], Less(0, 1))
+_LESS_CASES = [
+    ("Binpack policy with same Numa", "binpack", False, [(0, 10, 0, 10), (0, 20, 0, 20)], True),
+    (
+        "Binpack: score primary, lower score sorts first across NUMA",
+        "binpack",
+        False,
+        [(1, 10, 0, 10), (0, 20, 0, 20)],
+        True,
+    ),
+    (
+        "Binpack: score primary, higher score sorts last even on lower NUMA",
+        "binpack",
+        False,
+        [(0, 10, 0, 10), (1, 20, 0, 20)],
+        True,
+    ),
+    ("Binpack: NUMA tiebreaker when scores equal", "binpack", False, [(0, 0, 0, 15), (1, 0, 0, 15)], True),
+    (
+        "Binpack: score primary over NUMA, high-NUMA high-score sorts last",
+        "binpack",
+        False,
+        [(1, 0, 0, 20), (0, 0, 0, 10)],
+        False,
+    ),
+    (
+        "Spread: score primary, higher score sorts first",
+        "spread",
+        False,
+        [(0, 10, 0, 10), (0, 20, 0, 20)],
+        False,
+    ),
+    (
+        "Spread: score primary, lower score sorts last across NUMA",
+        "spread",
+        False,
+        [(1, 10, 0, 10), (0, 20, 0, 20)],
+        False,
+    ),
+    (
+        "Spread: score primary over NUMA, high-NUMA high-score sorts first",
+        "spread",
+        False,
+        [(1, 0, 0, 20), (0, 0, 0, 10)],
+        True,
+    ),
+    ("Spread: NUMA tiebreaker when scores equal", "spread", False, [(0, 0, 0, 15), (1, 0, 0, 15)], True),
+    (
+        "Binpack+NumaBind: NUMA primary, higher NUMA sorts first regardless of Score",
+        "binpack",
+        True,
+        [(1, 0, 0, 5), (0, 0, 0, 99)],
+        True,
+    ),
+    (
+        "Binpack+NumaBind: same NUMA falls back to lower Score first",
+        "binpack",
+        True,
+        [(0, 0, 0, 10), (0, 0, 0, 20)],
+        True,
+    ),
+    (
+        "Spread+NumaBind: NUMA primary, lower NUMA sorts first regardless of Score",
+        "spread",
+        True,
+        [(0, 0, 0, 5), (1, 0, 0, 99)],
+        True,
+    ),
+    (
+        "Spread+NumaBind: same NUMA falls back to higher Score first",
+        "spread",
+        True,
+        [(0, 0, 0, 20), (0, 0, 0, 10)],
+        True,
+    ),
+    ("Mutex: busy GPU sorts before idle GPU", "mutex", False, [(0, 2, 0, 0), (0, 0, 0, 0)], True),
+    ("Mutex: idle GPU sorts after busy GPU", "mutex", False, [(0, 0, 0, 0), (0, 1, 0, 0)], False),
+    ("Mutex: NUMA tiebreaker when both idle", "mutex", False, [(0, 0, 0, 0), (1, 0, 0, 0)], True),
+    (
+        "Bare numa: NUMA is the sort key regardless of score",
+        "numa",
+        False,
+        [(0, 0, 0, 99), (1, 0, 0, 5)],
+        True,
+    ),
+    (
+        "Bare numa: same NUMA falls to deterministic Index tiebreak",
+        "numa",
+        False,
+        [(0, 0, 3, 10), (0, 0, 1, 20)],
+        False,
+    ),
+    (
+        "Chain binpack,numa: score primary, numa tiebreak when scores equal",
+        "binpack,numa",
+        False,
+        [(0, 0, 0, 15), (1, 0, 0, 15)],
+        True,
+    ),
+    (
+        "Chain spread,numa: score primary, numa tiebreak when scores equal",
+        "spread,numa",
+        False,
+        [(0, 0, 0, 15), (1, 0, 0, 15)],
+        True,
+    ),
+    (
+        "Chain numa,spread: numa primary regardless of score",
+        "numa,spread",
+        False,
+        [(1, 0, 0, 5), (0, 0, 0, 99)],
+        False,
+    ),
+    (
+        "Chain numa,spread: same NUMA falls back to spread (higher score first)",
+        "numa,spread",
+        False,
+        [(0, 0, 0, 20), (0, 0, 0, 10)],
+        True,
+    ),
+    (
+        "Chain mutex,spread: mutex is a Fit() filter, not a sort key; spread decides order",
+        "mutex,spread",
+        False,
+        [(0, 5, 0, 10), (0, 0, 0, 20)],
+        False,
+    ),
+    (
+        "Chain with only filter tokens (mutex,topology-aware) falls back to spread",
+        "mutex,topology-aware",
+        False,
+        [(0, 0, 0, 10), (0, 0, 0, 20)],
+        False,
+    ),
+    (
+        "Chain binpack,numa: deterministic Index tiebreak when score and numa both tie",
+        "binpack,numa",
+        False,
+        [(0, 0, 5, 10), (0, 0, 2, 10)],
+        False,
+    ),
+    (
+        "Chain binpack,spread + NumaBind: numa forced primary to keep groups contiguous",
+        "binpack,spread",
+        True,
+        [(0, 0, 0, 99), (1, 0, 0, 5)],
+        True,
+    ),
+    (
+        "Chain spread,numa + NumaBind: numa moved to front, spread breaks same-NUMA ties",
+        "spread,numa",
+        True,
+        [(0, 0, 0, 20), (0, 0, 0, 10)],
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "policy", "numa_bind", "devs", "less"), _LESS_CASES, ids=[c[0] for c in _LESS_CASES]
+)
+def test_device_order_less(name: str, policy: str, numa_bind: bool, devs: list, less: bool) -> None:
+    """gpu_policy_test.go TestDeviceUsageList_Less: Less(0, 1) is true exactly when device 0 sorts strictly
+    before device 1 (in either input order)."""
+    d = [usage(f"d{i}", numa=numa, used=used, index=index) for i, (numa, used, index, _) in enumerate(devs)]
+    scores = [float(s) for *_, s in devs]
+    forward = sort_devices(d, scores, policy, numa_bind)
+    backward = sort_devices(d[::-1], scores[::-1], policy, numa_bind)
+    strictly_first = forward[0] == 0 and backward[0] == 1  # position 1 of the reversed list is device 0
+    assert strictly_first is less, name
+
+
+# --- gpu_policy_test.go TestComputeScore, TestComputeScoreWithResourceWeights (exact float32) -------
+
+
+def _typed(typ: str, **kw: int) -> DeviceUsage:
+    return usage("d", typ=typ, **kw)
+
+
+@pytest.mark.parametrize(
+    ("name", "dev", "req", "score"),
+    [
+        (
+            "Zero capacity device returns score 0 without panic",
+            dict(count=0, totalcore=0, totalmem=0),
+            None,
+            0.0,
+        ),
+        ("Partial zero capacity (Count=0)", dict(count=0, totalcore=8, totalmem=4096), None, 0.0),
+        (
+            "ContainerDeviceRequests has no data",
+            dict(totalcore=4, totalmem=8192, count=10, used=2, usedcores=1, usedmem=2048),
+            None,
+            7.0,
+        ),
+        (
+            "Filter other device types and ignore Nums for slots",
+            dict(totalcore=4, totalmem=8192, count=10, used=2, usedcores=1, usedmem=2048),
+            ContainerDeviceRequest(nums=4, type="type1", memreq=1024, mem_percentage=0, coresreq=1),
+            11.75,
+        ),
+        (
+            "MemPercentagereq calculation evaluates correctly",
+            dict(totalcore=10, totalmem=10000, count=10),
+            ContainerDeviceRequest(nums=1, type="type1", memreq=0, mem_percentage=50, coresreq=2),
+            8.0,
+        ),
+    ],
+)
+def test_compute_score(name: str, dev: dict, req: ContainerDeviceRequest | None, score: float) -> None:
+    """gpu_policy_test.go TestComputeScore (single-request cases), compared exactly as Go's float32."""
+    assert device_score(_typed("type1", **dev), req, ScoringWeights()) == score, name
+
+
+@pytest.mark.parametrize(
+    ("weights", "score_a", "score_b", "binpack_first", "spread_first"),
+    [
+        ((1, 1, 1), 16.0, 15.0, "gpu-a", "gpu-b"),
+        ((1, 1, 3), 26.0, 27.0, "gpu-b", "gpu-a"),
+        ((1, 3, 1), 34.0, 17.0, "gpu-a", "gpu-b"),
+    ],
+)
+def test_compute_score_with_resource_weights(
+    weights: tuple[int, int, int], score_a: float, score_b: float, binpack_first: str, spread_first: str
+) -> None:
+    """gpu_policy_test.go TestComputeScoreWithResourceWeights: a 40 % request on gpu-a (1 slot, 90 cores,
+    10 MiB of 100) and gpu-b (7 slots, 10 cores, 20 MiB); exact float32 scores and the card Fit tries
+    first (the tail of the sorted list) under binpack and spread."""
+    req = ContainerDeviceRequest(nums=1, type="type1", mem_percentage=40, coresreq=0)
+    devs = [
+        usage("gpu-a", typ="type1", count=10, totalcore=100, totalmem=100, used=1, usedcores=90, usedmem=10),
+        usage("gpu-b", typ="type1", count=10, totalcore=100, totalmem=100, used=7, usedcores=10, usedmem=20),
+    ]
+    w = ScoringWeights(*weights)
+    scores = [device_score(d, req, w) for d in devs]
+    assert scores == [score_a, score_b]
+    assert devs[sort_devices(devs, scores, "binpack", False)[-1]].id == binpack_first
+    assert devs[sort_devices(devs, scores, "spread", False)[-1]].id == spread_first
+    numa = [dataclasses.replace(devs[0], numa=0), dataclasses.replace(devs[1], numa=1)]
+    assert numa[sort_devices(numa, scores, "binpack", True)[-1]].id == "gpu-a"
