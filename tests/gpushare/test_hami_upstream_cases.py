@@ -731,3 +731,58 @@ def test_compute_score_with_resource_weights(
     assert devs[sort_devices(devs, scores, "spread", False)[-1]].id == spread_first
     numa = [dataclasses.replace(devs[0], numa=0), dataclasses.replace(devs[1], numa=1)]
     assert numa[sort_devices(numa, scores, "binpack", True)[-1]].id == "gpu-a"
+
+
+# --- pkg/device/nvidia/device_test.go TestGenerateResourceRequests -------------------------------
+
+_G, _M, _P, _C = "nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"
+
+
+@pytest.mark.parametrize(
+    ("name", "limits", "requests", "want"),
+    [
+        ("gpu count only — defaults to 100% memory", {_G: 1}, None, (1, 0, 100, 0)),
+        ("gpu count + explicit memory", {_G: 2, _M: 4096}, None, (2, 4096, 101, 0)),
+        ("gpu count + memory percentage", {_G: 1, _P: 50}, None, (1, 0, 50, 0)),
+        ("memory percentage above 100 — clamped to 100", {_G: 1, _P: 150}, None, (1, 0, 100, 0)),
+        ("memory percentage beyond int32 range — clamped", {_G: 1, _P: 2**32 + 50}, None, (1, 0, 100, 0)),
+        ("memory percentage equal to sentinel 101 — clamped to 100", {_G: 1, _P: 101}, None, (1, 0, 100, 0)),
+        ("gpu count + explicit cores", {_G: 1, _C: 50}, None, (1, 0, 100, 50)),
+        ("no gpu resource — returns empty request", {}, None, None),
+        ("gpu in Requests (not Limits) — falls back to Requests", None, {_G: 1}, (1, 0, 100, 0)),
+        ("memory percentage of 0 — treated as unset", {_G: 1, _P: 0}, None, (1, 0, 100, 0)),
+        ("memory percentage of 0 in Requests — treated as unset", None, {_G: 1, _P: 0}, (1, 0, 100, 0)),
+        ("negative memory percentage — treated as unset", {_G: 1, _P: -1}, None, (1, 0, 100, 0)),
+        (
+            "memory percentage of 0 + explicit memory — explicit memory wins",
+            {_G: 1, _M: 2000, _P: 0},
+            None,
+            (1, 2000, 101, 0),
+        ),
+        ("byte-scale memory quantity that overflows int32 is rejected", {_G: 1, _M: "16Gi"}, None, None),
+        ("decimal-form memory request is rejected, not treated as zero", {_G: 1, _M: "16.0Gi"}, None, None),
+    ],
+)
+def test_generate_resource_requests(
+    name: str, limits: dict | None, requests: dict | None, want: tuple | None
+) -> None:
+    """device_test.go TestGenerateResourceRequests: (Nums, Memreq, MemPercentagereq, Coresreq)."""
+    got = NvidiaGPUs(SharingConfig()).container_request(container(limits=limits, requests=requests))
+    if want is None:
+        assert got is None, name
+    else:
+        assert got is not None and (got.nums, got.memreq, got.mem_percentage, got.coresreq) == want, name
+
+
+def test_generate_resource_requests_memory_factor_and_default_memory() -> None:
+    """device_test.go TestGenerateResourceRequests_MemoryFactor / _DefaultMemory: gpumem x memoryFactor
+    (1Gi x 2 overflows int32 and is refused); defaultMemory applies when gpumem is absent, 0, or the
+    percentage is 0."""
+    doubled = NvidiaGPUs(dataclasses.replace(SharingConfig(), memory_factor=2))
+    got = doubled.container_request(container(limits={_G: 1, _M: 1024}))
+    assert got is not None and got.memreq == 2048
+    assert doubled.container_request(container(limits={_G: 1, _M: "1Gi"})) is None
+    nv = NvidiaGPUs(dataclasses.replace(SharingConfig(), default_memory=512))
+    for limits in ({_G: 1}, {_G: 1, _P: 0}, {_G: 1, _M: 0}):
+        got = nv.container_request(container(limits=limits))
+        assert got is not None and (got.memreq, got.mem_percentage) == (512, 101), limits
