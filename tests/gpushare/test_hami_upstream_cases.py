@@ -786,3 +786,27 @@ def test_generate_resource_requests_memory_factor_and_default_memory() -> None:
     for limits in ({_G: 1}, {_G: 1, _P: 0}, {_G: 1, _M: 0}):
         got = nv.container_request(container(limits=limits))
         assert got is not None and (got.memreq, got.mem_percentage) == (512, 101), limits
+
+
+@pytest.mark.parametrize(
+    ("name", "limits", "requests", "core_limit"),
+    [
+        ("exclusive via percentage", {_G: "1", _P: "100"}, None, "100"),
+        ("exclusive via percentage in requests only", None, {_G: "1", _P: "100"}, "100"),
+        ("non-exclusive percentage", {_G: "1", _P: "50"}, None, None),
+        ("no memory fields defaults to exclusive", {_G: "1"}, None, "100"),
+        ("explicit cores remains unchanged", {_G: "1", _C: "70"}, None, "70"),
+        ("explicit cores in requests remains unchanged", None, {_G: "1", _C: "55"}, None),
+        ("memory size present treated as shareable", {_G: "1", _M: "8192"}, None, None),
+    ],
+)
+def test_mutate_admission_defaults_exclusive_core(
+    name: str, limits: dict | None, requests: dict | None, core_limit: str | None
+) -> None:
+    """device_test.go TestMutateAdmissionDefaultsExclusiveCore: whole-card memory without gpucores gets
+    `limits[nvidia.com/gpucores] = 100`; explicit cores (limits or requests) are left alone."""
+    adm = mutate_pod(pod("p", container(limits=limits, requests=requests)), SharingConfig())
+    resources = adm.pod["spec"]["containers"][0]["resources"]
+    assert (resources.get("limits") or {}).get(_C) == core_limit, name
+    if requests and _C in requests:
+        assert resources["requests"][_C] == requests[_C]
