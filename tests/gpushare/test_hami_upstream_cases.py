@@ -810,3 +810,26 @@ def test_mutate_admission_defaults_exclusive_core(
     assert (resources.get("limits") or {}).get(_C) == core_limit, name
     if requests and _C in requests:
         assert resources["requests"][_C] == requests[_C]
+
+
+# --- pkg/device/initContainer.go, pkg/scheduler/scheduler.go onUpdatePod ---------------------------
+
+
+def test_init_peak_released_once_init_containers_succeeded() -> None:
+    """initContainer.go CollapseInitContainerUsage counts max(init peak, app sum) per card; once every
+    init container terminated with exit code 0 (util.AllInitContainersSucceeded), onUpdatePod shrinks
+    the pod to AppContainersOnlyDeviceUsage: a card only the init container used is free again."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(node("n", gpu("G0", 0, mem=1000), gpu("G1", 1, mem=1000)))
+    p = placed("p", "n", "G0,NVIDIA,900,50:;G1,NVIDIA,100,10:;", init=[container("warm")])
+    s.upsert_pod(p)
+    assert [(u.uuid, u.used, u.usedmem) for u in s.node_usage("n")] == [("G0", 1, 900), ("G1", 1, 100)]
+    p["status"] = {
+        "phase": "Running",
+        "initContainerStatuses": [{"name": "warm", "state": {"terminated": {"exitCode": 0}}}],
+    }
+    s.upsert_pod(p)
+    assert [(u.uuid, u.used, u.usedmem) for u in s.node_usage("n")] == [("G0", 0, 0), ("G1", 1, 100)]
+    p["status"]["initContainerStatuses"][0]["state"] = {"terminated": {"exitCode": 1}}
+    s.upsert_pod(p)
+    assert s.node_usage("n")[0].usedmem == 900

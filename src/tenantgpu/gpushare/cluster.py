@@ -32,7 +32,7 @@ from tenantgpu.gpushare.policy import (
 from tenantgpu.gpushare.quantity import QuantityError
 from tenantgpu.gpushare.quota import QuotaBook
 from tenantgpu.gpushare.request import ContainerDeviceRequest, init_container_count, pod_containers
-from tenantgpu.gpushare.usage import DeviceHold, collapse_usage
+from tenantgpu.gpushare.usage import DeviceHold, app_only_usage, collapse_usage, init_containers_succeeded
 from tenantgpu.gpushare.vendor import DeviceVendor
 from tenantgpu.gpushare.webhook import vendors_for
 
@@ -230,11 +230,17 @@ class ClusterState:
             gpu_node = annotations.get(ann.VGPU_NODE)
             holds: list[DeviceHold] = []
             quota_usage: dict[str, int] = {}
+            # HAMi releases the init containers' peak once they all succeeded (onUpdatePod)
+            released_init = init_container_count(pod) > 0 and init_containers_succeeded(pod)
             if gpu_node is not None:
                 try:
                     for vendor in self._vendors.values():
                         segments = decode_pod_devices(annotations.get(vendor.allocated_annotation, ""))
-                        vendor_holds = collapse_usage(segments, init_container_count(pod))
+                        vendor_holds = (
+                            app_only_usage(segments, init_container_count(pod))
+                            if released_init
+                            else collapse_usage(segments, init_container_count(pod))
+                        )
                         holds.extend(vendor_holds)
                         quota_usage[vendor.memory_resource] = sum(h.usedmem for h in vendor_holds)
                         quota_usage[vendor.core_resource] = sum(h.usedcores for h in vendor_holds)

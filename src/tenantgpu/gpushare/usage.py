@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tenantgpu.gpushare.device import ContainerDevice
 
@@ -44,3 +45,28 @@ def collapse_usage(segments: Sequence[Sequence[ContainerDevice]], num_init: int)
         a = app_sum.get(uuid, [0, 0, 0])
         holds.append(DeviceHold(uuid, max(i[0], a[0], 1), max(i[1], a[1]), max(i[2], a[2])))
     return holds
+
+
+def app_only_usage(segments: Sequence[Sequence[ContainerDevice]], num_init: int) -> list[DeviceHold]:
+    """AppContainersOnlyDeviceUsage: per GPU the sum over app segments only; cards only init containers
+    used are released (HAMi shrinks a pod to this once all its init containers succeeded)."""
+    sums: dict[str, list[int]] = {}
+    for container in segments[num_init:]:
+        for dev in container:
+            cur = sums.setdefault(dev.uuid, [0, 0, 0])
+            cur[0] += 1
+            cur[1] += dev.usedmem
+            cur[2] += dev.usedcores
+    return [DeviceHold(uuid, s[0], s[1], s[2]) for uuid, s in sorted(sums.items())]
+
+
+def init_containers_succeeded(pod: dict[str, Any]) -> bool:
+    """util.AllInitContainersSucceeded: at least one init status, each terminated with exit code 0."""
+    statuses = (pod.get("status") or {}).get("initContainerStatuses") or []
+    if not statuses:
+        return False
+    for status in statuses:
+        terminated = (status.get("state") or {}).get("terminated")
+        if terminated is None or terminated.get("exitCode", 0) != 0:
+            return False
+    return True
