@@ -833,3 +833,33 @@ def test_init_peak_released_once_init_containers_succeeded() -> None:
     p["status"]["initContainerStatuses"][0]["state"] = {"terminated": {"exitCode": 1}}
     s.upsert_pod(p)
     assert s.node_usage("n")[0].usedmem == 900
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("slot=1,core=1", "expected slot, core, and memory weights"),
+        ("slot=1,core,memory=1", "expected key=value entries"),
+        ("slot=1,slot=2,memory=1", 'duplicate "slot" weight'),
+        ("slot=1_0,core=1,memory=1", '"slot" weight must be an integer'),
+        ("slot=-1,core=1,memory=1", '"slot" weight must not be negative'),
+        ("slot=1,cpu=1,memory=1", 'unknown weight "cpu"'),
+        ("slot=0,core=0,memory=0", "at least one weight must be positive"),
+    ],
+)
+def test_device_scoring_weights_errors(value: str, error: str) -> None:
+    """pkg/util/device_scoring_weights.go ParseDeviceScoringWeights (strconv.ParseInt, %q quoting); the
+    filter fails with `calcScore failed <error> for pod <name>`."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(node("n", gpu("G0")))
+    d = s.schedule(gpu_pod("x", mem=10, annotations={"hami.io/device-scoring-weights": value}))
+    assert d.node is None
+    assert d.reason == (
+        f'calcScore failed invalid hami.io/device-scoring-weights annotation "{value}": {error} for pod x'
+    )
+    assert (
+        s.schedule(
+            gpu_pod("y", mem=10, annotations={"hami.io/device-scoring-weights": "slot=+1,core=0,memory=0"})
+        ).node
+        == "n"
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,33 +45,39 @@ class PolicyError(ValueError):
     """A pod annotation HAMi refuses (the filter fails with this message)."""
 
 
+def _go_quote(text: str) -> str:
+    """Go's %q for the texts HAMi quotes in its errors (close to strconv.Quote)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+_GO_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
 def parse_scoring_weights(value: str) -> ScoringWeights:
     """`slot=<int>,core=<int>,memory=<int>`: all three, non-negative, one positive at least."""
-    key = ann.DEVICE_SCORING_WEIGHTS
+    bad = f"invalid {ann.DEVICE_SCORING_WEIGHTS} annotation {_go_quote(value)}"
     parts = value.split(",")
     if len(parts) != 3:
-        raise PolicyError(f'invalid {key} annotation "{value}": expected slot, core, and memory weights')
+        raise PolicyError(f"{bad}: expected slot, core, and memory weights")
     found: dict[str, int] = {}
     for part in parts:
         pair = part.strip().split("=", 1)
         if len(pair) != 2:
-            raise PolicyError(f'invalid {key} annotation "{value}": expected key=value entries')
+            raise PolicyError(f"{bad}: expected key=value entries")
         name = pair[0].strip()
         if name in found:
-            raise PolicyError(f'invalid {key} annotation "{value}": duplicate "{name}" weight')
-        try:
-            weight = int(pair[1].strip(), 10)
-        except ValueError:
-            raise PolicyError(
-                f'invalid {key} annotation "{value}": "{name}" weight must be an integer'
-            ) from None
+            raise PolicyError(f"{bad}: duplicate {_go_quote(name)} weight")
+        text = pair[1].strip()
+        if not _GO_INT64.fullmatch(text) or not -(2**63) <= int(text) < 2**63:
+            raise PolicyError(f"{bad}: {_go_quote(name)} weight must be an integer")
+        weight = int(text)
         if weight < 0:
-            raise PolicyError(f'invalid {key} annotation "{value}": "{name}" weight must not be negative')
+            raise PolicyError(f"{bad}: {_go_quote(name)} weight must not be negative")
         if name not in ("slot", "core", "memory"):
-            raise PolicyError(f'invalid {key} annotation "{value}": unknown weight "{name}"')
+            raise PolicyError(f"{bad}: unknown weight {_go_quote(name)}")
         found[name] = weight
     if not any(found.values()):
-        raise PolicyError(f'invalid {key} annotation "{value}": at least one weight must be positive')
+        raise PolicyError(f"{bad}: at least one weight must be positive")
     return ScoringWeights(found["slot"], found["core"], found["memory"])
 
 
