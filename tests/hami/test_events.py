@@ -45,3 +45,11 @@ def test_filtering_failed_skips_plain_reasons_and_kube_scheduler_nodes() -> None
     count, so no per-reason event; a node kube-scheduler filtered out never reached the extender."""
     decision = Decision(None, failed_nodes={"a": "NodeInsufficientDevice", "b": "Insufficient cpu"})
     assert events.filtering_failed_messages(decision) == ["no available node, 1 nodes do not meet"]
+
+
+def test_filtering_succeed_lists_nodes_in_hami_sort_order_under_spread() -> None:
+    """HAMi scheduler.go genSuccessMsg walks the sorted NodeScoreList: spread sorts scores descending."""
+    decision = Decision("n1", node_scores={"n1": 0.5, "n2": 5.17})
+    assert events.filtering_succeed_message(2, decision, spread=True) == (
+        "find fit node(n1), 0 nodes not fit, 2 nodes fit(n2:5.17,n1:0.50)"
+    )

@@ -23,9 +23,13 @@ FAILED_SCHEDULING = "FailedScheduling"
 _ENTRY = re.compile(r"^\s*\d+/\d+ (\S+)\s*$")
 
 
-def filtering_succeed_message(total_nodes: int, decision: Decision) -> str:
-    """`find fit node(<node>), <k> nodes not fit, <m> nodes fit(<node>:<score>,...)`, scores ascending."""
-    scores = sorted(decision.node_scores.items(), key=lambda kv: (kv[1], kv[0]))
+def filtering_succeed_message(total_nodes: int, decision: Decision, *, spread: bool = False) -> str:
+    """`find fit node(<node>), <k> nodes not fit, <m> nodes fit(<node>:<score>,...)`.
+
+    HAMi lists the nodes in its sorted order, the chosen one last: scores ascending under binpack,
+    descending under spread (NodeScoreList.Less).
+    """
+    scores = sorted(decision.node_scores.items(), key=lambda kv: (-kv[1] if spread else kv[1], kv[0]))
     listed = ",".join(f"{name}:{score:.2f}" for name, score in scores)
     return (
         f"find fit node({decision.node}), {total_nodes - len(scores)} nodes not fit, "

@@ -34,6 +34,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tenantgpu.gpushare import ClusterState, Decision, SharingConfig
 from tenantgpu.gpushare import annotations as ann
+from tenantgpu.gpushare.policy import node_policy_of, spreads
 from tenantgpu.hami import events
 from tenantgpu.hami.metrics import scheduler_registry
 from tenantgpu.hami.nodelock import NODE_LOCK, LockVerdict, NodeLockError, NodeLocks, judge_lock
@@ -418,7 +419,12 @@ class HamiScheduler:
         if decision.requests_gpu:
             total = len(self.state.node_names)
             await events.emit(
-                self.client, pod, events.FILTERING_SUCCEED, events.filtering_succeed_message(total, decision)
+                self.client,
+                pod,
+                events.FILTERING_SUCCEED,
+                events.filtering_succeed_message(
+                    total, decision, spread=spreads(node_policy_of(pod, self.state.cfg))
+                ),
             )
         await events.emit(self.client, pod, events.SCHEDULED, events.scheduled_message(node, ns, name))
         if decision.requests_gpu:
