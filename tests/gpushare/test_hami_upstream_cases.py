@@ -863,3 +863,32 @@ def test_device_scoring_weights_errors(value: str, error: str) -> None:
         ).node
         == "n"
     )
+
+
+# --- pkg/device/nvidia/device_test.go TestDevices_Fit, TestFit_DeviceCordon ------------------------
+
+
+def test_fit_one_card_for_two_requested() -> None:
+    """device_test.go TestDevices_Fit "fit fail: AllocatedCardsInsufficientRequest": one card fits but
+    two are wanted; the reason counts the partial pick only."""
+    dev = usage("dev-0", used=20, count=100, totalmem=1280, usedcores=10)
+    res = fit([dev], ContainerDeviceRequest(nums=2, type=NV, memreq=512, mem_percentage=0, coresreq=20))
+    assert not res.ok and res.reason == "1/1 AllocatedCardsInsufficientRequest"
+
+
+def test_fit_partial_allocation_for_three_of_two() -> None:
+    """device_test.go TestDevices_Fit "fit fail: partial allocation AllocatedCardsInsufficientRequest for
+    multiple cards": 3 wanted, 2 fit -> "2/2 AllocatedCardsInsufficientRequest"."""
+    devs = [usage(f"dev-{i}", index=i, count=100, totalmem=1280) for i in range(2)]
+    res = fit(devs, ContainerDeviceRequest(nums=3, type=NV, memreq=512, mem_percentage=0, coresreq=20))
+    assert not res.ok and res.reason == "2/2 AllocatedCardsInsufficientRequest"
+
+
+def test_fit_cordoned_card_via_node_annotation() -> None:
+    """device_test.go TestFit_DeviceCordon: a UUID in the node's hami.io/device-cordon (whitespace and
+    empty entries tolerated) is refused with CardCordoned; the others still fit."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(node("n", gpu("G0", 0), gpu("G1", 1), annotations={"hami.io/device-cordon": " G1 ,, "}))
+    assert s.schedule(gpu_pod("x", mem=10)).annotation == "G0,NVIDIA,10,0:;"
+    s.upsert_node(node("n", gpu("G0", 0), gpu("G1", 1), annotations={"hami.io/device-cordon": "G0,G1"}))
+    assert s.schedule(gpu_pod("x", mem=10)).failed_nodes == {"n": "2/2 CardCordoned"}
