@@ -523,6 +523,43 @@ def test_lock_of_a_vanished_pod_is_taken_over(lab: GpuLab, kubectl: Kubectl) -> 
         _cleanup(kubectl, "t=taker")
 
 
+def test_pod_with_gpus_only_in_init_containers_binds_without_the_node_lock(
+    lab: GpuLab, kubectl: Kubectl
+) -> None:
+    """HAMi v2.10 nvidia LockNode checks app containers only: a pod whose only GPU container is an init
+    container binds past a live lock of another, existing pod and leaves that lock alone."""
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "holder", limits={"cpu": "100m"}, labels={"t": "initonly"},
+    ))  # fmt: skip
+    held = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + ",default,holder"
+    gpu_nodes = ("gpu-a100", "gpu-l4")
+    for name in gpu_nodes:
+        kubectl("annotate", "node", name, f"{ann.NODE_LOCK}={held}", "--overwrite")
+    pod = json.loads(_pod_yaml("initonly", limits={"cpu": "100m"}, labels={"t": "initonly"}))
+    pod["spec"]["initContainers"] = [
+        {
+            "name": "warm",
+            "image": "nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04",
+            "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}},
+        }
+    ]
+    try:
+        kubectl("create", "--validate=false", "-f", "-", input=json.dumps(pod))
+        _wait_for(
+            lambda: _get(kubectl, "pod", "initonly")["spec"].get("nodeName") in gpu_nodes,
+            what="initonly bound",
+        )
+        got = _get(kubectl, "pod", "initonly")
+        # model-typed cards: the annotation carries the init segment only
+        assert got["metadata"]["annotations"][ann.DEVICES_ALLOCATED].endswith(",NVIDIA,1000,0:;")
+        annotations = _get(kubectl, "node", got["spec"]["nodeName"])["metadata"].get("annotations") or {}
+        assert annotations.get(ann.NODE_LOCK) == held
+    finally:
+        for name in gpu_nodes:
+            kubectl("annotate", "node", name, f"{ann.NODE_LOCK}-")
+        _cleanup(kubectl, "t=initonly")
+
+
 def test_worker_restart_adopts_running_pods(lab: GpuLab, kubectl: Kubectl) -> None:
     kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
         "survivor", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"}, labels={"t": "survivor"},

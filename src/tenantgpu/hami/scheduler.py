@@ -35,6 +35,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tenantgpu.gpushare import ClusterState, Decision, SharingConfig
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare.policy import node_policy_of, spreads
+from tenantgpu.gpushare.request import init_container_count
 from tenantgpu.hami import events
 from tenantgpu.hami.metrics import scheduler_registry
 from tenantgpu.hami.nodelock import NODE_LOCK, LockVerdict, NodeLockError, NodeLocks, judge_lock
@@ -320,6 +321,11 @@ class HamiScheduler:
 
     # --- scheduling ---------------------------------------------------------------------------
 
+    def _takes_lock(self, pod: dict[str, Any]) -> bool:
+        """NVIDIA LockNode looks at app containers only: a pod whose GPUs are all in init containers
+        binds without the node lock (and so does not wait for it)."""
+        return any(self.state.pod_requests(pod)[init_container_count(pod) :])
+
     def _node_locked_for(self, node_name: str, key: Key) -> bool:
         """Whether Bind to this node would meet a lock it may not break (so the pod should wait)."""
         flight = self._inflight.get(node_name)
@@ -358,7 +364,8 @@ class HamiScheduler:
             self._spawn(self._report_unschedulable(pod, decision))
             return
         node = decision.node
-        if decision.requests_gpu and self._node_locked_for(node, key):
+        takes_lock = decision.requests_gpu and self._takes_lock(pod)
+        if takes_lock and self._node_locked_for(node, key):
             locked = [n for n in self.state.node_names if self._node_locked_for(n, key)]
             alternative = self.state.schedule(_excluding(pod, locked)) if self.pipeline_locked_nodes else None
             if alternative is None or alternative.node is None:
@@ -374,7 +381,8 @@ class HamiScheduler:
             patch_annotations[ann.BIND_PHASE] = ann.BIND_PHASE_ALLOCATING
             patch_annotations[ann.BIND_TIME] = str(now)
             assumed.setdefault("metadata", {}).setdefault("annotations", {}).update(patch_annotations)
-            self._inflight[node] = _InFlight(key, time.monotonic())
+            if takes_lock:
+                self._inflight[node] = _InFlight(key, time.monotonic())
         self.state.upsert_pod(assumed)
         self._assumed[key] = assumed
         self._spawn(self._bind(pod, decision, patch_annotations))
@@ -388,12 +396,15 @@ class HamiScheduler:
             if decision.requests_gpu:
                 # HAMi writes the filter annotations before it locks, so both may go out together.
                 patch = {"metadata": {"annotations": annotations, "labels": {ann.VGPU_NODE: node}}}
+                takes_lock = self._takes_lock(pod)
                 outcome = await asyncio.gather(
-                    self.locks.lock(node, ns, name, node=self.nodes.get(None, node)),
+                    self.locks.lock(node, ns, name, node=self.nodes.get(None, node))
+                    if takes_lock
+                    else asyncio.sleep(0),
                     self.client.patch("pods", name, patch, ns),
                     return_exceptions=True,
                 )
-                locked = not isinstance(outcome[0], BaseException)
+                locked = takes_lock and not isinstance(outcome[0], BaseException)
                 for result in outcome:
                     if isinstance(result, BaseException):
                         raise result
