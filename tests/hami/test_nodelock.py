@@ -74,5 +74,11 @@ def test_release_only_by_owner() -> None:
 
 
 def test_contention_message_uses_go_duration() -> None:
-    assert contention_message("gpu-1", FIVE_MIN) == "node gpu-1 has been locked within 5m0s"
-    assert contention_message("gpu-1", timedelta(seconds=30)) == "node gpu-1 has been locked within 30s"
+    # HAMi v2.10 LockNode: fmt.Errorf("node %s has been locked within %v: %w", ..., ErrNodeLockContention)
+    assert (
+        contention_message("gpu-1", FIVE_MIN)
+        == "node gpu-1 has been locked within 5m0s: node lock contention"
+    )
+    assert contention_message("gpu-1", timedelta(seconds=30)) == (
+        "node gpu-1 has been locked within 30s: node lock contention"
+    )

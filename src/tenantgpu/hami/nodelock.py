@@ -101,7 +101,8 @@ def format_timeout(timeout: timedelta) -> str:
 
 
 def contention_message(node: str, timeout: timedelta) -> str:
-    return f"node {node} has been locked within {format_timeout(timeout)}"
+    """LockNode's error, which wraps ErrNodeLockContention (BindingFailed shows the whole text)."""
+    return f"node {node} has been locked within {format_timeout(timeout)}: node lock contention"
 
 
 # --- the API side -----------------------------------------------------------------------------
@@ -126,7 +127,7 @@ async def _patch_lock(
                 node = await client.get("nodes", node_name)
             rv = node["metadata"]["resourceVersion"]
             if value is not None and _lock_value(node) is not None:
-                raise NodeLockError(f"node {node_name} is locked")
+                raise NodeLockError(f"node {node_name} is locked: node lock contention")
             patch = {"metadata": {"annotations": {NODE_LOCK: value}, "resourceVersion": rv}}
             return await client.patch("nodes", node_name, patch)
         except ApiError as err:
