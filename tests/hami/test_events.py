@@ -53,3 +53,9 @@ def test_filtering_succeed_lists_nodes_in_hami_sort_order_under_spread() -> None
     assert events.filtering_succeed_message(2, decision, spread=True) == (
         "find fit node(n1), 0 nodes not fit, 2 nodes fit(n2:5.17,n1:0.50)"
     )
+
+
+def test_filtering_failed_for_a_calc_score_error_is_that_error() -> None:
+    """HAMi scheduler.go Filter: a calcScore error is recorded as one FilteringFailed event with its text."""
+    text = 'calcScore failed invalid hami.io/device-scoring-weights annotation "x": expected slot, core, and memory weights for pod p'
+    assert events.filtering_failed_messages(Decision(None, reason=text)) == [text]

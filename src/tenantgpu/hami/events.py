@@ -66,6 +66,8 @@ def filtering_failed_messages(decision: Decision) -> list[str]:
     texts such as `NodeInsufficientDevice` or `node unregistered`), and N counts the nodes the
     extender was asked about, i.e. not those kube-scheduler's own filters already removed.
     """
+    if not decision.failed_nodes and (decision.reason or "").startswith("calcScore failed"):
+        return [decision.reason or ""]  # Filter's own error (e.g. a bad device-scoring-weights annotation)
     grouped: dict[str, list[str]] = {}
     for node, text in sorted(decision.failed_nodes.items()):
         for reason in r.parse_reason(text):
