@@ -59,3 +59,17 @@ def test_filtering_failed_for_a_calc_score_error_is_that_error() -> None:
     """HAMi scheduler.go Filter: a calcScore error is recorded as one FilteringFailed event with its text."""
     text = 'calcScore failed invalid hami.io/device-scoring-weights annotation "x": expected slot, core, and memory weights for pod p'
     assert events.filtering_failed_messages(Decision(None, reason=text)) == [text]
+
+
+def test_filtering_succeed_counts_only_nodes_the_extender_saw() -> None:
+    """genSuccessMsg: `<k> nodes not fit` is len(args.NodeNames) minus the fitting nodes; nodes that
+    kube-scheduler's own filters removed were never passed to HAMi."""
+    decision = Decision(
+        "n1",
+        node_scores={"n1": 1.0},
+        failed_nodes={"n2": "Insufficient cpu", "n3": "1/1 CardInsufficientMemory"},
+    )
+    assert (
+        events.filtering_succeed_message(3, decision)
+        == "find fit node(n1), 1 nodes not fit, 1 nodes fit(n1:1.00)"
+    )

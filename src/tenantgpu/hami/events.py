@@ -23,6 +23,18 @@ FAILED_SCHEDULING = "FailedScheduling"
 _ENTRY = re.compile(r"^\s*\d+/\d+ (\S+)\s*$")
 
 
+_KUBE_SCHEDULER_REASONS = frozenset(
+    {
+        r.INSUFFICIENT_CPU,
+        r.INSUFFICIENT_MEMORY,
+        r.TOO_MANY_PODS,
+        r.NODE_UNSCHEDULABLE,
+        r.NODE_SELECTOR_MISMATCH,
+        r.UNTOLERATED_TAINT,
+    }
+)
+
+
 def filtering_succeed_message(total_nodes: int, decision: Decision, *, spread: bool = False) -> str:
     """`find fit node(<node>), <k> nodes not fit, <m> nodes fit(<node>:<score>,...)`.
 
@@ -30,6 +42,8 @@ def filtering_succeed_message(total_nodes: int, decision: Decision, *, spread: b
     descending under spread (NodeScoreList.Less).
     """
     scores = sorted(decision.node_scores.items(), key=lambda kv: (-kv[1] if spread else kv[1], kv[0]))
+    # HAMi counts the nodes kube-scheduler passed to the extender (len(args.NodeNames))
+    total_nodes -= sum(1 for text in decision.failed_nodes.values() if text in _KUBE_SCHEDULER_REASONS)
     listed = ",".join(f"{name}:{score:.2f}" for name, score in scores)
     return (
         f"find fit node({decision.node}), {total_nodes - len(scores)} nodes not fit, "
@@ -45,18 +59,6 @@ def reasons_by_node(failed_nodes: dict[str, str]) -> dict[str, list[str]]:
         for name in dict.fromkeys(names):
             grouped.setdefault(name, []).append(node)
     return grouped
-
-
-_KUBE_SCHEDULER_REASONS = frozenset(
-    {
-        r.INSUFFICIENT_CPU,
-        r.INSUFFICIENT_MEMORY,
-        r.TOO_MANY_PODS,
-        r.NODE_UNSCHEDULABLE,
-        r.NODE_SELECTOR_MISMATCH,
-        r.UNTOLERATED_TAINT,
-    }
-)
 
 
 def filtering_failed_messages(decision: Decision) -> list[str]:
