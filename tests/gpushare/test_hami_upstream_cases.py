@@ -7,6 +7,7 @@ re-expressed with our data structures; no Go code is copied.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from gpushare_objects import container, gpu, gpu_pod, node, placed, pod
@@ -46,11 +47,16 @@ def usage(
 
 
 def fit(
-    devices: list[DeviceUsage], request: ContainerDeviceRequest, annotations: dict[str, str] | None = None
+    devices: list[DeviceUsage],
+    request: ContainerDeviceRequest,
+    annotations: dict[str, str] | None = None,
+    *,
+    policy: str = "spread",
+    node_obj: dict | None = None,
 ):
     notes = dict(annotations or {})
     p = pod("p", annotations=notes)
-    ctx = FitContext(pod=p, annotations=notes, node=None, gpu_policy="spread", num_init=0)
+    ctx = FitContext(pod=p, annotations=notes, node=node_obj, gpu_policy=policy, num_init=0)
     return NvidiaGPUs(SharingConfig()).fit(devices, request, ctx)
 
 
@@ -892,3 +898,73 @@ def test_fit_cordoned_card_via_node_annotation() -> None:
     assert s.schedule(gpu_pod("x", mem=10)).annotation == "G0,NVIDIA,10,0:;"
     s.upsert_node(node("n", gpu("G0", 0), gpu("G1", 1), annotations={"hami.io/device-cordon": "G0,G1"}))
     assert s.schedule(gpu_pod("x", mem=10)).failed_nodes == {"n": "2/2 CardCordoned"}
+
+
+def _three(**kw: int) -> list[DeviceUsage]:
+    return [usage(f"dev-{i}", index=i, count=10, totalmem=8192, **kw) for i in range(3)]
+
+
+def _scored_node(scores: dict[str, dict[str, int]]) -> dict:
+    value = json.dumps([{"uuid": u, "score": s} for u, s in scores.items()])
+    return node("n", annotations={"hami.io/node-nvidia-score": value})
+
+
+_REQ1 = ContainerDeviceRequest(nums=1, type=NV, memreq=100, coresreq=10)
+_REQ2 = ContainerDeviceRequest(nums=2, type=NV, memreq=100, coresreq=10)
+
+
+def test_fit_numa_switching() -> None:
+    """device_test.go TestFit_NumaSwitching: scanning dev-2 (NUMA 0), dev-1, dev-0 (NUMA 1) for 2 cards
+    with numa-bind: the switch at dev-1 drops dev-2, and dev-1, dev-0 are taken in scan order."""
+    devs = _three()
+    devs[0].numa = devs[1].numa = 1
+    res = fit(devs, _REQ2, {"nvidia.com/numa-bind": "true"})
+    assert res.ok and [d.uuid for d in res.devices] == ["dev-1", "dev-0"]
+
+
+def test_fit_mutex_policy() -> None:
+    """device_test.go TestFit_MutexPolicy: mutex skips a used card; two cards cannot be had when one is idle."""
+    devs = [usage("used", index=0, used=1, count=10), usage("idle", index=1, count=10)]
+    res = fit(devs, _REQ1, policy="mutex")
+    assert res.ok and [d.uuid for d in res.devices] == ["idle"]
+    assert not fit(devs, _REQ2, policy="mutex").ok
+
+
+@pytest.mark.parametrize(
+    ("scores", "single", "pair"),
+    [
+        (
+            {
+                "dev-0": {"dev-1": 100, "dev-2": 200},
+                "dev-1": {"dev-0": 100, "dev-2": 150},
+                "dev-2": {"dev-0": 200, "dev-1": 150},
+            },
+            "dev-1",
+            {"dev-0", "dev-2"},
+        ),
+        (
+            {
+                "dev-0": {"dev-1": -5, "dev-2": -3},
+                "dev-1": {"dev-0": -5, "dev-2": -1},
+                "dev-2": {"dev-0": -3, "dev-1": -1},
+            },
+            "dev-0",
+            {"dev-1", "dev-2"},
+        ),
+    ],
+)
+def test_fit_topology_aware(scores: dict, single: str, pair: set[str]) -> None:
+    """device_test.go TestFit_TopologyWorstSingleCard / _TopologyBestCombination / _TopologyNegativeScores:
+    one card = the least connected to the other candidates; two = the best-connected pair."""
+    node_obj = _scored_node(scores)
+    one = fit(_three(), _REQ1, policy="topology-aware", node_obj=node_obj)
+    assert one.ok and [d.uuid for d in one.devices] == [single]
+    two = fit(_three(), _REQ2, policy="topology-aware", node_obj=node_obj)
+    assert two.ok and {d.uuid for d in two.devices} == pair
+
+
+def test_fit_topology_zero_scores() -> None:
+    """device_test.go TestFit_TopologyBestCombinationZeroScores: all-zero pair scores still give 2 cards."""
+    zero = {f"dev-{i}": {f"dev-{j}": 0 for j in range(3) if j != i} for i in range(3)}
+    res = fit(_three(), _REQ2, policy="topology-aware", node_obj=_scored_node(zero))
+    assert res.ok and len(res.devices) == 2
