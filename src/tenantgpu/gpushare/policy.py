@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import struct
@@ -115,12 +116,19 @@ def device_score(dev: DeviceUsage, request: ContainerDeviceRequest | None, weigh
         cores += request.coresreq
         pct = request.mem_percentage
         mem += dev.totalmem * pct // 100 if pct not in (0, PERCENTAGE_UNSET) else request.memreq
+    return _weighted_score(
+        slots, dev.count, cores, dev.totalcore, mem, dev.totalmem, weights.slot, weights.core, weights.memory
+    )
+
+
+@functools.lru_cache(maxsize=65536)
+def _weighted_score(
+    slots: int, count: int, cores: int, totalcore: int, mem: int, totalmem: int, ws: int, wc: int, wm: int
+) -> float:
+    """The float32 arithmetic of ComputeScore; cached, since clusters repeat the same card states."""
     total = float32(
-        float32(
-            float32(weights.slot * _ratio(slots, dev.count))
-            + float32(weights.core * _ratio(cores, dev.totalcore))
-        )
-        + float32(weights.memory * _ratio(mem, dev.totalmem))
+        float32(float32(ws * _ratio(slots, count)) + float32(wc * _ratio(cores, totalcore)))
+        + float32(wm * _ratio(mem, totalmem))
     )
     return float32(WEIGHT * total)
 
@@ -183,6 +191,7 @@ def node_score(devices: Sequence[DeviceUsage]) -> float:
     )
 
 
+@functools.lru_cache(maxsize=65536)
 def node_score_of_sums(
     used: int, count: int, used_core: int, total_core: int, used_mem: int, total_mem: int
 ) -> float:
