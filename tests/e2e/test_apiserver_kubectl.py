@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from apiserver_harness import Kubectl, RunningAPIServer, kubectl_path
 
+pytestmark = pytest.mark.slow  # drives real kubectl binaries or subprocesses
+
 VERSIONS = ["1.27", "1.29", "1.33"]
 
 
