@@ -17,7 +17,7 @@ from apiserver_harness import BackgroundLoop, RawClient, RunningAPIServer, start
 
 from tenantgpu.apiserver.pki import CertificateAuthority
 
-pytestmark = pytest.mark.slow  # drives real kubectl binaries or subprocesses
+pytestmark = pytest.mark.slow  # real TLS webhook servers and timeouts
 
 
 class FakeTunnel:
