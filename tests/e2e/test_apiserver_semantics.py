@@ -394,3 +394,16 @@ def test_bodies_of_the_wrong_shape_never_get_500(raw: RawClient, path: str) -> N
             {"Content-Type": "application/merge-patch+json"},
         )
         assert response.status < 500, (patch, response.body)
+
+
+def test_streaming_list_ends_its_initial_events_with_a_bookmark(raw: RawClient) -> None:
+    raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": "streamed"}})
+    raw.request("POST", "/api/v1/namespaces/streamed/configmaps", {"metadata": {"name": "one"}})
+    response = raw.request(
+        "GET",
+        "/api/v1/namespaces/streamed/configmaps?watch=true&sendInitialEvents=true"
+        "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1",
+    )
+    events = [json.loads(line) for line in response.body.splitlines()]
+    assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+    assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}

@@ -646,7 +646,9 @@ class APIServer:
         kind = target.kind
         query = request.query
         raw_version = query.get("resourceVersion", "")
-        if raw_version in ("", "0"):
+        # The streaming-list form (client-go's WatchList): current objects first, then a bookmark.
+        initial_events = _query_flag(query, "sendInitialEvents")
+        if raw_version in ("", "0") or initial_events:
             since = None
         else:
             try:
@@ -695,10 +697,18 @@ class APIServer:
         deadline = time.monotonic() + timeout
         try:
             await response.prepare(request)
-            if backlog:
-                await response.write(b"".join(line(e) for e in backlog))
-            else:
-                await response.write(b"")
+            chunk = b"".join(line(e) for e in backlog)
+            if initial_events and not table:
+                mark = {
+                    "kind": kind.kind,
+                    "apiVersion": kind.api_version,
+                    "metadata": {
+                        "resourceVersion": str(self.registry.revision),
+                        "annotations": {"k8s.io/initial-events-end": "true"},
+                    },
+                }
+                chunk += encode({"type": "BOOKMARK", "object": mark}) + b"\n"
+            await response.write(chunk)
             last_sent = time.monotonic()
             while True:
                 remaining = deadline - time.monotonic()
