@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -9,9 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from apiserver_harness import BackgroundLoop, RawClient, RunningAPIServer, start_server
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
+
+from tenantgpu.apiserver.auth import SharedClientTrust
 
 
 @pytest.fixture(scope="module")
@@ -289,20 +293,17 @@ def test_unprivileged_user_is_forbidden_but_can_ask(apiserver: RunningAPIServer)
 
 
 def test_credentials_of_another_tenant_get_401(background_loop: BackgroundLoop, tmp_path: Path) -> None:
-    tenant_b = start_server(background_loop, tmp_path / "b", "tenant-b")
-    tenant_c = start_server(
-        background_loop,
-        tmp_path / "c",
-        "tenant-c",
-        trusted_client_cas=[tenant_b.server.ca_pem],
-    )
+    trust = SharedClientTrust()
+    # tenant-c starts first: it must learn tenant-b's CA while running
+    tenant_c = start_server(background_loop, tmp_path / "c", "tenant-c", client_trust=trust)
+    tenant_b = start_server(background_loop, tmp_path / "b", "tenant-b", client_trust=trust)
     try:
         # tenant-b's admin certificate and token, pointed at tenant-c
-        b_config = json.loads(json.dumps(__import__("yaml").safe_load(tenant_b.kubeconfig.read_text())))
+        b_config = yaml.safe_load(tenant_b.kubeconfig.read_text())
         b_config["clusters"][0]["cluster"]["server"] = tenant_c.url
-        b_config["clusters"][0]["cluster"]["certificate-authority-data"] = (
-            __import__("base64").b64encode(tenant_c.server.ca_pem).decode()
-        )
+        b_config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
+            tenant_c.server.ca_pem
+        ).decode()
         foreign_cert = tmp_path / "foreign-cert.kubeconfig"
         foreign_cert.write_text(json.dumps(b_config))
         response = RawClient(foreign_cert).request("GET", "/api/v1/namespaces")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import ssl
 import time
 import uuid
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,6 +157,32 @@ def _subject_parts(subject: Iterable[Iterable[tuple[str, str]]]) -> tuple[str, l
             elif key == "organizationName":
                 organizations.append(value)
     return common_name, organizations
+
+
+class SharedClientTrust:
+    """The CAs that every API server sharing this object accepts at the TLS layer.
+
+    Without it, a client certificate from another tenant's CA fails the TLS handshake; with it, the
+    handshake succeeds and the server answers 401, because users still come only from its own CA.
+    CAs added later reach servers that are already running (their SSL contexts are updated).
+    """
+
+    def __init__(self) -> None:
+        self._cas: list[str] = []
+        self._contexts: weakref.WeakSet[ssl.SSLContext] = weakref.WeakSet()
+
+    def add_ca(self, ca_pem: bytes | str) -> None:
+        pem = ca_pem.decode() if isinstance(ca_pem, bytes) else ca_pem
+        if pem in self._cas:
+            return
+        self._cas.append(pem)
+        for context in self._contexts:
+            context.load_verify_locations(cadata=pem)
+
+    def attach(self, context: ssl.SSLContext) -> None:
+        for pem in self._cas:
+            context.load_verify_locations(cadata=pem)
+        self._contexts.add(context)
 
 
 class Authenticator:

@@ -28,7 +28,14 @@ from aiohttp import web
 
 from tenantgpu.apiserver import discovery, errors, openapi
 from tenantgpu.apiserver.admission import AdmissionChain, AdmissionPlugin, NamespaceLifecycle
-from tenantgpu.apiserver.auth import Attributes, Authenticator, Authorizer, TokenSigner, UserInfo
+from tenantgpu.apiserver.auth import (
+    Attributes,
+    Authenticator,
+    Authorizer,
+    SharedClientTrust,
+    TokenSigner,
+    UserInfo,
+)
 from tenantgpu.apiserver.hooks import Egress, LogOptions, NoEgress, PodLogSource
 from tenantgpu.apiserver.jsoncodec import loads
 from tenantgpu.apiserver.kinds import SCALE_PATHS, VIRTUAL_KINDS, Kind, KindTable, kind_table
@@ -89,6 +96,8 @@ class APIServerConfig:
     # Other CAs accepted at the TLS layer, so their certificates get a clean 401 rather than a failed
     # handshake (the lab passes every tenant's CA); users always come from this server's own CA.
     trusted_client_cas: Sequence[bytes] = ()
+    # Or share one trust among all servers of a process: each adds its CA, all accept all at TLS level.
+    client_trust: SharedClientTrust | None = None
     admission_plugins: Sequence[AdmissionPlugin] = ()
     max_body_bytes: int = 3 * 1024 * 1024
     watch_window: int = 1000
@@ -185,7 +194,9 @@ class APIServer:
         self.kinds: KindTable = kind_table(config.extra_kinds)
         self.signer = TokenSigner(config.pki.service_account_key_pem)
         self._authenticator = Authenticator(
-            config.pki.ca.cert_pem, self.signer, check_issuer=bool(config.trusted_client_cas)
+            config.pki.ca.cert_pem,
+            self.signer,
+            check_issuer=bool(config.trusted_client_cas) or config.client_trust is not None,
         )
         self.webhooks = WebhookAdmission(self._webhook_configurations, self._namespace_object, config.egress)
         self.admission = AdmissionChain(
@@ -265,6 +276,9 @@ class APIServer:
             context.load_cert_chain(cert_file, key_file)
         cas = b"".join([pki.ca.cert_pem, *self.config.trusted_client_cas]).decode()
         context.load_verify_locations(cadata=cas)
+        if self.config.client_trust is not None:
+            self.config.client_trust.add_ca(pki.ca.cert_pem)
+            self.config.client_trust.attach(context)
         context.verify_mode = ssl.CERT_OPTIONAL
         context.set_alpn_protocols(["http/1.1"])
         return context
