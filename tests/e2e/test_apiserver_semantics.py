@@ -408,3 +408,17 @@ def test_streaming_list_ends_its_initial_events_with_a_bookmark(raw: RawClient) 
     events = [json.loads(line) for line in response.body.splitlines()]
     assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+def test_status_is_reset_on_create_except_for_nodes(raw: RawClient) -> None:
+    pod = _pod("claims-running")
+    pod["status"] = {"phase": "Running"}
+    created = raw.request("POST", "/api/v1/namespaces/default/pods", pod).json()
+    assert created["status"]["phase"] == "Pending"
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "registers"},
+        "status": {"capacity": {"cpu": "4"}},
+    }
+    assert raw.request("POST", "/api/v1/nodes", node).json()["status"]["capacity"] == {"cpu": "4"}

@@ -35,6 +35,9 @@ class Strategy:
     on_create: Callable[[Obj], None] | None = None
     on_update: Callable[[Obj, Obj], None] | None = None
     graceful_delete: Callable[[Obj], int | None] | None = None
+    # Kinds with a status subresource start with an empty status, except nodes: kubelets register
+    # with theirs.
+    keep_status_on_create: bool = False
 
 
 @dataclass(frozen=True)
@@ -228,7 +231,7 @@ NODE = Kind(
     False,
     ("no",),
     subresources=(_status("Node"),),
-    strategy=Strategy(_STATUS, _node_on_create),
+    strategy=Strategy(_STATUS, _node_on_create, keep_status_on_create=True),
     storage_name="minions",
 )
 NAMESPACE = Kind(

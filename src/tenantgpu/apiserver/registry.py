@@ -282,6 +282,8 @@ class Registry:
         if kind.has_status or kind.group:
             meta["generation"] = 1
         with _well_formed(kind):
+            if kind.has_status and not kind.strategy.keep_status_on_create:
+                obj.pop("status", None)
             if kind.strategy.on_create is not None:
                 kind.strategy.on_create(obj)
             default_object(kind.kind, obj)
