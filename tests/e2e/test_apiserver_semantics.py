@@ -422,3 +422,15 @@ def test_status_is_reset_on_create_except_for_nodes(raw: RawClient) -> None:
         "status": {"capacity": {"cpu": "4"}},
     }
     assert raw.request("POST", "/api/v1/nodes", node).json()["status"]["capacity"] == {"cpu": "4"}
+
+
+def test_a_taken_port_fails_start_cleanly_and_a_retry_serves(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop, tmp_path: Path
+) -> None:
+    with pytest.raises(OSError):
+        start_server(background_loop, tmp_path, "clash", port=apiserver.server.port)
+    retry = start_server(background_loop, tmp_path, "clash")
+    try:
+        assert RawClient(retry.kubeconfig).request("GET", "/api/v1/namespaces").status == 200
+    finally:
+        background_loop.run(retry.server.stop())

@@ -220,6 +220,7 @@ class QuotaController:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+            self._task = None
 
     def _changed(self, event: Any) -> None:
         namespace = event.entry.obj["metadata"].get("namespace", "")

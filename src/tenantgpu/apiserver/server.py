@@ -179,14 +179,19 @@ class APIServer(SubresourceHandlers):
             access_log=None,
         )
         self._runner = web.ServerRunner(server)
-        await self._runner.setup()
-        self._site = web.TCPSite(
-            self._runner, self.config.host, self.config.port, ssl_context=self._ssl_context()
-        )
-        await self._site.start()
-        server = self._site._server
-        assert server is not None
-        self._port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            await self._runner.setup()
+            self._site = web.TCPSite(
+                self._runner, self.config.host, self.config.port, ssl_context=self._ssl_context()
+            )
+            await self._site.start()
+        except BaseException:
+            # e.g. the port is taken: leave nothing running, so the caller may retry elsewhere.
+            await self.stop()
+            raise
+        listening = self._site._server
+        assert listening is not None
+        self._port = listening.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self._docs.clear()
 
     async def stop(self) -> None:
