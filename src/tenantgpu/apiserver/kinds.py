@@ -131,30 +131,6 @@ class KindTable:
 # --- strategies -------------------------------------------------------------------------------
 
 
-def _pod_on_create(pod: Obj) -> None:
-    status = pod.setdefault("status", {})
-    status.setdefault("phase", "Pending")
-    status.setdefault("qosClass", _qos_class(pod.get("spec", {})))
-
-
-def _qos_class(spec: Obj) -> str:
-    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
-    requests_any = False
-    guaranteed = True
-    for container in containers:
-        resources = container.get("resources") or {}
-        limits = resources.get("limits") or {}
-        requests = resources.get("requests") or {}
-        if limits or requests:
-            requests_any = True
-        for name in ("cpu", "memory"):
-            if name not in limits or requests.get(name, limits[name]) != limits[name]:
-                guaranteed = False
-    if not requests_any:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
 def _pod_grace(pod: Obj) -> int | None:
     """Pods on a node are deleted gracefully (the kubelet finishes the deletion); others at once."""
     if not (pod.get("spec") or {}).get("nodeName"):
@@ -221,7 +197,7 @@ POD = Kind(
         Subresource("eviction", "Eviction", ("create",), "policy", "v1"),
         Subresource("log", "Pod", ("get",)),
     ),
-    strategy=Strategy(_STATUS, _pod_on_create, graceful_delete=_pod_grace),
+    strategy=Strategy(_STATUS, graceful_delete=_pod_grace),
 )
 NODE = Kind(
     "",

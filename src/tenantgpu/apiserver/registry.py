@@ -188,11 +188,12 @@ class Registry:
 
     def list(self, kind: Kind, namespace: str | None, predicate: Predicate | None = None) -> list[Entry]:
         """Matching objects sorted by namespace and name (the order `limit`/`continue` pages through)."""
+        cache = self.cache(kind)
+        if not cache.objects:
+            return []
         prefix = f"{namespace}/" if namespace and kind.namespaced else ""
         items = [
-            (key, entry)
-            for key, entry in self.cache(kind).items(prefix)
-            if predicate is None or predicate(entry.obj)
+            (key, entry) for key, entry in cache.items(prefix) if predicate is None or predicate(entry.obj)
         ]
         items.sort(key=lambda item: item[0])
         return [entry for _, entry in items]
@@ -231,9 +232,9 @@ class Registry:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
             raise errors.bad_request(_unmarshal_message(meta, "metadata", "v1.ObjectMeta"))
-        for field, wanted in _METADATA_TYPES.items():
-            value = meta.get(field)
-            if value is not None and not _has_type(value, wanted):
+        for field, value in meta.items():
+            wanted = _METADATA_TYPES.get(field)
+            if wanted is not None and value is not None and not _has_type(value, wanted):
                 raise errors.bad_request(_unmarshal_message(value, f"metadata.{field}", wanted))
         for field in ("spec", "status"):
             value = obj.get(field)
