@@ -434,3 +434,12 @@ def test_a_taken_port_fails_start_cleanly_and_a_retry_serves(
         assert RawClient(retry.kubeconfig).request("GET", "/api/v1/namespaces").status == 200
     finally:
         background_loop.run(retry.server.stop())
+
+
+def test_system_namespaces_may_not_be_deleted(raw: RawClient) -> None:
+    response = raw.request("DELETE", "/api/v1/namespaces/kube-system")
+    assert response.status == 403
+    assert (
+        response.json()["message"]
+        == 'namespaces "kube-system" is forbidden: this namespace may not be deleted'
+    )

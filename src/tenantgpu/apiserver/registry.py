@@ -31,6 +31,7 @@ Mutation = Callable[[Obj], Obj]
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _UPDATE_RETRIES = 8
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 
 
 def now_rfc3339() -> str:
@@ -535,6 +536,8 @@ class Registry:
         if kind.kind == "Pod" and not (current.obj.get("spec") or {}).get("nodeName"):
             graceful = False  # never scheduled: nothing on a node has to stop first
         if kind.kind == "Namespace":
+            if name in _IMMORTAL_NAMESPACES:  # kube's NamespaceLifecycle keeps these
+                raise errors.forbidden("namespaces", name, "", "this namespace may not be deleted")
             return await self._delete_namespace(current, dry_run), not dry_run
         if not graceful and not meta.get("finalizers"):
             return await self._remove(kind, namespace, name, current, dry_run), True
