@@ -34,7 +34,11 @@ class Strategy:
     status_fields: tuple[str, ...] = ()
     on_create: Callable[[Obj], None] | None = None
     on_update: Callable[[Obj, Obj], None] | None = None
-    graceful_delete: Callable[[Obj], int | None] | None = None
+    # The grace period a delete gets, from the object and the requested one; None or 0 = at once.
+    graceful_delete: Callable[[Obj, int | None], int | None] | None = None
+    # Names that may never be deleted, and whether deleting an object removes its namespace's content.
+    protected_names: frozenset[str] = frozenset()
+    owns_namespace_content: bool = False
     # Kinds with a status subresource start with an empty status, except nodes: kubelets register
     # with theirs.
     keep_status_on_create: bool = False
@@ -131,12 +135,14 @@ class KindTable:
 # --- strategies -------------------------------------------------------------------------------
 
 
-def _pod_grace(pod: Obj) -> int | None:
+def _pod_grace(pod: Obj, requested: int | None) -> int | None:
     """Pods on a node are deleted gracefully (the kubelet finishes the deletion); others at once."""
     if not (pod.get("spec") or {}).get("nodeName"):
         return None
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return None
+    if requested is not None:
+        return requested
     grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
     return 30 if grace is None else int(grace)
 
@@ -219,7 +225,14 @@ NAMESPACE = Kind(
     ("ns",),
     verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
     subresources=(_status("Namespace"), Subresource("finalize", "Namespace", ("update",))),
-    strategy=Strategy(_STATUS, _namespace_on_create, _namespace_on_update),
+    strategy=Strategy(
+        _STATUS,
+        _namespace_on_create,
+        _namespace_on_update,
+        # kube's NamespaceLifecycle never lets these go.
+        protected_names=frozenset({"default", "kube-system", "kube-public"}),
+        owns_namespace_content=True,
+    ),
 )
 BUILTIN_KINDS: tuple[Kind, ...] = (
     POD,

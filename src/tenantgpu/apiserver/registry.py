@@ -31,7 +31,6 @@ Mutation = Callable[[Obj], Obj]
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _UPDATE_RETRIES = 8
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-_IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 
 
 def now_rfc3339() -> str:
@@ -529,16 +528,15 @@ class Registry:
         self, kind: Kind, namespace: str, name: str, current: Entry, options: DeleteOptions, dry_run: bool
     ) -> tuple[Entry, bool]:
         meta = current.obj["metadata"]
-        grace = options.grace_period_seconds
-        if grace is None and kind.strategy.graceful_delete is not None:
-            grace = kind.strategy.graceful_delete(current.obj)
-        graceful = bool(grace) and kind.strategy.graceful_delete is not None
-        if kind.kind == "Pod" and not (current.obj.get("spec") or {}).get("nodeName"):
-            graceful = False  # never scheduled: nothing on a node has to stop first
-        if kind.kind == "Namespace":
-            if name in _IMMORTAL_NAMESPACES:  # kube's NamespaceLifecycle keeps these
-                raise errors.forbidden("namespaces", name, "", "this namespace may not be deleted")
+        strategy = kind.strategy
+        if name in strategy.protected_names:
+            raise errors.forbidden(kind.plural, name, kind.group, "this namespace may not be deleted")
+        if strategy.owns_namespace_content:
             return await self._delete_namespace(current, dry_run), not dry_run
+        grace = None
+        if strategy.graceful_delete is not None:
+            grace = strategy.graceful_delete(current.obj, options.grace_period_seconds)
+        graceful = bool(grace)
         if not graceful and not meta.get("finalizers"):
             return await self._remove(kind, namespace, name, current, dry_run), True
         if meta.get("deletionTimestamp") and (not graceful or grace == 0) and not meta.get("finalizers"):
