@@ -286,3 +286,14 @@ def test_old_kubectl_creates_with_default_validation(kubectl: Kubectl, tmp_path:
     assert f"pod/{name} created" in out
     out = kubectl("apply", "-f", str(_manifest(tmp_path, name, "nginx:1.26")), version=version).stdout
     assert f"pod/{name} configured" in out
+
+
+@pytest.mark.parametrize("version", ["1.28", "1.33"])
+def test_auth_whoami_names_the_caller(kubectl: Kubectl, apiserver: RunningAPIServer, version: str) -> None:
+    admin = kubectl("auth", "whoami", version=version).stdout
+    assert "kubernetes-admin" in admin and "system:masters" in admin
+    robot = apiserver.write_kubeconfig(
+        "robot.kubeconfig", apiserver.server.service_account_kubeconfig("kube-system", "robot")
+    )
+    out = kubectl("auth", "whoami", version=version, kubeconfig=robot).stdout
+    assert "system:serviceaccount:kube-system:robot" in out

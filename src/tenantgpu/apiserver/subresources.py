@@ -53,6 +53,9 @@ class SubresourceHandlers:
     def _dry_run(self, request: web.Request) -> bool:
         raise NotImplementedError
 
+    async def _read_body(self, request: web.Request) -> bytes:
+        raise NotImplementedError
+
     async def _create_subresource(
         self, request: web.Request, target: Target, user: UserInfo
     ) -> web.StreamResponse:
@@ -201,6 +204,17 @@ class SubresourceHandlers:
             "metadata": {"creationTimestamp": None},
             "spec": spec,
             "status": {"allowed": allowed, **({} if allowed else {"reason": "no rule allows it"})},
+        }
+        return json_response(result, 201)
+
+    async def _self_subject_review(self, request: web.Request, user: UserInfo) -> web.Response:
+        """`kubectl auth whoami`: the caller as this server sees it (the body carries nothing else)."""
+        await self._read_body(request)
+        result = {
+            "kind": "SelfSubjectReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "status": {"userInfo": user.as_dict()},
         }
         return json_response(result, 201)
 
