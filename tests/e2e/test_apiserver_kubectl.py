@@ -297,3 +297,16 @@ def test_auth_whoami_names_the_caller(kubectl: Kubectl, apiserver: RunningAPISer
     )
     out = kubectl("auth", "whoami", version=version, kubeconfig=robot).stdout
     assert "system:serviceaccount:kube-system:robot" in out
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
+def test_auth_can_i_list_shows_the_rules(kubectl: Kubectl, apiserver: RunningAPIServer, version: str) -> None:
+    rows = kubectl("auth", "can-i", "--list", version=version).stdout.splitlines()
+    assert rows[1].split() == ["*.*", "[]", "[]", "[*]"]
+    developer = apiserver.write_kubeconfig(
+        "dev-list.kubeconfig", apiserver.server.user_kubeconfig("dev", ["devs"])
+    )
+    listed = kubectl("auth", "can-i", "--list", version=version, kubeconfig=developer).stdout
+    assert "selfsubjectaccessreviews.authorization.k8s.io" in listed and "*.*" not in listed
+    denied = kubectl("auth", "can-i", "delete", "nodes", version=version, kubeconfig=developer, check=False)
+    assert denied.returncode == 1 and denied.stdout.strip() == "no"

@@ -250,6 +250,7 @@ class Attributes:
 _PUBLIC_PATHS = ("/api", "/apis", "/version", "/openapi", "/healthz", "/livez", "/readyz")
 _SELF_RESOURCES = {
     ("authorization.k8s.io", "selfsubjectaccessreviews"),
+    ("authorization.k8s.io", "selfsubjectrulesreviews"),
     ("authentication.k8s.io", "selfsubjectreviews"),
 }
 
@@ -272,3 +273,21 @@ class Authorizer:
                 attributes.path == p or attributes.path.startswith(p + "/") for p in _PUBLIC_PATHS
             )
         return attributes.verb == "create" and (attributes.group, attributes.resource) in _SELF_RESOURCES
+
+    def rules(self, user: UserInfo) -> dict[str, Any]:
+        """What `user` may do, as the status of a SelfSubjectRulesReview (`kubectl auth can-i --list`)."""
+        if not self._privileged.isdisjoint(user.groups):
+            return {
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                "incomplete": False,
+            }
+        public = sorted([*_PUBLIC_PATHS, *(p + "/*" for p in _PUBLIC_PATHS)])
+        return {
+            "resourceRules": [
+                {"verbs": ["create"], "apiGroups": [group], "resources": [resource]}
+                for group, resource in sorted(_SELF_RESOURCES)
+            ],
+            "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": public}],
+            "incomplete": False,
+        }

@@ -300,10 +300,20 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     ),
     Kind("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", False, verbs=("create",)),
     Kind("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False, verbs=("create",)),
+    Kind(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        False,
+        verbs=("create",),
+    ),
 )
 
 # Kinds answered by a handler rather than stored: create returns a computed object.
-VIRTUAL_KINDS = frozenset({"SelfSubjectAccessReview", "SelfSubjectReview", "TokenReview", "Binding"})
+VIRTUAL_KINDS = frozenset(
+    {"SelfSubjectAccessReview", "SelfSubjectRulesReview", "SelfSubjectReview", "TokenReview", "Binding"}
+)
 
 TENANT_CONTROL_PLANE = Kind(
     "kamaji.clastix.io",

@@ -744,6 +744,8 @@ class APIServer(SubresourceHandlers):
             return await self._token_review(request)
         if kind.kind == "SelfSubjectReview":
             return await self._self_subject_review(request, user)
+        if kind.kind == "SelfSubjectRulesReview":
+            return await self._self_subject_rules_review(request, user)
         if kind.kind == "Binding":
             body = await self._decode_body(request)
             name = ((body or {}).get("metadata") or {}).get("name", "")

@@ -203,7 +203,7 @@ class SubresourceHandlers:
             "apiVersion": "authorization.k8s.io/v1",
             "metadata": {"creationTimestamp": None},
             "spec": spec,
-            "status": {"allowed": allowed, **({} if allowed else {"reason": "no rule allows it"})},
+            "status": {"allowed": allowed},
         }
         return json_response(result, 201)
 
@@ -215,6 +215,18 @@ class SubresourceHandlers:
             "apiVersion": "authentication.k8s.io/v1",
             "metadata": {"creationTimestamp": None},
             "status": {"userInfo": user.as_dict()},
+        }
+        return json_response(result, 201)
+
+    async def _self_subject_rules_review(self, request: web.Request, user: UserInfo) -> web.Response:
+        """`kubectl auth can-i --list`; the rules do not depend on the namespace asked about."""
+        await self._read_body(request)
+        result = {
+            "kind": "SelfSubjectRulesReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": {},
+            "status": self.config.authorizer.rules(user),
         }
         return json_response(result, 201)
 
