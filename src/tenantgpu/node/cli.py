@@ -1,0 +1,100 @@
+"""`tenantgpu node run`: one simulated worker in the foreground until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable
+
+import aiohttp
+
+from tenantgpu.gpushare import SharingConfig
+from tenantgpu.hami.device_plugin import GPUSpec
+from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.node.worker import Worker
+
+
+class NodeRunError(Exception):
+    """A user-facing reason why the worker cannot run (bad input, unreachable API)."""
+
+
+def parse_labels(labels: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise NodeRunError(f"label {item!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def run_node(
+    kubeconfig: str,
+    name: str,
+    gpus: list[str],
+    *,
+    cpu: str = "32",
+    memory: str = "256Gi",
+    pods: int = 110,
+    device_split_count: int = 10,
+    labels: list[str] | None = None,
+    host_ip: str = "127.0.0.1",
+    kubelet_port: int = 0,
+    echo: Callable[[str], None] = print,
+) -> None:
+    try:
+        specs = [GPUSpec.parse(g) for g in gpus]
+    except ValueError as err:
+        raise NodeRunError(str(err)) from None
+    if device_split_count < 1:
+        raise NodeRunError("--device-split-count must be at least 1")
+    sharing = SharingConfig(device_split_count=device_split_count)
+    node_labels = parse_labels(labels or [])
+    try:
+        client = KubeClient.from_kubeconfig(kubeconfig)
+    except (OSError, ValueError, KeyError) as err:
+        raise NodeRunError(f"kubeconfig {kubeconfig}: {err}") from None
+    asyncio.run(
+        _serve(client, name, specs, sharing, cpu, memory, pods, node_labels, host_ip, kubelet_port, echo)
+    )
+
+
+async def _serve(
+    client: KubeClient,
+    name: str,
+    specs: list[GPUSpec],
+    sharing: SharingConfig,
+    cpu: str,
+    memory: str,
+    pods: int,
+    labels: dict[str, str],
+    host_ip: str,
+    kubelet_port: int,
+    echo: Callable[[str], None],
+) -> None:
+    worker = Worker(
+        client, name, specs, sharing, cpu=cpu, memory=memory, pods=pods, labels=labels, host_ip=host_ip,
+        kubelet_port=kubelet_port,
+    )  # fmt: skip
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await worker.start()
+    except ApiError as err:
+        await worker.stop()
+        await client.close()
+        raise NodeRunError(f"API server refused node {name}: {err.message or err.reason}") from None
+    except (aiohttp.ClientError, OSError) as err:
+        await worker.stop()
+        await client.close()
+        raise NodeRunError(f"cannot reach the API server {client.config.server}: {err}") from None
+    gpus = len(worker.device_plugin.devices)
+    echo(f"node {name} ready: {gpus} GPU(s), kubelet on https://{host_ip}:{worker.kubelet_port}")
+    await stop.wait()
+    echo(f"node {name} stopping")
+    await worker.stop()
+    await client.close()

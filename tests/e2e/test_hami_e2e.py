@@ -1,0 +1,610 @@
+"""End to end: an API server, an L4 and an A100 worker, HAMi's scheduler and webhook; real kubectl."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer, start_server
+
+from tenantgpu.apiserver import errors as api_errors
+from tenantgpu.gpushare import SharingConfig
+from tenantgpu.gpushare import annotations as ann
+from tenantgpu.hami.device_plugin import GPUSpec
+from tenantgpu.hami.install import install_hami
+from tenantgpu.hami.scheduler import HamiScheduler
+from tenantgpu.hami.webhook import HamiWebhook
+from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.node.logsource import KubeletLogSource
+from tenantgpu.node.worker import Worker
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class GpuLab:
+    api: RunningAPIServer
+    loop: BackgroundLoop
+    client: KubeClient
+    scheduler: HamiScheduler
+    webhook: HamiWebhook
+    workers: list[Worker]
+
+
+@pytest.fixture(scope="module")
+def apiserver(
+    background_loop: BackgroundLoop, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningAPIServer]:
+    """This module's API server reads pod logs from the simulated kubelets."""
+    source = KubeletLogSource(error=api_errors.bad_request)
+    running = start_server(background_loop, tmp_path_factory.mktemp("hami-e2e"), log_source=source)
+    running.extra["log_source"] = source
+    yield running
+    background_loop.run(running.server.stop())
+    running.datastore.close()
+
+
+@pytest.fixture(scope="module")
+def lab(apiserver: RunningAPIServer, background_loop: BackgroundLoop) -> Iterator[GpuLab]:
+    cfg = SharingConfig()
+
+    async def up() -> GpuLab:
+        client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+
+        async def node_lookup(name: str) -> dict | None:
+            try:
+                return await client.get("nodes", name)
+            except ApiError:
+                return None
+
+        apiserver.extra["log_source"].node_lookup = node_lookup
+        workers = [
+            Worker(client, "gpu-l4", [GPUSpec("NVIDIA L4", 23034, 2)], cfg),
+            Worker(client, "gpu-a100", [GPUSpec("NVIDIA A100-SXM4-80GB", 81920, 1)], cfg),
+        ]
+        for worker in workers:
+            await worker.start()
+        scheduler = HamiScheduler(client, cfg, metrics_port=0)
+        await scheduler.start()
+        webhook = HamiWebhook(cfg, quotas=lambda: scheduler.state.quotas)
+        await webhook.start()
+        await install_hami(
+            client,
+            "127.0.0.1",
+            webhook.port,
+            webhook.ca_bundle,
+            webhook_url=webhook.url,
+            metrics_port=scheduler.metrics_port,
+            scheduler_node="gpu-l4",
+            device_plugin_nodes=["gpu-l4", "gpu-a100"],
+        )
+        return GpuLab(apiserver, background_loop, client, scheduler, webhook, workers)
+
+    running = background_loop.run(up(), timeout=60)
+    yield running
+
+    async def down() -> None:
+        await running.webhook.stop()
+        await running.scheduler.stop()
+        for worker in running.workers:
+            await worker.stop()
+        await running.client.close()
+
+    background_loop.run(down(), timeout=60)
+
+
+def _pod_yaml(
+    name: str,
+    *,
+    limits: dict[str, str],
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    node: str | None = None,
+) -> str:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {"suite": "hami-e2e", **(labels or {})},
+            "annotations": annotations or {},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "cuda",
+                    "image": "nvcr.io/nvidia/cuda:12.4.0-base-ubuntu22.04",
+                    "env": [{"name": "APP", "value": "demo"}],
+                    "resources": {"limits": limits},
+                }
+            ],
+        },
+    }
+    if node:
+        pod["spec"]["nodeName"] = node
+    return json.dumps(pod)
+
+
+def _get(kubectl: Kubectl, *args: str) -> dict:
+    return json.loads(kubectl("get", *args, "-o", "json").stdout)
+
+
+def _wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _phase(kubectl: Kubectl, name: str) -> str:
+    return _get(kubectl, "pod", name).get("status", {}).get("phase", "")
+
+
+def _cleanup(kubectl: Kubectl, selector: str) -> None:
+    kubectl("delete", "pods", "-l", selector, "--wait=true", "--timeout=60s")
+
+
+def _events(kubectl: Kubectl, name: str) -> list[dict]:
+    return _get(kubectl, "events", "--field-selector", f"involvedObject.name={name}")["items"]
+
+
+def _lock_free(kubectl: Kubectl, node: str) -> bool:
+    return ann.NODE_LOCK not in (_get(kubectl, "node", node)["metadata"].get("annotations") or {})
+
+
+def test_worker_registers_node_with_hami_resources(lab: GpuLab, kubectl: Kubectl) -> None:
+    node = _get(kubectl, "node", "gpu-l4")
+    alloc = node["status"]["allocatable"]
+    assert alloc["nvidia.com/gpu"] == "20"
+    assert alloc["nvidia.com/gpumem"] == "46068" and alloc["nvidia.com/gpucores"] == "200"
+    register = json.loads(node["metadata"]["annotations"][ann.NODE_REGISTER])
+    assert [d["devmem"] for d in register] == [23034, 23034]
+    _wait_for(
+        lambda: (
+            _get(kubectl, "node", "gpu-l4")["metadata"]["annotations"]
+            .get(ann.NODE_HANDSHAKE, "")
+            .startswith("Requesting_")
+        ),
+        what="the scheduler's handshake",
+    )
+    ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+    assert ready["Ready"] == "True"
+    lease = _get(kubectl, "lease", "gpu-l4", "-n", "kube-node-lease")
+    assert lease["spec"]["holderIdentity"] == "gpu-l4"
+    system = _get(kubectl, "pods", "-n", "kube-system")["items"]
+    names = {p["metadata"]["name"].rsplit("-", 1)[0] for p in system}
+    assert {"hami-scheduler", "hami-device-plugin"} <= names
+    mwc = _get(kubectl, "mutatingwebhookconfiguration", "hami-webhook")
+    assert mwc["webhooks"][0]["name"] == "vgpu.hami.io" and mwc["webhooks"][0]["failurePolicy"] == "Ignore"
+
+
+def test_fractional_pod_runs_with_hami_annotations_env_and_logs(lab: GpuLab, kubectl: Kubectl) -> None:
+    kubectl(
+        "create",
+        "--validate=false",
+        "-f",
+        "-",
+        input=_pod_yaml(
+            "frac",
+            limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"},
+            labels={"t": "frac"},
+            annotations={"nvidia.com/use-gputype": "L4"},
+        ),
+    )
+    _wait_for(lambda: _phase(kubectl, "frac") == "Running", what="frac Running")
+    pod = _get(kubectl, "pod", "frac")
+    a = pod["metadata"]["annotations"]
+    assert pod["spec"]["schedulerName"] == "hami-scheduler"
+    assert pod["spec"]["nodeName"] == "gpu-l4" == a[ann.VGPU_NODE]
+    assert a[ann.DEVICES_ALLOCATED].endswith(",NVIDIA,3000,30:;")
+    assert "NVIDIA" not in a[ann.DEVICES_TO_ALLOCATE]
+    assert a[ann.BIND_PHASE] == "success"
+    assert pod["status"]["podIP"] and pod["status"]["containerStatuses"][0]["ready"] is True
+    logs = kubectl("logs", "frac").stdout
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=3000m" in logs and "CUDA_DEVICE_SM_LIMIT=30" in logs
+    assert "0MiB / 3000MiB" in logs  # nvidia-smi inside sees the limit as total
+    _wait_for(
+        lambda: {"FilteringSucceed", "BindingSucceed"} <= {e["reason"] for e in _events(kubectl, "frac")},
+        what="HAMi's scheduling events",
+    )
+    assert _lock_free(kubectl, "gpu-l4")
+    _cleanup(kubectl, "t=frac")
+
+
+def test_ten_8gib_pods_share_one_a100(lab: GpuLab, kubectl: Kubectl) -> None:
+    for i in range(10):
+        kubectl(
+            "create",
+            "--validate=false",
+            "-f",
+            "-",
+            input=_pod_yaml(
+                f"a100-{i}",
+                limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8192", "nvidia.com/gpucores": "10"},
+                labels={"t": "a100"},
+                annotations={"nvidia.com/use-gputype": "A100"},
+            ),
+        )
+    _wait_for(
+        lambda: all(
+            p["status"].get("phase") == "Running" for p in _get(kubectl, "pods", "-l", "t=a100")["items"]
+        ),
+        what="ten A100 pods Running",
+    )
+    pods = _get(kubectl, "pods", "-l", "t=a100")["items"]
+    assert len(pods) == 10
+    uuids = {p["metadata"]["annotations"][ann.DEVICES_ALLOCATED].split(",")[0] for p in pods}
+    assert len(uuids) == 1 and all(p["spec"]["nodeName"] == "gpu-a100" for p in pods)
+    usage = lab.loop.run(_usage(lab, "gpu-a100"))
+    assert usage == (10, 81920, 100)
+    # the card is full: an eleventh slice stays Pending until one is freed
+    kubectl(
+        "create",
+        "--validate=false",
+        "-f",
+        "-",
+        input=_pod_yaml(
+            "a100-extra",
+            limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8192"},
+            labels={"t": "a100-extra"},
+            annotations={"nvidia.com/use-gputype": "A100"},
+        ),
+    )
+    _wait_for(
+        lambda: any(e["reason"] == "FilteringFailed" for e in _events(kubectl, "a100-extra")), what="event"
+    )
+    assert _phase(kubectl, "a100-extra") == "Pending"
+    kubectl("delete", "pod", "a100-0", "--wait=true")
+    _wait_for(lambda: _phase(kubectl, "a100-extra") == "Running", what="freed slice reused")
+    _cleanup(kubectl, "t in (a100, a100-extra)")
+    _wait_for(lambda: lab.loop.run(_usage(lab, "gpu-a100")) == (0, 0, 0), what="A100 free again")
+
+
+async def _usage(lab: GpuLab, node: str) -> tuple[int, int, int]:
+    views = lab.scheduler.state.node_usage(node)
+    return sum(v.used for v in views), sum(v.usedmem for v in views), sum(v.usedcores for v in views)
+
+
+def test_oversize_pod_stays_pending_with_reason(lab: GpuLab, kubectl: Kubectl) -> None:
+    kubectl(
+        "create",
+        "--validate=false",
+        "-f",
+        "-",
+        input=_pod_yaml(
+            "huge",
+            limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "90000"},
+            labels={"t": "huge"},
+        ),
+    )
+    _wait_for(lambda: any(e["reason"] == "FilteringFailed" for e in _events(kubectl, "huge")), what="event")
+    messages = " ".join(e["message"] for e in _events(kubectl, "huge"))
+    assert "CardInsufficientMemory" in messages
+    pod = _get(kubectl, "pod", "huge")
+    assert pod["status"]["phase"] == "Pending"
+    scheduled = [c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+    assert scheduled and scheduled[0]["status"] == "False" and scheduled[0]["reason"] == "Unschedulable"
+    _cleanup(kubectl, "t=huge")
+
+
+def test_twenty_pods_at_once_fill_two_l4_without_leaving_a_lock(lab: GpuLab, kubectl: Kubectl) -> None:
+    docs = [
+        json.loads(
+            _pod_yaml(
+                f"burst-{i}",
+                limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"},
+                labels={"t": "burst"},
+                annotations={"nvidia.com/use-gputype": "L4"},
+            )
+        )
+        for i in range(20)
+    ]
+    kubectl(
+        "create",
+        "--validate=false",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}),
+    )
+    _wait_for(
+        lambda: (
+            sum(
+                p["status"].get("phase") == "Running" for p in _get(kubectl, "pods", "-l", "t=burst")["items"]
+            )
+            == 20
+        ),
+        timeout=60,
+        what="20 burst pods Running",
+    )
+    pods = _get(kubectl, "pods", "-l", "t=burst")["items"]
+    assert all(p["metadata"]["annotations"][ann.BIND_PHASE] == "success" for p in pods)
+    assert _lock_free(kubectl, "gpu-l4")
+    assert lab.loop.run(_usage(lab, "gpu-l4"))[0] == 20
+    _cleanup(kubectl, "t=burst")
+
+
+def test_gpu_pod_that_bypassed_hami_fails_admission(lab: GpuLab, kubectl: Kubectl) -> None:
+    kubectl(
+        "create",
+        "--validate=false",
+        "-f",
+        "-",
+        input=_pod_yaml(
+            "rogue",
+            limits={"nvidia.com/gpu": "1"},
+            labels={"t": "rogue", "hami.io/webhook": "ignore"},
+            node="gpu-l4",
+        ),
+    )
+    _wait_for(lambda: _phase(kubectl, "rogue") == "Failed", what="rogue Failed")
+    status = _get(kubectl, "pod", "rogue")["status"]
+    assert status["reason"] == "UnexpectedAdmissionError"
+    assert "no binding pod found on node gpu-l4" in status["message"]
+    _cleanup(kubectl, "t=rogue")
+
+
+def test_plain_pod_runs_and_run_for_succeeds(lab: GpuLab, kubectl: Kubectl) -> None:
+    kubectl(
+        "create",
+        "--validate=false",
+        "-f",
+        "-",
+        input=_pod_yaml(
+            "plain",
+            limits={"cpu": "100m"},
+            labels={"t": "plain"},
+            annotations={"tenantgpu.io/run-for": "1s"},
+            node="gpu-l4",
+        ),
+    )
+    _wait_for(lambda: _phase(kubectl, "plain") == "Succeeded", what="plain Succeeded")
+    _cleanup(kubectl, "t=plain")
+
+
+def test_memory_above_the_limit_is_a_cuda_oom(lab: GpuLab, kubectl: Kubectl) -> None:
+    kubectl(
+        "create",
+        "--validate=false",
+        "-f",
+        "-",
+        input=_pod_yaml(
+            "oom",
+            limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"},
+            labels={"t": "oom"},
+            annotations={"tenantgpu.io/gpu-memory-used": "2000", "nvidia.com/use-gputype": "L4"},
+        ),
+    )
+    _wait_for(lambda: _phase(kubectl, "oom") == "Failed", what="oom Failed")
+    status = _get(kubectl, "pod", "oom")["status"]
+    assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 1
+    assert "CUDA_ERROR_OUT_OF_MEMORY" in kubectl("logs", "oom").stdout
+    _cleanup(kubectl, "t=oom")
+
+
+def test_scheduler_metrics(lab: GpuLab) -> None:
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body = urllib.request.urlopen(f"http://127.0.0.1:{lab.scheduler.metrics_port}/metrics").read().decode()
+    samples = {
+        (s.name, s.labels.get("node"), s.labels.get("device_index")): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+    assert samples[("hami_gpu_memory_limit_bytes", "gpu-a100", "0")] == 81920 * 1024 * 1024
+    assert samples[("hami_gpu_memory_limit_bytes", "gpu-l4", "1")] == 23034 * 1024 * 1024
+    assert samples[("hami_gpu_core_limit_ratio", "gpu-l4", "0")] == 100
+    assert ("hami_gpu_shared_count", "gpu-a100", "0") in samples
+
+
+def test_node_run_cli_joins_and_leaves(lab: GpuLab, kubectl: Kubectl) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tenantgpu", "node", "run", "--kubeconfig", str(lab.api.kubeconfig),
+         "--name", "cli-node", "--gpu", "Tesla T4:15360:1", "--label", "pool=cli"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for(
+            lambda: kubectl("get", "node", "cli-node", check=False).returncode == 0,
+            timeout=30,
+            what="cli-node",
+        )
+        node = _get(kubectl, "node", "cli-node")
+        assert node["metadata"]["labels"]["pool"] == "cli"
+        register = json.loads(node["metadata"]["annotations"][ann.NODE_REGISTER])
+        assert register[0]["type"] == "NVIDIA-Tesla T4" and register[0]["devmem"] == 15360
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "10"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "node cli-node ready: 1 GPU(s)" in out
+    kubectl("delete", "node", "cli-node")
+
+
+def test_webhook_denies_pods_over_the_namespace_quota(lab: GpuLab, kubectl: Kubectl) -> None:
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "quota-team"}}
+    kubectl("create", "--validate=false", "-f", "-", input=json.dumps(namespace))
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu", "namespace": "quota-team"},
+        "spec": {"hard": {"limits.nvidia.com/gpumem": "4000"}},
+    }
+    kubectl("create", "--validate=false", "-f", "-", input=json.dumps(quota))
+    _wait_for(lambda: lab.scheduler.state.quotas.limited("quota-team"), what="quota seen by the scheduler")
+    first = json.loads(
+        _pod_yaml("q1", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}, labels={"t": "quota"})
+    )
+    kubectl("create", "--validate=false", "-n", "quota-team", "-f", "-", input=json.dumps(first))
+    _wait_for(
+        lambda: _get(kubectl, "pod", "q1", "-n", "quota-team")["status"].get("phase") == "Running",
+        what="q1 Running",
+    )
+    second = json.loads(
+        _pod_yaml("q2", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}, labels={"t": "quota"})
+    )
+    denied = kubectl(
+        "create", "--validate=false", "-n", "quota-team", "-f", "-", input=json.dumps(second), check=False
+    )
+    assert denied.returncode != 0
+    assert "exceeding resource quota" in denied.stderr
+    import urllib.request
+
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{lab.scheduler.metrics_port}/metrics").read().decode()
+    assert (
+        'hami_resource_quota_used{limit="4000",namespace="quota-team",quota_name="nvidia.com/gpumem"'
+        in metrics
+    )
+    kubectl("delete", "pods", "-n", "quota-team", "-l", "t=quota", "--wait=true")
+
+
+def test_scheduler_restart_rebuilds_usage_from_the_api(lab: GpuLab, kubectl: Kubectl) -> None:
+    def create(name: str) -> None:
+        kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+            name, limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "16384"},
+            labels={"t": "restart"}, annotations={"nvidia.com/use-gputype": "A100"},
+        ))  # fmt: skip
+
+    for i in range(3):
+        create(f"before-{i}")
+    _wait_for(
+        lambda: all(
+            p["status"].get("phase") == "Running" for p in _get(kubectl, "pods", "-l", "t=restart")["items"]
+        ),
+        what="first pods Running",
+    )
+    old = lab.scheduler
+    lab.loop.run(old.stop())
+    for i in range(3):
+        create(f"after-{i}")  # 3 × 16 GiB + 3 × 16 GiB = 96 GiB > 80 GiB: exactly two more fit
+    fresh = HamiScheduler(lab.client, old.cfg)
+    lab.loop.run(fresh.start())
+    lab.scheduler = fresh
+    _wait_for(
+        lambda: (
+            sum(
+                p["status"].get("phase") == "Running"
+                for p in _get(kubectl, "pods", "-l", "t=restart")["items"]
+            )
+            == 5
+        ),
+        what="two more Running after the restart",
+    )
+    time.sleep(0.5)
+    phases = sorted(p["status"].get("phase") for p in _get(kubectl, "pods", "-l", "t=restart")["items"])
+    assert phases == ["Pending"] + ["Running"] * 5
+    assert lab.loop.run(_usage(lab, "gpu-a100"))[1] == 5 * 16384
+    _cleanup(kubectl, "t=restart")
+
+
+def test_lock_of_a_vanished_pod_is_taken_over(lab: GpuLab, kubectl: Kubectl) -> None:
+    stale = "2026-01-01T00:00:00Z,ghosts,gone-pod"  # expired and its holder is gone
+    fresh_ghost = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + ",ghosts,gone-pod"
+    for value in (stale, fresh_ghost):
+        kubectl("annotate", "node", "gpu-a100", f"{ann.NODE_LOCK}={value}", "--overwrite")
+        kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+            "taker", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"},
+            labels={"t": "taker"}, annotations={"nvidia.com/use-gputype": "A100"},
+        ))  # fmt: skip
+        _wait_for(lambda: _phase(kubectl, "taker") == "Running", what="taker Running")
+        assert _lock_free(kubectl, "gpu-a100")
+        _cleanup(kubectl, "t=taker")
+
+
+def test_worker_restart_adopts_running_pods(lab: GpuLab, kubectl: Kubectl) -> None:
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "survivor", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"}, labels={"t": "survivor"},
+        annotations={"nvidia.com/use-gputype": "A100", "tenantgpu.io/run-for": "4s"},
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "survivor") == "Running", what="survivor Running")
+    worker = next(w for w in lab.workers if w.name == "gpu-a100")
+    lab.loop.run(worker.stop())
+    replacement = Worker(lab.client, "gpu-a100", worker.gpus, worker.sharing)
+    lab.loop.run(replacement.start())
+    lab.workers[lab.workers.index(worker)] = replacement
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=2000m" in kubectl("logs", "survivor").stdout
+    _wait_for(lambda: _phase(kubectl, "survivor") == "Succeeded", timeout=15, what="survivor Succeeded")
+    _cleanup(kubectl, "t=survivor")
+
+
+def test_official_python_client_reads_worker_objects(lab: GpuLab) -> None:
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    api_client = k8s_config.new_client_from_config(str(lab.api.kubeconfig))
+    try:
+        core = k8s.CoreV1Api(api_client)
+        node = core.read_node("gpu-l4")
+        assert node.status.allocatable["nvidia.com/gpu"] == "20"
+        assert node.status.node_info.kubelet_version.startswith("v1.")
+        assert node.status.daemon_endpoints.kubelet_endpoint.port == lab.workers[0].kubelet_port
+        lease = k8s.CoordinationV1Api(api_client).read_namespaced_lease("gpu-l4", "kube-node-lease")
+        assert lease.spec.lease_duration_seconds == 40 and lease.spec.renew_time is not None
+        system = core.list_namespaced_pod("kube-system").items
+        assert all(p.status.phase == "Running" for p in system)
+        assert all(p.status.container_statuses[0].state.running.started_at for p in system)
+    finally:
+        api_client.close()
+
+
+def test_stopped_worker_goes_not_ready_and_recovers(lab: GpuLab, kubectl: Kubectl) -> None:
+    from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
+
+    def ready() -> str:
+        conds = _get(kubectl, "node", "flaky")["status"]["conditions"]
+        return next(c["status"] for c in conds if c["type"] == "Ready")
+
+    controller = NodeLifecycleController(lab.client, grace_seconds=2.0, monitor_seconds=0.2)
+    flaky = Worker(
+        lab.client, "flaky", [], lab.scheduler.cfg, lease_duration_seconds=2, status_report_seconds=1
+    )
+    lab.loop.run(flaky.start())
+    lab.loop.run(controller.start())
+    try:
+        assert ready() == "True"
+        lab.loop.run(flaky.stop())
+        _wait_for(lambda: ready() == "Unknown", timeout=15, what="NotReady after the lease expired")
+        again = Worker(
+            lab.client, "flaky", [], lab.scheduler.cfg, lease_duration_seconds=2, status_report_seconds=1
+        )
+        lab.loop.run(again.start())
+        _wait_for(lambda: ready() == "True", timeout=15, what="Ready again")
+        lab.loop.run(again.stop())
+    finally:
+        lab.loop.run(controller.stop())
+        kubectl("delete", "node", "flaky")
+
+
+def test_allocate_mismatch_fails_the_pod_and_releases_the_lock(lab: GpuLab, kubectl: Kubectl) -> None:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    kubectl("annotate", "node", "gpu-l4", f"{ann.NODE_LOCK}={now},default,mismatch", "--overwrite")
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "mismatch", limits={"nvidia.com/gpu": "2"}, labels={"t": "mismatch", "hami.io/webhook": "ignore"},
+        node="gpu-l4",
+        annotations={
+            ann.VGPU_NODE: "gpu-l4",
+            ann.BIND_TIME: str(int(time.time())),
+            ann.BIND_PHASE: "allocating",
+            ann.DEVICES_TO_ALLOCATE: "GPU-only-one,NVIDIA,1000,0:;",
+            ann.DEVICES_ALLOCATED: "GPU-only-one,NVIDIA,1000,0:;",
+        },
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "mismatch") == "Failed", what="mismatch Failed")
+    pod = _get(kubectl, "pod", "mismatch")
+    assert pod["status"]["reason"] == "UnexpectedAdmissionError"
+    assert "device number not matched" in pod["status"]["message"]
+    assert pod["metadata"]["annotations"][ann.BIND_PHASE] == "failed"
+    assert _lock_free(kubectl, "gpu-l4")
+    _cleanup(kubectl, "t=mismatch")

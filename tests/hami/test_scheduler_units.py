@@ -1,0 +1,70 @@
+"""Scheduler helpers: excluding locked nodes keeps gpushare's decision otherwise intact."""
+
+from __future__ import annotations
+
+from tenantgpu.gpushare import ClusterState, SharingConfig
+from tenantgpu.gpushare import annotations as ann
+from tenantgpu.hami.device_plugin import GPUSpec, node_devices
+from tenantgpu.hami.scheduler import _capacity_view, _excluding
+
+CFG = SharingConfig()
+
+
+def _node(name: str) -> dict:
+    from tenantgpu.gpushare import encode_node_register
+
+    devices = node_devices(name, [GPUSpec("NVIDIA L4", 23034, 1)], CFG)
+    return {
+        "metadata": {"name": name, "annotations": {ann.NODE_REGISTER: encode_node_register(devices)}},
+        "spec": {},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "10"}},
+    }
+
+
+def _pod(name: str) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "containers": [
+                {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}}
+            ],
+        },
+    }
+
+
+def test_excluding_a_locked_node_sends_the_pod_elsewhere() -> None:
+    state = ClusterState(CFG)
+    state.upsert_node(_node("a"))
+    state.upsert_node(_node("b"))
+    best = state.schedule(_pod("p")).node
+    assert best in ("a", "b")
+    other = "b" if best == "a" else "a"
+    assert state.schedule(_excluding(_pod("p"), [best])).node == other
+    assert state.schedule(_excluding(_pod("p"), ["a", "b"])).node is None
+
+
+def test_excluding_keeps_the_pods_own_affinity_terms() -> None:
+    pod = _pod("p")
+    term = {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["x"]}]}
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    out = _excluding(pod, ["a"])
+    terms = out["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"] == term["matchExpressions"]
+    assert terms["nodeSelectorTerms"][0]["matchFields"] == [
+        {"key": "metadata.name", "operator": "NotIn", "values": ["a"]}
+    ]
+    assert "matchFields" not in term  # the input pod is left as it was
+
+
+def test_capacity_view_ignores_lock_and_heartbeat_changes() -> None:
+    node = _node("a")
+    locked = _node("a")
+    locked["metadata"]["annotations"][ann.NODE_LOCK] = "2026-11-29T20:00:00Z,ns,p"
+    locked["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "later"}]
+    assert _capacity_view(node) == _capacity_view(locked)
+    cordoned = _node("a")
+    cordoned["spec"]["unschedulable"] = True
+    assert _capacity_view(node) != _capacity_view(cordoned)

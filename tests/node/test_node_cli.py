@@ -1,0 +1,46 @@
+"""`tenantgpu node run` reports a user's mistakes in one line with exit code 2."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tenantgpu.cli import main
+
+
+def _kubeconfig(tmp_path: Path, server: str) -> Path:
+    path = tmp_path / "kc"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+        f"clusters: [{{name: c, cluster: {{server: '{server}'}}}}]\n"
+        "users: [{name: u, user: {token: abc}}]\n"
+        "contexts: [{name: t, context: {cluster: c, user: u}}]\n"
+    )
+    return path
+
+
+def test_bad_gpu_spec_is_a_user_error(tmp_path: Path) -> None:
+    kc = _kubeconfig(tmp_path, "http://127.0.0.1:1")
+    result = CliRunner().invoke(main, ["node", "run", "--kubeconfig", str(kc), "--name", "n", "--gpu", "L4"])
+    assert result.exit_code == 2
+    assert "expected MODEL:MEMORY_MIB" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_kubeconfig(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["node", "run", "--kubeconfig", str(tmp_path / "nope"), "--name", "n"])
+    assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_unreachable_api_server(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kc = _kubeconfig(tmp_path, f"http://127.0.0.1:{port}")
+    result = CliRunner().invoke(
+        main, ["node", "run", "--kubeconfig", str(kc), "--name", "n", "--gpu", "NVIDIA L4:23034:2"]
+    )
+    assert result.exit_code == 2
+    assert "cannot reach the API server" in result.output
