@@ -608,3 +608,23 @@ def test_allocate_mismatch_fails_the_pod_and_releases_the_lock(lab: GpuLab, kube
     assert pod["metadata"]["annotations"][ann.BIND_PHASE] == "failed"
     assert _lock_free(kubectl, "gpu-l4")
     _cleanup(kubectl, "t=mismatch")
+
+
+def test_pod_allocated_before_a_kubelet_restart_starts_from_its_annotations(
+    lab: GpuLab, kubectl: Kubectl
+) -> None:
+    uuid = lab.workers[0].device_plugin.devices[0].id
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "resumed", limits={"nvidia.com/gpu": "1"}, labels={"t": "resumed", "hami.io/webhook": "ignore"},
+        node="gpu-l4",
+        annotations={
+            ann.VGPU_NODE: "gpu-l4",
+            ann.BIND_TIME: str(int(time.time())),
+            ann.BIND_PHASE: "success",
+            ann.DEVICES_TO_ALLOCATE: ";",
+            ann.DEVICES_ALLOCATED: f"{uuid},NVIDIA,1234,0:;",
+        },
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "resumed") == "Running", what="resumed Running")
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=1234m" in kubectl("logs", "resumed").stdout
+    _cleanup(kubectl, "t=resumed")

@@ -209,6 +209,11 @@ class Kubelet:
         """Run Allocate for a GPU pod; on failure fail the pod and return None."""
         if not gpu_containers(pod, self.cfg):
             return Allocation()
+        annotations = _meta(pod).get("annotations") or {}
+        if annotations.get(ann.BIND_PHASE) == ann.BIND_PHASE_SUCCESS and annotations.get(ann.VGPU_NODE) == (
+            self.node_name
+        ):
+            return self._allocation_from_annotations(pod)  # allocated before a kubelet restart
         async with self._admit_lock:
             try:
                 outcome: Allocation | AllocateError = allocate(pod, self.node_name, self.cfg)
@@ -225,6 +230,22 @@ class Kubelet:
             record.finished = True
             return None
         return outcome
+
+    def _allocation_from_annotations(self, pod: dict[str, Any]) -> Allocation:
+        """Allocate's result again, from `hami.io/vgpu-devices-allocated` (the env is a pure function of it)."""
+        meta = _meta(pod)
+        allocated = (meta.get("annotations") or {}).get(ann.DEVICES_ALLOCATED) or ""
+        allocation = Allocation()
+        try:
+            segments = [s for s in decode_pod_devices(allocated) if s]
+        except ValueError:
+            segments = []
+        for (name, _), devices in zip(gpu_containers(pod, self.cfg), segments, strict=False):
+            allocation.envs[name] = allocate_env(
+                devices, self.cfg, pod_uid=meta.get("uid", ""), container=name
+            )
+            allocation.devices[name] = devices
+        return allocation
 
     def _prepare_containers(self, pod: dict[str, Any], record: PodRecord, allocation: Allocation) -> None:
         for container in (pod.get("spec") or {}).get("containers") or []:
@@ -290,16 +311,7 @@ class Kubelet:
         for cs in status.get("containerStatuses") or []:
             started = ((cs.get("state") or {}).get("running") or {}).get("startedAt") or started
         record.started_at = started or record.start_time
-        allocated = _meta(pod).get("annotations", {}).get(ann.DEVICES_ALLOCATED) or ""
-        allocation = Allocation()
-        try:
-            segments = [s for s in decode_pod_devices(allocated) if s]
-        except ValueError:
-            segments = []
-        for (name, _), devices in zip(gpu_containers(pod, self.cfg), segments, strict=False):
-            allocation.envs[name] = allocate_env(devices, self.cfg, pod_uid=record.uid, container=name)
-            allocation.devices[name] = devices
-        self._prepare_containers(pod, record, allocation)
+        self._prepare_containers(pod, record, self._allocation_from_annotations(pod))
         elapsed = 0.0
         if record.started_at:
             begun = datetime.fromisoformat(record.started_at.replace("Z", "+00:00"))
