@@ -628,3 +628,42 @@ def test_pod_allocated_before_a_kubelet_restart_starts_from_its_annotations(
     _wait_for(lambda: _phase(kubectl, "resumed") == "Running", what="resumed Running")
     assert "CUDA_DEVICE_MEMORY_LIMIT_0=1234m" in kubectl("logs", "resumed").stdout
     _cleanup(kubectl, "t=resumed")
+
+
+def test_standalone_webhook_keeps_its_own_quota_book(lab: GpuLab, kubectl: Kubectl) -> None:
+    import ssl
+
+    import aiohttp
+
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "quota-two"}}
+    kubectl("create", "--validate=false", "-f", "-", input=json.dumps(namespace))
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu", "namespace": "quota-two"},
+        "spec": {"hard": {"limits.nvidia.com/gpumem": "1000"}},
+    }
+    kubectl("create", "--validate=false", "-f", "-", input=json.dumps(quota))
+
+    async def review(webhook: HamiWebhook, mem: str) -> dict:
+        pod = json.loads(_pod_yaml("x", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": mem}))
+        body = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"uid": "u", "kind": {"kind": "Pod"}, "namespace": "quota-two", "object": pod},
+        }
+        tls = ssl.create_default_context(cadata=webhook.ca_bundle.decode())
+        async with aiohttp.ClientSession() as session, session.post(webhook.url, json=body, ssl=tls) as resp:
+            return (await resp.json())["response"]
+
+    async def run() -> tuple[dict, dict]:
+        webhook = HamiWebhook(lab.scheduler.cfg, client=lab.client)
+        await webhook.start()
+        try:
+            return await review(webhook, "2000"), await review(webhook, "500")
+        finally:
+            await webhook.stop()
+
+    too_big, fits = lab.loop.run(run())
+    assert too_big["allowed"] is False and "exceeding resource quota" in too_big["status"]["message"]
+    assert fits["allowed"] is True
