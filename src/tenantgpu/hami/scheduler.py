@@ -347,11 +347,20 @@ class HamiScheduler:
                 self._wake(node)  # the woken pod went elsewhere: the next one may take the node
             await asyncio.sleep(0)  # let watch events in between decisions
 
+    def _decide(self, pod: dict[str, Any]) -> Decision:
+        if not self.state.node_names:
+            return Decision(None, reason="no nodes available to schedule pods")
+        try:
+            return self.state.schedule(pod)
+        except Exception as err:  # a decision bug must leave the pod Pending and retried, never lost
+            log.exception("hami-scheduler: deciding %s", (pod.get("metadata") or {}).get("name"))
+            return Decision(None, reason=f"scheduling error: {err}")
+
     def _schedule_one(self, key: Key) -> None:
         pod = self.pods.get(*key)
         if pod is None or not self._ours(pod) or key in self._assumed:
             return
-        decision = self.state.schedule(pod)
+        decision = self._decide(pod)
         if decision.node is None:
             self._unschedulable.add(key)
             self._spawn(self._report_unschedulable(pod, decision))
