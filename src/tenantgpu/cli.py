@@ -65,7 +65,7 @@ def _read_objects(path: str) -> list[dict]:  # type: ignore[type-arg]
 )
 @click.option(
     "--gpu-policy",
-    type=click.Choice(["spread", "binpack", "mutex"]),
+    type=click.Choice(["spread", "binpack", "mutex", "topology-aware"]),
     help="HAMi GPU policy (default spread).",
 )
 @click.option(
@@ -86,8 +86,9 @@ def plan(
     """What-if placement: where would HAMi put these pods, and why not.
 
     Pods that already carry hami.io/vgpu-node and hami.io/vgpu-devices-allocated (and are not
-    Succeeded/Failed) count as placed; every other pod is admitted as HAMi's webhook would and placed
-    in file order, each placement counting for the next. ResourceQuota objects are honoured.
+    Succeeded/Failed) count as placed, as do pods bound with spec.nodeName; Succeeded/Failed pods are
+    skipped; every other pod is admitted as HAMi's webhook would and placed in file order, each
+    placement counting for the next. ResourceQuota objects are honoured.
     """
     import dataclasses
     import json

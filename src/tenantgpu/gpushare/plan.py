@@ -9,7 +9,12 @@ from typing import Any
 
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare.cluster import TERMINAL_PHASES, ClusterState, Decision, pod_key
-from tenantgpu.gpushare.codec import CodecError, decode_node_register, encode_node_register
+from tenantgpu.gpushare.codec import (
+    CodecError,
+    decode_node_register,
+    decode_pod_devices,
+    encode_node_register,
+)
 from tenantgpu.gpushare.config import SharingConfig
 from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
 from tenantgpu.gpushare.request import pod_containers
@@ -94,15 +99,20 @@ def _ask(pod: dict[str, Any], cfg: SharingConfig) -> tuple[int, str, str]:
 
 
 def plan(
-    objects: Iterable[dict[str, Any]], cfg: SharingConfig, *, device_split_count: int | None = None
+    objects: Iterable[dict[str, Any]],
+    cfg: SharingConfig,
+    *,
+    device_split_count: int | None = None,
+    fast: bool = True,
 ) -> list[Placement]:
     """Place every pending pod of `objects` in order; placed pods, nodes and ResourceQuotas are the cluster.
 
     Pending pods are those without HAMi's placement annotations that are not Succeeded/Failed and not
     bound (spec.nodeName). Each is admitted by the webhook (denials keep their message as the reason),
-    scheduled, and counts for the next. Raises PlanInputError for unusable objects.
+    scheduled, and counts for the next. Raises PlanInputError for unusable objects. `fast=False`
+    uses the reference path only (every node evaluated), for comparison.
     """
-    objects = list(objects)
+    objects = _unique(objects)
     state = ClusterState(cfg)
     for obj in objects:
         if _kind(obj) == "Node":
@@ -126,22 +136,38 @@ def plan(
             continue
         if _is_placed(obj) or (obj.get("spec") or {}).get("nodeName"):
             try:
-                state.upsert_pod(obj)
+                decode_pod_devices(
+                    ((obj.get("metadata") or {}).get("annotations") or {}).get(ann.DEVICES_ALLOCATED, "")
+                )
             except CodecError as exc:
                 raise PlanInputError(f"pod {ns}/{name}: malformed {ann.DEVICES_ALLOCATED}: {exc}") from None
+            state.upsert_pod(obj)
         else:
             pending.append(obj)
-    return [_place(state, obj, cfg) for obj in pending]
+    return [_place(state, obj, cfg, fast) for obj in pending]
 
 
-def _place(state: ClusterState, pod: dict[str, Any], cfg: SharingConfig) -> Placement:
+def _unique(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each object once (first wins), so one `kubectl get nodes,pods -A -o yaml` file can be both inputs."""
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        key = (_kind(obj), meta.get("namespace") or "", meta.get("name", ""))
+        if key not in seen:
+            seen.add(key)
+            out.append(obj)
+    return out
+
+
+def _place(state: ClusterState, pod: dict[str, Any], cfg: SharingConfig, fast: bool) -> Placement:
     ns, name = pod_key(pod)
     label = f"{ns}/{name}"
     admission = mutate_pod(pod, cfg, state.quotas)
     gpus, memory, cores = _ask(admission.pod, cfg)
     if not admission.allowed:
         return Placement(label, None, None, admission.message, gpus, memory, cores)
-    decision: Decision = state.schedule(admission.pod)
+    decision: Decision = state.schedule(admission.pod, fast=fast)
     if decision.node is None:
         return Placement(label, None, None, decision.reason, gpus, memory, cores)
     placed = admission.pod
