@@ -435,3 +435,30 @@ def test_apply_style_patch_reproduces_the_target_containers(
     }
     patched = apply_strategic_merge_patch(live, body, "Pod")
     assert patched["spec"]["containers"] == [{"name": n, "image": target[n]} for n in target_order]
+
+
+_plain_leaf = st.one_of(st.integers(-3, 3), st.text(alphabet="abc", max_size=2), st.none())
+_plain_doc = st.recursive(
+    _plain_leaf,
+    lambda children: st.dictionaries(st.text(alphabet="xyz", min_size=1, max_size=2), children, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(st.dictionaries(st.text(alphabet="xyz", min_size=1, max_size=2), _plain_doc, max_size=3), _plain_doc)
+def test_strategic_merge_of_maps_agrees_with_json_merge(doc: dict[str, Any], patch: Any) -> None:
+    """Without lists or directives, a strategic merge patch is a JSON merge patch."""
+    if not isinstance(patch, dict):
+        patch = {"x": patch}
+    doc = apply_merge_patch({}, doc)  # a stored object holds no nulls
+    assert apply_strategic_merge_patch(doc, patch, "ConfigMap") == apply_merge_patch(doc, patch)
+
+
+@given(_json_doc, st.text(alphabet="ab/~", min_size=1, max_size=4), _json_value)
+def test_json_patch_add_then_remove_restores_the_document(doc: dict[str, Any], key: str, value: Any) -> None:
+    if key in doc:
+        return
+    pointer = "/" + key.replace("~", "~0").replace("/", "~1")
+    added = apply_json_patch(doc, [{"op": "add", "path": pointer, "value": value}])
+    assert added[key] == value
+    assert apply_json_patch(added, [{"op": "remove", "path": pointer}]) == doc

@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tenantgpu.apiserver.selectors import (
+    FieldSelector,
     SelectorError,
     check_field_selector,
     field_selector_exact_match,
@@ -212,3 +213,19 @@ def test_only_indexed_field_labels_are_accepted() -> None:
         check_field_selector("Pod", parse_field_selector("spec.foo=x"))
     with pytest.raises(SelectorError, match=r"field label not supported: spec\.nodeName"):
         check_field_selector("ConfigMap", parse_field_selector("spec.nodeName=x"))
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["metadata.name", "spec.nodeName", "status.phase"]),
+            st.sampled_from(["=", "==", "!="]),
+            st.text(alphabet="ab,=\\ -", max_size=5),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_printed_field_selector_parses_back(requirements: list[tuple[str, str, str]]) -> None:
+    selector = FieldSelector(list(requirements))
+    assert parse_field_selector(str(selector)) == selector

@@ -466,12 +466,51 @@ def test_missing_creation_time_reads_unknown() -> None:
 def test_watch_event_is_a_one_row_table() -> None:
     obj = pod(phase="Pending")
     obj["metadata"]["resourceVersion"] = "17"
-    first = watch_event_table("ADDED", "Pod", obj, now=NOW, include_columns=True)
+    first = watch_event_table("ADDED", "Pod", obj, now=NOW)
     assert first["type"] == "ADDED"
     assert first["object"]["kind"] == "Table"
     assert len(first["object"]["rows"]) == 1
     assert first["object"]["metadata"] == {"resourceVersion": "17"}
     assert "columnDefinitions" in first["object"]
-    later = watch_event_table("MODIFIED", "Pod", obj, now=NOW)
+    later = watch_event_table("MODIFIED", "Pod", obj, now=NOW, include_columns=False)
     assert "columnDefinitions" not in later["object"]
     assert later["object"]["rows"][0]["cells"][0] == "web"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "Pod",
+        "Node",
+        "Event",
+        "Service",
+        "Namespace",
+        "Lease",
+        "Secret",
+        "ConfigMap",
+        "ServiceAccount",
+        "ResourceQuota",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "TenantControlPlane",
+        "DataStore",
+        "Anything",
+    ],
+)
+def test_every_row_has_one_cell_per_column_even_for_a_bare_object(kind: str) -> None:
+    table = to_table(kind, [{"metadata": {"name": "x"}}], now=NOW)
+    assert len(table["rows"][0]["cells"]) == len(table["columnDefinitions"])
+    assert table["columnDefinitions"][0]["name"] in ("Name", "Last Seen")
+
+
+def test_sidecar_init_containers_count_towards_ready() -> None:
+    obj = pod(
+        phase="Running",
+        initContainerStatuses=[
+            {"name": "proxy", "started": True, "ready": True, "restartCount": 1, "state": {"running": {}}}
+        ],
+        containerStatuses=[running("app"), running("side")],
+        conditions=[{"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"}],
+    )
+    obj["spec"]["initContainers"] = [{"name": "proxy", "restartPolicy": "Always"}]
+    assert cells("Pod", obj)[1:4] == ["3/3", "Running", "1"]

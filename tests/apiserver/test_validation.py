@@ -149,6 +149,7 @@ def test_pod_update_may_change_image_but_not_resources() -> None:
     assert cause.message.startswith(
         "Forbidden: pod updates may not change fields other than `spec.containers[*].image`"
     )
+    assert '+  spec.containers[0].resources.limits: {"cpu":"2"}' in cause.message
     removed = copy.deepcopy(old)
     removed["spec"]["tolerations"] = []
     assert [c.field for c in validate("Pod", removed, old=old)] == ["spec"]
@@ -363,3 +364,48 @@ def test_invalid_status_is_what_kubectl_prints_from() -> None:
     }
     hook = invalid_status("MutatingWebhookConfiguration", "h", causes)
     assert hook["details"]["group"] == "admissionregistration.k8s.io"
+
+
+def test_binding_needs_a_node_target() -> None:
+    binding = {"metadata": {"name": "web", "namespace": "default"}, "target": {"kind": "Node", "name": "w1"}}
+    assert validate("Binding", binding) == []
+    assert messages(validate("Binding", {**binding, "target": {}})) == ["target.name: Required value"]
+    assert [c.field for c in validate("Binding", {**binding, "target": {"kind": "Pod", "name": "x"}})] == [
+        "target.kind"
+    ]
+
+
+def test_scope_can_be_given_for_unknown_kinds() -> None:
+    widget = {"metadata": {"name": "w"}}
+    assert messages(validate("Widget", widget)) == ["metadata.namespace: Required value"]
+    assert validate("Widget", widget, namespaced=False) == []
+    assert validate("CustomResourceDefinition", {"metadata": {"name": "widgets.example.com"}}) == []
+
+
+def test_access_reviews_need_exactly_one_kind_of_attributes() -> None:
+    review = {"spec": {"resourceAttributes": {"verb": "create", "resource": "pods"}}}
+    assert validate("SelfSubjectAccessReview", review) == []
+    (cause,) = validate("SelfSubjectAccessReview", {"spec": {}})
+    assert str(cause) == (
+        'spec.resourceAttributes: Invalid value: "null": '
+        "exactly one of nonResourceAttributes or resourceAttributes must be specified"
+    )
+
+
+def test_priority_follows_system_classes() -> None:
+    critical = pod(priorityClassName="system-node-critical")
+    default("Pod", critical)
+    assert critical["spec"]["priority"] == 2000001000
+    custom = pod(priorityClassName="team-high")
+    default("Pod", custom)
+    assert "priority" not in custom["spec"]
+
+
+def test_secret_string_data_is_folded_into_data() -> None:
+    secret = {"metadata": {"name": "s"}, "data": {"a": "eA=="}, "stringData": {"b": "hello", "a": "wins"}}
+    default("Secret", secret)
+    assert "stringData" not in secret
+    assert secret["data"] == {
+        "a": base64.b64encode(b"wins").decode(),
+        "b": base64.b64encode(b"hello").decode(),
+    }

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from apiserver_harness import Kubectl, RunningAPIServer, kubectl_path
+
+pytestmark = pytest.mark.slow  # drives real kubectl binaries or subprocesses
 
 VERSIONS = ["1.27", "1.29", "1.33"]
 
@@ -26,7 +30,7 @@ def _manifest(tmp_path: Path, name: str, image: str = "nginx:1.25", **labels: st
 
 
 def _validate_flag(version: str) -> list[str]:
-    # kubectl 1.27/1.28 need protobuf OpenAPI v2 for client-side validation, which is not served.
+    # 1.27 is also exercised with default validation (protobuf /openapi/v2) in its own test.
     return ["--validate=false"] if version == "1.27" else []
 
 
@@ -138,37 +142,55 @@ def test_get_raw_metrics_is_prometheus_text(kubectl: Kubectl) -> None:
     assert 'apiserver_storage_objects{resource="namespaces"}' in out
 
 
+def _read_lines(stream: Any, lines: list[str]) -> None:
+    for line in stream:
+        lines.append(line)
+
+
+def _wait_for(condition: Any, timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
 def test_watch_prints_changes_after_the_list(
-    kubectl: Kubectl, apiserver: RunningAPIServer, tmp_path: Path
+    kubectl: Kubectl, apiserver: RunningAPIServer, tmp_path: Path, version: str
 ) -> None:
-    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    namespace = f"w{version[2:]}"
+    kubectl("create", "namespace", namespace)
+    kubectl("create", "-f", str(_manifest(tmp_path, "seen")), "-n", namespace)
     watch = subprocess.Popen(
         [
-            kubectl_path("1.33"),
+            kubectl_path(version),
             "--kubeconfig",
             str(apiserver.kubeconfig),
             "get",
             "pods",
             "-w",
             "-n",
-            "watched",
+            namespace,
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        env=env,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
+    lines: list[str] = []
+    reader = threading.Thread(target=_read_lines, args=(watch.stdout, lines), daemon=True)
+    reader.start()
     try:
-        kubectl("create", "namespace", "watched")
-        time.sleep(1.0)
-        kubectl("create", "-f", str(_manifest(tmp_path, "seen")), "-n", "watched")
-        kubectl("delete", "pod", "seen", "-n", "watched")
-        time.sleep(1.0)
+        assert _wait_for(lambda: any(line.startswith("seen") for line in lines)), lines
+        assert lines[0].split()[:3] == ["NAME", "READY", "STATUS"]
+        kubectl("label", "pod", "seen", "-n", namespace, "step=2")
+        assert _wait_for(lambda: sum(line.startswith("seen") for line in lines) >= 2), lines
+        assert watch.poll() is None  # the stream stays open
     finally:
         watch.terminate()
-        out, err = watch.communicate(timeout=10)
-    rows = [line for line in out.splitlines() if line.startswith("seen")]
-    assert len(rows) >= 2, out + err  # created, then deleted
+        watch.wait(10)
 
 
 def test_delete_waits_for_graceful_deletion_of_a_bound_pod(
@@ -208,11 +230,17 @@ def test_delete_waits_for_graceful_deletion_of_a_bound_pod(
         text=True,
         env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
-    time.sleep(1.5)
+    pods = apiserver.server.kinds.resource("", "v1", "pods")
+    registry = apiserver.server.registry
+    assert _wait_for(
+        lambda: (
+            (registry.get_object(pods, "default", "bound") or {}).get("metadata", {}).get("deletionTimestamp")
+        )
+    )
     pod = json.loads(kubectl("get", "pod", "bound", "-o", "json").stdout)
     assert pod["metadata"]["deletionTimestamp"] and pod["spec"]["nodeName"] == "w1"
+    time.sleep(0.5)
     assert deleting.poll() is None  # still waiting
-    pods = apiserver.server.kinds.resource("", "v1", "pods")
     kubelet = UserInfo("system:node:w1", ("system:nodes",))
     apiserver.loop.run(apiserver.server.registry.delete(pods, "default", "bound", DeleteOptions(0), kubelet))
     out, err = deleting.communicate(timeout=20)
@@ -248,3 +276,13 @@ def test_generator_commands_including_protobuf_bodies(kubectl: Kubectl, version:
     deleted = kubectl("delete", "namespace", f"gen-{suffix}", version=version)
     assert f'namespace "gen-{suffix}" deleted' in deleted.stdout
     assert kubectl("get", "cm", "-n", f"gen-{suffix}", "-o", "name").stdout == ""
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.28"])
+def test_old_kubectl_creates_with_default_validation(kubectl: Kubectl, tmp_path: Path, version: str) -> None:
+    """kubectl 1.27/1.28 validate against the protobuf /openapi/v2 document."""
+    name = f"validated-{version.replace('.', '')}"
+    out = kubectl("apply", "-f", str(_manifest(tmp_path, name)), version=version).stdout
+    assert f"pod/{name} created" in out
+    out = kubectl("apply", "-f", str(_manifest(tmp_path, name, "nginx:1.26")), version=version).stdout
+    assert f"pod/{name} configured" in out

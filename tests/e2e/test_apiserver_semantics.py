@@ -328,13 +328,17 @@ def test_tenants_sharing_one_datastore_do_not_see_each_other(
 ) -> None:
     core.create_namespaced_config_map("default", {"metadata": {"name": "only-in-a"}})
     neighbour = start_server(background_loop, apiserver.state_dir, "neighbour", datastore=apiserver.datastore)
-    try:
-        raw = RawClient(neighbour.kubeconfig)
-        assert raw.request("GET", "/api/v1/namespaces/default/configmaps/only-in-a").status == 404
-        names = [i["metadata"]["name"] for i in raw.request("GET", "/api/v1/configmaps").json()["items"]]
-        assert "only-in-a" not in names
-    finally:
-        background_loop.run(neighbour.server.stop())
+    raw = RawClient(neighbour.kubeconfig)
+    assert raw.request("GET", "/api/v1/namespaces/default/configmaps/only-in-a").status == 404
+    names = [i["metadata"]["name"] for i in raw.request("GET", "/api/v1/configmaps").json()["items"]]
+    assert "only-in-a" not in names
+    raw.request("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "only-in-n"}})
+    background_loop.run(neighbour.server.stop())
+    background_loop.run(neighbour.server.delete_storage())
+    # the neighbour's data is gone, ours is untouched
+    keys = [kv.key for kv in background_loop.run(apiserver.datastore.range("/"))]
+    assert not any(key.startswith("/neighbour/") for key in keys)
+    assert core.read_namespaced_config_map("only-in-a", "default").metadata.name == "only-in-a"
 
 
 def test_graceful_deletion_waits_for_finalizers(core: client.CoreV1Api) -> None:
@@ -348,3 +352,58 @@ def test_graceful_deletion_waits_for_finalizers(core: client.CoreV1Api) -> None:
     with pytest.raises(ApiException) as gone:
         core.read_namespaced_config_map("held", "default")
     assert gone.value.status == 404
+
+
+_WRONG_SHAPES = [
+    {"metadata": {"name": 5}},
+    {"metadata": {"name": "x", "labels": ["a"]}},
+    {"metadata": {"name": "x", "annotations": {"a": 1}}},
+    {"metadata": {"name": "x"}, "spec": "str"},
+    {"metadata": {"name": "x"}, "spec": {"containers": {"a": 1}}},
+    {"metadata": {"name": "x"}, "spec": {"containers": [1, 2]}},
+    {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "a", "image": "b", "resources": "x"}]}},
+    {"metadata": "x"},
+    "string",
+    None,
+]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/namespaces/default/pods",
+        "/api/v1/nodes",
+        "/api/v1/namespaces",
+        "/api/v1/namespaces/default/services",
+        "/api/v1/namespaces/default/resourcequotas",
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    ],
+)
+def test_bodies_of_the_wrong_shape_never_get_500(raw: RawClient, path: str) -> None:
+    for body in _WRONG_SHAPES:
+        response = raw.request("POST", path, json.dumps(body))
+        assert response.status < 500, (body, response.body)
+        if path.endswith("/pods"):  # every one of them is malformed for a pod
+            assert 400 <= response.status < 500, (body, response.body)
+    raw.request("POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "shape"}})
+    for patch in ('{"data": 5}', '{"metadata": {"labels": 3}}', '{"metadata": null}'):
+        response = raw.request(
+            "PATCH",
+            "/api/v1/namespaces/default/configmaps/shape",
+            patch,
+            {"Content-Type": "application/merge-patch+json"},
+        )
+        assert response.status < 500, (patch, response.body)
+
+
+def test_streaming_list_ends_its_initial_events_with_a_bookmark(raw: RawClient) -> None:
+    raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": "streamed"}})
+    raw.request("POST", "/api/v1/namespaces/streamed/configmaps", {"metadata": {"name": "one"}})
+    response = raw.request(
+        "GET",
+        "/api/v1/namespaces/streamed/configmaps?watch=true&sendInitialEvents=true"
+        "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1",
+    )
+    events = [json.loads(line) for line in response.body.splitlines()]
+    assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+    assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}

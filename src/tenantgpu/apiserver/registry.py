@@ -7,10 +7,11 @@ then recorded in the cache, which tells the watchers.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import secrets
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,53 @@ def _cause(item: Any) -> dict[str, str]:
         "message": str(getattr(item, "message", item)),
         "field": str(getattr(item, "field", "")),
     }
+
+
+_METADATA_TYPES = {
+    "name": "string",
+    "generateName": "string",
+    "namespace": "string",
+    "resourceVersion": "string",
+    "uid": "string",
+    "labels": "map[string]string",
+    "annotations": "map[string]string",
+    "finalizers": "[]string",
+}
+
+
+def _has_type(value: Any, wanted: str) -> bool:
+    if wanted == "string":
+        return isinstance(value, str)
+    if wanted == "map[string]string":
+        return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _unmarshal_message(value: Any, field: str, wanted: str) -> str:
+    """The decoding error kube-apiserver gives for a field of the wrong JSON type."""
+    return f"json: cannot unmarshal {_json_type(value)} into Go struct field {field} of type {wanted}"
+
+
+@contextlib.contextmanager
+def _well_formed(kind: Kind) -> Iterator[None]:
+    """Strategies, defaulting and validation assume kube's types; a body that breaks them is the
+    client's mistake (kube would have failed to decode it), so it becomes 400, never 500."""
+    try:
+        yield
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
+        raise errors.bad_request(
+            f"unable to decode the {kind.kind}: a field has the wrong type ({exc})"
+        ) from exc
 
 
 @dataclass
@@ -182,7 +230,15 @@ class Registry:
         if meta is None:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
-            raise errors.bad_request("metadata must be an object")
+            raise errors.bad_request(_unmarshal_message(meta, "metadata", "v1.ObjectMeta"))
+        for field, wanted in _METADATA_TYPES.items():
+            value = meta.get(field)
+            if value is not None and not _has_type(value, wanted):
+                raise errors.bad_request(_unmarshal_message(value, f"metadata.{field}", wanted))
+        for field in ("spec", "status"):
+            value = obj.get(field)
+            if value is not None and not isinstance(value, dict):
+                raise errors.bad_request(_unmarshal_message(value, field, f"v1.{kind.kind}{field.title()}"))
         return meta
 
     def _validate(self, kind: Kind, obj: Obj, old: Obj | None = None) -> None:
@@ -225,18 +281,21 @@ class Registry:
         meta["creationTimestamp"] = now_rfc3339()
         if kind.has_status or kind.group:
             meta["generation"] = 1
-        if kind.strategy.on_create is not None:
-            kind.strategy.on_create(obj)
-        default_object(kind.kind, obj)
-        name = meta.get("name") or ""
-        attributes = AdmissionAttributes("CREATE", kind, namespace, name, obj, None, user, dry_run=dry_run)
-        await self.admission.mutate(attributes)
-        obj = attributes.obj or obj
-        if attributes.mutated:
+        with _well_formed(kind):
+            if kind.strategy.on_create is not None:
+                kind.strategy.on_create(obj)
             default_object(kind.kind, obj)
-        self._validate(kind, obj)
-        await self.admission.validate(attributes)
-        key = self._key(kind, namespace, obj["metadata"]["name"])
+            name = meta.get("name") or ""
+            attributes = AdmissionAttributes(
+                "CREATE", kind, namespace, name, obj, None, user, dry_run=dry_run
+            )
+            await self.admission.mutate(attributes)
+            obj = attributes.obj or obj
+            if attributes.mutated:
+                default_object(kind.kind, obj)
+            self._validate(kind, obj)
+            await self.admission.validate(attributes)
+            key = self._key(kind, namespace, obj["metadata"]["name"])
         if key in self.cache(kind).objects:
             raise errors.already_exists(kind.plural, obj["metadata"]["name"], kind.group)
         if dry_run:
@@ -323,7 +382,10 @@ class Registry:
         current = self.get(kind, namespace, name)
         if wanted is not None and wanted != str(current.revision):
             raise errors.conflict(kind.plural, name, kind.group)
-        return await self._write_update(kind, namespace, name, obj, current, user, subresource, dry_run)
+        try:
+            return await self._write_update(kind, namespace, name, obj, current, user, subresource, dry_run)
+        except RevisionMismatch as exc:  # another write landed while admission ran
+            raise errors.conflict(kind.plural, name, kind.group) from exc
 
     async def modify(
         self,
@@ -365,19 +427,20 @@ class Registry:
         dry_run: bool,
     ) -> Entry:
         old = current.obj
-        obj = self._prepare_update(kind, obj, current.copy(), subresource)
-        default_object(kind.kind, obj)
-        attributes = AdmissionAttributes(
-            "UPDATE", kind, namespace, name, obj, old, user, subresource=subresource, dry_run=dry_run
-        )
-        await self.admission.mutate(attributes)
-        obj = attributes.obj or obj
-        if attributes.mutated:
+        with _well_formed(kind):
+            obj = self._prepare_update(kind, obj, current.copy(), subresource)
             default_object(kind.kind, obj)
-        # A binding is the one write allowed to set the otherwise immutable spec.nodeName.
-        self._validate(kind, obj, None if subresource == "binding" else old)
-        await self.admission.validate(attributes)
-        obj["metadata"]["resourceVersion"] = str(current.revision)
+            attributes = AdmissionAttributes(
+                "UPDATE", kind, namespace, name, obj, old, user, subresource=subresource, dry_run=dry_run
+            )
+            await self.admission.mutate(attributes)
+            obj = attributes.obj or obj
+            if attributes.mutated:
+                default_object(kind.kind, obj)
+            # A binding is the one write allowed to set the otherwise immutable spec.nodeName.
+            self._validate(kind, obj, None if subresource == "binding" else old)
+            await self.admission.validate(attributes)
+            obj["metadata"]["resourceVersion"] = str(current.revision)
         if obj == old:
             return current  # a no-op update does not create a new revision, as in kube-apiserver
         meta = obj["metadata"]
@@ -511,7 +574,10 @@ class Registry:
         obj = current.copy()
         obj["metadata"].setdefault("deletionTimestamp", now_rfc3339())
         obj.setdefault("status", {})["phase"] = "Terminating"
-        terminating = await self._store_update(ns_kind, "", name, obj, current, False)
+        try:
+            terminating = await self._store_update(ns_kind, "", name, obj, current, False)
+        except RevisionMismatch as exc:
+            raise errors.conflict("namespaces", name) from exc
         for kind in self.kinds:
             if not kind.namespaced or kind.kind in VIRTUAL_KINDS:
                 continue

@@ -33,6 +33,7 @@ from tenantgpu.apiserver.hooks import Egress, LogOptions, NoEgress, PodLogSource
 from tenantgpu.apiserver.jsoncodec import loads
 from tenantgpu.apiserver.kinds import SCALE_PATHS, VIRTUAL_KINDS, Kind, KindTable, kind_table
 from tenantgpu.apiserver.metrics import APIMetrics
+from tenantgpu.apiserver.openapi_v2 import OPENAPI_V2_CONTENT_TYPE, openapi_v2_protobuf
 from tenantgpu.apiserver.patch import (
     PatchError,
     apply_json_patch,
@@ -41,6 +42,7 @@ from tenantgpu.apiserver.patch import (
 )
 from tenantgpu.apiserver.pki import ServerPKI, admin_kubeconfig, render_kubeconfig
 from tenantgpu.apiserver.protobuf_bodies import ProtobufBodyError, decode_object
+from tenantgpu.apiserver.quota import QuotaController, QuotaUsage, ResourceQuotaAdmission
 from tenantgpu.apiserver.registry import DeleteOptions, Registry, now_rfc3339
 from tenantgpu.apiserver.selectors import (
     SelectorError,
@@ -148,6 +150,18 @@ def _parse_int(query: Any, name: str) -> int | None:
         raise errors.bad_request(f"invalid value for {name}: {value!r}") from exc
 
 
+def _spec_of(body: Any, kind: str) -> Obj:
+    """The `spec` of a request body that must be an object with an object spec (else 400)."""
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise errors.bad_request(f"{kind} must be a JSON object")
+    spec = body.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise errors.bad_request(f"{kind}.spec must be an object")
+    return spec
+
+
 def _get_path(obj: Obj, path: Sequence[str]) -> Any:
     value: Any = obj
     for part in path:
@@ -184,8 +198,11 @@ class APIServer:
             self.admission,
             window=config.watch_window,
         )
+        quota_usage = QuotaUsage(self.registry)
+        self.admission.plugins.append(ResourceQuotaAdmission(quota_usage))
+        self._quota_controller = QuotaController(self.registry, quota_usage)
         self.metrics = APIMetrics(self._storage_counts)
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._site: web.TCPSite | None = None
         self._port = config.port
         self._version = encode(_version_info(config.kubernetes_version))
@@ -197,9 +214,22 @@ class APIServer:
 
     async def start(self) -> None:
         await self.registry.load()
-        app = web.Application(client_max_size=self.config.max_body_bytes)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        self._quota_controller.start()
+        # aiohttp's low-level server: one handler does the routing, so the Application's router and
+        # middleware machinery would only cost time on every request.
+        limit = self.config.max_body_bytes
+
+        def make_request(message, payload, protocol, writer, task):  # type: ignore[no-untyped-def]
+            return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=limit)
+
+        loop = asyncio.get_running_loop()
+        server = web.Server(
+            self._handle,  # type: ignore[arg-type]
+            request_factory=make_request,
+            handler_cancellation=True,
+            access_log=None,
+        )
+        self._runner = web.ServerRunner(server)
         await self._runner.setup()
         self._site = web.TCPSite(
             self._runner, self.config.host, self.config.port, ssl_context=self._ssl_context()
@@ -211,11 +241,16 @@ class APIServer:
         self._docs.clear()
 
     async def stop(self) -> None:
+        await self._quota_controller.stop()
         self.registry.close()
         await self.webhooks.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    async def delete_storage(self) -> None:
+        """Removes every object of this server from the datastore (a deleted tenant); call after `stop()`."""
+        await self.config.datastore.delete_prefix(self.registry.prefix + "/")
 
     def _ssl_context(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -373,6 +408,8 @@ class APIServer:
             )
         if head == "openapi" and len(segments) >= 2 and segments[1] == "v3":
             return self._openapi_v3(segments[2:]), "get", "openapi"
+        if segments == ["openapi", "v2"]:
+            return self._openapi_v2(request), "get", "openapi"
         if not segments:
             paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/readyz", "/version"]
             for group, versions in self.kinds.group_versions().items():
@@ -398,6 +435,19 @@ class APIServer:
             root = openapi.openapi_v3_root(list(documents), documents=documents)
             self._docs["openapi:"] = encode(root)
         return self._docs
+
+    def _openapi_v2(self, request: web.Request) -> web.Response:
+        """Protobuf only: kubectl 1.27/1.28 validate with it, and a JSON body there breaks kubectl."""
+        if "protobuf" not in request.headers.get("Accept", ""):
+            raise errors.not_acceptable(OPENAPI_V2_CONTENT_TYPE)
+        body = self._docs.get("openapi:v2")
+        if body is None:
+            infos = [
+                openapi.KindSchemaInfo(k.group, k.version, k.kind, k.namespaced, k.plural) for k in self.kinds
+            ]
+            body = openapi_v2_protobuf(infos, version=self.config.kubernetes_version)
+            self._docs["openapi:v2"] = body
+        return web.Response(body=body, headers={"Content-Type": OPENAPI_V2_CONTENT_TYPE})
 
     def _openapi_v3(self, rest: list[str]) -> web.Response:
         doc = self._openapi_documents().get("openapi:" + "/".join(rest))
@@ -596,7 +646,9 @@ class APIServer:
         kind = target.kind
         query = request.query
         raw_version = query.get("resourceVersion", "")
-        if raw_version in ("", "0"):
+        # The streaming-list form (client-go's WatchList): current objects first, then a bookmark.
+        initial_events = _query_flag(query, "sendInitialEvents")
+        if raw_version in ("", "0") or initial_events:
             since = None
         else:
             try:
@@ -645,10 +697,18 @@ class APIServer:
         deadline = time.monotonic() + timeout
         try:
             await response.prepare(request)
-            if backlog:
-                await response.write(b"".join(line(e) for e in backlog))
-            else:
-                await response.write(b"")
+            chunk = b"".join(line(e) for e in backlog)
+            if initial_events and not table:
+                mark = {
+                    "kind": kind.kind,
+                    "apiVersion": kind.api_version,
+                    "metadata": {
+                        "resourceVersion": str(self.registry.revision),
+                        "annotations": {"k8s.io/initial-events-end": "true"},
+                    },
+                }
+                chunk += encode({"type": "BOOKMARK", "object": mark}) + b"\n"
+            await response.write(chunk)
             last_sent = time.monotonic()
             while True:
                 remaining = deadline - time.monotonic()
@@ -840,7 +900,12 @@ class APIServer:
         if target.subresource == "binding":
             return await self._bind(request, target.namespace, target.name, body, user)
         if target.subresource == "eviction":
-            options = DeleteOptions.parse((body or {}).get("deleteOptions"), {})
+            if body is not None and not isinstance(body, dict):
+                raise errors.bad_request("Eviction must be a JSON object")
+            delete_options = (body or {}).get("deleteOptions")
+            if delete_options is not None and not isinstance(delete_options, dict):
+                raise errors.bad_request("Eviction.deleteOptions must be an object")
+            options = DeleteOptions.parse(delete_options, {})
             await self.registry.delete(
                 target.kind, target.namespace, target.name, options, user, dry_run=self._dry_run(request)
             )
@@ -854,7 +919,10 @@ class APIServer:
     ) -> web.Response:
         if not isinstance(body, dict):
             raise errors.bad_request("Binding must be a JSON object")
-        node = ((body.get("target") or {}).get("name")) or ""
+        target = body.get("target")
+        node = target.get("name") if isinstance(target, dict) else None
+        if not isinstance(node, str):
+            node = ""
         if not name or not node:
             raise errors.invalid(
                 "Binding",
@@ -900,9 +968,26 @@ class APIServer:
 
     def _token_request(self, target: _Target, body: Any) -> web.Response:
         account = self.registry.get(target.kind, target.namespace, target.name)
-        spec = (body or {}).get("spec") or {}
-        seconds = int(spec.get("expirationSeconds") or 3600)
+        spec = _spec_of(body, "TokenRequest")
+        seconds = spec.get("expirationSeconds") or 3600
         audiences = spec.get("audiences") or None
+        if not isinstance(seconds, int) or seconds < 600:
+            raise errors.invalid(
+                "TokenRequest",
+                target.name,
+                "authentication.k8s.io",
+                [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "message": "Invalid value: may not specify a duration less than 10 minutes",
+                        "field": "spec.expirationSeconds",
+                    }
+                ],
+            )
+        if audiences is not None and not (
+            isinstance(audiences, list) and all(isinstance(a, str) for a in audiences)
+        ):
+            raise errors.bad_request("TokenRequest.spec.audiences must be a list of strings")
         token = self.signer.issue(
             target.namespace,
             target.name,
@@ -934,6 +1019,8 @@ class APIServer:
         if not isinstance(body, dict):
             raise errors.bad_request("SelfSubjectAccessReview must be an object")
         spec = body.get("spec") or {}
+        if not isinstance(spec, dict):
+            raise errors.bad_request("SelfSubjectAccessReview.spec must be an object")
         resource = spec.get("resourceAttributes")
         if resource:
             attributes = Attributes(
@@ -959,7 +1046,7 @@ class APIServer:
 
     async def _token_review(self, request: web.Request) -> web.Response:
         body = await self._decode_body(request)
-        spec = (body or {}).get("spec") or {}
+        spec = _spec_of(body, "TokenReview")
         user = self.signer.verify(str(spec.get("token", "")))
         status: Obj = {"authenticated": user is not None}
         if user is not None:

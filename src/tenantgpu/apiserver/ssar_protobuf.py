@@ -8,9 +8,20 @@ SelfSubjectAccessReview {1: metadata, 2: spec, 3: status}. Field numbers follow
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+from tenantgpu.apiserver._protowire import (
+    BYTES,
+    VARINT,
+    ProtobufError,
+    field_bytes,
+    field_text,
+    field_varint,
+    fields,
+    text,
+)
 
 __all__ = [
     "PROTOBUF_MAGIC",
@@ -24,103 +35,16 @@ PROTOBUF_MAGIC = b"k8s\x00"
 _SSAR_API_VERSION = "authorization.k8s.io/v1"
 _SSAR_KIND = "SelfSubjectAccessReview"
 
-_VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
-
-
-class ProtobufError(ValueError):
-    """A protobuf body that is not what it claims to be; the server answers 400 BadRequest."""
-
-
-# --- wire format --------------------------------------------------------------------------------------
-
-
-def _read_varint(data: bytes, at: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if at >= len(data):
-            raise ProtobufError("truncated varint")
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-        if shift > 63:
-            raise ProtobufError("varint too long")
-
-
-def _fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
-    """Each (field number, wire type, value) of a message; length-delimited values are bytes."""
-    at = 0
-    while at < len(data):
-        key, at = _read_varint(data, at)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise ProtobufError("field number 0")
-        if wire == _VARINT:
-            value, at = _read_varint(data, at)
-        elif wire == _BYTES:
-            length, at = _read_varint(data, at)
-            if at + length > len(data):
-                raise ProtobufError("truncated length-delimited field")
-            value, at = data[at : at + length], at + length
-        elif wire == _FIXED64:
-            if at + 8 > len(data):
-                raise ProtobufError("truncated fixed64 field")
-            value, at = data[at : at + 8], at + 8
-        elif wire == _FIXED32:
-            if at + 4 > len(data):
-                raise ProtobufError("truncated fixed32 field")
-            value, at = data[at : at + 4], at + 4
-        else:
-            raise ProtobufError(f"unsupported wire type {wire}")
-        yield number, wire, value
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, bytes):
-        raise ProtobufError("expected a length-delimited string")
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ProtobufError("string field is not UTF-8") from error
-
 
 def _strings(data: bytes, names: Mapping[int, str]) -> dict[str, str]:
     """A message of plain string fields, keeping the non-empty ones under their JSON names."""
     out: dict[str, str] = {}
-    for number, _, value in _fields(data):
+    for number, _, value in fields(data):
         if number in names:
-            text = _text(value)
-            if text:
-                out[names[number]] = text
+            decoded = text(value)
+            if decoded:
+                out[names[number]] = decoded
     return out
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    value &= (1 << 64) - 1
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _field_bytes(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | _BYTES) + _varint(len(payload)) + payload
-
-
-def _field_text(number: int, text: str) -> bytes:
-    return _field_bytes(number, text.encode())
-
-
-def _field_varint(number: int, value: int) -> bytes:
-    return _varint(number << 3 | _VARINT) + _varint(value)
 
 
 # --- the envelope -------------------------------------------------------------------------------------
@@ -132,25 +56,25 @@ def decode_unknown(body: bytes) -> tuple[str, str, bytes]:
         raise ProtobufError("body does not start with the k8s protobuf magic")
     api_version = kind = ""
     raw = b""
-    for number, wire, value in _fields(body[len(PROTOBUF_MAGIC) :]):
-        if number == 1 and wire == _BYTES:
+    for number, wire, value in fields(body[len(PROTOBUF_MAGIC) :]):
+        if number == 1 and wire == BYTES:
             meta = _strings(value, {1: "apiVersion", 2: "kind"})
             api_version, kind = meta.get("apiVersion", ""), meta.get("kind", "")
-        elif number == 2 and wire == _BYTES:
+        elif number == 2 and wire == BYTES:
             raw = value
-        elif number == 3 and wire == _BYTES and value:
-            raise ProtobufError(f"unsupported content encoding {_text(value)!r}")
+        elif number == 3 and wire == BYTES and value:
+            raise ProtobufError(f"unsupported content encoding {text(value)!r}")
     return api_version, kind, raw
 
 
 def _encode_unknown(api_version: str, kind: str, raw: bytes) -> bytes:
-    type_meta = _field_text(1, api_version) + _field_text(2, kind)
+    type_meta = field_text(1, api_version) + field_text(2, kind)
     return (
         PROTOBUF_MAGIC
-        + _field_bytes(1, type_meta)
-        + _field_bytes(2, raw)
-        + _field_text(3, "")
-        + _field_text(4, "")
+        + field_bytes(1, type_meta)
+        + field_bytes(2, raw)
+        + field_text(3, "")
+        + field_text(4, "")
     )
 
 
@@ -171,8 +95,8 @@ _OBJECT_META_STRINGS = {1: "name", 2: "generateName", 3: "namespace", 5: "uid", 
 
 def _decode_time(data: bytes) -> str | None:
     seconds = 0
-    for number, wire, value in _fields(data):
-        if number == 1 and wire == _VARINT:
+    for number, wire, value in fields(data):
+        if number == 1 and wire == VARINT:
             seconds = value - (1 << 64) if value >= 1 << 63 else value
     if seconds == 0:
         return None  # Go's zero time is what kubectl sends for an unset creationTimestamp
@@ -186,14 +110,14 @@ def _decode_map_entry(data: bytes) -> tuple[str, str]:
 
 def _decode_metadata(data: bytes) -> dict[str, Any]:
     meta: dict[str, Any] = {}
-    for number, wire, value in _fields(data):
-        if wire == _BYTES and number in _OBJECT_META_STRINGS:
-            text = _text(value)
-            if text:
-                meta[_OBJECT_META_STRINGS[number]] = text
-        elif number == 8 and wire == _BYTES:
+    for number, wire, value in fields(data):
+        if wire == BYTES and number in _OBJECT_META_STRINGS:
+            decoded = text(value)
+            if decoded:
+                meta[_OBJECT_META_STRINGS[number]] = decoded
+        elif number == 8 and wire == BYTES:
             meta["creationTimestamp"] = _decode_time(value)
-        elif number in (11, 12) and wire == _BYTES:
+        elif number in (11, 12) and wire == BYTES:
             key, item = _decode_map_entry(value)
             meta.setdefault("labels" if number == 11 else "annotations", {})[key] = item
     meta.setdefault("creationTimestamp", None)
@@ -202,21 +126,21 @@ def _decode_metadata(data: bytes) -> dict[str, Any]:
 
 def _decode_requirements(data: bytes) -> dict[str, Any]:
     requirement: dict[str, Any] = {}
-    for number, _, value in _fields(data):
+    for number, _, value in fields(data):
         if number == 1:
-            requirement["key"] = _text(value)
+            requirement["key"] = text(value)
         elif number == 2:
-            requirement["operator"] = _text(value)
+            requirement["operator"] = text(value)
         elif number == 3:
-            requirement.setdefault("values", []).append(_text(value))
+            requirement.setdefault("values", []).append(text(value))
     return requirement
 
 
 def _decode_selector(data: bytes) -> dict[str, Any]:
     selector: dict[str, Any] = {}
-    for number, _, value in _fields(data):
+    for number, _, value in fields(data):
         if number == 1 and value:
-            selector["rawSelector"] = _text(value)
+            selector["rawSelector"] = text(value)
         elif number == 2:
             selector.setdefault("requirements", []).append(_decode_requirements(value))
     return selector
@@ -224,13 +148,13 @@ def _decode_selector(data: bytes) -> dict[str, Any]:
 
 def _decode_resource_attributes(data: bytes) -> dict[str, Any]:
     attributes: dict[str, Any] = {}
-    for number, wire, value in _fields(data):
-        if wire != _BYTES:
+    for number, wire, value in fields(data):
+        if wire != BYTES:
             continue
         if number in _RESOURCE_ATTRIBUTES:
-            text = _text(value)
-            if text:
-                attributes[_RESOURCE_ATTRIBUTES[number]] = text
+            decoded = text(value)
+            if decoded:
+                attributes[_RESOURCE_ATTRIBUTES[number]] = decoded
         elif number == 8:
             attributes["fieldSelector"] = _decode_selector(value)
         elif number == 9:
@@ -240,15 +164,15 @@ def _decode_resource_attributes(data: bytes) -> dict[str, Any]:
 
 def _decode_status(data: bytes) -> dict[str, Any]:
     status: dict[str, Any] = {"allowed": False}
-    for number, wire, value in _fields(data):
-        if number == 1 and wire == _VARINT:
+    for number, wire, value in fields(data):
+        if number == 1 and wire == VARINT:
             status["allowed"] = bool(value)
-        elif number == 4 and wire == _VARINT and value:
+        elif number == 4 and wire == VARINT and value:
             status["denied"] = True
-        elif number == 2 and wire == _BYTES and value:
-            status["reason"] = _text(value)
-        elif number == 3 and wire == _BYTES and value:
-            status["evaluationError"] = _text(value)
+        elif number == 2 and wire == BYTES and value:
+            status["reason"] = text(value)
+        elif number == 3 and wire == BYTES and value:
+            status["evaluationError"] = text(value)
     return status
 
 
@@ -268,16 +192,16 @@ def decode_self_subject_access_review(body: bytes) -> dict[str, Any]:
         "metadata": {"creationTimestamp": None},
     }
     spec: dict[str, Any] = {}
-    for number, wire, value in _fields(raw):
-        if wire != _BYTES:
+    for number, wire, value in fields(raw):
+        if wire != BYTES:
             continue
         if number == 1:
             review["metadata"] = _decode_metadata(value)
         elif number == 2:
-            for spec_number, spec_wire, spec_value in _fields(value):
-                if spec_number == 1 and spec_wire == _BYTES:
+            for spec_number, spec_wire, spec_value in fields(value):
+                if spec_number == 1 and spec_wire == BYTES:
                     spec["resourceAttributes"] = _decode_resource_attributes(spec_value)
-                elif spec_number == 2 and spec_wire == _BYTES:
+                elif spec_number == 2 and spec_wire == BYTES:
                     spec["nonResourceAttributes"] = _strings(spec_value, _NON_RESOURCE_ATTRIBUTES)
         elif number == 3:
             review["status"] = _decode_status(value)
@@ -286,19 +210,17 @@ def decode_self_subject_access_review(body: bytes) -> dict[str, Any]:
 
 
 def _encode_strings(values: Mapping[str, Any], names: Mapping[int, str]) -> bytes:
-    return b"".join(
-        _field_text(number, str(values.get(name) or "")) for number, name in sorted(names.items())
-    )
+    return b"".join(field_text(number, str(values.get(name) or "")) for number, name in sorted(names.items()))
 
 
 def _encode_selector(selector: Mapping[str, Any]) -> bytes:
-    out = _field_text(1, str(selector.get("rawSelector") or ""))
+    out = field_text(1, str(selector.get("rawSelector") or ""))
     for requirement in selector.get("requirements") or []:
-        body = _field_text(1, str(requirement.get("key") or "")) + _field_text(
+        body = field_text(1, str(requirement.get("key") or "")) + field_text(
             2, str(requirement.get("operator") or "")
         )
-        body += b"".join(_field_text(3, str(v)) for v in requirement.get("values") or [])
-        out += _field_bytes(2, body)
+        body += b"".join(field_text(3, str(v)) for v in requirement.get("values") or [])
+        out += field_bytes(2, body)
     return out
 
 
@@ -309,29 +231,28 @@ def encode_self_subject_access_review_response(review: Mapping[str, Any]) -> byt
     """
     meta = review.get("metadata") or {}
     meta_bytes = b"".join(
-        _field_text(number, str(meta.get(name) or ""))
-        for number, name in sorted(_OBJECT_META_STRINGS.items())
+        field_text(number, str(meta.get(name) or "")) for number, name in sorted(_OBJECT_META_STRINGS.items())
     )
-    meta_bytes += _field_bytes(8, b"")
+    meta_bytes += field_bytes(8, b"")
     spec = review.get("spec") or {}
     spec_bytes = b""
     resource = spec.get("resourceAttributes")
     if resource is not None:
         body = _encode_strings(resource, _RESOURCE_ATTRIBUTES)
         if resource.get("fieldSelector") is not None:
-            body += _field_bytes(8, _encode_selector(resource["fieldSelector"]))
+            body += field_bytes(8, _encode_selector(resource["fieldSelector"]))
         if resource.get("labelSelector") is not None:
-            body += _field_bytes(9, _encode_selector(resource["labelSelector"]))
-        spec_bytes += _field_bytes(1, body)
+            body += field_bytes(9, _encode_selector(resource["labelSelector"]))
+        spec_bytes += field_bytes(1, body)
     non_resource = spec.get("nonResourceAttributes")
     if non_resource is not None:
-        spec_bytes += _field_bytes(2, _encode_strings(non_resource, _NON_RESOURCE_ATTRIBUTES))
+        spec_bytes += field_bytes(2, _encode_strings(non_resource, _NON_RESOURCE_ATTRIBUTES))
     status = review.get("status") or {}
     status_bytes = (
-        _field_varint(1, 1 if status.get("allowed") else 0)
-        + _field_text(2, str(status.get("reason") or ""))
-        + _field_text(3, str(status.get("evaluationError") or ""))
-        + _field_varint(4, 1 if status.get("denied") else 0)
+        field_varint(1, 1 if status.get("allowed") else 0)
+        + field_text(2, str(status.get("reason") or ""))
+        + field_text(3, str(status.get("evaluationError") or ""))
+        + field_varint(4, 1 if status.get("denied") else 0)
     )
-    raw = _field_bytes(1, meta_bytes) + _field_bytes(2, spec_bytes) + _field_bytes(3, status_bytes)
+    raw = field_bytes(1, meta_bytes) + field_bytes(2, spec_bytes) + field_bytes(3, status_bytes)
     return _encode_unknown(_SSAR_API_VERSION, _SSAR_KIND, raw)

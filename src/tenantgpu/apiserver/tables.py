@@ -146,7 +146,8 @@ _POD_COLUMNS = [
 
 
 def _restartable_init(container: Mapping[str, Any] | None) -> bool:
-    return bool(container) and container.get("restartPolicy") == "Always"  # type: ignore[union-attr]
+    # Sidecars are init containers with restartPolicy Always; they count towards READY.
+    return container is not None and container.get("restartPolicy") == "Always"
 
 
 def _terminated_reason(terminated: Mapping[str, Any], prefix: str = "") -> str:
@@ -683,12 +684,13 @@ def watch_event_table(
     *,
     now: datetime,
     include_object: str = "Metadata",
-    include_columns: bool = False,
+    include_columns: bool = True,
 ) -> dict[str, Any]:
     """A watch event whose object is a one-row Table, as `kubectl get -w` asks for.
 
-    kube-apiserver sends the column definitions only with the first event of a stream; pass
-    `include_columns=True` for that one.
+    kube-apiserver sends the column definitions only with a stream's first event and kubectl reuses
+    them for the rest; pass `include_columns=False` after the first to save the bytes (repeating
+    identical columns is harmless: kubectl prints the header once).
     """
     version = str(_get(obj, "metadata", "resourceVersion") or "") or None
     table = to_table(

@@ -1,4 +1,4 @@
-"""Defaulting and validation of core kinds, with kube-apiserver's field paths, reasons and messages."""
+"""Validation of core kinds in kube-apiserver's words (field paths, reasons, messages); re-exports default."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from tenantgpu.apiserver.defaults import default, pod_qos_class
 from tenantgpu.apiserver.quantity import QuantityError, parse_quantity
 from tenantgpu.apiserver.selectors import label_value_errors, qualified_name_errors
 
@@ -20,6 +21,7 @@ __all__ = [
     "default",
     "invalid_message",
     "invalid_status",
+    "pod_qos_class",
     "qualified_kind",
     "validate",
 ]
@@ -190,21 +192,59 @@ _CLUSTER_SCOPED = {
     "ClusterRoleBinding",
     "PriorityClass",
     "DataStore",
+    "CustomResourceDefinition",
+    "APIService",
+    "StorageClass",
+    "RuntimeClass",
+    "IngressClass",
+    "CertificateSigningRequest",
+    "CSIDriver",
+    "CSINode",
+    "VolumeAttachment",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "FlowSchema",
+    "PriorityLevelConfiguration",
+}
+# Reviews are create-only questions with no stored name; kube skips object-meta checks for them.
+_REVIEWS = {
+    "SelfSubjectAccessReview",
+    "SubjectAccessReview",
+    "LocalSubjectAccessReview",
+    "SelfSubjectRulesReview",
+    "SelfSubjectReview",
+    "TokenReview",
 }
 _LABEL_NAMED = {"Namespace"}
 _DNS1035_NAMED = {"Service"}
 
 
-def validate(kind: str, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None) -> list[Cause]:
-    """Every reason kube-apiserver would refuse `obj` on create (or on update from `old`)."""
-    causes = _validate_metadata(kind, obj.get("metadata") or {}, (old or {}).get("metadata"))
+def validate(
+    kind: str,
+    obj: Mapping[str, Any],
+    *,
+    old: Mapping[str, Any] | None = None,
+    namespaced: bool | None = None,
+) -> list[Cause]:
+    """Every reason kube-apiserver would refuse `obj` on create (or on update from `old`).
+
+    `namespaced` overrides the built-in idea of the kind's scope (needed for kinds this module does not
+    know, such as custom resources).
+    """
+    if kind in _REVIEWS:
+        check = _KIND_CHECKS.get(kind)
+        return check(obj, old) if check is not None else []
+    scoped = (kind not in _CLUSTER_SCOPED) if namespaced is None else namespaced
+    causes = _validate_metadata(kind, obj.get("metadata") or {}, (old or {}).get("metadata"), scoped)
     check = _KIND_CHECKS.get(kind)
     if check is not None:
         causes.extend(check(obj, old))
     return causes
 
 
-def _validate_metadata(kind: str, meta: Mapping[str, Any], old_meta: Mapping[str, Any] | None) -> list[Cause]:
+def _validate_metadata(
+    kind: str, meta: Mapping[str, Any], old_meta: Mapping[str, Any] | None, namespaced: bool
+) -> list[Cause]:
     causes: list[Cause] = []
     name = meta.get("name") or ""
     if not name:
@@ -222,7 +262,7 @@ def _validate_metadata(kind: str, meta: Mapping[str, Any], old_meta: Mapping[str
         )
         causes.extend(_invalid("metadata.name", name, e) for e in name_check(name))
     namespace = meta.get("namespace") or ""
-    if kind in _CLUSTER_SCOPED:
+    if not namespaced:
         if namespace:
             causes.append(_forbidden("metadata.namespace", "not allowed on this type"))
     elif not namespace:
@@ -498,14 +538,39 @@ def _mutable_pod_spec_view(spec: Mapping[str, Any], old_spec: Mapping[str, Any])
     return {k: v for k, v in view.items() if v is not None}
 
 
+_ABSENT = "<absent>"
+
+
+def _differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
+    """The leaf paths where two JSON values differ, with the old and new value at each."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(set(old) | set(new)):
+            found.extend(_differences(old.get(key, _ABSENT), new.get(key, _ABSENT), f"{path}.{key}"))
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [
+            d
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            for d in _differences(a, b, f"{path}[{i}]")
+        ]
+    return [] if old == new else [(path, old, new)]
+
+
 def _validate_pod(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     spec = obj.get("spec") or {}
     causes = _validate_pod_spec(spec)
     if old is not None:
         old_spec = old.get("spec") or {}
         before = {k: v for k, v in old_spec.items() if v is not None}
-        if _mutable_pod_spec_view(spec, old_spec) != before:
-            causes.append(_forbidden("spec", _POD_UPDATE_FORBIDDEN))
+        after = _mutable_pod_spec_view(spec, old_spec)
+        if after != before:
+            # kube appends a diff of the spec; ours names each changed field, old value then new.
+            lines = [
+                f"-  {path}: {_show(was)}\n+  {path}: {_show(now)}"
+                for path, was, now in _differences(before, after, "spec")[:10]
+            ]
+            causes.append(_forbidden("spec", _POD_UPDATE_FORBIDDEN + "\n" + "\n".join(lines)))
         deadline_old = old_spec.get("activeDeadlineSeconds")
         deadline_new = spec.get("activeDeadlineSeconds")
         if deadline_old is not None and (deadline_new is None or deadline_new > deadline_old):
@@ -588,11 +653,29 @@ def _validate_service(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> 
     return causes
 
 
+_QUOTA_NAMES = frozenset(
+    {
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+    }
+)
+_QUOTA_PREFIXES = ("requests.", "limits.", "count/")
+
+
 def _validate_resource_quota(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     causes: list[Cause] = []
     spec = obj.get("spec") or {}
     hard = spec.get("hard") or {}
-    _validate_resource_names("spec.hard", hard, causes, "must be a standard resource type or fully qualified")
+    # Quota-only names (object counts, requests./limits. prefixes) are standard too.
+    rest = {k: v for k, v in hard.items() if k not in _QUOTA_NAMES and not k.startswith(_QUOTA_PREFIXES)}
+    _validate_resource_names("spec.hard", rest, causes, "must be a standard resource type or fully qualified")
     for name, value in hard.items():
         _quantity(f"spec.hard[{name}]", value, causes)
     scopes = [
@@ -807,8 +890,38 @@ def _validate_namespace(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -
     return causes
 
 
+def _validate_binding(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    target = obj.get("target") or {}
+    kind = target.get("kind") or ""
+    if kind and kind != "Node":
+        # kube only binds pods to nodes
+        causes.append(_not_supported("target.kind", kind, ["Node", "<empty>"]))
+    if not target.get("name"):
+        causes.append(_required("target.name"))
+    return causes
+
+
+def _validate_access_review(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    resource = spec.get("resourceAttributes")
+    non_resource = spec.get("nonResourceAttributes")
+    if (resource is None) == (non_resource is None):
+        shown = "null" if resource is None else json.dumps(resource, separators=(",", ":"))
+        return [
+            _invalid(
+                "spec.resourceAttributes",
+                shown,
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            )
+        ]
+    return []
+
+
 _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]] = {
     "Pod": _validate_pod,
+    "Binding": _validate_binding,
+    "SelfSubjectAccessReview": _validate_access_review,
     "Node": _validate_node,
     "Namespace": _validate_namespace,
     "Service": _validate_service,
@@ -820,170 +933,3 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "MutatingWebhookConfiguration": _validate_webhooks(mutating=True),
     "ValidatingWebhookConfiguration": _validate_webhooks(mutating=False),
 }
-
-
-# --- defaulting ---------------------------------------------------------------------------------------
-
-_NOT_READY_TOLERATIONS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
-
-
-def _image_pull_policy(image: str) -> str:
-    """`Always` for `:latest` or untagged images, else `IfNotPresent` (digests count as tagged)."""
-    if "@" in image:
-        return "IfNotPresent"
-    last = image.rsplit("/", 1)[-1]
-    tag = last.split(":", 1)[1] if ":" in last else ""
-    return "Always" if tag in ("", "latest") else "IfNotPresent"
-
-
-def _default_container(ctr: dict[str, Any]) -> None:
-    ctr.setdefault("terminationMessagePath", "/dev/termination-log")
-    ctr.setdefault("terminationMessagePolicy", "File")
-    if "imagePullPolicy" not in ctr:
-        ctr["imagePullPolicy"] = _image_pull_policy(str(ctr.get("image") or ""))
-    resources = ctr.setdefault("resources", {})
-    limits = resources.get("limits") or {}
-    if limits:
-        requests = resources.setdefault("requests", {})
-        for name, value in limits.items():
-            requests.setdefault(name, value)
-    for port in ctr.get("ports") or []:
-        port.setdefault("protocol", "TCP")
-    for env in ctr.get("env") or []:
-        field_ref = (env.get("valueFrom") or {}).get("fieldRef")
-        if field_ref is not None:
-            field_ref.setdefault("apiVersion", "v1")
-
-
-def _quantity_or_none(value: Any) -> Decimal | None:
-    try:
-        return parse_quantity(value)
-    except (QuantityError, TypeError):
-        return None
-
-
-def pod_qos_class(spec: Mapping[str, Any]) -> str:
-    """Guaranteed, Burstable or BestEffort from cpu and memory requests and limits, as kube ranks pods."""
-    requests: dict[str, Decimal] = {}
-    limits: dict[str, Decimal] = {}
-    guaranteed = True
-    for ctr in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
-        resources = ctr.get("resources") or {}
-        ctr_limits = {}
-        for name in ("cpu", "memory"):
-            req = _quantity_or_none((resources.get("requests") or {}).get(name))
-            lim = _quantity_or_none((resources.get("limits") or {}).get(name))
-            if req is not None and req != 0:
-                requests[name] = requests.get(name, Decimal(0)) + req
-            if lim is not None and lim != 0:
-                limits[name] = limits.get(name, Decimal(0)) + lim
-                ctr_limits[name] = lim
-        if set(ctr_limits) != {"cpu", "memory"}:
-            guaranteed = False
-    if not requests and not limits:
-        return "BestEffort"
-    if (
-        guaranteed
-        and set(limits) == {"cpu", "memory"}
-        and all(requests.get(name) == limits[name] for name in limits)
-    ):
-        return "Guaranteed"
-    return "Burstable"
-
-
-def _default_pod(obj: dict[str, Any]) -> None:
-    spec = obj.setdefault("spec", {})
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("securityContext", {})
-    spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
-    spec.setdefault("serviceAccount", spec["serviceAccountName"])
-    spec.setdefault("priority", 0)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-    for group in ("initContainers", "containers"):
-        for ctr in spec.get(group) or []:
-            _default_container(ctr)
-    tolerations = spec.setdefault("tolerations", [])
-    for key in _NOT_READY_TOLERATIONS:
-        # The DefaultTolerationSeconds plugin adds these unless the pod already tolerates the taint.
-        if not any(
-            (t.get("key") in (key, None, "")) and t.get("effect") in ("NoExecute", None, "")
-            for t in tolerations
-        ):
-            tolerations.append(
-                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-            )
-    status = obj.setdefault("status", {})
-    status.setdefault("phase", "Pending")
-    status.setdefault("qosClass", pod_qos_class(spec))
-
-
-def _default_service(obj: dict[str, Any]) -> None:
-    spec = obj.setdefault("spec", {})
-    spec.setdefault("type", "ClusterIP")
-    spec.setdefault("sessionAffinity", "None")
-    if spec["type"] != "ExternalName":
-        spec.setdefault("internalTrafficPolicy", "Cluster")
-    for port in spec.get("ports") or []:
-        port.setdefault("protocol", "TCP")
-        port.setdefault("targetPort", port.get("port"))
-    obj.setdefault("status", {}).setdefault("loadBalancer", {})
-
-
-def _default_namespace(obj: dict[str, Any]) -> None:
-    meta = obj.setdefault("metadata", {})
-    name = meta.get("name")
-    if name:
-        meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
-    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-    obj.setdefault("status", {}).setdefault("phase", "Active")
-
-
-def _default_secret(obj: dict[str, Any]) -> None:
-    obj.setdefault("type", "Opaque")
-
-
-def _default_node(obj: dict[str, Any]) -> None:
-    status = obj.get("status")
-    if status and status.get("capacity") and not status.get("allocatable"):
-        status["allocatable"] = dict(status["capacity"])
-
-
-def _default_webhooks(mutating: bool) -> Callable[[dict[str, Any]], None]:
-    def apply(obj: dict[str, Any]) -> None:
-        for hook in obj.get("webhooks") or []:
-            hook.setdefault("failurePolicy", "Fail")
-            hook.setdefault("matchPolicy", "Equivalent")
-            hook.setdefault("namespaceSelector", {})
-            hook.setdefault("objectSelector", {})
-            hook.setdefault("timeoutSeconds", 10)
-            if mutating:
-                hook.setdefault("reinvocationPolicy", "Never")
-            for rule in hook.get("rules") or []:
-                rule.setdefault("scope", "*")
-            service = (hook.get("clientConfig") or {}).get("service")
-            if service is not None:
-                service.setdefault("port", 443)
-
-    return apply
-
-
-_DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
-    "Pod": _default_pod,
-    "Service": _default_service,
-    "Namespace": _default_namespace,
-    "Secret": _default_secret,
-    "Node": _default_node,
-    "MutatingWebhookConfiguration": _default_webhooks(mutating=True),
-    "ValidatingWebhookConfiguration": _default_webhooks(mutating=False),
-}
-
-
-def default(kind: str, obj: dict[str, Any]) -> None:
-    """Fill in, in place, the fields kube-apiserver defaults for `kind`; other kinds are left alone."""
-    defaulter = _DEFAULTERS.get(kind)
-    if defaulter is not None:
-        defaulter(obj)

@@ -1,0 +1,189 @@
+"""Defaulting as kube-apiserver does it on the way in: the fields a stored object gains that nobody sent."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from tenantgpu.apiserver.quantity import QuantityError, parse_quantity
+
+__all__ = ["default", "pod_qos_class"]
+
+_NOT_READY_TOLERATIONS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def _image_pull_policy(image: str) -> str:
+    """`Always` for `:latest` or untagged images, else `IfNotPresent` (digests count as tagged)."""
+    if "@" in image:
+        return "IfNotPresent"
+    last = image.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else ""
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
+
+
+def _default_container(ctr: dict[str, Any]) -> None:
+    ctr.setdefault("terminationMessagePath", "/dev/termination-log")
+    ctr.setdefault("terminationMessagePolicy", "File")
+    if "imagePullPolicy" not in ctr:
+        ctr["imagePullPolicy"] = _image_pull_policy(str(ctr.get("image") or ""))
+    resources = ctr.setdefault("resources", {})
+    limits = resources.get("limits") or {}
+    if limits:
+        requests = resources.setdefault("requests", {})
+        for name, value in limits.items():
+            requests.setdefault(name, value)
+    for port in ctr.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+    for env in ctr.get("env") or []:
+        field_ref = (env.get("valueFrom") or {}).get("fieldRef")
+        if field_ref is not None:
+            field_ref.setdefault("apiVersion", "v1")
+
+
+def _quantity_or_none(value: Any) -> Decimal | None:
+    try:
+        return parse_quantity(value)
+    except (QuantityError, TypeError):
+        return None
+
+
+def pod_qos_class(spec: Mapping[str, Any]) -> str:
+    """Guaranteed, Burstable or BestEffort from cpu and memory requests and limits, as kube ranks pods."""
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    guaranteed = True
+    for ctr in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+        resources = ctr.get("resources") or {}
+        ctr_limits = {}
+        for name in ("cpu", "memory"):
+            req = _quantity_or_none((resources.get("requests") or {}).get(name))
+            lim = _quantity_or_none((resources.get("limits") or {}).get(name))
+            if req is not None and req != 0:
+                requests[name] = requests.get(name, Decimal(0)) + req
+            if lim is not None and lim != 0:
+                limits[name] = limits.get(name, Decimal(0)) + lim
+                ctr_limits[name] = lim
+        if set(ctr_limits) != {"cpu", "memory"}:
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if (
+        guaranteed
+        and set(limits) == {"cpu", "memory"}
+        and all(requests.get(name) == limits[name] for name in limits)
+    ):
+        return "Guaranteed"
+    return "Burstable"
+
+
+_SYSTEM_PRIORITIES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+
+
+def _default_pod(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    # The Priority admission plugin resolves the class; only the built-in classes are known here, so a
+    # pod naming another class keeps whatever priority the caller resolved.
+    class_name = spec.get("priorityClassName") or ""
+    if class_name in _SYSTEM_PRIORITIES or not class_name:
+        spec.setdefault("priority", _SYSTEM_PRIORITIES.get(class_name, 0))
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    for group in ("initContainers", "containers"):
+        for ctr in spec.get(group) or []:
+            _default_container(ctr)
+    tolerations = spec.setdefault("tolerations", [])
+    for key in _NOT_READY_TOLERATIONS:
+        # The DefaultTolerationSeconds plugin adds these unless the pod already tolerates the taint.
+        if not any(
+            (t.get("key") in (key, None, "")) and t.get("effect") in ("NoExecute", None, "")
+            for t in tolerations
+        ):
+            tolerations.append(
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            )
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", pod_qos_class(spec))
+
+
+def _default_service(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if spec["type"] != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    for port in spec.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+        port.setdefault("targetPort", port.get("port"))
+    obj.setdefault("status", {}).setdefault("loadBalancer", {})
+
+
+def _default_namespace(obj: dict[str, Any]) -> None:
+    meta = obj.setdefault("metadata", {})
+    name = meta.get("name")
+    if name:
+        meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj.setdefault("status", {}).setdefault("phase", "Active")
+
+
+def _default_secret(obj: dict[str, Any]) -> None:
+    obj.setdefault("type", "Opaque")
+    # kube folds write-only stringData into data (base64) and never stores stringData.
+    string_data = obj.pop("stringData", None) or {}
+    if string_data:
+        data = obj.setdefault("data", {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+
+
+def _default_node(obj: dict[str, Any]) -> None:
+    status = obj.get("status")
+    if status and status.get("capacity") and not status.get("allocatable"):
+        status["allocatable"] = dict(status["capacity"])
+
+
+def _default_webhooks(mutating: bool) -> Callable[[dict[str, Any]], None]:
+    def apply(obj: dict[str, Any]) -> None:
+        for hook in obj.get("webhooks") or []:
+            hook.setdefault("failurePolicy", "Fail")
+            hook.setdefault("matchPolicy", "Equivalent")
+            hook.setdefault("namespaceSelector", {})
+            hook.setdefault("objectSelector", {})
+            hook.setdefault("timeoutSeconds", 10)
+            if mutating:
+                hook.setdefault("reinvocationPolicy", "Never")
+            for rule in hook.get("rules") or []:
+                rule.setdefault("scope", "*")
+            service = (hook.get("clientConfig") or {}).get("service")
+            if service is not None:
+                service.setdefault("port", 443)
+
+    return apply
+
+
+_DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "Pod": _default_pod,
+    "Service": _default_service,
+    "Namespace": _default_namespace,
+    "Secret": _default_secret,
+    "Node": _default_node,
+    "MutatingWebhookConfiguration": _default_webhooks(mutating=True),
+    "ValidatingWebhookConfiguration": _default_webhooks(mutating=False),
+}
+
+
+def default(kind: str, obj: dict[str, Any]) -> None:
+    """Fill in, in place, the fields kube-apiserver defaults for `kind`; other kinds are left alone."""
+    defaulter = _DEFAULTERS.get(kind)
+    if defaulter is not None:
+        defaulter(obj)

@@ -1,0 +1,262 @@
+"""ResourceQuota: the admission check that refuses what would exceed a quota, and the controller that
+keeps `status.used` current — kube's ResourceQuota plugin and quota controller, for pods and counts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from tenantgpu.apiserver import errors
+from tenantgpu.apiserver.admission import AdmissionAttributes
+from tenantgpu.apiserver.auth import UserInfo
+from tenantgpu.apiserver.kinds import Kind
+from tenantgpu.apiserver.quantity import QuantityError, format_quantity, parse_quantity
+from tenantgpu.apiserver.quota_scopes import quota_matches_pod
+from tenantgpu.apiserver.registry import Registry
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+# Quota names that mean "requests.<name>" for the compute resources, and that a pod must then specify.
+_COMPUTE = ("cpu", "memory", "ephemeral-storage")
+_MUST_SPECIFY = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
+_LEGACY_COUNTS = {"configmaps", "secrets", "services", "resourcequotas", "persistentvolumeclaims"}
+_CONTROLLER = UserInfo("system:serviceaccount:kube-system:resourcequota-controller", ("system:masters",))
+
+
+def _quantity(value: Any) -> Decimal:
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return Decimal(0)
+
+
+def _container_sums(containers: Iterable[Mapping[str, Any]], section: str) -> dict[str, Decimal]:
+    totals: dict[str, Decimal] = {}
+    for container in containers:
+        for name, value in ((container.get("resources") or {}).get(section) or {}).items():
+            totals[name] = totals.get(name, Decimal(0)) + _quantity(value)
+    return totals
+
+
+def _effective(spec: Mapping[str, Any], section: str) -> dict[str, Decimal]:
+    """Containers add up; an init container runs alone, so the pod needs the larger of the two."""
+    totals = _container_sums(spec.get("containers") or [], section)
+    for init in spec.get("initContainers") or []:
+        for name, value in _container_sums([init], section).items():
+            totals[name] = max(totals.get(name, Decimal(0)), value)
+    return totals
+
+
+def pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
+    """What one pod counts against a quota, under every name a quota may use for it."""
+    spec = pod.get("spec") or {}
+    usage = {"pods": Decimal(1), "count/pods": Decimal(1)}
+    for name, value in _effective(spec, "requests").items():
+        usage[f"requests.{name}"] = value
+        if name in _COMPUTE:
+            usage[name] = value
+    for name, value in _effective(spec, "limits").items():
+        usage[f"limits.{name}"] = value
+    return usage
+
+
+def _counts_pod(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _count_names(kind: Kind) -> set[str]:
+    names = {f"count/{kind.group_resource}"}
+    if not kind.group and kind.plural in _LEGACY_COUNTS:
+        names.add(kind.plural)
+    return names
+
+
+class QuotaUsage:
+    """Computes a namespace's usage from the watch cache, so admission and status agree."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+        kinds = registry.kinds
+        self.pods = kinds.resource("", "v1", "pods")
+        self.quotas = kinds.resource("", "v1", "resourcequotas")
+        assert self.pods is not None and self.quotas is not None
+
+    def quotas_in(self, namespace: str) -> list[Obj]:
+        assert self.quotas is not None
+        return [entry.obj for entry in self._registry.list(self.quotas, namespace)]
+
+    def used(self, quota: Obj, namespace: str) -> dict[str, Decimal]:
+        assert self.pods is not None
+        spec = quota.get("spec") or {}
+        hard = spec.get("hard") or {}
+        used = {name: Decimal(0) for name in hard}
+        for entry in self._registry.list(self.pods, namespace):
+            if _counts_pod(entry.obj) and quota_matches_pod(spec, entry.obj):
+                for name, value in pod_usage(entry.obj).items():
+                    if name in used:
+                        used[name] += value
+        for kind in self._registry.kinds:
+            names = _count_names(kind) & set(hard)
+            if names and kind.namespaced and kind.kind != "Pod":
+                try:
+                    count = Decimal(len(self._registry.list(kind, namespace)))
+                except KeyError:  # a kind that is not stored
+                    continue
+                for name in names:
+                    used[name] = count
+        return used
+
+
+class ResourceQuotaAdmission:
+    """Refuses a create that would take a namespace over one of its quotas (kube's ResourceQuota plugin)."""
+
+    name = "ResourceQuota"
+    mutating = False
+
+    def __init__(self, usage: QuotaUsage) -> None:
+        self._usage = usage
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        if attributes.operation != "CREATE" or attributes.subresource or not attributes.kind.namespaced:
+            return
+        obj = attributes.obj or {}
+        quotas = self._usage.quotas_in(attributes.namespace)
+        if not quotas:
+            return
+        kind = attributes.kind
+        if kind.kind == "Pod":
+            if not _counts_pod(obj):
+                return
+            requested = pod_usage(obj)
+        else:
+            requested = {name: Decimal(1) for name in _count_names(kind)}
+        for quota in sorted(quotas, key=lambda q: q["metadata"]["name"]):
+            spec = quota.get("spec") or {}
+            hard = {name: _quantity(value) for name, value in (spec.get("hard") or {}).items()}
+            if kind.kind == "Pod":
+                if not quota_matches_pod(spec, obj):
+                    continue
+                self._check_specified(quota, obj, hard, attributes)
+            relevant = sorted(name for name in hard if name in requested)
+            if not relevant:
+                continue
+            used = self._usage.used(quota, attributes.namespace)
+            exceeded = [n for n in relevant if used.get(n, Decimal(0)) + requested[n] > hard[n]]
+            if exceeded:
+
+                def listed(values: Mapping[str, Decimal], names: list[str] = exceeded) -> str:
+                    return ",".join(f"{n}={format_quantity(values.get(n, Decimal(0)))}" for n in names)
+
+                raise errors.forbidden(
+                    kind.plural,
+                    attributes.name,
+                    kind.group,
+                    f"exceeded quota: {quota['metadata']['name']}, requested: {listed(requested)}, "
+                    f"used: {listed(used)}, limited: {listed(hard)}",
+                )
+
+    @staticmethod
+    def _check_specified(
+        quota: Obj, pod: Obj, hard: Mapping[str, Decimal], attributes: AdmissionAttributes
+    ) -> None:
+        missing: list[str] = []
+        containers = list((pod.get("spec") or {}).get("containers") or [])
+        for name in sorted(set(hard) & set(_MUST_SPECIFY)):
+            section, _, resource = name.rpartition(".")
+            section = {"": "requests", "requests": "requests", "limits": "limits"}[section]
+            lacking = [
+                c.get("name", "")
+                for c in containers
+                if resource not in ((c.get("resources") or {}).get(section) or {})
+            ]
+            if lacking:
+                missing.append(f"{name} for: {','.join(lacking)}")
+        if missing:
+            raise errors.forbidden(
+                "pods",
+                attributes.name,
+                "",
+                f"failed quota: {quota['metadata']['name']}: must specify {'; '.join(missing)}",
+            )
+
+
+class QuotaController:
+    """Keeps every ResourceQuota's `status.hard` and `status.used` current.
+
+    It listens to the watch cache in-process (a synchronous callback per change, far cheaper than a
+    watch stream) and recomputes a namespace's quotas once per loop iteration in which it changed.
+    """
+
+    def __init__(self, registry: Registry, usage: QuotaUsage) -> None:
+        self._registry = registry
+        self._usage = usage
+        self._dirty: set[str] = set()
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._wake = asyncio.Event()
+        for kind in self._registry.kinds:
+            if not kind.namespaced:
+                continue
+            try:
+                self._registry.cache(kind).listeners.append(self._changed)
+            except KeyError:  # kinds that are not stored
+                continue
+        assert self._usage.quotas is not None
+        self._dirty.update(
+            q.obj["metadata"]["namespace"] for q in self._registry.list(self._usage.quotas, None)
+        )
+        self._wake.set()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _changed(self, event: Any) -> None:
+        namespace = event.entry.obj["metadata"].get("namespace", "")
+        if namespace in self._dirty:
+            return
+        if event.entry.obj.get("kind") != "ResourceQuota" and not self._usage.quotas_in(namespace):
+            return
+        self._dirty.add(namespace)
+        assert self._wake is not None
+        self._wake.set()
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            dirty, self._dirty = self._dirty, set()
+            for namespace in dirty:
+                await self._refresh(namespace)
+
+    async def _refresh(self, namespace: str) -> None:
+        assert self._usage.quotas is not None
+        for quota in self._usage.quotas_in(namespace):
+            used = self._usage.used(quota, namespace)
+            hard = dict((quota.get("spec") or {}).get("hard") or {})
+            status = {"hard": hard, "used": {name: format_quantity(value) for name, value in used.items()}}
+            if quota.get("status") == status:
+                continue
+            name = quota["metadata"]["name"]
+
+            def set_status(obj: Obj, status: Obj = status) -> Obj:
+                obj["status"] = status
+                return obj
+
+            try:
+                await self._registry.modify(
+                    self._usage.quotas, namespace, name, set_status, _CONTROLLER, subresource="status"
+                )
+            except errors.APIError as exc:  # deleted meanwhile, or a conflict: the next event retries
+                log.debug("quota status of %s/%s not updated: %s", namespace, name, exc.message)

@@ -1,0 +1,59 @@
+"""Service-account tokens, client-certificate identities and the authorizer's rules."""
+
+from __future__ import annotations
+
+import time
+
+from tenantgpu.apiserver.auth import Attributes, Authenticator, Authorizer, TokenSigner, UserInfo
+from tenantgpu.apiserver.pki import ServerPKI
+
+
+def test_tokens_verify_only_where_they_were_signed() -> None:
+    ours, theirs = ServerPKI.create("a"), ServerPKI.create("b")
+    signer = TokenSigner(ours.service_account_key_pem)
+    token = signer.issue("kube-system", "hami-scheduler")
+    user = signer.verify(token)
+    assert user is not None and user.name == "system:serviceaccount:kube-system:hami-scheduler"
+    assert "system:serviceaccounts:kube-system" in user.groups
+    assert TokenSigner(theirs.service_account_key_pem).verify(token) is None
+    assert signer.verify(token[:-2] + ("AA" if not token.endswith("AA") else "BB")) is None
+    assert signer.verify("not-a-jwt") is None
+
+
+def test_expired_tokens_are_refused() -> None:
+    signer = TokenSigner(ServerPKI.create("a").service_account_key_pem)
+    token = signer.issue("default", "robot", expiration_seconds=-1)
+    time.sleep(0.01)
+    assert signer.verify(token) is None
+
+
+def test_certificates_of_another_ca_are_refused_when_other_cas_are_trusted() -> None:
+    ours, theirs = ServerPKI.create("a"), ServerPKI.create("b")
+    authenticator = Authenticator(
+        ours.ca.cert_pem, TokenSigner(ours.service_account_key_pem), check_issuer=True
+    )
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    def der(pem: bytes) -> bytes:
+        return x509.load_pem_x509_certificate(pem).public_bytes(Encoding.DER)
+
+    subject = ((("organizationName", "system:masters"),), (("commonName", "admin"),))
+    own_cert, _ = ours.ca.issue_client("admin", ["system:masters"])
+    foreign_cert, _ = theirs.ca.issue_client("admin", ["system:masters"])
+    user = authenticator.from_certificate({"subject": subject}, der(own_cert))
+    assert isinstance(user, UserInfo) and user.groups[0] == "system:masters"
+    assert authenticator.from_certificate({"subject": subject}, der(foreign_cert)) is False
+
+
+def test_authorizer_lets_others_discover_and_ask_but_nothing_more() -> None:
+    authorizer = Authorizer()
+    developer = UserInfo("dev", ("developers", "system:authenticated"))
+    admin = UserInfo("admin", ("system:masters",))
+    assert authorizer.allowed(admin, Attributes("delete", "", "nodes"))
+    assert authorizer.allowed(developer, Attributes("get", path="/apis/apps/v1"))
+    assert authorizer.allowed(
+        developer, Attributes("create", "authorization.k8s.io", "selfsubjectaccessreviews")
+    )
+    assert not authorizer.allowed(developer, Attributes("list", "", "pods", namespace="default"))
+    assert not authorizer.allowed(developer, Attributes("get", path="/metrics"))

@@ -1,0 +1,57 @@
+"""The SQLite datastore: one revision across tenants, compare-and-swap, and nothing lost on reopen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tenantgpu.apiserver.storage import KeyExists, KeyNotFound, RevisionMismatch, SQLiteDatastore
+
+
+def _value(text: str):  # type: ignore[no-untyped-def]
+    return lambda revision: f"{text}@{revision}".encode()
+
+
+async def test_revisions_rise_across_prefixes_and_survive_reopening(tmp_path: Path) -> None:
+    store = SQLiteDatastore(tmp_path / "s.db")
+    first = await store.create("/a/pods/x", _value("ax"))
+    second = await store.create("/b/pods/x", _value("bx"))
+    assert second == first + 1
+    deleted_at = await store.delete("/a/pods/x", first)
+    assert deleted_at == second + 1
+    store.close()
+
+    reopened = SQLiteDatastore(tmp_path / "s.db")
+    assert reopened.revision == deleted_at  # a delete's revision is never handed out again
+    assert [(kv.key, kv.value) for kv in await reopened.range("/b/")] == [
+        ("/b/pods/x", f"bx@{second}".encode())
+    ]
+    assert await reopened.range("/a/") == []
+    assert await reopened.create("/a/pods/y", _value("ay")) == deleted_at + 1
+    reopened.close()
+
+
+async def test_compare_and_swap(tmp_path: Path) -> None:
+    store = SQLiteDatastore(tmp_path / "s.db")
+    revision = await store.create("/t/cm/a", _value("1"))
+    with pytest.raises(KeyExists):
+        await store.create("/t/cm/a", _value("again"))
+    updated = await store.update("/t/cm/a", _value("2"), revision)
+    with pytest.raises(RevisionMismatch) as stale:
+        await store.update("/t/cm/a", _value("3"), revision)
+    assert stale.value.current == updated
+    with pytest.raises(KeyNotFound):
+        await store.update("/t/cm/missing", _value("x"), 1)
+    with pytest.raises(RevisionMismatch):
+        await store.delete("/t/cm/a", revision)
+    store.close()
+
+
+async def test_delete_prefix_removes_one_tenant_only(tmp_path: Path) -> None:
+    store = SQLiteDatastore(tmp_path / "s.db")
+    await store.create("/tenant-a/pods/x", _value("1"))
+    await store.create("/tenant-ab/pods/x", _value("2"))
+    await store.delete_prefix("/tenant-a/")
+    assert [kv.key for kv in await store.range("/")] == ["/tenant-ab/pods/x"]
+    store.close()

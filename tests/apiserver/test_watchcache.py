@@ -1,0 +1,67 @@
+"""Watch semantics of the cache: selector transitions, resume windows, slow watchers."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenantgpu.apiserver.errors import APIError
+from tenantgpu.apiserver.watchcache import Entry, Event, ResourceCache, Watcher, encode
+
+
+def _pod(name: str, revision: int, node: str = "") -> Entry:
+    obj = {
+        "metadata": {"name": name, "namespace": "default", "resourceVersion": str(revision)},
+        "spec": {"nodeName": node},
+    }
+    return Entry(obj, encode(obj), revision)
+
+
+def _on_node(node: str):  # type: ignore[no-untyped-def]
+    return lambda obj: obj["spec"].get("nodeName") == node
+
+
+async def test_a_pod_bound_to_the_node_arrives_as_added_and_leaves_as_deleted() -> None:
+    cache = ResourceCache(start_revision=0, window=100)
+    watcher = Watcher("default", _on_node("w1"))
+    assert cache.watch(watcher, None) == []
+    pending = _pod("p", 1)
+    cache.record("default/p", Event("ADDED", pending))
+    bound = _pod("p", 2, "w1")
+    cache.record("default/p", Event("MODIFIED", bound, pending))
+    moved = _pod("p", 3, "w2")
+    cache.record("default/p", Event("MODIFIED", moved, bound))
+    events, ended = await watcher.next_batch(0.01)
+    assert not ended
+    assert [(e.type, e.entry.revision, e.entry.obj["spec"]["nodeName"]) for e in events] == [
+        ("ADDED", 2, "w1"),
+        ("DELETED", 3, "w1"),  # the last state the watcher could see, stamped with the new revision
+    ]
+
+
+async def test_resume_replays_the_window_and_expires_beyond_it() -> None:
+    cache = ResourceCache(start_revision=10, window=3)
+    for revision in range(11, 16):
+        cache.record(f"default/p{revision}", Event("ADDED", _pod(f"p{revision}", revision)))
+    replay = cache.watch(Watcher(None, None), 12)
+    assert [e.entry.revision for e in replay] == [13, 14, 15]
+    with pytest.raises(APIError) as expired:
+        cache.watch(Watcher(None, None), 11)
+    assert expired.value.code == 410 and expired.value.reason == "Expired"
+    initial = cache.watch(Watcher(None, None), None)
+    assert sorted(e.entry.revision for e in initial) == [11, 12, 13, 14, 15]
+    assert {e.type for e in initial} == {"ADDED"}
+
+
+async def test_a_watcher_that_falls_behind_is_closed() -> None:
+    cache = ResourceCache(start_revision=0, window=10)
+    watcher = Watcher(None, None, limit=3)
+    cache.watch(watcher, None)
+    for revision in range(1, 6):
+        cache.record(f"default/p{revision}", Event("ADDED", _pod(f"p{revision}", revision)))
+    events, ended = await watcher.next_batch(0.01)
+    assert len(events) == 3 and ended
+
+
+async def test_next_batch_times_out_empty() -> None:
+    events, ended = await Watcher(None, None).next_batch(0.01)
+    assert events == [] and not ended
