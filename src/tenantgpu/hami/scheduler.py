@@ -123,7 +123,7 @@ class HamiScheduler:
         self.flush_seconds = flush_seconds
         self.pipeline_locked_nodes = pipeline_locked_nodes
         self.metrics_host, self.metrics_port = metrics_host, metrics_port
-        self.registry = scheduler_registry(self.state, self._placed_pods, self.quotas.items)
+        self.registry = scheduler_registry(lambda: self.state, self._placed_pods, self.quotas.items)
         self._queue = _WorkQueue()
         self._unschedulable: set[Key] = set()
         self._last_failure: dict[Key, str] = {}
@@ -140,6 +140,13 @@ class HamiScheduler:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Rebuild everything from the API (also when this instance was stopped before) and run."""
+        self.state = ClusterState(self.cfg)
+        self._queue = _WorkQueue()
+        for book in (self._unschedulable, self._last_failure, self._waiting, self._assumed, self._inflight):
+            book.clear()
+        self._attempts.clear()
+        self._handshaking.clear()
         await self.nodes.start()
         await self.quotas.start()
         await self.pods.start()

@@ -109,6 +109,9 @@ class Kubelet:
         self.node_informer = Informer(client, "nodes", field_selector=f"metadata.name={node_name}")
 
     async def start(self) -> None:
+        """Sync with the API; pods already running here are adopted (also after a `stop()`)."""
+        self.pods.clear()
+        self._by_key.clear()
         await self.node_informer.start()
         await self.informer.start()
 
