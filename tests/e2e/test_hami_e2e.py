@@ -209,6 +209,9 @@ def test_fractional_pod_runs_with_hami_annotations_env_and_logs(lab: GpuLab, kub
     logs = kubectl("logs", "frac").stdout
     assert "CUDA_DEVICE_MEMORY_LIMIT_0=3000m" in logs and "CUDA_DEVICE_SM_LIMIT=30" in logs
     assert "0MiB / 3000MiB" in logs  # nvidia-smi inside sees the limit as total
+    assert kubectl("logs", "frac", "--tail=1").stdout == "running until deleted\n"
+    stamped = kubectl("logs", "frac", "--tail=1", "--timestamps").stdout
+    assert stamped.endswith(" running until deleted\n") and stamped[:4].isdigit()
     _wait_for(
         lambda: {"FilteringSucceed", "BindingSucceed"} <= {e["reason"] for e in _events(kubectl, "frac")},
         what="HAMi's scheduling events",
