@@ -560,34 +560,6 @@ def test_official_python_client_reads_worker_objects(lab: GpuLab) -> None:
         api_client.close()
 
 
-def test_stopped_worker_goes_not_ready_and_recovers(lab: GpuLab, kubectl: Kubectl) -> None:
-    from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
-
-    def ready() -> str:
-        conds = _get(kubectl, "node", "flaky")["status"]["conditions"]
-        return next(c["status"] for c in conds if c["type"] == "Ready")
-
-    controller = NodeLifecycleController(lab.client, grace_seconds=2.0, monitor_seconds=0.2)
-    flaky = Worker(
-        lab.client, "flaky", [], lab.scheduler.cfg, lease_duration_seconds=2, status_report_seconds=1
-    )
-    lab.loop.run(flaky.start())
-    lab.loop.run(controller.start())
-    try:
-        assert ready() == "True"
-        lab.loop.run(flaky.stop())
-        _wait_for(lambda: ready() == "Unknown", timeout=15, what="NotReady after the lease expired")
-        again = Worker(
-            lab.client, "flaky", [], lab.scheduler.cfg, lease_duration_seconds=2, status_report_seconds=1
-        )
-        lab.loop.run(again.start())
-        _wait_for(lambda: ready() == "True", timeout=15, what="Ready again")
-        lab.loop.run(again.stop())
-    finally:
-        lab.loop.run(controller.stop())
-        kubectl("delete", "node", "flaky")
-
-
 def test_allocate_mismatch_fails_the_pod_and_releases_the_lock(lab: GpuLab, kubectl: Kubectl) -> None:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     kubectl("annotate", "node", "gpu-l4", f"{ann.NODE_LOCK}={now},default,mismatch", "--overwrite")
@@ -668,3 +640,17 @@ def test_standalone_webhook_keeps_its_own_quota_book(lab: GpuLab, kubectl: Kubec
     too_big, fits = lab.loop.run(run())
     assert too_big["allowed"] is False and "exceeding resource quota" in too_big["status"]["message"]
     assert fits["allowed"] is True
+
+
+def test_gpu_pod_with_a_run_time_succeeds_and_frees_its_slice(lab: GpuLab, kubectl: Kubectl) -> None:
+    before = lab.loop.run(_usage(lab, "gpu-a100"))
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "short", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "5000", "nvidia.com/gpucores": "20"},
+        labels={"t": "short"}, annotations={"nvidia.com/use-gputype": "A100", "tenantgpu.io/run-for": "1s"},
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "short") in ("Running", "Succeeded"), what="short started")
+    _wait_for(lambda: _phase(kubectl, "short") == "Succeeded", timeout=15, what="short Succeeded")
+    status = _get(kubectl, "pod", "short")["status"]
+    assert status["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+    _wait_for(lambda: lab.loop.run(_usage(lab, "gpu-a100")) == before, what="slice freed")
+    _cleanup(kubectl, "t=short")
