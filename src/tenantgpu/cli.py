@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import click
 
@@ -31,6 +30,7 @@ def main() -> None:
 
 
 # --- plan (gpushare what-if placement) -------------------------------------------------------
+from typing import Any  # noqa: E402  (kept in this region so other commands' edits do not collide)
 
 
 def _read_objects(path: str) -> list[dict]:  # type: ignore[type-arg]
@@ -201,6 +201,157 @@ def _print_placements(placements: list) -> None:  # type: ignore[type-arg]
 # --- lab: up / down / status / kubeconfig ----------------------------------------------------
 
 
+class LabConflict(click.ClickException):
+    """The lab is in a state that forbids the command (e.g. already running): one line and exit 1."""
+
+    exit_code = 1
+
+    def show(self, file=None) -> None:  # type: ignore[no-untyped-def]
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
+
+_STATE_DIR = click.option(
+    "--state-dir",
+    default=".tenantgpu",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the lab keeps its datastore, kubeconfigs, pid and logs.",
+)
+
+
+@main.command()
+@click.option(
+    "-f", "--file", "lab_file", type=click.Path(dir_okay=False), help="Lab spec (default: the seed lab)."
+)
+@_STATE_DIR
+@click.option("-d", "--detach", is_flag=True, help="Run in the background, like `docker compose up -d`.")
+@click.option(
+    "--ready-fd", type=int, hidden=True, help="Internal: the detached child reports readiness here."
+)
+def up(lab_file: str | None, state_dir: str, detach: bool, ready_fd: int | None) -> None:
+    """Start the management plane and one TenantControlPlane per tenant; return when all are Ready.
+
+    On an existing state directory, resume the same lab (tenants, certificates, objects).
+    """
+    from rich.console import Console
+
+    from tenantgpu.lab import display, process
+    from tenantgpu.lab.spec import LabSpecError, load_lab
+    from tenantgpu.lab.state import StateDir
+
+    state = StateDir.at(state_dir)
+    if ready_fd is not None:
+        _run_lab_child(state_dir, lab_file, ready_fd)
+        return
+    console = Console()
+    try:
+        pid = state.running_pid()
+        if pid is not None:
+            raise LabConflict(process.already_running_message(state, pid))
+        if lab_file is not None:
+            load_lab(lab_file)  # a broken file is exit 2 here, in the caller's terminal
+        if detach:
+            with display.ProgressView(console) as view:
+                endpoints = process.start_detached(state, lab_file, view)
+            display.print_summary(console, state, endpoints, detached=True)
+            return
+        from tenantgpu.lab import supervisor
+
+        lab = supervisor.resolve_lab(state, lab_file)
+        view = display.ProgressView(console)
+
+        def ready(endpoints: dict[str, str]) -> None:
+            view.__exit__()
+            display.print_summary(console, state, endpoints, detached=False)
+
+        with view:
+            supervisor.run_foreground(state, lab, view, ready)
+    except LabSpecError as err:
+        raise UserError(str(err)) from None
+    except process.LabError as err:
+        raise LabConflict(str(err)) from None
+
+
+def _run_lab_child(state_dir: str, lab_file: str | None, ready_fd: int) -> None:
+    """The detached lab process: logs to DIR/logs/lab.log (its stdout) and reports over the pipe."""
+    import logging
+
+    from tenantgpu.lab import process, supervisor
+    from tenantgpu.lab.spec import LabSpecError
+    from tenantgpu.lab.state import StateDir
+
+    state = StateDir.at(state_dir)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    reporter = process.PipeReporter(ready_fd)
+    try:
+        lab = supervisor.resolve_lab(state, lab_file)
+        supervisor.run_foreground(state, lab, reporter.progress, reporter.ready)
+    except (process.LabError, LabSpecError) as err:
+        reporter.error(str(err))
+        raise SystemExit(1) from None
+    except BaseException as err:
+        reporter.error(f"the lab failed: {err!r}")
+        raise
+
+
+@main.command()
+@_STATE_DIR
+@click.option("--purge", is_flag=True, help="Also delete the state directory (datastore, kubeconfigs, logs).")
+def down(state_dir: str, purge: bool) -> None:
+    """Stop the lab gracefully (its state stays unless --purge)."""
+    from tenantgpu.lab import process
+    from tenantgpu.lab.state import StateDir
+
+    state = StateDir.at(state_dir)
+    pid = process.stop_lab(state)
+    if pid is None:
+        click.echo(f"no lab is running in {state.root}")
+    else:
+        click.echo(f"stopped the lab in {state.root} (pid {pid})")
+    if purge:
+        state.purge()
+        click.echo(f"deleted {state.root}")
+
+
+@main.command()
+@_STATE_DIR
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def status(state_dir: str, output: str) -> None:
+    """Tenants with endpoint and state; nodes, GPUs and pods per tenant."""
+    import asyncio
+    import json
+
+    from rich.console import Console
+
+    from tenantgpu.lab import display
+    from tenantgpu.lab.state import StateDir
+    from tenantgpu.lab.status import collect_status
+
+    result = asyncio.run(collect_status(StateDir.at(state_dir)))
+    if output == "json":
+        click.echo(json.dumps(result, indent=2))
+    else:
+        display.print_status(Console(), result)
+    if not result["running"]:
+        raise SystemExit(1)
+
+
+@main.command()
+@click.argument("tenant")
+@_STATE_DIR
+def kubeconfig(tenant: str, state_dir: str) -> None:
+    """Print the path of TENANT's admin kubeconfig (like `kind get kubeconfig`)."""
+    from tenantgpu.lab.state import StateDir
+
+    state = StateDir.at(state_dir)
+    path = state.management_kubeconfig if tenant == "management" else state.tenant_kubeconfig(tenant)
+    if not path.exists():
+        raise UserError(
+            f"no kubeconfig for tenant {tenant!r} in {state.root} (is the lab up and the tenant Ready?)"
+        )
+    click.echo(str(path))
+
+
 # --- node run --------------------------------------------------------------------------------
 
 
@@ -262,6 +413,92 @@ def node_run(
 
 
 # --- validate / demo -------------------------------------------------------------------------
+
+_VALIDATE_EXAMPLES = """
+\b
+Examples:
+  tenantgpu validate                                  # the lab in ./.tenantgpu
+  tenantgpu validate --state-dir /tmp/lab -o json
+  tenantgpu validate --kubeconfig team-a=a.kubeconfig --kubeconfig team-b=b.kubeconfig \\
+      --management-kubeconfig kind.kubeconfig -o junit --junit-file validate.xml
+"""
+
+
+@main.command(epilog=_VALIDATE_EXAMPLES)
+@click.option(
+    "--state-dir", type=click.Path(file_okay=False), help="A lab's state directory [default: .tenantgpu]."
+)
+@click.option(
+    "--kubeconfig",
+    "kubeconfigs",
+    multiple=True,
+    metavar="TENANT=PATH",
+    help="A tenant's kubeconfig (repeat per tenant); instead of --state-dir, e.g. for a real cluster.",
+)
+@click.option("--management-kubeconfig", metavar="PATH", help="The management cluster (Kamaji) kubeconfig.")
+@click.option(
+    "--lab", "lab_file", metavar="FILE", help="Lab spec declaring the GPUs [default: the state dir's]."
+)
+@click.option(
+    "--only", multiple=True, metavar="NAME", help="Run only these checks (repeat, or comma-separate)."
+)
+@click.option(
+    "-o", "--output", type=click.Choice(["table", "json", "junit"]), default="table", show_default=True
+)
+@click.option("--junit-file", type=click.Path(dir_okay=False), help="Also write JUnit XML here (for CI).")
+@click.option(
+    "--timeout", type=click.FloatRange(1, 600), default=25.0, show_default=True, help="Seconds per wait."
+)
+@click.option("--list", "list_checks", is_flag=True, help="List the checks with what each needs, and exit.")
+def validate(
+    state_dir: str | None,
+    kubeconfigs: tuple[str, ...],
+    management_kubeconfig: str | None,
+    lab_file: str | None,
+    only: tuple[str, ...],
+    output: str,
+    junit_file: str | None,
+    timeout: float,
+    list_checks: bool,
+) -> None:
+    """Prove the wiring, fractional GPU sharing and tenant isolation of a lab or a real cluster.
+
+    Talks to the clusters only through their kubeconfigs, so the same run works against a real
+    kind + Kamaji + HAMi setup. Exit code 0 only if no check failed.
+    """
+    from tenantgpu.validate import cli_support
+
+    if list_checks:
+        cli_support.print_check_list()
+        return
+    from tenantgpu.lab.spec import LabSpecError, load_lab
+
+    try:
+        paths = cli_support.resolve_targets(state_dir, list(kubeconfigs), management_kubeconfig)
+        lab_path = lab_file or paths.lab_file
+        lab = load_lab(lab_path) if lab_path else None
+        run = cli_support.prepare(paths, lab=lab, only=list(only), timeout=timeout)
+    except (cli_support.BadInput, LabSpecError) as exc:
+        raise UserError(str(exc)) from None
+    failed = cli_support.execute(run, output=output, junit_file=junit_file)
+    sys.exit(1 if failed else 0)
+
+
+@main.command()
+@click.option("-f", "--file", "lab_file", metavar="LAB.yaml", help="Lab spec [default: the seed lab].")
+@click.option("--keep", is_flag=True, help="Keep the lab running afterwards and print how to reach it.")
+def demo(lab_file: str | None, keep: bool) -> None:
+    """Bring the seed lab up in a temporary state dir, validate it, report GPU sharing, take it down.
+
+    Exit code 0 only if every check passed.
+    """
+    from tenantgpu.validate import demo as demo_flow
+
+    try:
+        ok = demo_flow.run_demo(lab_file, keep=keep)
+    except demo_flow.DemoInputError as exc:
+        raise UserError(str(exc)) from None
+    sys.exit(0 if ok else 1)
 
 
 # --- replay / capacity -----------------------------------------------------------------------

@@ -1,0 +1,206 @@
+"""The TenantControlPlane controller: watches TCPs over the management API and reconciles each one's units."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+from collections.abc import Sequence
+
+from tenantgpu.kamaji import model
+from tenantgpu.kamaji.host import ControlPlaneHost
+from tenantgpu.kamaji.model import Obj, VersionStatus
+from tenantgpu.kamaji.units import Reconciliation, Unit, default_units
+from tenantgpu.kubeclient import ApiError, Informer, KubeClient
+
+log = logging.getLogger(__name__)
+
+_RETRY_SECONDS = (0.05, 0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+class TenantControlPlaneController:
+    """List+watch TenantControlPlanes and drive each to its wanted state; status is derived every pass.
+
+    Keys are processed one at a time each (a work queue like controller-runtime's), several keys at once.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        host: ControlPlaneHost,
+        *,
+        units: Sequence[Unit] | None = None,
+        concurrency: int = 8,
+    ) -> None:
+        self.client = client
+        self.host = host
+        self.units: list[Unit] = list(units) if units is not None else default_units()
+        self._informer = Informer(client, model.TENANT_CONTROL_PLANES)
+        self._informer.add_handler(self._on_event)
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+        self._queued: set[str] = set()
+        self._active: set[str] = set()
+        self._dirty: set[str] = set()
+        self._gone: dict[str, Obj] = {}
+        self._failures: dict[str, int] = {}
+        self._concurrency = concurrency
+        self._tasks: list[asyncio.Task[None]] = []
+        self._unsynced: set[str] = set()
+        self._done_before_sync: set[str] = set()
+        self._counting = False
+        self._synced = asyncio.Event()
+
+    async def start(self) -> None:
+        """Returns once the informer has listed every TCP (their reconciliations are queued)."""
+        self._tasks = [
+            asyncio.create_task(self._work(), name=f"tcp-controller-{i}") for i in range(self._concurrency)
+        ]
+        await self._informer.start()
+        # A restarted lab finds the Ready status its last run derived; until every TCP was reconciled once
+        # by this run, that status is a memory, not an observation.
+        self._unsynced = {model.TenantRef.of(tcp).key for tcp in self._informer.items()}
+        self._unsynced -= self._done_before_sync
+        self._counting = True
+        if not self._unsynced:
+            self._synced.set()
+
+    async def wait_synced(self) -> None:
+        """Wait until every TCP that existed at start has been reconciled successfully once."""
+        await self._synced.wait()
+
+    async def stop(self) -> None:
+        await self._informer.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    def _on_event(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        key = model.TenantRef.of(obj).key
+        if kind == "DELETED":
+            self._gone[key] = obj
+        else:
+            self._gone.pop(key, None)
+        self._enqueue(key)
+
+    def _enqueue(self, key: str) -> None:
+        if key in self._active:
+            self._dirty.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    async def _work(self) -> None:
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            self._active.add(key)
+            try:
+                await self.reconcile(key)
+                self._failures.pop(key, None)
+                self._mark_reconciled(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                attempt = self._failures.get(key, 0)
+                self._failures[key] = attempt + 1
+                delay = _RETRY_SECONDS[min(attempt, len(_RETRY_SECONDS) - 1)]
+                if isinstance(err, ApiError) and err.code == 409:
+                    log.debug("tcp %s: conflict, retrying", key)
+                else:
+                    log.warning(
+                        "tcp %s: reconcile failed (retry in %.2fs): %s", key, delay, err, exc_info=True
+                    )
+                asyncio.get_running_loop().call_later(delay, self._enqueue, key)
+            finally:
+                self._active.discard(key)
+                if key in self._dirty:
+                    self._dirty.discard(key)
+                    self._enqueue(key)
+
+    def _mark_reconciled(self, key: str) -> None:
+        if self._synced.is_set():
+            return
+        if not self._counting:
+            self._done_before_sync.add(key)
+            return
+        self._unsynced.discard(key)
+        if not self._unsynced:
+            self._synced.set()
+
+    async def reconcile(self, key: str) -> None:
+        namespace, name = key.split("/", 1)
+        tcp = self._informer.get(namespace, name)
+        if tcp is None:
+            gone = self._gone.pop(key, None)
+            if gone is not None:
+                await self._clean_up(gone)
+            return
+        tcp = copy.deepcopy(tcp)
+        if model.is_deleting(tcp):
+            await self._clean_up(tcp)
+            await self._drop_finalizer(tcp)
+            return
+        if model.FINALIZER not in (tcp["metadata"].get("finalizers") or []):
+            # Go on with the patched object at once: waiting for its watch event would cost a round trip.
+            tcp = await self._add_finalizer(tcp)
+        r = Reconciliation(tcp=tcp, client=self.client, host=self.host)
+        for unit in self.units:
+            await unit.ensure(r)
+        await self._write_status(tcp, self._derive_status(r))
+
+    def _derive_status(self, r: Reconciliation) -> Obj:
+        status = r.status
+        wanted = model.replicas(r.tcp)
+        state = model.derive_version_status(
+            replicas=wanted,
+            running=r.running is not None,
+            ready=r.running is not None,
+            failed=r.failure is not None,
+        )
+        version: Obj = {"status": str(state)}
+        if state in (VersionStatus.READY, VersionStatus.SLEEPING):
+            version["version"] = model.kubernetes_version(r.tcp)
+        if r.failure:
+            version["message"] = r.failure
+        status.setdefault("kubernetesResources", {})["version"] = version
+        generation = r.tcp["metadata"].get("generation")
+        if generation is not None:
+            status["observedGeneration"] = generation
+        return status
+
+    async def _write_status(self, tcp: Obj, status: Obj) -> None:
+        if tcp.get("status") == status:
+            return
+        body = copy.deepcopy(tcp)
+        body["status"] = status
+        await self.client.update_status(model.TENANT_CONTROL_PLANES, body)
+
+    async def _clean_up(self, tcp: Obj) -> None:
+        r = Reconciliation(tcp=tcp, client=self.client, host=self.host)
+        for unit in reversed(self.units):
+            await unit.clean_up(r)
+
+    async def _add_finalizer(self, tcp: Obj) -> Obj:
+        finalizers = [*(tcp["metadata"].get("finalizers") or []), model.FINALIZER]
+        return await self._patch_finalizers(tcp, finalizers)
+
+    async def _drop_finalizer(self, tcp: Obj) -> None:
+        finalizers = [f for f in tcp["metadata"].get("finalizers") or [] if f != model.FINALIZER]
+        try:
+            await self._patch_finalizers(tcp, finalizers)
+        except ApiError as err:
+            if err.code != 404:
+                raise
+
+    async def _patch_finalizers(self, tcp: Obj, finalizers: list[str]) -> Obj:
+        ref = model.TenantRef.of(tcp)
+        patch = {
+            "metadata": {"finalizers": finalizers, "resourceVersion": tcp["metadata"].get("resourceVersion")}
+        }
+        return await self.client.patch(
+            model.TENANT_CONTROL_PLANES, ref.name, patch, ref.namespace, patch_type="merge"
+        )

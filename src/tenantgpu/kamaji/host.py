@@ -1,0 +1,58 @@
+"""Where tenant control planes run: the seam between the controller and the API-server instances it starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from tenantgpu.kamaji.pki import KeyPair
+
+
+@dataclass(frozen=True)
+class ControlPlaneInstance:
+    """Everything one tenant API server needs; the controller builds it from the TCP and its Secrets."""
+
+    key: str  # the TCP's UID: a re-created TCP of the same name is a different instance
+    namespace: str
+    name: str
+    schema: str  # the tenant's key prefix in the shared datastore
+    address: str
+    port: int  # 0 = any free port
+    kubernetes_version: str
+    ca: KeyPair
+    serving: KeyPair
+    service_account: KeyPair
+
+
+@dataclass(frozen=True)
+class RunningInstance:
+    """What the host reports about a started instance: where it listens."""
+
+    port: int
+    konnectivity_port: int = 0
+
+
+class ControlPlaneHost(Protocol):
+    """Starts and stops tenant control planes (API server plus its konnectivity server) in this process."""
+
+    async def start(self, instance: ControlPlaneInstance) -> RunningInstance:
+        """Start the instance, or return the running one unchanged if it is already up with the same PKI."""
+        ...
+
+    async def stop(self, key: str) -> None:
+        """Stop the instance if it runs; its data stays in the datastore."""
+        ...
+
+    def running(self, key: str) -> RunningInstance | None: ...
+
+    async def start_konnectivity(self, key: str, port: int) -> int:
+        """Start the konnectivity server beside the running instance (or keep it); returns its agent port.
+
+        From then on the API server reaches the tenant's services (webhooks, kubelets) through it."""
+        ...
+
+    async def stop_konnectivity(self, key: str) -> None: ...
+
+    async def purge(self, schema: str) -> None:
+        """Delete every key under the tenant's prefix."""
+        ...

@@ -1,0 +1,206 @@
+"""The host that runs tenant API servers and their konnectivity servers inside this process, all on one
+shared datastore."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantgpu.apiserver import errors as api_errors
+from tenantgpu.apiserver.hooks import Egress, NoEgress
+from tenantgpu.apiserver.pki import CertificateAuthority, ServerPKI
+from tenantgpu.apiserver.server import APIServer, APIServerConfig
+from tenantgpu.apiserver.storage import Datastore
+from tenantgpu.kamaji.host import ControlPlaneInstance, RunningInstance
+from tenantgpu.konnectivity import ProxyServer
+from tenantgpu.node.logsource import KubeletLogSource
+
+log = logging.getLogger(__name__)
+
+
+class SwitchableEgress:
+    """The API server's `cluster` egress: nothing until the konnectivity server is up, then its tunnel."""
+
+    def __init__(self) -> None:
+        self.target: Egress = NoEgress()
+
+    async def open_connection(
+        self, host: str, port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await self.target.open_connection(host, port)
+
+
+@dataclass
+class _Running:
+    instance: ControlPlaneInstance
+    server: APIServer
+    egress: SwitchableEgress
+    proxy: ProxyServer | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def key_prefix(schema: str) -> str:
+    """Where a tenant's keys live in the shared datastore (the API server adds the leading slash)."""
+    return schema
+
+
+class InProcessHost:
+    """Starts each tenant's API server (and, when asked, its konnectivity server) in this event loop."""
+
+    def __init__(self, datastore: Datastore) -> None:
+        self.datastore = datastore
+        self._running: dict[str, _Running] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        return self._locks.setdefault(key, asyncio.Lock())
+
+    def server(self, key: str) -> APIServer | None:
+        running = self._running.get(key)
+        return None if running is None else running.server
+
+    async def start(self, instance: ControlPlaneInstance) -> RunningInstance:
+        async with self._lock(instance.key):
+            current = self._running.get(instance.key)
+            if current is not None:
+                if _same_identity(current.instance, instance):
+                    return self._report(current)
+                await self._stop(instance.key)
+            pki = ServerPKI(
+                CertificateAuthority(instance.ca.cert_pem, instance.ca.key_pem),
+                instance.serving.cert_pem,
+                instance.serving.key_pem,
+                instance.service_account.key_pem,
+            )
+            egress = SwitchableEgress()
+            # `kubectl logs` reaches the kubelet the way kube-apiserver does: through the cluster egress.
+            logs = KubeletLogSource(egress=egress, error=api_errors.bad_request)
+            config = APIServerConfig(
+                name=instance.name,
+                datastore=self.datastore,
+                pki=pki,
+                key_prefix=key_prefix(instance.schema),
+                kubernetes_version=instance.kubernetes_version or "v1.31.4",
+                host=instance.address,
+                port=instance.port,
+                egress=egress,
+                log_source=logs,
+            )
+            server = APIServer(config)
+            logs.node_lookup = _node_lookup(server)
+            await server.start()
+            running = _Running(instance, server, egress)
+            self._running[instance.key] = running
+            log.info("tenant %s/%s: API server on %s", instance.namespace, instance.name, server.url)
+            return self._report(running)
+
+    @staticmethod
+    def _report(running: _Running) -> RunningInstance:
+        return RunningInstance(running.server.port, running.proxy.port if running.proxy else 0)
+
+    async def start_konnectivity(self, key: str, port: int) -> int:
+        async with self._lock(key):
+            running = self._running.get(key)
+            if running is None:
+                raise RuntimeError(f"no API server runs for {key}")
+            if running.proxy is not None:
+                return running.proxy.port
+            instance = running.instance
+            # Kamaji gives the konnectivity server the API server's certificate (--cluster-cert/--cluster-key).
+            proxy = ProxyServer(
+                token_verifier=_token_verifier(running.server),
+                cert_pem=instance.serving.cert_pem,
+                key_pem=instance.serving.key_pem,
+                host=instance.address,
+                port=port,
+            )
+            try:
+                await proxy.start()
+            except OSError:
+                if port == 0:
+                    raise
+                proxy = ProxyServer(
+                    token_verifier=_token_verifier(running.server),
+                    cert_pem=instance.serving.cert_pem,
+                    key_pem=instance.serving.key_pem,
+                    host=instance.address,
+                    port=0,
+                )
+                await proxy.start()
+            running.proxy = proxy
+            running.egress.target = proxy.egress
+            log.info(
+                "tenant %s/%s: konnectivity server on %s", instance.namespace, instance.name, proxy.address
+            )
+            return proxy.port
+
+    async def stop_konnectivity(self, key: str) -> None:
+        async with self._lock(key):
+            running = self._running.get(key)
+            if running is not None:
+                await self._stop_proxy(running)
+
+    @staticmethod
+    async def _stop_proxy(running: _Running) -> None:
+        if running.proxy is None:
+            return
+        running.egress.target = NoEgress()
+        proxy, running.proxy = running.proxy, None
+        await proxy.stop()
+
+    async def stop(self, key: str) -> None:
+        async with self._lock(key):
+            await self._stop(key)
+
+    async def _stop(self, key: str) -> None:
+        running = self._running.pop(key, None)
+        if running is None:
+            return
+        await self._stop_proxy(running)
+        await running.server.stop()
+        log.info("tenant %s/%s: API server stopped", running.instance.namespace, running.instance.name)
+
+    def running(self, key: str) -> RunningInstance | None:
+        current = self._running.get(key)
+        return None if current is None else self._report(current)
+
+    async def purge(self, schema: str) -> None:
+        if not schema:
+            return
+        await self.datastore.delete_prefix(f"/{key_prefix(schema)}/")
+
+    async def stop_all(self) -> None:
+        for key in list(self._running):
+            await self.stop(key)
+
+
+def _token_verifier(server: APIServer):  # type: ignore[no-untyped-def]
+    """The konnectivity server checks agent tokens against its own API server's signing key."""
+
+    async def verify(token: str) -> str | None:
+        user = server.signer.verify(token)
+        return None if user is None else user.name
+
+    return verify
+
+
+def _node_lookup(server: APIServer):  # type: ignore[no-untyped-def]
+    async def lookup(name: str) -> dict[str, Any] | None:
+        nodes = server.kinds.resource("", "v1", "nodes")
+        assert nodes is not None
+        return server.registry.get_object(nodes, "", name)
+
+    return lookup
+
+
+def _same_identity(a: ControlPlaneInstance, b: ControlPlaneInstance) -> bool:
+    # A port of 0 means "any"; an instance that already listens somewhere satisfies it.
+    return (
+        a.ca == b.ca
+        and a.serving == b.serving
+        and a.service_account == b.service_account
+        and a.schema == b.schema
+        and (b.port in (0, a.port) or a.port == 0)
+    )

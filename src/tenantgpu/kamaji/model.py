@@ -1,0 +1,211 @@
+"""Kamaji's kinds as the controller reads them: names, defaults and the derived readiness of a TenantControlPlane."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from tenantgpu.kubeclient import ResourceKind
+
+Obj = dict[str, Any]
+
+GROUP = "kamaji.clastix.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+FINALIZER = "finalizer.kamaji.clastix.io"
+DEFAULT_DATASTORE = "default"
+DEFAULT_DRIVER = "sqlite"
+# Kamaji's default is 2 replicas of the control-plane Deployment; here every replica > 0 is one instance.
+DEFAULT_REPLICAS = 2
+# The in-cluster port Kamaji defaults to; every tenant shares one host here, so each gets its own port.
+KAMAJI_DEFAULT_PORT = 6443
+KAMAJI_KONNECTIVITY_PORT = 8132
+DEFAULT_ADDRESS = "127.0.0.1"
+NAME_LABEL = "kamaji.clastix.io/name"
+COMPONENT_LABEL = "kamaji.clastix.io/component"
+
+TENANT_CONTROL_PLANES = ResourceKind(GROUP, VERSION, "tenantcontrolplanes", "TenantControlPlane", True)
+DATASTORES = ResourceKind(GROUP, VERSION, "datastores", "DataStore", False)
+SECRETS = ResourceKind("", "v1", "secrets", "Secret", True)
+
+# Secret name suffixes, as Kamaji's `utilities.AddTenantPrefix` names them.
+CA_SECRET = "ca"
+API_SERVER_CERT_SECRET = "api-server-certificate"
+SA_SECRET = "sa-certificate"
+ADMIN_KUBECONFIG_SECRET = "admin-kubeconfig"
+DATASTORE_CONFIG_SECRET = "datastore-config"
+ADMIN_KUBECONFIG_KEY = "admin.conf"
+SUPER_ADMIN_KUBECONFIG_KEY = "super-admin.conf"
+
+
+class VersionStatus(StrEnum):
+    """`status.kubernetesResources.version.status`: Kamaji's readiness enum (there is no conditions list)."""
+
+    UNKNOWN = "Unknown"
+    PROVISIONING = "Provisioning"
+    CA_ROTATING = "CertificateAuthorityRotating"
+    UPGRADING = "Upgrading"
+    MIGRATING = "Migrating"
+    READY = "Ready"
+    NOT_READY = "NotReady"
+    SLEEPING = "Sleeping"
+    WRITE_LIMITED = "WriteLimited"
+
+
+@dataclass(frozen=True)
+class TenantRef:
+    """Which TenantControlPlane: its namespace, name and UID (the UID tells a re-created one apart)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def of(cls, tcp: Obj) -> TenantRef:
+        meta = tcp.get("metadata") or {}
+        return cls(meta.get("namespace") or "default", meta["name"], meta.get("uid") or "")
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def secret_name(self, suffix: str) -> str:
+        return f"{self.name}-{suffix}"
+
+
+def _get(obj: Obj, *path: str) -> Any:
+    for part in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)  # type: ignore[assignment]
+    return obj
+
+
+def replicas(tcp: Obj) -> int:
+    value = _get(tcp, "spec", "controlPlane", "deployment", "replicas")
+    return DEFAULT_REPLICAS if value is None else int(value)
+
+
+def kubernetes_version(tcp: Obj) -> str:
+    return str(_get(tcp, "spec", "kubernetes", "version") or "")
+
+
+def datastore_name(tcp: Obj) -> str:
+    return str(_get(tcp, "spec", "dataStore") or DEFAULT_DATASTORE)
+
+
+def datastore_schema(tcp: Obj) -> str:
+    """The tenant's key prefix in the shared store: `spec.dataStoreSchema`, else the UID (Kamaji ≥ #1235)."""
+    explicit = _get(tcp, "spec", "dataStoreSchema")
+    if explicit:
+        return str(explicit)
+    return str(_get(tcp, "metadata", "uid") or "").replace("-", "_")
+
+
+def requested_port(tcp: Obj) -> int:
+    """An explicit `spec.networkProfile.port` other than Kamaji's in-cluster default, else 0 (allocate one)."""
+    port = _get(tcp, "spec", "networkProfile", "port")
+    return 0 if port in (None, KAMAJI_DEFAULT_PORT) else int(port)
+
+
+def advertised_address(tcp: Obj) -> str:
+    return str(_get(tcp, "spec", "networkProfile", "address") or DEFAULT_ADDRESS)
+
+
+def cert_sans(tcp: Obj) -> list[str]:
+    return [str(s) for s in _get(tcp, "spec", "networkProfile", "certSANs") or []]
+
+
+def previous_port(tcp: Obj) -> int:
+    """The port the tenant last served on (from its endpoint), so a restarted lab keeps its kubeconfigs valid."""
+    endpoint = str(_get(tcp, "status", "controlPlaneEndpoint") or "")
+    host, _, port = endpoint.rpartition(":")
+    return int(port) if host and port.isdigit() else 0
+
+
+def konnectivity_enabled(tcp: Obj) -> bool:
+    """The add-on is on when `spec.addons.konnectivity` is present (Kamaji: presence enables)."""
+    addons = _get(tcp, "spec", "addons") or {}
+    return isinstance(addons, dict) and addons.get("konnectivity") is not None
+
+
+def previous_konnectivity_port(tcp: Obj) -> int:
+    return int(_get(tcp, "status", "addons", "konnectivity", "service", "port") or 0)
+
+
+def konnectivity_port(tcp: Obj) -> int:
+    """Kamaji's default agent port 8132 would collide between tenants on one host: keep the last port, or any."""
+    port = _get(tcp, "spec", "addons", "konnectivity", "server", "port")
+    if port not in (None, KAMAJI_KONNECTIVITY_PORT):
+        return int(port)
+    return previous_konnectivity_port(tcp)
+
+
+def is_deleting(tcp: Obj) -> bool:
+    return bool(_get(tcp, "metadata", "deletionTimestamp"))
+
+
+def version_status(tcp: Obj) -> str:
+    return str(_get(tcp, "status", "kubernetesResources", "version", "status") or "")
+
+
+def endpoint(tcp: Obj) -> str:
+    return str(_get(tcp, "status", "controlPlaneEndpoint") or "")
+
+
+def derive_version_status(*, replicas: int, running: bool, ready: bool, failed: bool) -> VersionStatus:
+    """Readiness in the order Kamaji derives it from the control-plane Deployment."""
+    if replicas == 0:
+        return VersionStatus.SLEEPING if not running else VersionStatus.PROVISIONING
+    if failed:
+        return VersionStatus.NOT_READY
+    if running and ready:
+        return VersionStatus.READY
+    return VersionStatus.PROVISIONING
+
+
+def checksum(data: dict[str, str]) -> str:
+    """A stable digest of a Secret's data, recorded in status like Kamaji's `checksum` fields."""
+    return hashlib.md5(json.dumps(data, sort_keys=True).encode(), usedforsecurity=False).hexdigest()
+
+
+def tenant_control_plane(
+    name: str,
+    namespace: str = "default",
+    *,
+    version: str,
+    replicas: int = 1,
+    datastore: str = DEFAULT_DATASTORE,
+    labels: dict[str, str] | None = None,
+) -> Obj:
+    """A TenantControlPlane manifest as a user would write it (the lab creates one per tenant this way)."""
+    meta: Obj = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = dict(labels)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "TenantControlPlane",
+        "metadata": meta,
+        "spec": {
+            "dataStore": datastore,
+            "controlPlane": {
+                "deployment": {"replicas": replicas},
+                "service": {"serviceType": "ClusterIP"},
+            },
+            "kubernetes": {"version": version},
+            "addons": {"konnectivity": {"server": {"port": 8132}}},
+        },
+    }
+
+
+def datastore(name: str = DEFAULT_DATASTORE, driver: str = DEFAULT_DRIVER, endpoint: str = "") -> Obj:
+    """A DataStore: the shared store every TenantControlPlane that names it keeps its objects in."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "DataStore",
+        "metadata": {"name": name},
+        "spec": {"driver": driver, "endpoints": [endpoint or "sqlite://datastore.sqlite"]},
+    }

@@ -1,0 +1,127 @@
+"""The management plane: the management API server (serving Kamaji's kinds), its kubeconfig, and the
+TenantControlPlane controller that starts a tenant API server per TCP on the shared datastore."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from tenantgpu.apiserver.kinds import KAMAJI_KINDS
+from tenantgpu.apiserver.pki import ServerPKI
+from tenantgpu.apiserver.server import APIServer, APIServerConfig
+from tenantgpu.apiserver.storage import SQLiteDatastore
+from tenantgpu.kamaji.controller import TenantControlPlaneController
+from tenantgpu.kamaji.datastores import DataStoreController
+from tenantgpu.kamaji.inprocess import InProcessHost
+from tenantgpu.kamaji.kubeconfig import kubeconfig_ca, kubeconfig_server
+from tenantgpu.kubeclient import KubeClient
+
+MANAGEMENT_NAME = "management"
+
+
+class ManagementPlane:
+    """Start with `await start()`; then `client` talks to the management API like any user would."""
+
+    def __init__(
+        self,
+        datastore_path: Path,
+        pki_dir: Path,
+        kubeconfig_path: Path,
+        *,
+        port: int | None = None,
+        concurrency: int = 8,
+    ) -> None:
+        self.datastore_path = datastore_path
+        self.pki_dir = pki_dir
+        self.kubeconfig_path = kubeconfig_path
+        self._port = port
+        self._concurrency = concurrency
+        self.datastore: SQLiteDatastore | None = None
+        self.server: APIServer | None = None
+        self.host: InProcessHost | None = None
+        self.controller: TenantControlPlaneController | None = None
+        self.datastores: DataStoreController | None = None
+        self._client: KubeClient | None = None
+
+    @property
+    def client(self) -> KubeClient:
+        assert self._client is not None, "the management plane is not started"
+        return self._client
+
+    @property
+    def endpoint(self) -> str:
+        assert self.server is not None
+        return self.server.url
+
+    async def start(self) -> None:
+        self.datastore = SQLiteDatastore(self.datastore_path)
+        pki = ServerPKI.load_or_create(self.pki_dir, MANAGEMENT_NAME)
+        port = self._port if self._port is not None else self._previous_port(pki)
+        self.server = await self._start_server(pki, port)
+        self._write_kubeconfig(pki)
+        self._client = KubeClient.from_kubeconfig(self.kubeconfig_path, user_agent="kamaji-controller")
+        self.host = InProcessHost(self.datastore)
+        self.controller = TenantControlPlaneController(self._client, self.host, concurrency=self._concurrency)
+        await self.controller.start()
+        self.datastores = DataStoreController(self._client)
+        await self.datastores.start()
+
+    async def _start_server(self, pki: ServerPKI, port: int) -> APIServer:
+        assert self.datastore is not None
+        config = APIServerConfig(
+            name=MANAGEMENT_NAME, datastore=self.datastore, pki=pki, port=port, extra_kinds=KAMAJI_KINDS
+        )
+        server = APIServer(config)
+        try:
+            await server.start()
+        except OSError:
+            if port == 0:
+                raise
+            # The old port is taken now: serve elsewhere; the kubeconfig is rewritten below.
+            config.port = 0
+            server = APIServer(config)
+            await server.start()
+        return server
+
+    def _previous_port(self, pki: ServerPKI) -> int:
+        """The port of the last run, so a management kubeconfig handed out before stays valid."""
+        try:
+            text = self.kubeconfig_path.read_text()
+            if kubeconfig_ca(text) != pki.ca.cert_pem:
+                return 0
+            return int(kubeconfig_server(text).rsplit(":", 1)[1])
+        except (OSError, ValueError, KeyError, IndexError, StopIteration):
+            return 0
+
+    def _write_kubeconfig(self, pki: ServerPKI) -> None:
+        assert self.server is not None
+        with contextlib.suppress(OSError, ValueError, KeyError, StopIteration):
+            text = self.kubeconfig_path.read_text()
+            if kubeconfig_server(text) == self.server.url and kubeconfig_ca(text) == pki.ca.cert_pem:
+                return
+        self.kubeconfig_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.kubeconfig_path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(self.server.admin_kubeconfig())
+        os.replace(tmp, self.kubeconfig_path)
+
+    async def stop(self) -> None:
+        if self.datastores is not None:
+            await self.datastores.stop()
+            self.datastores = None
+        if self.controller is not None:
+            await self.controller.stop()
+            self.controller = None
+        if self.host is not None:
+            await self.host.stop_all()
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+        if self.server is not None:
+            await self.server.stop()
+            self.server = None
+        if self.datastore is not None:
+            self.datastore.close()
+            self.datastore = None

@@ -1,0 +1,434 @@
+"""The reconciled units of a tenant control plane: each owns one thing a tenant needs and reports its status.
+
+Every unit has the same shape (Kamaji's `internal/resources` Resource): `ensure` brings what it owns to the
+wanted state and writes its fragment of the derived status; `clean_up` removes it when the TCP goes away.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from tenantgpu.kamaji import model, pki
+from tenantgpu.kamaji.host import ControlPlaneHost, ControlPlaneInstance, RunningInstance
+from tenantgpu.kamaji.kubeconfig import admin_kubeconfig, current_cluster, dump_kubeconfig
+from tenantgpu.kamaji.model import Obj, TenantRef
+from tenantgpu.kubeclient import ApiError, KubeClient
+
+_LAST_UPDATE = "kamaji.clastix.io/last-update"
+
+
+@dataclass
+class Reconciliation:
+    """One pass over one TenantControlPlane: its object, the clients, and what units hand to each other."""
+
+    tcp: Obj
+    client: KubeClient
+    host: ControlPlaneHost
+    status: Obj = field(default_factory=dict)
+    ca: pki.KeyPair | None = None
+    serving: pki.KeyPair | None = None
+    service_account: pki.KeyPair | None = None
+    running: RunningInstance | None = None
+    failure: str | None = None
+
+    @property
+    def ref(self) -> TenantRef:
+        return TenantRef.of(self.tcp)
+
+    def set_status(self, path: str, value: Any) -> None:
+        node = self.status
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+
+
+class Unit(Protocol):
+    """One reconciled resource of a tenant control plane."""
+
+    name: str
+
+    async def ensure(self, r: Reconciliation) -> None: ...
+
+    async def clean_up(self, r: Reconciliation) -> None: ...
+
+
+# --- Secrets ------------------------------------------------------------------------------------
+
+
+async def read_secret(client: KubeClient, namespace: str, name: str) -> Obj | None:
+    try:
+        return await client.get(model.SECRETS, name, namespace)
+    except ApiError as err:
+        if err.code == 404:
+            return None
+        raise
+
+
+def secret_bytes(secret: Obj, key: str) -> bytes | None:
+    value = (secret.get("data") or {}).get(key)
+    return pki.unb64(value) if value else None
+
+
+def _secret_body(r: Reconciliation, suffix: str, data: dict[str, bytes]) -> Obj:
+    ref = r.ref
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    metadata: Obj = {
+        "name": ref.secret_name(suffix),
+        "namespace": ref.namespace,
+        "labels": {model.NAME_LABEL: ref.name, model.COMPONENT_LABEL: suffix},
+        "annotations": {_LAST_UPDATE: now},
+        "ownerReferences": [
+            {
+                "apiVersion": model.API_VERSION,
+                "kind": "TenantControlPlane",
+                "name": ref.name,
+                "uid": ref.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    encoded = {k: pki.b64(v) for k, v in data.items()}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": "Opaque", "data": encoded}
+
+
+class SecretUnit:
+    """A unit that owns one Secret `<tcp>-<suffix>`: it keeps the Secret valid and records it in status."""
+
+    name: ClassVar[str]
+    suffix: ClassVar[str]
+    status_path: ClassVar[str]
+
+    def wanted(self, r: Reconciliation) -> bool:
+        return True
+
+    def valid(self, r: Reconciliation, secret: Obj) -> bool:
+        raise NotImplementedError
+
+    def build(self, r: Reconciliation) -> dict[str, bytes]:
+        raise NotImplementedError
+
+    def load(self, r: Reconciliation, secret: Obj) -> None:
+        """Hand what the Secret holds to the units after this one."""
+
+    async def ensure(self, r: Reconciliation) -> None:
+        if not self.wanted(r):
+            return
+        name = r.ref.secret_name(self.suffix)
+        secret = None
+        if _status_at(r.tcp, self.status_path) is None:
+            # Never reported: most likely a new tenant, so create at once and skip a read.
+            try:
+                secret = await r.client.create(
+                    model.SECRETS, _secret_body(r, self.suffix, self.build(r)), r.ref.namespace
+                )
+            except ApiError as err:
+                if err.code != 409:
+                    raise
+        if secret is None:
+            secret = await read_secret(r.client, r.ref.namespace, name)
+            if secret is None:
+                secret = await r.client.create(
+                    model.SECRETS, _secret_body(r, self.suffix, self.build(r)), r.ref.namespace
+                )
+            elif not self.valid(r, secret):
+                body = _secret_body(r, self.suffix, self.build(r))
+                body["metadata"]["resourceVersion"] = secret["metadata"].get("resourceVersion")
+                secret = await r.client.update(model.SECRETS, body)
+        self.load(r, secret)
+        r.set_status(
+            self.status_path,
+            {
+                "secretName": secret["metadata"]["name"],
+                "checksum": model.checksum(secret.get("data") or {}),
+                "lastUpdate": (secret["metadata"].get("annotations") or {}).get(_LAST_UPDATE)
+                or secret["metadata"].get("creationTimestamp"),
+            },
+        )
+
+    async def clean_up(self, r: Reconciliation) -> None:
+        try:
+            await r.client.delete(model.SECRETS, r.ref.secret_name(self.suffix), r.ref.namespace)
+        except ApiError as err:
+            if err.code != 404:
+                raise
+
+
+def _status_at(tcp: Obj, path: str) -> Any:
+    node: Any = tcp.get("status") or {}
+    for part in path.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _pair(secret: Obj, cert_key: str, key_key: str) -> pki.KeyPair | None:
+    cert, key = secret_bytes(secret, cert_key), secret_bytes(secret, key_key)
+    return pki.KeyPair(cert, key) if cert and key else None
+
+
+class CertificateAuthorityUnit(SecretUnit):
+    """The tenant's own CA (`<tcp>-ca`): created once and kept, so credentials survive restarts."""
+
+    name = "ca"
+    suffix = model.CA_SECRET
+    status_path = "certificates.ca"
+
+    def valid(self, r: Reconciliation, secret: Obj) -> bool:
+        return _pair(secret, pki.CA_CERT_KEY, pki.CA_KEY_KEY) is not None
+
+    def build(self, r: Reconciliation) -> dict[str, bytes]:
+        ca = pki.generate_ca(f"{r.ref.name}-ca")
+        return {pki.CA_CERT_KEY: ca.cert_pem, pki.CA_KEY_KEY: ca.key_pem}
+
+    def load(self, r: Reconciliation, secret: Obj) -> None:
+        r.ca = _pair(secret, pki.CA_CERT_KEY, pki.CA_KEY_KEY)
+
+
+def _serving_names(r: Reconciliation) -> tuple[list[str], list[str]]:
+    ref = r.ref
+    dns = [
+        "localhost",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+        ref.name,
+        f"{ref.name}.{ref.namespace}.svc",
+        f"{ref.name}.{ref.namespace}.svc.cluster.local",
+    ]
+    ips = ["127.0.0.1"]
+    address = model.advertised_address(r.tcp)
+    for extra in [address, *model.cert_sans(r.tcp)]:
+        target = ips if _is_ip(extra) else dns
+        if extra not in target:
+            target.append(extra)
+    return ips, dns
+
+
+def _is_ip(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+class APIServerCertificateUnit(SecretUnit):
+    """The API server's serving certificate (`<tcp>-api-server-certificate`), signed by the tenant CA."""
+
+    name = "api-server-certificate"
+    suffix = model.API_SERVER_CERT_SECRET
+    status_path = "certificates.apiServer"
+
+    def valid(self, r: Reconciliation, secret: Obj) -> bool:
+        pair = _pair(secret, pki.APISERVER_CERT_KEY, pki.APISERVER_KEY_KEY)
+        return pair is not None and r.ca is not None and pki.is_signed_by(pair.cert_pem, r.ca)
+
+    def build(self, r: Reconciliation) -> dict[str, bytes]:
+        assert r.ca is not None
+        ips, dns = _serving_names(r)
+        pair = pki.issue_serving_certificate(r.ca, "kube-apiserver", ips=ips, dns_names=dns)
+        return {pki.APISERVER_CERT_KEY: pair.cert_pem, pki.APISERVER_KEY_KEY: pair.key_pem}
+
+    def load(self, r: Reconciliation, secret: Obj) -> None:
+        r.serving = _pair(secret, pki.APISERVER_CERT_KEY, pki.APISERVER_KEY_KEY)
+
+
+class ServiceAccountKeyUnit(SecretUnit):
+    """The service-account token signing key pair (`<tcp>-sa-certificate`)."""
+
+    name = "sa-certificate"
+    suffix = model.SA_SECRET
+    status_path = "certificates.sa"
+
+    def valid(self, r: Reconciliation, secret: Obj) -> bool:
+        return _pair(secret, pki.SA_PUBLIC_KEY, pki.SA_PRIVATE_KEY) is not None
+
+    def build(self, r: Reconciliation) -> dict[str, bytes]:
+        pair = pki.generate_signing_key()
+        return {pki.SA_PUBLIC_KEY: pair.cert_pem, pki.SA_PRIVATE_KEY: pair.key_pem}
+
+    def load(self, r: Reconciliation, secret: Obj) -> None:
+        r.service_account = _pair(secret, pki.SA_PUBLIC_KEY, pki.SA_PRIVATE_KEY)
+
+
+class AdminKubeconfigUnit(SecretUnit):
+    """`<tcp>-admin-kubeconfig` (keys `admin.conf`, `super-admin.conf`) for the tenant's public endpoint."""
+
+    name = "admin-kubeconfig"
+    suffix = model.ADMIN_KUBECONFIG_SECRET
+    status_path = "kubeconfig.admin"
+
+    def _server(self, r: Reconciliation) -> str:
+        return f"https://{r.status.get('controlPlaneEndpoint') or model.endpoint(r.tcp)}"
+
+    def wanted(self, r: Reconciliation) -> bool:
+        # Until the API server has listened once there is no endpoint to point a kubeconfig at.
+        return bool(r.status.get("controlPlaneEndpoint") or model.endpoint(r.tcp)) and r.ca is not None
+
+    def valid(self, r: Reconciliation, secret: Obj) -> bool:
+        text = secret_bytes(secret, model.ADMIN_KUBECONFIG_KEY)
+        if not text or r.ca is None:
+            return False
+        try:
+            return current_cluster(text.decode()) == (self._server(r), r.ca.cert_pem)
+        except (KeyError, ValueError, TypeError, StopIteration):
+            return False
+
+    def build(self, r: Reconciliation) -> dict[str, bytes]:
+        assert r.ca is not None
+        client = pki.issue_client_certificate(r.ca, pki.ADMIN_USER, (pki.ADMIN_GROUP,))
+        config = dump_kubeconfig(
+            admin_kubeconfig(r.ref.name, self._server(r), r.ca.cert_pem, client, pki.ADMIN_USER)
+        )
+        return {
+            model.ADMIN_KUBECONFIG_KEY: config.encode(),
+            model.SUPER_ADMIN_KUBECONFIG_KEY: config.encode(),
+        }
+
+
+# --- storage and the running instance -----------------------------------------------------------
+
+
+class DataStoreUnit:
+    """Binds the tenant to its DataStore and key prefix; on deletion removes the prefix and its data."""
+
+    name = "datastore"
+
+    async def ensure(self, r: Reconciliation) -> None:
+        name = model.datastore_name(r.tcp)
+        try:
+            store = await r.client.get(model.DATASTORES, name)
+        except ApiError as err:
+            if err.code != 404:
+                raise
+            r.failure = f'DataStore "{name}" not found'
+            return
+        schema = model.datastore_schema(r.tcp)
+        r.set_status(
+            "storage",
+            {
+                "driver": (store.get("spec") or {}).get("driver", model.DEFAULT_DRIVER),
+                "dataStoreName": name,
+                "setup": {"schema": schema, "user": schema},
+            },
+        )
+
+    async def clean_up(self, r: Reconciliation) -> None:
+        await r.host.purge(model.datastore_schema(r.tcp))
+
+
+class APIServerUnit:
+    """The tenant API server instance (Kamaji's control-plane Deployment): started with replicas > 0,
+    stopped with `replicas: 0` (Sleeping, data kept)."""
+
+    name = "api-server"
+
+    async def ensure(self, r: Reconciliation) -> None:
+        ref = r.ref
+        wanted = model.replicas(r.tcp)
+        deployment: Obj = {
+            "name": ref.name,
+            "namespace": ref.namespace,
+            "selector": f"{model.NAME_LABEL}={ref.name}",
+            "replicas": wanted,
+        }
+        if r.failure is None and wanted > 0 and None not in (r.ca, r.serving, r.service_account):
+            port = model.requested_port(r.tcp) or model.previous_port(r.tcp)
+            try:
+                r.running = await r.host.start(self._instance(r, port))
+            except OSError:
+                if model.requested_port(r.tcp) or not port:
+                    raise
+                # The old port is taken by something else now: serve elsewhere and re-issue the kubeconfig.
+                r.running = await r.host.start(self._instance(r, 0))
+        elif wanted == 0:
+            await r.host.stop(ref.uid)
+            r.running = None
+        ready = 1 if r.running else 0
+        deployment.update(readyReplicas=ready, availableReplicas=ready, updatedReplicas=ready)
+        r.set_status("kubernetesResources.deployment", deployment)
+        if r.running is not None:
+            address = model.advertised_address(r.tcp)
+            r.set_status("controlPlaneEndpoint", f"{address}:{r.running.port}")
+            r.set_status(
+                "kubernetesResources.service",
+                {"name": ref.name, "namespace": ref.namespace, "port": r.running.port},
+            )
+        elif model.endpoint(r.tcp):
+            # Sleeping keeps its endpoint (Kamaji keeps the Service); it just refuses connections.
+            r.set_status("controlPlaneEndpoint", model.endpoint(r.tcp))
+
+    def _instance(self, r: Reconciliation, port: int) -> ControlPlaneInstance:
+        assert r.ca and r.serving and r.service_account
+        ref = r.ref
+        return ControlPlaneInstance(
+            key=ref.uid,
+            namespace=ref.namespace,
+            name=ref.name,
+            schema=model.datastore_schema(r.tcp),
+            address=model.advertised_address(r.tcp),
+            port=port,
+            kubernetes_version=model.kubernetes_version(r.tcp),
+            ca=r.ca,
+            serving=r.serving,
+            service_account=r.service_account,
+        )
+
+    async def clean_up(self, r: Reconciliation) -> None:
+        await r.host.stop(r.ref.uid)
+
+
+class KonnectivityUnit:
+    """The konnectivity server beside the tenant API server (`spec.addons.konnectivity`): agents on the
+    tenant's workers dial it, and the API server reaches webhooks and kubelets through them."""
+
+    name = "konnectivity"
+
+    async def ensure(self, r: Reconciliation) -> None:
+        ref = r.ref
+        enabled = model.konnectivity_enabled(r.tcp)
+        if not enabled:
+            if r.running is not None:
+                await r.host.stop_konnectivity(ref.uid)
+            r.set_status("addons.konnectivity", {"enabled": False})
+            return
+        fragment: Obj = {
+            "enabled": True,
+            "agent": {"name": "konnectivity-agent", "namespace": "kube-system", "mode": "DaemonSet"},
+            "sa": {"name": "konnectivity-agent", "namespace": "kube-system"},
+        }
+        if r.running is not None:
+            port = model.konnectivity_port(r.tcp)
+            agent_port = await r.host.start_konnectivity(ref.uid, port)
+            fragment["service"] = {"name": ref.name, "namespace": ref.namespace, "port": agent_port}
+        elif model.previous_konnectivity_port(r.tcp):
+            fragment["service"] = {
+                "name": ref.name,
+                "namespace": ref.namespace,
+                "port": model.previous_konnectivity_port(r.tcp),
+            }
+        r.set_status("addons.konnectivity", fragment)
+
+    async def clean_up(self, r: Reconciliation) -> None:
+        await r.host.stop_konnectivity(r.ref.uid)
+
+
+def default_units() -> list[Unit]:
+    """The units in the order a tenant comes up; clean-up runs them in reverse."""
+    return [
+        DataStoreUnit(),
+        CertificateAuthorityUnit(),
+        APIServerCertificateUnit(),
+        ServiceAccountKeyUnit(),
+        APIServerUnit(),
+        KonnectivityUnit(),
+        AdminKubeconfigUnit(),
+    ]

@@ -1,0 +1,162 @@
+"""The lab as an operating-system process: progress messages, the readiness pipe of a detached lab,
+and stopping it; light on imports, so `up -d` and `down` answer fast."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tenantgpu.lab.state import StateDir
+
+
+def ready_timeout() -> float:
+    """How long `up` waits for everything to be Ready (TENANTGPU_READY_TIMEOUT seconds, default 300)."""
+    return float(os.environ.get("TENANTGPU_READY_TIMEOUT", "300"))
+
+
+class LabError(Exception):
+    """The lab could not be started or stopped; the message is one line for the user."""
+
+
+class LabAlreadyRunning(LabError):
+    pass
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One step the lab reports while it comes up: `what` names the thing, `state` where it is."""
+
+    what: str
+    state: str
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"what": self.what, "state": self.state, "detail": self.detail}
+
+
+ProgressSink = Callable[[Progress], None]
+
+
+def _ignore(_: Progress) -> None:
+    return None
+
+
+def already_running_message(state: StateDir, pid: int | None) -> str:
+    return f"a lab is already running in {state.root} (pid {pid}); stop it with `tenantgpu down`"
+
+
+# --- detached: a child process in its own session ------------------------------------------------
+
+
+class PipeReporter:
+    """The child's side of the readiness pipe: one JSON line per progress step, then `ready` or `error`."""
+
+    def __init__(self, fd: int) -> None:
+        self._file = os.fdopen(fd, "w", buffering=1)
+
+    def progress(self, step: Progress) -> None:
+        self._send({"event": "progress", **step.as_dict()})
+
+    def ready(self, endpoints: dict[str, str]) -> None:
+        self._send({"event": "ready", "endpoints": endpoints})
+        self.close()
+
+    def error(self, message: str) -> None:
+        self._send({"event": "error", "message": message})
+        self.close()
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if self._file.closed:
+            return
+        with contextlib.suppress(OSError):
+            self._file.write(json.dumps(message) + "\n")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+
+def start_detached(
+    state: StateDir, lab_file: str | None, progress: ProgressSink, *, timeout: float | None = None
+) -> dict[str, str]:
+    """Start the lab in a new session with its logs under `DIR/logs/`; return once it is ready."""
+    pid = state.running_pid()
+    if pid is not None:
+        raise LabAlreadyRunning(already_running_message(state, pid))
+    state.create()
+    read_fd, write_fd = os.pipe()
+    argv = [
+        sys.executable,
+        "-m",
+        "tenantgpu",
+        "up",
+        "--state-dir",
+        str(state.root),
+        "--ready-fd",
+        str(write_fd),
+    ]
+    if lab_file is not None:
+        argv += ["-f", str(Path(lab_file).absolute())]
+    with open(state.log_file, "ab") as log_file:
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+            start_new_session=True,
+            close_fds=True,
+        )
+    os.close(write_fd)
+    deadline = time.monotonic() + (timeout or ready_timeout())
+    with os.fdopen(read_fd, "r") as pipe:
+        for line in pipe:
+            message = json.loads(line)
+            event = message.pop("event")
+            if event == "progress":
+                progress(Progress(**message))
+            elif event == "ready":
+                return dict(message.get("endpoints") or {})
+            elif event == "error":
+                _reap(child, 5)
+                raise LabError(message["message"])
+            if time.monotonic() > deadline:
+                break
+    code = _reap(child, 5)
+    raise LabError(f"the lab process exited (code {code}) before it was ready; see {state.log_file}")
+
+
+def _reap(child: subprocess.Popen[bytes], timeout: float) -> int | None:
+    try:
+        return child.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def stop_lab(state: StateDir, *, timeout: float = 30.0) -> int | None:
+    """SIGTERM the lab process and wait until it has let go of the state directory; returns its pid."""
+    pid = state.running_pid()
+    if pid is None:
+        return None
+    if pid > 0:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while state.running_pid() is not None:
+        if time.monotonic() > deadline:
+            if pid > 0:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
+            break
+        time.sleep(0.05)
+    return pid

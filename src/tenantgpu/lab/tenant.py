@@ -1,0 +1,275 @@
+"""One tenant's data plane in the lab: konnectivity agents and workers that join the tenant's control plane,
+and HAMi's scheduler and webhook installed into it — all talking to the tenant API over the wire."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+
+from tenantgpu.gpushare import SharingConfig, decode_node_register
+from tenantgpu.gpushare import annotations as ann
+from tenantgpu.hami.device_plugin import GPUSpec as DeviceGPUSpec
+from tenantgpu.hami.install import NAMESPACE as HAMI_NAMESPACE
+from tenantgpu.hami.install import SERVICE as HAMI_SERVICE
+from tenantgpu.hami.install import install_hami
+from tenantgpu.hami.scheduler import HamiScheduler
+from tenantgpu.hami.webhook import HamiWebhook
+from tenantgpu.konnectivity import AgentIdentifiers, ProxyAgent
+from tenantgpu.konnectivity.agent import mapped_dial_policy
+from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.lab.control import LabControl, Switch
+from tenantgpu.lab.process import Progress, ProgressSink
+from tenantgpu.lab.spec import QuotaSpec, TenantSpec, WorkerSpec
+from tenantgpu.node.worker import Worker
+
+log = logging.getLogger(__name__)
+
+AGENT_NAMESPACE = "kube-system"
+AGENT_SERVICE_ACCOUNT = "konnectivity-agent"
+AGENT_AUDIENCE = "system:konnectivity-server"
+WEBHOOK_SERVICE_PORT = 443
+
+
+def device_specs(worker: WorkerSpec) -> list[DeviceGPUSpec]:
+    """The worker's cards for its device plugin, with the UUIDs the lab spec declares (given or derived)."""
+    uuids = [d.uuid for d in worker.devices()]
+    specs: list[DeviceGPUSpec] = []
+    for g in worker.gpus:
+        mine, uuids = uuids[: g.count], uuids[g.count :]
+        specs.append(DeviceGPUSpec(g.type, g.memory, g.count, g.numa, tuple(mine)))
+    return specs
+
+
+class TenantDataPlane:
+    """Joins a tenant's workers and installs HAMi; `start()` returns once nodes are Ready and GPUs registered."""
+
+    def __init__(
+        self,
+        spec: TenantSpec,
+        sharing: SharingConfig,
+        kubeconfig: Path,
+        konnectivity_address: str,
+        ca_pem: bytes,
+        progress: ProgressSink,
+    ) -> None:
+        self.spec = spec
+        self.sharing = sharing
+        self.kubeconfig = kubeconfig
+        self.konnectivity_address = konnectivity_address
+        self.ca_pem = ca_pem
+        self.progress = progress
+        self.client: KubeClient | None = None
+        self.scheduler: HamiScheduler | None = None
+        self.webhook: HamiWebhook | None = None
+        self.agents: list[ProxyAgent] = []
+        self.workers: list[Worker] = []
+        self.control: LabControl | None = None
+
+    async def start(self, timeout: float) -> None:
+        if not self.spec.workers and not self.spec.quotas:
+            return
+        self.client = KubeClient.from_kubeconfig(
+            self.kubeconfig, user_agent=f"tenantgpu-lab/{self.spec.name}"
+        )
+        await apply_quotas(self.client, self.spec, self.sharing)
+        if not self.spec.workers:
+            return
+        await self._ensure_agent_account(self.client)
+        # HAMi runs as one Deployment (scheduler + webhook); here on the tenant's first worker.
+        self.scheduler = HamiScheduler(self.client, self.sharing)
+        scheduler = self.scheduler
+        self.webhook = HamiWebhook(self.sharing, quotas=lambda: scheduler.state.quotas)
+        await self.webhook.start()
+        # Every worker routes the webhook Service to where the webhook listens, as kube-proxy would.
+        route = {
+            (f"{HAMI_SERVICE}.{HAMI_NAMESPACE}.svc", WEBHOOK_SERVICE_PORT): ("127.0.0.1", self.webhook.port),
+        }
+        for worker in self.spec.workers:
+            agent = ProxyAgent(
+                self.konnectivity_address,
+                self.ca_pem,
+                self._agent_token,
+                agent_id=worker.name,
+                identifiers=AgentIdentifiers(host=(worker.name,)),
+                dial_policy=mapped_dial_policy(route),
+            )
+            await agent.start()
+            self.agents.append(agent)
+        for worker in self.spec.workers:
+            node = Worker(
+                self.client,
+                worker.name,
+                device_specs(worker),
+                self.sharing,
+                cpu=worker.cpu,
+                memory=worker.memory,
+                pods=worker.pods,
+                labels=dict(worker.labels),
+            )
+            await node.start()
+            self.workers.append(node)
+        await self.scheduler.start()
+        names = [w.name for w in self.spec.workers]
+        await install_hami(
+            self.client,
+            "127.0.0.1",
+            self.webhook.port,
+            self.webhook.ca_bundle,
+            scheduler_node=names[0],
+            device_plugin_nodes=[w.name for w in self.spec.workers if w.gpus],
+        )
+        async with asyncio.timeout(timeout):
+            for agent in self.agents:
+                await agent.wait_connected(timeout)
+            await self._wait_nodes(self.client)
+        # Lets `tenantgpu validate` stop the scheduler or the tunnel agents for a moment (lab control).
+        self.control = LabControl(self.client, self._switches())
+        await self.control.start()
+
+    def _switches(self) -> dict[str, Switch]:
+        scheduler = self.scheduler
+        assert scheduler is not None
+
+        async def agents_down() -> None:
+            for agent in self.agents:
+                await agent.stop()
+
+        async def agents_up() -> None:
+            for agent in self.agents:
+                await agent.start()
+            for agent in self.agents:
+                await agent.wait_connected(10.0)
+
+        return {
+            "hami-scheduler": Switch(scheduler.stop, scheduler.start),
+            "konnectivity-agent": Switch(agents_down, agents_up),
+        }
+
+    async def _agent_token(self) -> str:
+        """A fresh token of kube-system/konnectivity-agent for each (re)connect, as a projected token file."""
+        assert self.client is not None
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [AGENT_AUDIENCE], "expirationSeconds": 3600},
+        }
+        result = await self.client.request(
+            "POST",
+            f"/api/v1/namespaces/{AGENT_NAMESPACE}/serviceaccounts/{AGENT_SERVICE_ACCOUNT}/token",
+            body=body,
+        )
+        return str(result["status"]["token"])
+
+    async def _ensure_agent_account(self, client: KubeClient) -> None:
+        account = {"metadata": {"name": AGENT_SERVICE_ACCOUNT, "namespace": AGENT_NAMESPACE}}
+        try:
+            await client.create("serviceaccounts", account, AGENT_NAMESPACE)
+        except ApiError as err:
+            if err.code != 409:
+                raise
+
+    async def _wait_nodes(self, client: KubeClient) -> None:
+        """Until every worker's Node is Ready and has registered all its GPUs with HAMi (list, then watch)."""
+        pending = {w.name: len(w.devices()) for w in self.spec.workers}
+
+        def check(node: dict) -> None:
+            name = node["metadata"]["name"]
+            gpus = pending.get(name)
+            if gpus is not None and _node_ready(node) and _registered_gpus(node) >= gpus:
+                del pending[name]
+                detail = f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else "no GPU"
+                self.progress(Progress(f"node {self.spec.name}/{name}", "ready", detail))
+
+        while pending:
+            listing = await client.list("nodes")
+            for node in listing["items"]:
+                check(node)
+            if not pending:
+                return
+            with contextlib.suppress(ApiError, OSError, asyncio.IncompleteReadError):
+                async for event in client.watch(
+                    "nodes", resource_version=listing["metadata"].get("resourceVersion"), timeout_seconds=30
+                ):
+                    if event.type in ("ADDED", "MODIFIED"):
+                        check(event.object)
+                    if not pending:
+                        return
+
+    async def stop(self) -> None:
+        if self.control is not None:
+            with contextlib.suppress(Exception):
+                await self.control.stop()
+            self.control = None
+        for worker in self.workers:
+            with contextlib.suppress(Exception):
+                await worker.stop()
+        self.workers = []
+        if self.scheduler is not None:
+            with contextlib.suppress(Exception):
+                await self.scheduler.stop()
+            self.scheduler = None
+        if self.webhook is not None:
+            await self.webhook.stop()
+            self.webhook = None
+        for agent in self.agents:
+            with contextlib.suppress(Exception):
+                await agent.stop()
+        self.agents = []
+        if self.client is not None:
+            await self.client.close()
+            self.client = None
+
+
+QUOTA_NAME = "gpu-quota"
+
+
+def quota_object(quota: QuotaSpec, sharing: SharingConfig) -> dict:
+    """A ResourceQuota in HAMi's terms: `limits.<memory resource>` in MiB, `limits.<core resource>` in %."""
+    hard: dict[str, str] = {}
+    if quota.gpumem is not None:
+        hard[f"limits.{sharing.resource_memory_name}"] = str(quota.gpumem)
+    if quota.gpucores is not None:
+        hard[f"limits.{sharing.resource_core_name}"] = str(quota.gpucores)
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": QUOTA_NAME, "namespace": quota.namespace},
+        "spec": {"hard": hard},
+    }
+
+
+async def apply_quotas(client: KubeClient, tenant: TenantSpec, sharing: SharingConfig) -> None:
+    """The lab file's quotas as ResourceQuota objects (namespaces created as needed); the file wins."""
+    for quota in tenant.quotas:
+        try:
+            await client.create("namespaces", {"metadata": {"name": quota.namespace}})
+        except ApiError as err:
+            if err.code != 409:
+                raise
+        body = quota_object(quota, sharing)
+        try:
+            await client.create("resourcequotas", body, quota.namespace)
+        except ApiError as err:
+            if err.code != 409:
+                raise
+            current = await client.get("resourcequotas", QUOTA_NAME, quota.namespace)
+            if (current.get("spec") or {}).get("hard") != body["spec"]["hard"]:
+                current["spec"] = body["spec"]
+                await client.update("resourcequotas", current)
+
+
+def _node_ready(node: dict) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _registered_gpus(node: dict) -> int:
+    text = ((node.get("metadata") or {}).get("annotations") or {}).get(ann.NODE_REGISTER)
+    if not text:
+        return 0
+    try:
+        return len(decode_node_register(text))
+    except ValueError:
+        return 0

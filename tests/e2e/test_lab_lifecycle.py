@@ -1,0 +1,330 @@
+"""`tenantgpu up -d / down / status / kubeconfig` as a user runs them, checked with the real kubectl."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TCP_YAML = """\
+apiVersion: kamaji.clastix.io/v1alpha1
+kind: TenantControlPlane
+metadata:
+  name: tenant-c
+  namespace: default
+spec:
+  dataStore: default
+  controlPlane:
+    deployment:
+      replicas: 1
+    service:
+      serviceType: ClusterIP
+  kubernetes:
+    version: v1.31.4
+"""
+
+
+@dataclass
+class LabDir:
+    root: Path
+    state: Path
+    home: Path
+
+    def tenantgpu(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tenantgpu", *args, "--state-dir", str(self.state)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+        )
+
+    def kubectl(self, kubeconfig: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            ["kubectl", "--kubeconfig", str(kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HOME": str(self.home)},
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+        return result
+
+    @property
+    def management(self) -> Path:
+        return self.state / "management.kubeconfig"
+
+    def tenant(self, name: str) -> Path:
+        return self.state / "kubeconfigs" / f"{name}.kubeconfig"
+
+    def tcp(self, name: str) -> dict:
+        out = self.kubectl(self.management, "get", "tcp", name, "-o", "json", check=False)
+        return json.loads(out.stdout) if out.returncode == 0 else {}
+
+    def wait_tcp(self, name: str, check: Callable[[dict], bool], timeout: float = 20) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            tcp = self.tcp(name)
+            if check(tcp):
+                return tcp
+            time.sleep(0.1)
+        raise AssertionError(f"TCP {name} never matched: {tcp.get('status')}")
+
+
+def _state_is(expected: str) -> Callable[[dict], bool]:
+    return lambda tcp: (
+        (tcp.get("status") or {}).get("kubernetesResources", {}).get("version", {}).get("status") == expected
+    )
+
+
+def _refuses(endpoint: str) -> bool:
+    host, port = endpoint.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabDir]:
+    if shutil.which("kubectl") is None:
+        pytest.fail("kubectl must be on PATH for the end-to-end tests")
+    root = tmp_path_factory.mktemp("lab")
+    lab = LabDir(root, root / "state", root / "home")
+    lab.home.mkdir()
+    started = lab.tenantgpu("up", "-d")
+    assert started.returncode == 0, started.stderr + started.stdout
+    yield lab
+    stopped = lab.tenantgpu("down", "--purge")
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def test_up_detached_leaves_a_lab_kubectl_can_use(lab: LabDir) -> None:
+    assert (lab.state / "lab.pid").read_text().strip().isdigit()
+    assert (lab.state / "logs" / "lab.log").exists()
+    listing = json.loads(lab.kubectl(lab.management, "get", "tcp", "-A", "-o", "json").stdout)
+    tcps = {t["metadata"]["name"]: t for t in listing["items"]}
+    assert set(tcps) == {"tenant-a", "tenant-b"}
+    for tcp in tcps.values():
+        assert tcp["status"]["kubernetesResources"]["version"]["status"] == "Ready"
+        assert tcp["status"]["controlPlaneEndpoint"].startswith("127.0.0.1:")
+    namespaces = lab.kubectl(lab.tenant("tenant-a"), "get", "ns", "-o", "name").stdout.split()
+    assert "namespace/kube-system" in namespaces
+    printed = lab.tenantgpu("kubeconfig", "tenant-b")
+    assert printed.returncode == 0
+    assert Path(printed.stdout.strip()) == lab.tenant("tenant-b")
+
+
+GPU_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: gpu-pod
+spec:
+  containers:
+    - name: cuda
+      image: nvidia/cuda:12.2.0-base-ubuntu22.04
+      command: ["sleep", "3600"]
+      resources:
+        limits:
+          nvidia.com/gpu: 1
+          nvidia.com/gpumem: 10000
+          nvidia.com/gpucores: 30
+"""
+
+
+def _status(lab: LabDir) -> dict:
+    result = lab.tenantgpu("status", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_up_joins_workers_with_their_gpus(lab: LabDir) -> None:
+    tenants = {t["name"]: t for t in _status(lab)["tenants"]}
+    assert [(n["name"], n["ready"], len(n["gpus"])) for n in tenants["tenant-a"]["nodes"]] == [
+        ("worker-a1", True, 1)
+    ]
+    assert [(n["name"], n["ready"], len(n["gpus"])) for n in tenants["tenant-b"]["nodes"]] == [
+        ("worker-b1", True, 2)
+    ]
+    gpu = tenants["tenant-a"]["nodes"][0]["gpus"][0]
+    assert gpu["type"] == "NVIDIA A100-SXM4-80GB"
+    assert gpu["memory"] == {"allocated": 0, "total": 81920}
+    # Nodes belong to one tenant only.
+    nodes = lab.kubectl(lab.tenant("tenant-b"), "get", "nodes", "-o", "name").stdout.split()
+    assert nodes == ["node/worker-b1"]
+
+
+def test_a_gpu_pod_goes_through_the_tunnelled_webhook_and_hami(lab: LabDir) -> None:
+    manifest = lab.root / "gpu-pod.yaml"
+    manifest.write_text(GPU_POD)
+    kubeconfig = lab.tenant("tenant-a")
+    lab.kubectl(kubeconfig, "create", "-f", str(manifest))
+    deadline = time.monotonic() + 20
+    pod: dict = {}
+    while time.monotonic() < deadline:
+        pod = json.loads(lab.kubectl(kubeconfig, "get", "pod", "gpu-pod", "-o", "json").stdout)
+        if pod.get("status", {}).get("phase") == "Running":
+            break
+        time.sleep(0.2)
+    assert pod["status"]["phase"] == "Running", pod.get("status")
+    # The webhook (reached only through the konnectivity tunnel) set HAMi's scheduler.
+    assert pod["spec"]["schedulerName"] == "hami-scheduler"
+    assert pod["spec"]["nodeName"] == "worker-a1"
+    assert pod["metadata"]["annotations"]["hami.io/bind-phase"] == "success"
+    tenant_a = next(t for t in _status(lab)["tenants"] if t["name"] == "tenant-a")
+    gpu = tenant_a["nodes"][0]["gpus"][0]
+    assert gpu["memory"]["allocated"] == 10000
+    assert gpu["cores"]["allocated"] == 30
+    assert gpu["sharedPods"] == 1
+    # `kubectl logs` reaches the simulated kubelet through the tunnel too.
+    logs = lab.kubectl(kubeconfig, "logs", "gpu-pod").stdout
+    assert "CUDA_DEVICE_SM_LIMIT=30" in logs
+
+
+def test_second_up_on_a_running_lab_exits_1(lab: LabDir) -> None:
+    again = lab.tenantgpu("up", "-d")
+    assert again.returncode == 1
+    assert "already running" in again.stderr
+    assert "Traceback" not in again.stderr
+
+
+def test_status_json_lists_tenants_with_endpoint_and_state(lab: LabDir) -> None:
+    result = lab.tenantgpu("status", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["running"] is True
+    assert status["pid"] == int((lab.state / "lab.pid").read_text())
+    tenants = {t["name"]: t for t in status["tenants"]}
+    assert {"tenant-a", "tenant-b"} <= set(tenants)
+    for tenant in tenants.values():
+        assert tenant["state"] == "Ready"
+        assert tenant["endpoint"]
+        assert set(tenant) >= {"namespace", "version", "kubeconfig", "nodes", "pods"}
+
+
+def test_kubectl_apply_makes_a_tenant_that_sleeps_wakes_and_goes(lab: LabDir) -> None:
+    manifest = lab.root / "tcp.yaml"
+    manifest.write_text(TCP_YAML)
+    lab.kubectl(lab.management, "apply", "-f", str(manifest))
+    tcp = lab.wait_tcp("tenant-c", _state_is("Ready"))
+    endpoint = tcp["status"]["controlPlaneEndpoint"]
+    kubeconfig = Path(lab.tenantgpu("kubeconfig", "tenant-c").stdout.strip())
+    lab.kubectl(kubeconfig, "create", "namespace", "team-c")
+
+    lab.kubectl(lab.management, "scale", "tcp", "tenant-c", "--replicas=0")
+    lab.wait_tcp("tenant-c", _state_is("Sleeping"))
+    assert _refuses(endpoint)
+
+    lab.kubectl(lab.management, "scale", "tcp", "tenant-c", "--replicas=1")
+    woke = lab.wait_tcp("tenant-c", _state_is("Ready"))
+    assert woke["status"]["controlPlaneEndpoint"] == endpoint
+    assert (
+        lab.kubectl(kubeconfig, "get", "namespace", "team-c", "-o", "name").stdout.strip()
+        == "namespace/team-c"
+    )
+
+    lab.kubectl(lab.management, "delete", "tcp", "tenant-c")
+    lab.wait_tcp("tenant-c", lambda t: not t)
+    assert _refuses(endpoint)
+    secrets = lab.kubectl(lab.management, "get", "secrets", "-o", "name").stdout.split()
+    assert not [s for s in secrets if s.startswith("secret/tenant-c-")]
+
+
+def test_down_and_up_resume_the_same_lab_even_after_kill_9(lab: LabDir) -> None:
+    uuids_before = sorted(g["uuid"] for t in _status(lab)["tenants"] for n in t["nodes"] for g in n["gpus"])
+    saved = lab.root / "tenant-a-before.kubeconfig"
+    shutil.copy(lab.tenant("tenant-a"), saved)
+    lab.kubectl(saved, "create", "namespace", "kept")
+
+    down = lab.tenantgpu("down")
+    assert down.returncode == 0, down.stderr
+    assert not (lab.state / "lab.pid").exists()
+    assert lab.tenantgpu("up", "-d").returncode == 0
+    # The kubeconfig from the first run still works: same CA, same endpoint, same credentials.
+    assert lab.kubectl(saved, "get", "namespace", "kept", "-o", "name").stdout.strip() == "namespace/kept"
+    lab.kubectl(saved, "create", "namespace", "acknowledged")
+
+    os.kill(int((lab.state / "lab.pid").read_text()), signal.SIGKILL)
+    time.sleep(0.2)
+    restarted = lab.tenantgpu("up", "-d")
+    assert restarted.returncode == 0, restarted.stderr
+    names = lab.kubectl(saved, "get", "namespaces", "-o", "name").stdout.split()
+    assert {"namespace/kept", "namespace/acknowledged"} <= set(names)
+    status = _status(lab)
+    assert sorted(g["uuid"] for t in status["tenants"] for n in t["nodes"] for g in n["gpus"]) == uuids_before
+    assert all(n["ready"] for t in status["tenants"] for n in t["nodes"])
+    pods = lab.kubectl(saved, "get", "pods", "-o", "name").stdout.split()
+    assert "pod/gpu-pod" in pods
+
+
+def test_foreground_up_serves_until_ctrl_c(tmp_path: Path) -> None:
+    lab_file = tmp_path / "lab.yaml"
+    lab_file.write_text("apiVersion: tenantgpu.io/v1alpha1\nkind: Lab\nspec:\n  tenants:\n    - name: solo\n")
+    state = tmp_path / "state"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tenantgpu", "up", "-f", str(lab_file), "--state-dir", str(state)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert child.stdout is not None
+        seen = ""
+        for line in child.stdout:
+            seen += line
+            if "Ctrl-C" in line:
+                break
+        assert "solo" in seen
+        assert (state / "kubeconfigs" / "solo.kubeconfig").exists()
+        assert int((state / "lab.pid").read_text()) == child.pid
+        child.send_signal(signal.SIGINT)
+        assert child.wait(30) == 0
+        assert not (state / "lab.pid").exists()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_a_lab_file_brings_its_tenants_workers_and_quotas(tmp_path: Path) -> None:
+    lab_file = Path(__file__).resolve().parents[2] / "examples" / "three-tenants.yaml"
+    lab = LabDir(tmp_path, tmp_path / "state", tmp_path / "home")
+    lab.home.mkdir()
+    started = lab.tenantgpu("up", "-d", "-f", str(lab_file))
+    assert started.returncode == 0, started.stderr
+    try:
+        status = _status(lab)
+        nodes = {t["name"]: {n["name"]: len(n["gpus"]) for n in t["nodes"]} for t in status["tenants"]}
+        assert nodes["inference"] == {"inf-t4-1": 4, "inf-a10-1": 2}
+        assert nodes["training"] == {"train-h100-1": 8}
+        quota = json.loads(
+            lab.kubectl(
+                lab.tenant("inference"), "get", "resourcequota", "gpu-quota", "-n", "chatbot", "-o", "json"
+            ).stdout
+        )
+        assert quota["spec"]["hard"] == {
+            "limits.nvidia.com/gpumem": "30000",
+            "limits.nvidia.com/gpucores": "150",
+        }
+        # `up` without -f on this state directory resumes the same lab file.
+        assert lab.tenantgpu("down").returncode == 0
+        assert lab.tenantgpu("up", "-d").returncode == 0
+        assert {t["name"] for t in _status(lab)["tenants"]} == {"inference", "training", "research"}
+    finally:
+        lab.tenantgpu("down", "--purge")

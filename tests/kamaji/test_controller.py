@@ -1,0 +1,223 @@
+"""The TenantControlPlane controller over the real wire: a TCP created through the management API becomes a
+working tenant API server with its own CA; sleeping, waking, deleting and restarting behave as in Kamaji."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import kubernetes
+import pytest
+import yaml
+
+from tenantgpu.kamaji import model
+from tenantgpu.kamaji.plane import ManagementPlane
+from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig
+
+Obj = dict[str, Any]
+
+
+def _plane(root: Path) -> ManagementPlane:
+    return ManagementPlane(root / "datastore.sqlite", root / "pki", root / "management.kubeconfig")
+
+
+@pytest.fixture
+async def plane(tmp_path: Path) -> AsyncIterator[ManagementPlane]:
+    p = _plane(tmp_path)
+    await p.start()
+    await p.client.create(model.DATASTORES, model.datastore())
+    yield p
+    await p.stop()
+
+
+async def _wait_for(
+    client: KubeClient, name: str, check: Callable[[Obj], bool], timeout: float = 10.0
+) -> Obj:
+    deadline = asyncio.get_running_loop().time() + timeout
+    tcp: Obj = {}
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            tcp = await client.get(model.TENANT_CONTROL_PLANES, name, "default")
+        except ApiError as err:
+            if err.code != 404:
+                raise
+            tcp = {}
+        if check(tcp):
+            return tcp
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"TCP {name} never matched; last seen status: {tcp.get('status')}")
+
+
+def _state(expected: str) -> Callable[[Obj], bool]:
+    return lambda tcp: bool(tcp) and model.version_status(tcp) == expected
+
+
+async def _create(plane: ManagementPlane, name: str, **kw: Any) -> Obj:
+    await plane.client.create(
+        model.TENANT_CONTROL_PLANES, model.tenant_control_plane(name, version="v1.31.4", **kw)
+    )
+    return await _wait_for(plane.client, name, _state("Ready"))
+
+
+async def _admin_kubeconfig(plane: ManagementPlane, name: str) -> str:
+    secret = await plane.client.get(model.SECRETS, f"{name}-admin-kubeconfig", "default")
+    return base64.b64decode(secret["data"]["admin.conf"]).decode()
+
+
+def _official_client(kubeconfig_text: str) -> kubernetes.client.CoreV1Api:
+    with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig", delete=False) as fh:
+        fh.write(kubeconfig_text)
+    config = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(config_file=fh.name, client_configuration=config)
+    return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
+
+
+def _tenant_client(kubeconfig_text: str) -> KubeClient:
+    doc = yaml.safe_load(kubeconfig_text)
+    cluster, user = doc["clusters"][0]["cluster"], doc["users"][0]["user"]
+    return KubeClient(
+        KubeConfig(
+            server=cluster["server"],
+            ca_data=base64.b64decode(cluster["certificate-authority-data"]),
+            client_cert_data=base64.b64decode(user["client-certificate-data"]),
+            client_key_data=base64.b64decode(user["client-key-data"]),
+        )
+    )
+
+
+async def test_tcp_becomes_ready_with_kamaji_status_and_secrets(plane: ManagementPlane) -> None:
+    tcp = await _create(plane, "tenant-a")
+    status = tcp["status"]
+    assert status["kubernetesResources"]["version"] == {"status": "Ready", "version": "v1.31.4"}
+    assert status["kubeconfig"]["admin"]["secretName"] == "tenant-a-admin-kubeconfig"
+    assert status["storage"]["dataStoreName"] == "default"
+    assert status["storage"]["driver"] == "sqlite"
+    assert status["controlPlaneEndpoint"].startswith("127.0.0.1:")
+    assert status["certificates"]["ca"]["secretName"] == "tenant-a-ca"
+    assert model.FINALIZER in tcp["metadata"]["finalizers"]
+    secrets = await plane.client.list(model.SECRETS, "default")
+    names = {s["metadata"]["name"] for s in secrets["items"]}
+    assert {
+        "tenant-a-ca",
+        "tenant-a-api-server-certificate",
+        "tenant-a-sa-certificate",
+        "tenant-a-admin-kubeconfig",
+    } <= names
+
+
+async def test_admin_kubeconfig_works_with_the_official_client(plane: ManagementPlane) -> None:
+    tcp = await _create(plane, "tenant-a")
+    text = await _admin_kubeconfig(plane, "tenant-a")
+    assert (
+        yaml.safe_load(text)["clusters"][0]["cluster"]["server"]
+        == f"https://{tcp['status']['controlPlaneEndpoint']}"
+    )
+    api = _official_client(text)
+    namespaces = await asyncio.to_thread(api.list_namespace)
+    assert "kube-system" in {ns.metadata.name for ns in namespaces.items}
+
+
+async def test_tenants_do_not_trust_each_other(plane: ManagementPlane) -> None:
+    await _create(plane, "tenant-a")
+    await _create(plane, "tenant-b")
+    a = yaml.safe_load(await _admin_kubeconfig(plane, "tenant-a"))
+    b = yaml.safe_load(await _admin_kubeconfig(plane, "tenant-b"))
+    assert (
+        a["clusters"][0]["cluster"]["certificate-authority-data"]
+        != b["clusters"][0]["cluster"]["certificate-authority-data"]
+    )
+    # tenant-a's admin credentials presented to tenant-b's endpoint: never a way in.
+    a["clusters"][0]["cluster"] = b["clusters"][0]["cluster"]
+    async with _tenant_client(yaml.safe_dump(a)) as client:
+        with pytest.raises((ApiError, ssl.SSLError, OSError, aiohttp.ClientError)) as caught:
+            await client.list("namespaces")
+    if isinstance(caught.value, ApiError):
+        assert caught.value.code in (401, 403)
+
+
+async def test_sleeping_stops_the_server_and_waking_keeps_data(plane: ManagementPlane) -> None:
+    tcp = await _create(plane, "tenant-s")
+    endpoint = tcp["status"]["controlPlaneEndpoint"]
+    text = await _admin_kubeconfig(plane, "tenant-s")
+    async with _tenant_client(text) as client:
+        await client.create("namespaces", {"metadata": {"name": "team-x"}})
+    patch = {"spec": {"controlPlane": {"deployment": {"replicas": 0}}}}
+    await plane.client.patch(model.TENANT_CONTROL_PLANES, "tenant-s", patch, "default")
+    slept = await _wait_for(plane.client, "tenant-s", _state("Sleeping"))
+    assert slept["status"]["controlPlaneEndpoint"] == endpoint
+    host, port = endpoint.split(":")
+    with pytest.raises(OSError):
+        await asyncio.open_connection(host, int(port))
+    patch = {"spec": {"controlPlane": {"deployment": {"replicas": 1}}}}
+    await plane.client.patch(model.TENANT_CONTROL_PLANES, "tenant-s", patch, "default")
+    woke = await _wait_for(plane.client, "tenant-s", _state("Ready"))
+    assert woke["status"]["controlPlaneEndpoint"] == endpoint
+    async with _tenant_client(text) as client:
+        assert (await client.get("namespaces", "team-x"))["metadata"]["name"] == "team-x"
+
+
+async def test_deleting_a_tcp_stops_it_and_removes_secrets_and_data(plane: ManagementPlane) -> None:
+    tcp = await _create(plane, "tenant-d")
+    schema = tcp["status"]["storage"]["setup"]["schema"]
+    assert plane.datastore is not None
+    assert await plane.datastore.range(f"/{schema}/")
+    await plane.client.delete(model.TENANT_CONTROL_PLANES, "tenant-d", "default")
+    await _wait_for(plane.client, "tenant-d", lambda t: not t)
+    secrets = await plane.client.list(model.SECRETS, "default")
+    assert not [s for s in secrets["items"] if s["metadata"]["name"].startswith("tenant-d-")]
+    assert await plane.datastore.range(f"/{schema}/") == []
+    host, port = tcp["status"]["controlPlaneEndpoint"].split(":")
+    with pytest.raises(OSError):
+        await asyncio.open_connection(host, int(port))
+
+
+async def test_missing_datastore_is_not_ready_with_a_message(plane: ManagementPlane) -> None:
+    manifest = model.tenant_control_plane("tenant-x", version="v1.31.4", datastore="nowhere")
+    await plane.client.create(model.TENANT_CONTROL_PLANES, manifest)
+    tcp = await _wait_for(plane.client, "tenant-x", _state("NotReady"))
+    assert tcp["status"]["kubernetesResources"]["version"]["message"] == 'DataStore "nowhere" not found'
+
+
+async def test_restarted_plane_serves_the_same_tenant_identity_and_data(tmp_path: Path) -> None:
+    first = _plane(tmp_path)
+    await first.start()
+    try:
+        await first.client.create(model.DATASTORES, model.datastore())
+        tcp = await _create(first, "tenant-r")
+        text = await _admin_kubeconfig(first, "tenant-r")
+        async with _tenant_client(text) as client:
+            await client.create("namespaces", {"metadata": {"name": "kept"}})
+    finally:
+        await first.stop()
+    second = _plane(tmp_path)
+    await second.start()
+    try:
+        assert second.controller is not None
+        await asyncio.wait_for(second.controller.wait_synced(), 10)
+        again = await _wait_for(second.client, "tenant-r", _state("Ready"))
+        assert again["status"]["controlPlaneEndpoint"] == tcp["status"]["controlPlaneEndpoint"]
+        # The kubeconfig from before the restart still works: same CA, same port, same credentials.
+        async with _tenant_client(text) as client:
+            assert (await client.get("namespaces", "kept"))["metadata"]["name"] == "kept"
+    finally:
+        await second.stop()
+
+
+async def test_datastore_reports_ready_and_who_uses_it(plane: ManagementPlane) -> None:
+    await _create(plane, "tenant-a")
+    await _create(plane, "tenant-b")
+    deadline = asyncio.get_running_loop().time() + 10
+    store: Obj = {}
+    while asyncio.get_running_loop().time() < deadline:
+        store = await plane.client.get(model.DATASTORES, "default")
+        if (store.get("status") or {}).get("usedBy") == ["default/tenant-a", "default/tenant-b"]:
+            break
+        await asyncio.sleep(0.02)
+    assert store["status"]["usedBy"] == ["default/tenant-a", "default/tenant-b"]
+    assert store["status"]["ready"] is True

@@ -1,0 +1,34 @@
+"""The lab commands answer a user's mistakes with one line, never a traceback."""
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tenantgpu.cli import main
+
+
+def test_kubeconfig_of_an_unknown_tenant_is_a_user_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["kubeconfig", "nobody", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "no kubeconfig for tenant 'nobody'" in result.output
+
+
+def test_down_without_a_lab_says_so(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["down", "--state-dir", str(tmp_path / "none")])
+    assert result.exit_code == 0
+    assert "no lab is running" in result.output
+
+
+def test_status_without_a_lab_exits_1(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["status", "--state-dir", str(tmp_path), "-o", "json"])
+    assert result.exit_code == 1
+    assert '"running": false' in result.output
+
+
+def test_up_with_a_broken_lab_file_names_the_line(tmp_path: Path) -> None:
+    lab = tmp_path / "lab.yaml"
+    lab.write_text("apiVersion: tenantgpu.io/v1alpha1\nkind: Lab\nspec:\n  tenants: []\n")
+    result = CliRunner().invoke(main, ["up", "-d", "-f", str(lab), "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 2
+    assert f"{lab}:4" in result.output
+    assert "Traceback" not in result.output
