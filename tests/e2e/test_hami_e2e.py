@@ -654,3 +654,16 @@ def test_gpu_pod_with_a_run_time_succeeds_and_frees_its_slice(lab: GpuLab, kubec
     assert status["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
     _wait_for(lambda: lab.loop.run(_usage(lab, "gpu-a100")) == before, what="slice freed")
     _cleanup(kubectl, "t=short")
+
+
+def test_kubectl_logs_follow_streams_until_the_container_ends(lab: GpuLab, kubectl: Kubectl) -> None:
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "follow", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}, labels={"t": "follow"},
+        annotations={"nvidia.com/use-gputype": "L4", "tenantgpu.io/run-for": "2s"},
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "follow") == "Running", what="follow Running")
+    started = time.monotonic()
+    out = kubectl("logs", "-f", "follow", timeout=30).stdout
+    assert time.monotonic() - started > 0.3  # it waited for the end rather than returning at once
+    assert "running for 2s" in out and out.endswith("process exited with code 0\n")
+    _cleanup(kubectl, "t=follow")

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import zlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -147,6 +148,31 @@ class Kubelet:
             container = next(iter(record.logs))
         clog = record.logs.get(container)
         return None if clog is None else clog.render(tail_lines=tail_lines, timestamps=timestamps)
+
+    async def follow_log(
+        self, namespace: str, pod: str, container: str | None, *, tail_lines: int | None = None,
+        timestamps: bool = False, poll_seconds: float = 0.1,
+    ) -> AsyncIterator[str]:  # fmt: skip
+        """`kubectl logs -f`: what is there, then new lines until the container ends or the pod goes."""
+        uid = self._by_key.get((namespace, pod))
+        record = self.pods.get(uid) if uid else None
+        if record is None:
+            return
+        if container is None and len(record.logs) == 1:
+            container = next(iter(record.logs))
+        clog = record.logs.get(container or "")
+        if clog is None:
+            return
+        yield clog.render(tail_lines=tail_lines, timestamps=timestamps)
+        sent = len(clog.lines)
+        while True:
+            if len(clog.lines) > sent:
+                fresh = ContainerLog(clog.lines[sent:])
+                sent = len(clog.lines)
+                yield fresh.render(timestamps=timestamps)
+            elif record.finished or self.pods.get(uid or "") is not record:
+                return
+            await asyncio.sleep(poll_seconds)
 
     # --- events -------------------------------------------------------------------------------
 
