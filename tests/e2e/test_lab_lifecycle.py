@@ -129,6 +129,31 @@ def test_up_detached_leaves_a_lab_kubectl_can_use(lab: LabDir) -> None:
     assert Path(printed.stdout.strip()) == lab.tenant("tenant-b")
 
 
+def _with_credentials_of(lab: LabDir, target: Path, owner: Path, name: str) -> Path:
+    """A kubeconfig that addresses `target`'s server (trusting its CA) with `owner`'s client credentials."""
+    import yaml
+
+    config = yaml.safe_load(target.read_text())
+    config["users"] = yaml.safe_load(owner.read_text())["users"]
+    config["contexts"][0]["context"]["user"] = config["users"][0]["name"]
+    path = lab.root / name
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_tenants_credentials_get_401_from_every_other_server(lab: LabDir) -> None:
+    """Issue 3: a credential from another tenant is rejected everywhere with 401 (not a TLS failure)."""
+    for target, name in ((lab.tenant("tenant-b"), "a-on-b"), (lab.management, "a-on-management")):
+        crossed = _with_credentials_of(lab, target, lab.tenant("tenant-a"), f"{name}.kubeconfig")
+        result = lab.kubectl(crossed, "get", "ns", check=False)
+        assert result.returncode != 0
+        # client-go's words for a 401 Unauthorized; a refused TLS handshake would read "certificate".
+        assert "You must be logged in to the server" in result.stderr, result.stderr
+        assert "certificate" not in result.stderr
+    # The same credentials still work at home.
+    assert lab.kubectl(lab.tenant("tenant-a"), "get", "ns").returncode == 0
+
+
 GPU_POD = """\
 apiVersion: v1
 kind: Pod

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenantgpu.apiserver import errors as api_errors
+from tenantgpu.apiserver.auth import SharedClientTrust
 from tenantgpu.apiserver.hooks import Egress, NoEgress
 from tenantgpu.apiserver.pki import CertificateAuthority, ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
@@ -56,8 +57,11 @@ def key_prefix(schema: str) -> str:
 class InProcessHost:
     """Starts each tenant's API server (and, when asked, its konnectivity server) in this event loop."""
 
-    def __init__(self, datastore: Datastore) -> None:
+    def __init__(self, datastore: Datastore, client_trust: SharedClientTrust | None = None) -> None:
         self.datastore = datastore
+        # Every server of the lab trusts every tenant's CA at the TLS layer, so a certificate from
+        # another tenant gets a clean 401 from the server it does not belong to, not a failed handshake.
+        self.client_trust = client_trust or SharedClientTrust()
         self._running: dict[str, _Running] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -94,6 +98,7 @@ class InProcessHost:
                 port=instance.port,
                 egress=egress,
                 log_source=logs,
+                client_trust=self.client_trust,
             )
             server = APIServer(config)
             logs.node_lookup = _node_lookup(server)
