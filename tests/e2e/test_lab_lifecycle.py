@@ -124,6 +124,19 @@ def test_up_detached_leaves_a_lab_kubectl_can_use(lab: LabDir) -> None:
         assert tcp["status"]["controlPlaneEndpoint"].startswith("127.0.0.1:")
     namespaces = lab.kubectl(lab.tenant("tenant-a"), "get", "ns", "-o", "name").stdout.split()
     assert "namespace/kube-system" in namespaces
+    # HAMi and the tunnel agent show up where a Kamaji + HAMi cluster has them: kube-system on the worker.
+    system = json.loads(
+        lab.kubectl(lab.tenant("tenant-a"), "get", "pods", "-n", "kube-system", "-o", "json").stdout
+    )
+    components = {
+        p["metadata"]["labels"].get("app.kubernetes.io/component"): p["spec"]["nodeName"]
+        for p in system["items"]
+    }
+    assert components == {
+        "hami-scheduler": "worker-a1",
+        "hami-device-plugin": "worker-a1",
+        "konnectivity-agent": "worker-a1",
+    }
     printed = lab.tenantgpu("kubeconfig", "tenant-b")
     assert printed.returncode == 0
     assert Path(printed.stdout.strip()) == lab.tenant("tenant-b")
