@@ -124,9 +124,47 @@ def test_up_detached_leaves_a_lab_kubectl_can_use(lab: LabDir) -> None:
         assert tcp["status"]["controlPlaneEndpoint"].startswith("127.0.0.1:")
     namespaces = lab.kubectl(lab.tenant("tenant-a"), "get", "ns", "-o", "name").stdout.split()
     assert "namespace/kube-system" in namespaces
+    # HAMi and the tunnel agent show up where a Kamaji + HAMi cluster has them: kube-system on the worker.
+    system = json.loads(
+        lab.kubectl(lab.tenant("tenant-a"), "get", "pods", "-n", "kube-system", "-o", "json").stdout
+    )
+    components = {
+        p["metadata"]["labels"].get("app.kubernetes.io/component"): p["spec"]["nodeName"]
+        for p in system["items"]
+    }
+    assert components == {
+        "hami-scheduler": "worker-a1",
+        "hami-device-plugin": "worker-a1",
+        "konnectivity-agent": "worker-a1",
+    }
     printed = lab.tenantgpu("kubeconfig", "tenant-b")
     assert printed.returncode == 0
     assert Path(printed.stdout.strip()) == lab.tenant("tenant-b")
+
+
+def _with_credentials_of(lab: LabDir, target: Path, owner: Path, name: str) -> Path:
+    """A kubeconfig that addresses `target`'s server (trusting its CA) with `owner`'s client credentials."""
+    import yaml
+
+    config = yaml.safe_load(target.read_text())
+    config["users"] = yaml.safe_load(owner.read_text())["users"]
+    config["contexts"][0]["context"]["user"] = config["users"][0]["name"]
+    path = lab.root / name
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_tenants_credentials_get_401_from_every_other_server(lab: LabDir) -> None:
+    """Issue 3: a credential from another tenant is rejected everywhere with 401 (not a TLS failure)."""
+    for target, name in ((lab.tenant("tenant-b"), "a-on-b"), (lab.management, "a-on-management")):
+        crossed = _with_credentials_of(lab, target, lab.tenant("tenant-a"), f"{name}.kubeconfig")
+        result = lab.kubectl(crossed, "get", "ns", check=False)
+        assert result.returncode != 0
+        # client-go's words for a 401 Unauthorized; a refused TLS handshake would read "certificate".
+        assert "You must be logged in to the server" in result.stderr, result.stderr
+        assert "certificate" not in result.stderr
+    # The same credentials still work at home.
+    assert lab.kubectl(lab.tenant("tenant-a"), "get", "ns").returncode == 0
 
 
 GPU_POD = """\

@@ -73,3 +73,11 @@ def test_filtering_succeed_counts_only_nodes_the_extender_saw() -> None:
         events.filtering_succeed_message(3, decision)
         == "find fit node(n1), 1 nodes not fit, 1 nodes fit(n1:1.00)"
     )
+
+
+def test_no_nodes_at_all_reads_like_kube_scheduler() -> None:
+    decision = Decision(None, reason="no nodes available to schedule pods")
+    assert events.unschedulable_message(0, decision) == (
+        "0/0 nodes are available: no nodes available to schedule pods."
+    )
+    assert events.filtering_failed_messages(decision) == ["no available node, 0 nodes do not meet"]

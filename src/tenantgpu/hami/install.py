@@ -14,7 +14,10 @@ WEBHOOK_CONFIGURATION = "hami-webhook"  # the chart's "<fullname>-webhook"
 WEBHOOK_NAME = "vgpu.hami.io"
 WEBHOOK_PATH = "/webhook"
 WEBHOOK_IGNORE_LABEL = "hami.io/webhook"
-_IMAGES = {"kube-scheduler": "registry.k8s.io/kube-scheduler:v1.31.4"}
+_IMAGES = {
+    "kube-scheduler": "registry.k8s.io/kube-scheduler:v1.31.4",
+    "konnectivity-agent": "registry.k8s.io/kas-network-proxy/proxy-agent:v0.31.0",
+}
 CHART_LABELS = {"app.kubernetes.io/name": "hami", "app.kubernetes.io/instance": "hami"}
 
 
@@ -144,6 +147,17 @@ def system_pods(scheduler_node: str, device_plugin_nodes: list[str]) -> list[dic
     return pods
 
 
+def konnectivity_agent_pod(node: str) -> dict[str, Any]:
+    """The konnectivity agent of `node` as Kamaji's DaemonSet shows it in the tenant's kube-system."""
+    return system_pod(
+        f"konnectivity-agent-{_suffix(node)}",
+        node,
+        "konnectivity-agent",
+        ["konnectivity-agent"],
+        {"k8s-app": "konnectivity-agent"},
+    )
+
+
 async def _apply(client: KubeClient, resource: str, body: dict[str, Any]) -> dict[str, Any]:
     """Create, or replace an existing object (keeping its resourceVersion)."""
     meta = body["metadata"]
@@ -189,3 +203,10 @@ async def install_hami(
     if scheduler_node:
         for pod in system_pods(scheduler_node, device_plugin_nodes or [scheduler_node]):
             await _apply(client, "pods", pod)
+
+
+async def show_konnectivity_agents(client: KubeClient, nodes: list[str]) -> None:
+    """Record one kube-system pod per worker for its tunnel agent, so `kubectl get pods -n kube-system`
+    shows what Kamaji's konnectivity-agent DaemonSet would run there."""
+    for node in nodes:
+        await _apply(client, "pods", konnectivity_agent_pod(node))

@@ -2,10 +2,10 @@
 
 One HAMi pod per node may be between Bind and the device plugin's Allocate. The value is
 `<RFC3339>,<namespace>,<pod>` (legacy: a bare RFC3339 time). Rules follow HAMi v2.10's
-`pkg/util/nodelock`: absent ⇒ set; older than the timeout ⇒ force release and set; held by another pod
-that no longer exists ⇒ release and set; a live lock held by the same pod counts as acquired (LockNode is
-called once per vendor); otherwise the bind fails with "node <n> has been locked within <timeout>".
-Release is by owner only unless forced.
+`pkg/util/nodelock` (tag v2.10.0): absent ⇒ set; older than the timeout ⇒ force release and set; held by
+this very pod ⇒ already acquired; held by another pod that no longer exists ⇒ release and set; otherwise
+the bind fails with "node <n> has been locked within <timeout>: node lock contention". Release is by
+owner only unless forced.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ class LockHolder:
 
 class LockVerdict(Enum):
     FREE = "free"  # no lock: set it
+    HELD = "held"  # this pod holds it already (v2.10 treats it as acquired)
     EXPIRED = "expired"  # older than the timeout: force release, then set
     HOLDER_CHECK = "holder-check"  # another pod holds it: release only if that pod is gone
     CONTENDED = "contended"  # live lock we may not break
-    HELD = "held"  # a live lock of this very pod: already acquired
 
 
 def format_lock(now: datetime, namespace: str, pod: str) -> str:
@@ -77,7 +77,7 @@ def judge_lock(
         return LockVerdict.EXPIRED, holder
     if (holder.namespace, holder.pod) == (namespace, pod):
         return LockVerdict.HELD, holder
-    if holder.namespace and holder.pod and (holder.namespace, holder.pod) != (namespace, pod):
+    if holder.namespace and holder.pod:
         return LockVerdict.HOLDER_CHECK, holder
     return LockVerdict.CONTENDED, holder
 
@@ -101,7 +101,6 @@ def format_timeout(timeout: timedelta) -> str:
 
 
 def contention_message(node: str, timeout: timedelta) -> str:
-    """LockNode's error, which wraps ErrNodeLockContention (BindingFailed shows the whole text)."""
     return f"node {node} has been locked within {format_timeout(timeout)}: node lock contention"
 
 

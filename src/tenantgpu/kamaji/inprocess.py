@@ -4,20 +4,26 @@ shared datastore."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from tenantgpu.apiserver import errors as api_errors
+from tenantgpu.apiserver.auth import SharedClientTrust
 from tenantgpu.apiserver.hooks import Egress, NoEgress
 from tenantgpu.apiserver.pki import CertificateAuthority, ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import Datastore
+from tenantgpu.controlplane.manager import ControlPlaneServices
 from tenantgpu.kamaji.host import ControlPlaneInstance, RunningInstance
 from tenantgpu.konnectivity import ProxyServer
+from tenantgpu.kubeclient import KubeClient, KubeConfig
 from tenantgpu.node.logsource import KubeletLogSource
 
 log = logging.getLogger(__name__)
+
+_SERVICES_START_TIMEOUT = 10.0
 
 
 class SwitchableEgress:
@@ -37,6 +43,8 @@ class _Running:
     instance: ControlPlaneInstance
     server: APIServer
     egress: SwitchableEgress
+    services: ControlPlaneServices | None = None
+    services_task: asyncio.Task[None] | None = None
     proxy: ProxyServer | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -49,8 +57,11 @@ def key_prefix(schema: str) -> str:
 class InProcessHost:
     """Starts each tenant's API server (and, when asked, its konnectivity server) in this event loop."""
 
-    def __init__(self, datastore: Datastore) -> None:
+    def __init__(self, datastore: Datastore, client_trust: SharedClientTrust | None = None) -> None:
         self.datastore = datastore
+        # Every server of the lab trusts every tenant's CA at the TLS layer, so a certificate from
+        # another tenant gets a clean 401 from the server it does not belong to, not a failed handshake.
+        self.client_trust = client_trust or SharedClientTrust()
         self._running: dict[str, _Running] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -87,14 +98,31 @@ class InProcessHost:
                 port=instance.port,
                 egress=egress,
                 log_source=logs,
+                client_trust=self.client_trust,
             )
             server = APIServer(config)
             logs.node_lookup = _node_lookup(server)
             await server.start()
             running = _Running(instance, server, egress)
+            # The API server answering is what makes the tenant Ready; its scheduler and controller-manager
+            # come up right behind it, as they do in Kamaji's control-plane pod.
+            running.services_task = asyncio.create_task(
+                self._start_services(running), name=f"control-plane-services-{instance.name}"
+            )
             self._running[instance.key] = running
             log.info("tenant %s/%s: API server on %s", instance.namespace, instance.name, server.url)
             return self._report(running)
+
+    @staticmethod
+    async def _start_services(running: _Running) -> None:
+        try:
+            running.services = await _start_services(running.instance, running.server)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception(
+                "tenant %s: kube-scheduler/controller-manager failed to start", running.instance.name
+            )
 
     @staticmethod
     def _report(running: _Running) -> RunningInstance:
@@ -159,6 +187,14 @@ class InProcessHost:
         if running is None:
             return
         await self._stop_proxy(running)
+        if running.services_task is not None:
+            # Let a start in progress finish rather than cancel it: an informer cancelled half-way keeps
+            # a watch open, and the API server's shutdown would wait for it.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(running.services_task, _SERVICES_START_TIMEOUT)
+        if running.services is not None:
+            await running.services.stop()
+            await running.services.client.close()
         await running.server.stop()
         log.info("tenant %s/%s: API server stopped", running.instance.namespace, running.instance.name)
 
@@ -174,6 +210,28 @@ class InProcessHost:
     async def stop_all(self) -> None:
         for key in list(self._running):
             await self.stop(key)
+
+
+async def _start_services(instance: ControlPlaneInstance, server: APIServer) -> ControlPlaneServices:
+    """kube-scheduler and kube-controller-manager beside the API server, as in Kamaji's control-plane pod,
+    reaching it on its local endpoint with their own client certificate from the tenant CA."""
+    # The lab's API server authorizes by group only (no RBAC), so the component is a member of system:masters.
+    cert, key = CertificateAuthority(instance.ca.cert_pem, instance.ca.key_pem).issue_client(
+        "system:kube-controller-manager", ["system:masters"]
+    )
+    client = KubeClient(
+        KubeConfig(
+            server=server.url, ca_data=instance.ca.cert_pem, client_cert_data=cert, client_key_data=key
+        ),
+        user_agent="kube-controller-manager",
+    )
+    services = ControlPlaneServices(client)
+    try:
+        await services.start()
+    except BaseException:
+        await client.close()
+        raise
+    return services
 
 
 def _token_verifier(server: APIServer):  # type: ignore[no-untyped-def]

@@ -7,6 +7,7 @@ import contextlib
 import os
 from pathlib import Path
 
+from tenantgpu.apiserver.auth import SharedClientTrust
 from tenantgpu.apiserver.kinds import KAMAJI_KINDS
 from tenantgpu.apiserver.pki import ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
@@ -40,6 +41,7 @@ class ManagementPlane:
         self.datastore: SQLiteDatastore | None = None
         self.server: APIServer | None = None
         self.host: InProcessHost | None = None
+        self.client_trust = SharedClientTrust()
         self.controller: TenantControlPlaneController | None = None
         self.datastores: DataStoreController | None = None
         self._client: KubeClient | None = None
@@ -61,7 +63,7 @@ class ManagementPlane:
         self.server = await self._start_server(pki, port)
         self._write_kubeconfig(pki)
         self._client = KubeClient.from_kubeconfig(self.kubeconfig_path, user_agent="kamaji-controller")
-        self.host = InProcessHost(self.datastore)
+        self.host = InProcessHost(self.datastore, self.client_trust)
         self.controller = TenantControlPlaneController(self._client, self.host, concurrency=self._concurrency)
         await self.controller.start()
         self.datastores = DataStoreController(self._client)
@@ -70,7 +72,12 @@ class ManagementPlane:
     async def _start_server(self, pki: ServerPKI, port: int) -> APIServer:
         assert self.datastore is not None
         config = APIServerConfig(
-            name=MANAGEMENT_NAME, datastore=self.datastore, pki=pki, port=port, extra_kinds=KAMAJI_KINDS
+            name=MANAGEMENT_NAME,
+            datastore=self.datastore,
+            pki=pki,
+            port=port,
+            extra_kinds=KAMAJI_KINDS,
+            client_trust=self.client_trust,
         )
         server = APIServer(config)
         try:

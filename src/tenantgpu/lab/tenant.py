@@ -13,7 +13,7 @@ from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import GPUSpec as DeviceGPUSpec
 from tenantgpu.hami.install import NAMESPACE as HAMI_NAMESPACE
 from tenantgpu.hami.install import SERVICE as HAMI_SERVICE
-from tenantgpu.hami.install import install_hami
+from tenantgpu.hami.install import install_hami, show_konnectivity_agents
 from tenantgpu.hami.scheduler import HamiScheduler
 from tenantgpu.hami.webhook import HamiWebhook
 from tenantgpu.konnectivity import AgentIdentifiers, ProxyAgent
@@ -120,6 +120,7 @@ class TenantDataPlane:
             scheduler_node=names[0],
             device_plugin_nodes=[w.name for w in self.spec.workers if w.gpus],
         )
+        await show_konnectivity_agents(self.client, names)
         async with asyncio.timeout(timeout):
             for agent in self.agents:
                 await agent.wait_connected(timeout)
