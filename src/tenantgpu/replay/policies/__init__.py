@@ -1,0 +1,35 @@
+"""Replay placement policies by name: the paper's baselines, FGD, whole-GPU, ours and HAMi's."""
+
+from __future__ import annotations
+
+from tenantgpu.replay.policies.base import Policy
+from tenantgpu.replay.policies.best_fit import BestFitPolicy, WholeGpuPolicy
+from tenantgpu.replay.policies.dot_product import DotProductPolicy
+from tenantgpu.replay.policies.fgd import FgdPolicy
+from tenantgpu.replay.policies.gpu_clustering import GpuClusteringPolicy
+from tenantgpu.replay.policies.gpu_packing import GpuPackingPolicy
+from tenantgpu.replay.policies.random_fit import RandomPolicy
+
+PAPER_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
+
+_FACTORIES = {
+    "random": RandomPolicy,
+    "dotprod": DotProductPolicy,
+    "clustering": GpuClusteringPolicy,
+    "packing": GpuPackingPolicy,
+    "bestfit": BestFitPolicy,
+    "fgd": FgdPolicy,
+    "whole-gpu": WholeGpuPolicy,
+}
+
+
+def policy_names() -> tuple[str, ...]:
+    return tuple(_FACTORIES)
+
+
+def make_policy(name: str) -> Policy:
+    """A fresh policy instance; KeyError names the unknown policy."""
+    return _FACTORIES[name]()
+
+
+__all__ = ["PAPER_POLICIES", "Policy", "make_policy", "policy_names"]
