@@ -11,6 +11,7 @@ from tenantgpu.replay.policies.gpu_packing import GpuPackingPolicy
 from tenantgpu.replay.policies.random_fit import RandomPolicy
 
 PAPER_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
+HAMI_POLICIES = ("hami-binpack", "hami-spread")
 
 _FACTORIES = {
     "random": RandomPolicy,
@@ -32,4 +33,4 @@ def make_policy(name: str) -> Policy:
     return _FACTORIES[name]()
 
 
-__all__ = ["PAPER_POLICIES", "Policy", "make_policy", "policy_names"]
+__all__ = ["HAMI_POLICIES", "PAPER_POLICIES", "Policy", "make_policy", "policy_names"]
