@@ -11,7 +11,7 @@ GPUPolicy = Literal["spread", "binpack", "mutex", "topology-aware"]
 
 @dataclass(frozen=True)
 class SharingConfig:
-    """Every knob HAMi v2.10 exposes that changes a scheduling decision; defaults are HAMi's chart defaults."""
+    """Every HAMi v2.10 knob that changes a scheduling decision; defaults are HAMi's chart defaults."""
 
     node_policy: NodePolicy = "binpack"
     gpu_policy: GPUPolicy = "spread"
