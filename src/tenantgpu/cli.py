@@ -92,6 +92,13 @@ def _load_trace(nodes_csv: str | None, pods_csv: str | None):  # type: ignore[no
 @click.option(
     "--hami-seeds", default=None, help="Seeds for the (slower) hami-* policies; default: the first seed."
 )
+@click.option(
+    "--device-split-count",
+    default=10,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="HAMi deviceSplitCount (pods per GPU) for the hami-* policies.",
+)
 @click.option("--no-bound", is_flag=True, help="Skip the offline bound.")
 @click.option("-o", "--outdir", default="replay-out", show_default=True, type=click.Path(file_okay=False))
 def replay(
@@ -102,6 +109,7 @@ def replay(
     tune: float,
     jobs: int,
     hami_seeds: str | None,
+    device_split_count: int,
     no_bound: bool,
     outdir: str,
 ) -> None:
@@ -139,6 +147,7 @@ def replay(
         policies=chosen,
         trace=Path(pods_path).stem,
         seeds_for={p: slow_seeds for p in chosen if p in HAMI_POLICIES},
+        device_split_count=device_split_count,
     )
     total = len(plan.runs()) + (0 if no_bound else len(seed_list))
     console = Console(stderr=True)

@@ -26,6 +26,7 @@ class ReplayPlan:
     policies: tuple[str, ...]
     trace: str = ""
     seeds_for: dict[str, tuple[int, ...]] = field(default_factory=dict)  # per-policy override (slow ones)
+    device_split_count: int = 10  # HAMi's slots per GPU, for the hami-* policies
 
     def runs(self) -> list[tuple[str, int]]:
         return [(p, s) for p in self.policies for s in self.seeds_for.get(p, self.seeds)]
@@ -58,7 +59,9 @@ def run_matrix(
     tasks = plan.runs()
     if jobs <= 1:
         for policy, seed in tasks:
-            results[policy].append(run_one(plan.nodes, plan.pods, typical, plan.tune, policy, seed))
+            results[policy].append(
+                run_one(plan.nodes, plan.pods, typical, plan.tune, policy, seed, plan.device_split_count)
+            )
             if on_done:
                 on_done(f"{policy}/{seed}")
         if with_bound:
@@ -69,7 +72,9 @@ def run_matrix(
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             futures = {
-                pool.submit(run_one, plan.nodes, plan.pods, typical, plan.tune, policy, seed): (policy, seed)
+                pool.submit(
+                    run_one, plan.nodes, plan.pods, typical, plan.tune, policy, seed, plan.device_split_count
+                ): (policy, seed)
                 for policy, seed in tasks
             }
             if with_bound:
@@ -124,6 +129,7 @@ def summarize(
         "gpus": plan.nodes.gpu_capacity,
         "nodes": len(plan.nodes),
         "arrived_pct_max": MAX_ARRIVED_PCT,
+        "device_split_count": plan.device_split_count,
         "policies": policies,
     }
     if bounds:

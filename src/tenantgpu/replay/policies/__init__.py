@@ -25,11 +25,17 @@ _FACTORIES = {
 
 
 def policy_names() -> tuple[str, ...]:
-    return tuple(_FACTORIES)
+    return (*_FACTORIES, *HAMI_POLICIES)
 
 
-def make_policy(name: str) -> Policy:
+def make_policy(name: str, device_split_count: int = 10) -> Policy:
     """A fresh policy instance; KeyError names the unknown policy."""
+    if name in HAMI_POLICIES:
+        from tenantgpu.replay.hami_policy import HamiPolicy
+
+        node_policy = name.removeprefix("hami-")
+        # HAMi's chart default GPU policy is spread; binpack on nodes pairs with binpack on GPUs.
+        return HamiPolicy(node_policy, node_policy, device_split_count)
     return _FACTORIES[name]()
 
 
