@@ -33,11 +33,11 @@ class ReplayPlan:
 
 
 def run_one(
-    nodes: NodeList, pods: PodList, typical: TypicalPods, tune: float, policy: str, seed: int
+    nodes: NodeList, pods: PodList, typical: TypicalPods, tune: float, policy: str, seed: int, split: int = 10
 ) -> RunResult:
     """One replay: tune and shuffle the trace with `seed`, then place every pod with `policy`."""
     tuned, rng = tuned_workload(pods, nodes.gpu_capacity, tune, seed)
-    return replay(nodes, tuned, typical, make_policy(policy), rng, seed)
+    return replay(nodes, tuned, typical, make_policy(policy, split), rng, seed)
 
 
 def bound_one(nodes: NodeList, pods: PodList, tune: float, seed: int) -> OfflineBound:
