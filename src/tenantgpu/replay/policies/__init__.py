@@ -12,6 +12,7 @@ from tenantgpu.replay.policies.random_fit import RandomPolicy
 
 PAPER_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
 HAMI_POLICIES = ("hami-binpack", "hami-spread")
+DEFAULT_CAPACITY_POLICIES = ("whole-gpu", "bestfit", "fgd")
 
 _FACTORIES = {
     "random": RandomPolicy,
@@ -39,4 +40,11 @@ def make_policy(name: str, device_split_count: int = 10) -> Policy:
     return _FACTORIES[name]()
 
 
-__all__ = ["HAMI_POLICIES", "PAPER_POLICIES", "Policy", "make_policy", "policy_names"]
+__all__ = [
+    "DEFAULT_CAPACITY_POLICIES",
+    "HAMI_POLICIES",
+    "PAPER_POLICIES",
+    "Policy",
+    "make_policy",
+    "policy_names",
+]
