@@ -50,3 +50,42 @@ def test_default_trace_has_the_readme_figures() -> None:
     pods = load_pods(default_trace_dir() / "openb_pod_list_default.csv")
     assert (len(nodes), nodes.gpu_capacity, len(pods)) == (1213, 6212, 8152)
     assert int(((pods.num_gpu == 1) & (pods.gpu_milli < 1000)).sum()) == 3078
+
+
+MANIFESTS = """
+apiVersion: v1
+kind: Pod
+metadata: {name: notebook, annotations: {nvidia.com/use-gputype: "A100,H100"}}
+spec:
+  containers:
+  - name: main
+    resources:
+      requests: {cpu: "2", memory: 8Gi}
+      limits: {nvidia.com/gpu: 1, nvidia.com/gpucores: 30, nvidia.com/gpumem-percentage: 30}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: trainer}
+spec:
+  replicas: 3
+  template:
+    spec:
+      containers:
+      - name: main
+        resources:
+          requests: {cpu: 500m, memory: 1024Mi}
+          limits: {nvidia.com/gpu: 2}
+"""
+
+
+def test_pod_manifests_become_trace_rows(tmp_path: Path) -> None:
+    from tenantgpu.replay.trace import load_workload
+
+    pods = load_workload(write(tmp_path, "w.yaml", MANIFESTS))
+    assert pods.names == ("notebook", "trainer-0", "trainer-1", "trainer-2")
+    assert list(pods.cpu_milli) == [2000, 500, 500, 500]
+    assert list(pods.memory_mib) == [8192, 1024, 1024, 1024]
+    assert list(pods.num_gpu) == [1, 2, 2, 2] and list(pods.gpu_milli) == [300, 1000, 1000, 1000]
+    assert pods.gpu_spec[0] == "A100|H100"
+    with pytest.raises(TraceError, match="no pods"):
+        load_workload(write(tmp_path, "e.yaml", "kind: ConfigMap\n"))

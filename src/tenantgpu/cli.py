@@ -274,10 +274,10 @@ def capacity(
 
 
 def _load_pods_only(pods_path: str):  # type: ignore[no-untyped-def]
-    from tenantgpu.replay.trace import TraceError, load_pods
+    from tenantgpu.replay.trace import TraceError, load_workload
 
     try:
-        return load_pods(pods_path), pods_path
+        return load_workload(pods_path), pods_path
     except TraceError as exc:
         raise UserError(str(exc)) from None
 

@@ -183,3 +183,94 @@ def shared_traces_dir() -> Path:
 
 def default_trace_dir() -> Path:
     return shared_traces_dir() / "alibaba-gpu-2023" / "csv"
+
+
+def _manifest_pods(doc: dict) -> list[tuple[dict, int]]:
+    """(pod spec holder, replicas) for a Pod, a List of them, or a workload with a pod template."""
+    kind = doc.get("kind")
+    if kind == "List":
+        return [p for item in doc.get("items") or [] for p in _manifest_pods(item)]
+    if kind == "Pod":
+        return [(doc, 1)]
+    template = ((doc.get("spec") or {}).get("template")) or {}
+    if template:
+        replicas = (doc.get("spec") or {}).get("replicas", 1)
+        return [(template, int(replicas) if kind not in ("Job", "CronJob") else 1)]
+    return []
+
+
+def load_pod_manifests(path: Path | str) -> PodList:
+    """Pods from Kubernetes YAML (Pods, Lists, Deployments...): cpu and memory requests, `nvidia.com/gpu`,
+    and the share from `nvidia.com/gpucores` (else `gpumem-percentage`) in %; `nvidia.com/use-gputype`
+    becomes the model constraint. A GPU container without either share takes whole GPUs (HAMi's default)."""
+    import yaml
+
+    from tenantgpu.gpushare import parse_quantity
+
+    path = Path(path)
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    except FileNotFoundError:
+        raise TraceError(f"pod manifests {path} do not exist") from None
+    except yaml.YAMLError as exc:
+        raise TraceError(f"pod manifests {path} are not valid YAML: {str(exc).splitlines()[0]}") from None
+    rows: list[tuple[str, int, int, int, int, str]] = []
+    for doc in docs:
+        for holder, replicas in _manifest_pods(doc):
+            name = (holder.get("metadata") or {}).get("name") or (doc.get("metadata") or {}).get(
+                "name", "pod"
+            )
+            spec = holder.get("spec") or {}
+            cpu = mem = gpus = 0
+            share = MILLI
+            for container in spec.get("containers") or []:
+                res = container.get("resources") or {}
+                req, lim = res.get("requests") or {}, res.get("limits") or {}
+
+                def value(key: str, req: dict = req, lim: dict = lim) -> float:
+                    raw = lim.get(key, req.get(key))
+                    return 0.0 if raw is None else float(parse_quantity(raw))
+
+                try:
+                    cpu += round(float(parse_quantity(req.get("cpu", lim.get("cpu", 0)))) * 1000)
+                    mem += round(float(parse_quantity(req.get("memory", lim.get("memory", 0)))) / 2**20)
+                    count = int(value("nvidia.com/gpu"))
+                    percent = value("nvidia.com/gpucores") or value("nvidia.com/gpumem-percentage")
+                except (ValueError, TypeError, ArithmeticError) as exc:
+                    raise TraceError(f"{path}: pod {name}: bad resource quantity ({exc})") from None
+                if count:
+                    gpus += count
+                    if count == 1 and 0 < percent < 100:
+                        share = min(share, max(1, round(percent * 10)))
+            annotations = (holder.get("metadata") or {}).get("annotations") or {}
+            spec_models = "|".join(
+                m.strip() for m in annotations.get("nvidia.com/use-gputype", "").split(",") if m.strip()
+            )
+            for i in range(replicas):
+                rows.append(
+                    (
+                        f"{name}-{i}" if replicas > 1 else name,
+                        cpu,
+                        mem,
+                        gpus,
+                        share if gpus else 0,
+                        spec_models,
+                    )
+                )
+    if not rows:
+        raise TraceError(f"pod manifests {path} hold no pods")
+    return PodList(
+        names=tuple(r[0] for r in rows),
+        cpu_milli=np.array([r[1] for r in rows], dtype=np.int64),
+        memory_mib=np.array([r[2] for r in rows], dtype=np.int64),
+        num_gpu=np.array([r[3] for r in rows], dtype=np.int64),
+        gpu_milli=np.array([r[4] if r[3] <= 1 else MILLI for r in rows], dtype=np.int64),
+        gpu_spec=tuple(r[5] for r in rows),
+    )
+
+
+def load_workload(path: Path | str) -> PodList:
+    """A pod CSV, or Kubernetes manifests when the file ends in .yaml/.yml."""
+    if str(path).endswith((".yaml", ".yml")):
+        return load_pod_manifests(path)
+    return load_pods(path)
