@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast bench lint clean
+.PHONY: install demo test test-fast bench lint clean proto
 
 install: $(STAMP)
 
@@ -29,6 +29,12 @@ bench: install
 lint: install
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+
+# The tunnel's gRPC code is generated once and committed, so installs need no protoc.
+PROTO_DIR := src/tenantgpu/konnectivity/_proto
+proto: install
+	$(BIN)/python -m grpc_tools.protoc -I src --python_out=src --pyi_out=src --grpc_python_out=src \
+		$(PROTO_DIR)/client.proto $(PROTO_DIR)/agent.proto
 
 clean:
 	rm -rf $(VENV) .pytest_cache bench/results

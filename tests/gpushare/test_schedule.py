@@ -90,6 +90,15 @@ def test_scheduled_annotations() -> None:
     }
 
 
+def test_scheduled_patch_also_labels_the_pod() -> None:
+    """pkg/util/util.go PatchPodAnnotations adds the label hami.io/vgpu-node beside the annotations."""
+    d = state(NODE_B).schedule(NEW_POD)
+    patch = d.scheduled_patch(7)
+    assert patch["metadata"]["labels"] == {"hami.io/vgpu-node": "node-b"}
+    assert patch["metadata"]["annotations"] == d.scheduled_annotations(7)
+    assert state(NODE_B).schedule(gpu_pod("big", mem=10**6)).scheduled_patch(7) == {}
+
+
 # --- Fit check order and reasons ------------------------------------------------------------------
 def test_insufficient_memory_reason_counts_devices() -> None:
     d = state(NODE_A, NODE_B).schedule(gpu_pod("big", mem=30000, cores=10))
@@ -295,6 +304,13 @@ def test_usage_comes_from_placed_pods_and_ends_with_them() -> None:
     s.upsert_pod(placed("q", "node-b", "GPU-l4-0,NVIDIA,7,7:;"))
     s.remove_pod("default", "q")
     assert all(v.usedmem == 0 for v in s.node_usage("node-b"))
+
+
+def test_malformed_device_annotation_is_skipped_like_hami() -> None:
+    """scheduler.go onAddPod: DecodePodDevices fails -> log and return, the pod is not cached."""
+    s = state(NODE_B)
+    s.upsert_pod(placed("bad", "node-b", "GPU-l4-1,NVIDIA,lots,20:;"))
+    assert all(v.used == 0 for v in s.node_usage("node-b"))
 
 
 def test_pods_placed_before_their_node_arrives_still_count() -> None:

@@ -11,8 +11,11 @@ from tenantgpu.gpushare.codec import (
 )
 from tenantgpu.gpushare.config import SharingConfig
 from tenantgpu.gpushare.device import ContainerDevice, DeviceInfo, DeviceUsageView
+from tenantgpu.gpushare.objects import ObjectsError, load_objects
+from tenantgpu.gpushare.plan import Placement, PlanInputError, plan
 from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
 from tenantgpu.gpushare.quota import QuotaBook
+from tenantgpu.gpushare.register import register_device
 from tenantgpu.gpushare.request import ContainerDeviceRequest
 from tenantgpu.gpushare.webhook import Admission, mutate_pod, pod_requests_gpu
 
@@ -25,6 +28,9 @@ __all__ = [
     "Decision",
     "DeviceInfo",
     "DeviceUsageView",
+    "ObjectsError",
+    "Placement",
+    "PlanInputError",
     "QuantityError",
     "QuotaBook",
     "SharingConfig",
@@ -33,7 +39,10 @@ __all__ = [
     "decode_pod_devices",
     "encode_node_register",
     "encode_pod_devices",
+    "load_objects",
     "mutate_pod",
     "parse_quantity",
+    "plan",
     "pod_requests_gpu",
+    "register_device",
 ]

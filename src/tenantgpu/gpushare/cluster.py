@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,17 +44,55 @@ def pod_key(pod: dict[str, Any]) -> tuple[str, str]:
     return meta.get("namespace") or "default", meta.get("name", "")
 
 
-@dataclass
 class Decision:
-    """HAMi's filter result for one pod: the node and devices, or why no node fits."""
+    """HAMi's filter result for one pod: the node and devices, or why no node fits.
 
-    node: str | None
-    devices: list[list[ContainerDevice]] | None = None
-    annotation: str | None = None
-    failed_nodes: dict[str, str] = field(default_factory=dict)
-    node_scores: dict[str, float] = field(default_factory=dict)
-    reason: str | None = None
-    requests_gpu: bool = True
+    `failed_nodes` and `node_scores` may be worked out on first access (the fast path keeps what it
+    needs), so reading them costs nothing when a caller only wants the node.
+    """
+
+    def __init__(
+        self,
+        node: str | None,
+        devices: list[list[ContainerDevice]] | None = None,
+        annotation: str | None = None,
+        failed_nodes: dict[str, str] | None = None,
+        node_scores: dict[str, float] | None = None,
+        reason: str | None = None,
+        requests_gpu: bool = True,
+        details: Callable[[], tuple[dict[str, str], dict[str, float]]] | None = None,
+    ) -> None:
+        self.node = node
+        self.devices = devices
+        self.annotation = annotation
+        self.reason = reason
+        self.requests_gpu = requests_gpu
+        self._failed_nodes = failed_nodes
+        self._node_scores = node_scores
+        self._details = details
+
+    def _resolve(self) -> None:
+        if self._details is not None:
+            failed, scores = self._details()
+            self._failed_nodes, self._node_scores, self._details = failed, scores, None
+
+    @property
+    def failed_nodes(self) -> dict[str, str]:
+        """Per node that does not fit: HAMi's `"<k>/<n> Reason, ..."` (or kube-scheduler's) text."""
+        self._resolve()
+        return self._failed_nodes if self._failed_nodes is not None else {}
+
+    @property
+    def node_scores(self) -> dict[str, float]:
+        """Per node that fits: its HAMi node score (usage before the pod)."""
+        self._resolve()
+        return self._node_scores if self._node_scores is not None else {}
+
+    def __repr__(self) -> str:
+        return (
+            f"Decision(node={self.node!r}, annotation={self.annotation!r}, reason={self.reason!r}, "
+            f"failed_nodes={self.failed_nodes!r}, node_scores={self.node_scores!r})"
+        )
 
     def scheduled_annotations(self, now_unix: int) -> dict[str, str]:
         """What HAMi's filter patches onto the pod: vgpu-node, vgpu-time and the two device annotations."""
@@ -65,6 +103,18 @@ class Decision:
             out[ann.DEVICES_TO_ALLOCATE] = self.annotation
             out[ann.DEVICES_ALLOCATED] = self.annotation
         return out
+
+    def scheduled_patch(self, now_unix: int) -> dict[str, Any]:
+        """HAMi's merge patch after Filter (util.PatchPodAnnotations): the annotations plus the label
+        `hami.io/vgpu-node=<node>`."""
+        if self.node is None:
+            return {}
+        return {
+            "metadata": {
+                "annotations": self.scheduled_annotations(now_unix),
+                "labels": {ann.VGPU_NODE: self.node},
+            }
+        }
 
 
 @dataclass
@@ -161,7 +211,8 @@ class ClusterState:
     def upsert_pod(self, pod: dict[str, Any]) -> None:
         """Record a pod; it holds GPUs if it carries `hami.io/vgpu-node` and is not Succeeded/Failed.
 
-        Raises CodecError for a malformed device annotation (the pod is then not recorded).
+        A malformed device annotation is skipped as HAMi skips it (the pod holds no GPU, but still
+        counts for cpu/memory/pods); `plan` checks the annotation itself to report it.
         """
         key = pod_key(pod)
         phase = (pod.get("status") or {}).get("phase")
@@ -171,7 +222,10 @@ class ClusterState:
             gpu_node = annotations.get(ann.VGPU_NODE)
             holds: list[DeviceHold] = []
             if gpu_node is not None:
-                segments = decode_pod_devices(annotations.get(self._gpu.allocated_annotation, ""))
+                try:
+                    segments = decode_pod_devices(annotations.get(self._gpu.allocated_annotation, ""))
+                except CodecError:
+                    gpu_node, segments = None, []  # HAMi: "failed to decode pod devices", not cached
                 holds = collapse_usage(segments, init_container_count(pod))
             run_node = (pod.get("spec") or {}).get("nodeName") or gpu_node
             try:
@@ -236,6 +290,11 @@ class ClusterState:
     @property
     def node_names(self) -> list[str]:
         return list(self._nodes)
+
+    def registration_error(self, name: str) -> str | None:
+        """Why the node's register annotation could not be decoded (None when fine or absent)."""
+        node = self._nodes[name]
+        return node.register_error if node.register_error != "no gpu found on node" else None
 
     def node_devices(self, name: str) -> list[DeviceUsage]:
         """The node's GPUs with their current usage (empty for an unregistered node)."""
@@ -304,7 +363,7 @@ class ClusterState:
         except QuantityError:
             demand = PodDemand(0, 0)
         if not any(requests):
-            return self._schedule_without_gpu(pod, demand)
+            return self._schedule_without_gpu(pod, demand, fast)
         try:
             ctx = self._context(pod)
         except PolicyError as exc:
@@ -354,8 +413,14 @@ class ClusterState:
         node_ctx = PodContext(**{**ctx.__dict__, "node": node.obj})
         return fit_pod(self.node_devices(name), requests, self._vendors, node_ctx)
 
-    def _schedule_without_gpu(self, pod: dict[str, Any], demand: PodDemand) -> Decision:
+    def _schedule_without_gpu(self, pod: dict[str, Any], demand: PodDemand, fast: bool = True) -> Decision:
         """HAMi passes such pods through; kube-scheduler does: here the first node passing the basics."""
+        if fast and not _constrained(pod):
+            from tenantgpu.gpushare.fastpath import first_basic_fit
+
+            decision = first_basic_fit(self, pod, demand)
+            if decision is not None:
+                return decision
         failed: dict[str, str] = {}
         for node in self._nodes.values():
             reason = self.basics_reason(pod, node, demand)
@@ -412,14 +477,19 @@ def _constrained(pod: dict[str, Any]) -> bool:
 
 def summarize(failed: dict[str, str]) -> str:
     """One line for a pod that fits nowhere, in HAMi's event words: reasons with how many nodes gave each."""
-    if not failed:
-        return "no available node, 0 nodes do not meet"
     tally: dict[str, int] = {}
     for reason in failed.values():
         names = r.parse_reason(reason) or {reason: 1}
         for name in names:
             tally[name] = tally.get(name, 0) + 1
+    return format_summary(tally, len(failed))
+
+
+def format_summary(tally: dict[str, int], failed: int) -> str:
+    """`no available node, <N> nodes do not meet: <n> nodes <Reason>, ...`, most frequent reason first."""
+    if not failed:
+        return "no available node, 0 nodes do not meet"
     parts = ", ".join(
         f"{n} nodes {name}" for name, n in sorted(tally.items(), key=lambda kv: (-kv[1], kv[0]))
     )
-    return f"no available node, {len(failed)} nodes do not meet: {parts}"
+    return f"no available node, {failed} nodes do not meet: {parts}"

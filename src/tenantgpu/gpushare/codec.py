@@ -54,6 +54,8 @@ def decode_node_register(text: str, *, decode_legacy: bool = True) -> list[Devic
 
 def _int_field(entry: dict[str, Any], key: str, *, minimum: int = 0) -> int:
     value = entry.get(key, 0)
+    if type(value) is int and minimum <= value <= _INT32_MAX:
+        return value
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _INT32_MAX:
         raise CodecError(f"node register field {key!r} must be an integer >= {minimum}, got {value!r}")
     return value

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -178,10 +180,14 @@ class NvidiaGPUs:
     # --- registry ------------------------------------------------------------------------------
     def node_devices(self, node: dict[str, Any]) -> list[DeviceInfo] | None:
         """Devices in `hami.io/node-nvidia-register`; None if absent; raises CodecError if malformed."""
-        raw = ((node.get("metadata") or {}).get("annotations") or {}).get(ann.NODE_REGISTER)
+        notes = (node.get("metadata") or {}).get("annotations") or {}
+        raw = notes.get(ann.NODE_REGISTER)
         if raw is None:
             return None
-        return decode_node_register(raw)
+        devices = decode_node_register(raw)
+        if ann.NODE_SCORE in notes:
+            pair_scores(node)  # GetNodeDevices fails the node on a malformed score annotation too
+        return devices
 
     def owns(self, device: DeviceUsage) -> bool:
         return "nvidia" in device.type.lower()
@@ -199,6 +205,7 @@ class NvidiaGPUs:
         mutex = _policy_contains(ctx.gpu_policy, "mutex")
         cordoned = cordoned_devices(ctx.node)
         mode = annotations.get(ann.VGPU_MODE)
+        topology = _policy_contains(ctx.gpu_policy, "topology-aware")
         cores = min(request.coresreq, 100)
         chosen: list[ContainerDevice] = []
         counts: dict[str, int] = {}
@@ -248,10 +255,20 @@ class NvidiaGPUs:
                 miss(r.CARD_COMPUTE_UNITS_EXHAUSTED)
                 continue
             if remaining > 0:
-                remaining -= 1
+                if not topology:  # topology-aware collects every fitting card, then chooses
+                    remaining -= 1
                 chosen.append(ContainerDevice(uuid=dev.id, type=NVIDIA, usedmem=memreq, usedcores=cores))
-            if remaining == 0:
+            if remaining == 0 and not topology:
                 return FitResult(True, chosen)
+        if topology and len(chosen) >= wanted:
+            if len(chosen) > wanted:
+                scores = pair_scores(ctx.node)
+                chosen = (
+                    _worst_single(chosen, scores)
+                    if wanted == 1
+                    else _best_combination(chosen, wanted, scores)
+                )
+            return FitResult(True, chosen)
         if chosen:
             counts[r.ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = len(chosen)
         return FitResult(False, chosen, r.gen_reason(counts, len(devices)))
@@ -264,6 +281,56 @@ class NvidiaGPUs:
         holds = collapse_usage(hypothetical, ctx.num_init)
         assert ctx.quota_fits is not None
         return ctx.quota_fits(sum(h.usedmem for h in holds), sum(h.usedcores for h in holds))
+
+
+def pair_scores(node: dict[str, Any] | None) -> dict[str, dict[str, int]]:
+    """`hami.io/node-nvidia-score`: per GPU UUID, its link score to every other GPU (empty if absent)."""
+    raw = (((node or {}).get("metadata") or {}).get("annotations") or {}).get(ann.NODE_SCORE)
+    if raw is None:
+        return {}
+    try:
+        entries = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CodecError(f"node score annotation is not valid JSON: {exc.msg}") from exc
+    if entries is None:
+        return {}
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise CodecError("node score annotation must be a JSON array of objects")
+    table: dict[str, dict[str, int]] = {}
+    for entry in entries:
+        scores = entry.get("score") or {}
+        if not isinstance(scores, dict) or not all(type(v) is int for v in scores.values()):
+            raise CodecError("node score entries must map UUIDs to integers")
+        table.setdefault(str(entry.get("uuid", "")), scores)
+    return table
+
+
+def _worst_single(cards: list[ContainerDevice], scores: dict[str, dict[str, int]]) -> list[ContainerDevice]:
+    """computeWorstSingleCard: the card least connected to the other candidates (first one on ties)."""
+    best: ContainerDevice | None = None
+    best_total = 0
+    for card in cards:
+        links = scores.get(card.uuid, {})
+        total = sum(links.get(other.uuid, 0) for other in cards if other.uuid != card.uuid)
+        if best is None or total < best_total:
+            best, best_total = card, total
+    assert best is not None
+    return [best]
+
+
+def _best_combination(
+    cards: list[ContainerDevice], wanted: int, scores: dict[str, dict[str, int]]
+) -> list[ContainerDevice]:
+    """computeBestCombination: the N cards with the highest summed pair scores (first combination on ties)."""
+    best: tuple[ContainerDevice, ...] = ()
+    best_total = -1
+    for combo in itertools.combinations(cards, wanted):
+        total = sum(
+            scores.get(a.uuid, {}).get(b.uuid, 0) for i, a in enumerate(combo) for b in combo[i + 1 :]
+        )
+        if not best or total > best_total:
+            best, best_total = combo, total
+    return list(best)
 
 
 def _go_value(raw: Any) -> int:

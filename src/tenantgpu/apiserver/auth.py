@@ -1,0 +1,246 @@
+"""Authentication (client certificates, service-account tokens) and authorization of one API server."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+
+from tenantgpu.apiserver.pki import load_key
+
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+MASTERS = "system:masters"
+AUTHENTICATED = "system:authenticated"
+SERVICE_ACCOUNTS = "system:serviceaccounts"
+NODES = "system:nodes"
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    name: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: dict[str, list[str]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        user: dict[str, Any] = {"username": self.name, "groups": list(self.groups)}
+        if self.uid:
+            user["uid"] = self.uid
+        if self.extra:
+            user["extra"] = self.extra
+        return user
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class TokenSigner:
+    """Signs and verifies service-account JWTs (ES256) with the server's service-account key."""
+
+    def __init__(self, key_pem: bytes) -> None:
+        self._key = load_key(key_pem)
+        self._public = self._key.public_key()
+        der = self._public.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        digest = hashlib.sha256(der).digest()
+        self.key_id = _b64url(digest)
+        self._verified: dict[str, tuple[UserInfo, float]] = {}
+
+    def issue(
+        self,
+        namespace: str,
+        name: str,
+        uid: str = "",
+        *,
+        expiration_seconds: int | None = None,
+        audiences: Iterable[str] = (ISSUER,),
+    ) -> str:
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "iss": ISSUER,
+            "aud": list(audiences),
+            "sub": f"system:serviceaccount:{namespace}:{name}",
+            "iat": now,
+            "nbf": now,
+            "jti": str(uuid.uuid4()),
+            "kubernetes.io": {
+                "namespace": namespace,
+                "serviceaccount": {"name": name, "uid": uid or str(uuid.uuid4())},
+            },
+        }
+        if expiration_seconds is not None:
+            claims["exp"] = now + expiration_seconds
+        header = {"alg": "ES256", "kid": self.key_id, "typ": "JWT"}
+        signing_input = (
+            _b64url(json.dumps(header, separators=(",", ":")).encode())
+            + "."
+            + _b64url(json.dumps(claims, separators=(",", ":")).encode())
+        )
+        der = self._key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256()))
+        r, s = decode_dss_signature(der)
+        return signing_input + "." + _b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+
+    def verify(self, token: str) -> UserInfo | None:
+        """The service account a token names, or None if this server did not sign it or it expired."""
+        cached = self._verified.get(token)
+        now = time.time()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        parts = token.split(".")
+        if len(parts) != 3:
+            return None
+        try:
+            header = json.loads(_unb64url(parts[0]))
+            claims = json.loads(_unb64url(parts[1]))
+            signature = _unb64url(parts[2])
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not isinstance(header, dict) or header.get("alg") != "ES256" or len(signature) != 64:
+            return None
+        der = encode_dss_signature(
+            int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big")
+        )
+        try:
+            self._public.verify(der, (parts[0] + "." + parts[1]).encode(), ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature:
+            return None
+        if not isinstance(claims, dict) or claims.get("iss") != ISSUER:
+            return None
+        expires = claims.get("exp")
+        if isinstance(expires, (int, float)) and expires <= now:
+            return None
+        info = claims.get("kubernetes.io") or {}
+        namespace = info.get("namespace", "")
+        account = (info.get("serviceaccount") or {}).get("name", "")
+        if not namespace or not account:
+            return None
+        user = UserInfo(
+            f"system:serviceaccount:{namespace}:{account}",
+            (SERVICE_ACCOUNTS, f"{SERVICE_ACCOUNTS}:{namespace}", AUTHENTICATED),
+            (info.get("serviceaccount") or {}).get("uid", ""),
+        )
+        if len(self._verified) > 4096:
+            self._verified.clear()
+        self._verified[token] = (
+            user,
+            min(float(expires), now + 60) if isinstance(expires, (int, float)) else now + 60,
+        )
+        return user
+
+
+def _subject_parts(subject: Iterable[Iterable[tuple[str, str]]]) -> tuple[str, list[str]]:
+    common_name = ""
+    organizations: list[str] = []
+    for rdn in subject:
+        for key, value in rdn:
+            if key == "commonName":
+                common_name = value
+            elif key == "organizationName":
+                organizations.append(value)
+    return common_name, organizations
+
+
+class Authenticator:
+    """Maps a request's client certificate or bearer token to a user; None means anonymous."""
+
+    def __init__(self, ca_pem: bytes, signer: TokenSigner, *, check_issuer: bool) -> None:
+        self._ca = x509.load_pem_x509_certificate(ca_pem)
+        self._signer = signer
+        # When other tenants' CAs are trusted at the TLS layer (so that their certificates get a clean
+        # 401 instead of a handshake failure), each certificate must also be checked against our own CA.
+        self._check_issuer = check_issuer
+        self._issued_here: dict[bytes, bool] = {}
+
+    def from_certificate(self, peercert: dict[str, Any] | None, der: bytes | None) -> UserInfo | bool | None:
+        """The certificate's user; False for a certificate this server's CA did not issue."""
+        if not peercert:
+            return None
+        if self._check_issuer and not self._issued_by_us(der):
+            return False
+        name, groups = _subject_parts(peercert.get("subject", ()))
+        if not name:
+            return False
+        return UserInfo(name, (*groups, AUTHENTICATED))
+
+    def _issued_by_us(self, der: bytes | None) -> bool:
+        if der is None:
+            return False
+        known = self._issued_here.get(der)
+        if known is not None:
+            return known
+        try:
+            cert = x509.load_der_x509_certificate(der)
+            cert.verify_directly_issued_by(self._ca)
+            result = True
+        except (ValueError, TypeError, InvalidSignature):
+            result = False
+        if len(self._issued_here) > 1024:
+            self._issued_here.clear()
+        self._issued_here[der] = result
+        return result
+
+    def from_token(self, token: str) -> UserInfo | None:
+        return self._signer.verify(token)
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """What a request wants to do, as in kube's `authorizer.Attributes`."""
+
+    verb: str
+    group: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+    path: str = ""
+
+    @property
+    def is_resource(self) -> bool:
+        return bool(self.resource)
+
+
+# Non-resource paths every authenticated user may read (kube's system:discovery and
+# system:public-info-viewer roles).
+_PUBLIC_PATHS = ("/api", "/apis", "/version", "/openapi", "/healthz", "/livez", "/readyz")
+_SELF_RESOURCES = {
+    ("authorization.k8s.io", "selfsubjectaccessreviews"),
+    ("authentication.k8s.io", "selfsubjectreviews"),
+}
+
+
+class Authorizer:
+    """Group-based authorization: `system:masters`, this server's service accounts and nodes may do anything.
+
+    That is what the lab's components need; every other authenticated user may use discovery and ask
+    `auth can-i`, and is forbidden the rest.
+    """
+
+    def __init__(self, privileged_groups: Iterable[str] = (MASTERS, SERVICE_ACCOUNTS, NODES)) -> None:
+        self._privileged = frozenset(privileged_groups)
+
+    def allowed(self, user: UserInfo, attributes: Attributes) -> bool:
+        if not self._privileged.isdisjoint(user.groups):
+            return True
+        if not attributes.is_resource:
+            return attributes.verb == "get" and any(
+                attributes.path == p or attributes.path.startswith(p + "/") for p in _PUBLIC_PATHS
+            )
+        return attributes.verb == "create" and (attributes.group, attributes.resource) in _SELF_RESOURCES

@@ -1,0 +1,146 @@
+"""Kubernetes `Status` errors: the reason, code and message shapes kube-apiserver returns."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class APIError(Exception):
+    """An error the API answers with a `Status` object instead of the requested resource."""
+
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self) -> dict[str, Any]:
+        """The `Status` object, as kubectl and client-go expect it."""
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+def qualified(resource: str, group: str) -> str:
+    """`pods` for the core group, `leases.coordination.k8s.io` otherwise, as in kube's messages."""
+    return f"{resource}.{group}" if group else resource
+
+
+def _details(name: str, resource: str, group: str) -> dict[str, Any]:
+    details: dict[str, Any] = {"name": name, "kind": resource}
+    if group:
+        details["group"] = group
+    return details
+
+
+def not_found(resource: str, name: str, group: str = "") -> APIError:
+    return APIError(
+        404, "NotFound", f'{qualified(resource, group)} "{name}" not found', _details(name, resource, group)
+    )
+
+
+def already_exists(resource: str, name: str, group: str = "") -> APIError:
+    return APIError(
+        409,
+        "AlreadyExists",
+        f'{qualified(resource, group)} "{name}" already exists',
+        _details(name, resource, group),
+    )
+
+
+def conflict(resource: str, name: str, group: str = "", why: str = "") -> APIError:
+    why = why or "the object has been modified; please apply your changes to the latest version and try again"
+    return APIError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {qualified(resource, group)} "{name}": {why}',
+        _details(name, resource, group),
+    )
+
+
+def invalid(kind: str, name: str, group: str, causes: list[dict[str, str]]) -> APIError:
+    """422 Invalid; each cause is `{"reason", "message", "field"}` as in `metav1.StatusCause`."""
+    texts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes]
+    summary = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
+    details: dict[str, Any] = {"name": name, "kind": kind, "causes": causes}
+    if group:
+        details["group"] = group
+    subject = f"{kind}.{group}" if group else kind
+    return APIError(422, "Invalid", f"{subject} {json.dumps(name)} is invalid: {summary}", details)
+
+
+def bad_request(message: str) -> APIError:
+    return APIError(400, "BadRequest", message)
+
+
+def unauthorized() -> APIError:
+    return APIError(401, "Unauthorized", "Unauthorized")
+
+
+def forbidden_request(user: str, verb: str, resource: str, group: str, namespace: str, name: str) -> APIError:
+    what = f'cannot {verb} resource "{resource}" in API group "{group}"'
+    where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+    subject = f'{qualified(resource, group)} "{name}"' if name else qualified(resource, group)
+    return APIError(
+        403,
+        "Forbidden",
+        f'{subject} is forbidden: User "{user}" {what}{where}',
+        _details(name, resource, group),
+    )
+
+
+def forbidden(resource: str, name: str, group: str, why: str) -> APIError:
+    subject = f'{qualified(resource, group)} "{name}"' if name else qualified(resource, group)
+    return APIError(403, "Forbidden", f"{subject} is forbidden: {why}", _details(name, resource, group))
+
+
+def method_not_allowed() -> APIError:
+    return APIError(
+        405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+    )
+
+
+def not_acceptable(types: str) -> APIError:
+    return APIError(406, "NotAcceptable", f"only the following media types are accepted: {types}")
+
+
+def unsupported_media_type(content_type: str, accepted: str) -> APIError:
+    return APIError(
+        415,
+        "UnsupportedMediaType",
+        f'the body of the request was in an unknown format ("{content_type}") '
+        f"- accepted media types include: {accepted}",
+    )
+
+
+def too_large(limit: int) -> APIError:
+    return APIError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")
+
+
+def expired(message: str) -> APIError:
+    return APIError(410, "Expired", message)
+
+
+def unknown_path() -> APIError:
+    return APIError(404, "NotFound", "the server could not find the requested resource")
+
+
+def internal(message: str) -> APIError:
+    return APIError(
+        500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]}
+    )
+
+
+def timeout(message: str) -> APIError:
+    return APIError(504, "Timeout", message)

@@ -1,0 +1,59 @@
+"""The seams other components plug into an API server: the egress dialler and the pod log source."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class Egress(Protocol):
+    """Opens a TCP stream to `host:port` on the tenant's side (a webhook service, a kubelet).
+
+    The tunnel plugs in a dialler that goes through the tenant's Konnectivity server; webhooks addressed
+    by `clientConfig.url` always use `DirectEgress`.
+    """
+
+    async def open_connection(
+        self, host: str, port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]: ...
+
+
+class DirectEgress:
+    """Dials the address itself: right for `url` webhooks and for a lab without a tunnel."""
+
+    async def open_connection(
+        self, host: str, port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection(host, port)
+
+
+class NoEgress:
+    """No route into the tenant yet: service-addressed webhooks fail (their failurePolicy decides)."""
+
+    async def open_connection(
+        self, host: str, port: int
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        raise ConnectionRefusedError(f"no egress to {host}:{port}: the tenant has no tunnel")
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    """The `pods/log` query, as `kubectl logs` sends it."""
+
+    container: str
+    follow: bool = False
+    previous: bool = False
+    tail_lines: int | None = None
+    timestamps: bool = False
+    since_seconds: int | None = None
+    limit_bytes: int | None = None
+
+
+class PodLogSource(Protocol):
+    """Where `pods/log` reads from: the kubelet of the pod's node (through the tunnel)."""
+
+    def stream(self, pod: dict[str, Any], options: LogOptions) -> AsyncIterator[bytes]:
+        """Yields the log bytes; raise `APIError` (e.g. 400 for a container not started)."""
+        ...

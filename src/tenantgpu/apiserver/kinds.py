@@ -1,0 +1,353 @@
+"""The table of kinds the API serves: each kind is data plus a small strategy, never its own handler."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Obj = dict[str, Any]
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True)
+class Subresource:
+    """A subresource such as `status` or `binding`; `kind` is what it returns (`responseKind`)."""
+
+    name: str
+    kind: str
+    verbs: tuple[str, ...]
+    group: str = ""
+    version: str = "v1"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """What differs per kind in the generic store, as kube-apiserver's `rest.RESTCreateStrategy` & co.
+
+    `status_fields`: the top-level fields a `status` subresource update may change; the main resource
+    may change everything else. `on_create` and `on_update` run before defaulting and validation.
+    """
+
+    status_fields: tuple[str, ...] = ()
+    on_create: Callable[[Obj], None] | None = None
+    on_update: Callable[[Obj, Obj], None] | None = None
+    graceful_delete: Callable[[Obj], int | None] | None = None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One served resource: naming, scope and discovery facts plus its strategy."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    subresources: tuple[Subresource, ...] = ()
+    strategy: Strategy = field(default_factory=Strategy)
+    storage_name: str = ""
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def group_resource(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def key_segment(self) -> str:
+        """The part of a storage key that names the resource, e.g. `pods` or `coordination.k8s.io/leases`."""
+        return self.storage_name or (f"{self.group}/{self.plural}" if self.group else self.plural)
+
+    def subresource(self, name: str) -> Subresource | None:
+        for sub in self.subresources:
+            if sub.name == name:
+                return sub
+        return None
+
+    @property
+    def has_status(self) -> bool:
+        return self.subresource("status") is not None
+
+
+class KindTable:
+    """Lookup of served kinds by group/version/plural, by kind name, and grouped for discovery."""
+
+    def __init__(self, kinds: Iterable[Kind]) -> None:
+        self._by_resource: dict[tuple[str, str, str], Kind] = {}
+        self._by_kind: dict[tuple[str, str], Kind] = {}
+        self._ordered: list[Kind] = []
+        for kind in kinds:
+            self.add(kind)
+
+    def add(self, kind: Kind) -> None:
+        key = (kind.group, kind.version, kind.plural)
+        if key in self._by_resource:
+            raise ValueError(f"kind {kind.group_resource} is already served")
+        self._by_resource[key] = kind
+        self._by_kind[(kind.group, kind.kind)] = kind
+        self._ordered.append(kind)
+
+    def resource(self, group: str, version: str, plural: str) -> Kind | None:
+        return self._by_resource.get((group, version, plural))
+
+    def by_kind(self, group: str, kind: str) -> Kind | None:
+        return self._by_kind.get((group, kind))
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._ordered)
+
+    def group_versions(self) -> dict[str, list[str]]:
+        """Group name to its versions, in the order kinds were added; the core group is `""`."""
+        result: dict[str, list[str]] = {}
+        for kind in self._ordered:
+            versions = result.setdefault(kind.group, [])
+            if kind.version not in versions:
+                versions.append(kind.version)
+        return result
+
+    def in_group_version(self, group: str, version: str) -> list[Kind]:
+        return [k for k in self._ordered if k.group == group and k.version == version]
+
+
+# --- strategies -------------------------------------------------------------------------------
+
+
+def _pod_on_create(pod: Obj) -> None:
+    status = pod.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", _qos_class(pod.get("spec", {})))
+
+
+def _qos_class(spec: Obj) -> str:
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    requests_any = False
+    guaranteed = True
+    for container in containers:
+        resources = container.get("resources") or {}
+        limits = resources.get("limits") or {}
+        requests = resources.get("requests") or {}
+        if limits or requests:
+            requests_any = True
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                guaranteed = False
+    if not requests_any:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _pod_grace(pod: Obj) -> int | None:
+    """Pods on a node are deleted gracefully (the kubelet finishes the deletion); others at once."""
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return None
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return 30 if grace is None else int(grace)
+
+
+def _namespace_on_create(ns: Obj) -> None:
+    ns.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    ns.setdefault("status", {})["phase"] = "Active"
+    labels = ns.setdefault("metadata", {}).setdefault("labels", {})
+    labels["kubernetes.io/metadata.name"] = ns["metadata"].get("name", "")
+
+
+def _namespace_on_update(new: Obj, old: Obj) -> None:
+    new.setdefault("metadata", {}).setdefault("labels", {})["kubernetes.io/metadata.name"] = old["metadata"][
+        "name"
+    ]
+
+
+def _node_on_create(node: Obj) -> None:
+    node.setdefault("status", {})
+
+
+def _service_on_create(svc: Obj) -> None:
+    spec = svc.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    svc.setdefault("status", {}).setdefault("loadBalancer", {})
+
+
+def _tcp_on_create(tcp: Obj) -> None:
+    status = tcp.setdefault("status", {})
+    version = status.setdefault("kubernetesResources", {}).setdefault("version", {})
+    version.setdefault("status", "Provisioning")
+
+
+_STATUS = ("status",)
+
+
+def _status(kind: str, group: str = "", version: str = "v1") -> Subresource:
+    return Subresource("status", kind, ("get", "patch", "update"), group, version)
+
+
+POD = Kind(
+    "",
+    "v1",
+    "Pod",
+    "pods",
+    True,
+    ("po",),
+    ("all",),
+    subresources=(
+        _status("Pod"),
+        Subresource("binding", "Binding", ("create",)),
+        Subresource("eviction", "Eviction", ("create",), "policy", "v1"),
+        Subresource("log", "Pod", ("get",)),
+    ),
+    strategy=Strategy(_STATUS, _pod_on_create, graceful_delete=_pod_grace),
+)
+NODE = Kind(
+    "",
+    "v1",
+    "Node",
+    "nodes",
+    False,
+    ("no",),
+    subresources=(_status("Node"),),
+    strategy=Strategy(_STATUS, _node_on_create),
+    storage_name="minions",
+)
+NAMESPACE = Kind(
+    "",
+    "v1",
+    "Namespace",
+    "namespaces",
+    False,
+    ("ns",),
+    verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
+    subresources=(_status("Namespace"), Subresource("finalize", "Namespace", ("update",))),
+    strategy=Strategy(_STATUS, _namespace_on_create, _namespace_on_update),
+)
+BUILTIN_KINDS: tuple[Kind, ...] = (
+    POD,
+    NODE,
+    NAMESPACE,
+    Kind("", "v1", "Binding", "bindings", True, verbs=("create",)),
+    Kind("", "v1", "Event", "events", True, ("ev",)),
+    Kind("", "v1", "Secret", "secrets", True),
+    Kind("", "v1", "ConfigMap", "configmaps", True, ("cm",)),
+    Kind(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        True,
+        ("sa",),
+        subresources=(Subresource("token", "TokenRequest", ("create",), "authentication.k8s.io", "v1"),),
+    ),
+    Kind(
+        "",
+        "v1",
+        "Service",
+        "services",
+        True,
+        ("svc",),
+        ("all",),
+        subresources=(_status("Service"),),
+        strategy=Strategy(_STATUS, _service_on_create),
+    ),
+    Kind("", "v1", "Endpoints", "endpoints", True, ("ep",)),
+    Kind(
+        "",
+        "v1",
+        "ResourceQuota",
+        "resourcequotas",
+        True,
+        ("quota",),
+        subresources=(_status("ResourceQuota"),),
+        strategy=Strategy(_STATUS),
+    ),
+    Kind("coordination.k8s.io", "v1", "Lease", "leases", True),
+    Kind(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        False,
+        categories=("api-extensions",),
+    ),
+    Kind(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        False,
+        categories=("api-extensions",),
+    ),
+    Kind(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        False,
+        verbs=("create",),
+    ),
+    Kind("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", False, verbs=("create",)),
+)
+
+# Kinds answered by a handler rather than stored: create returns a computed object.
+VIRTUAL_KINDS = frozenset({"SelfSubjectAccessReview", "TokenReview", "Binding"})
+
+TENANT_CONTROL_PLANE = Kind(
+    "kamaji.clastix.io",
+    "v1alpha1",
+    "TenantControlPlane",
+    "tenantcontrolplanes",
+    True,
+    ("tcp",),
+    ("kamaji",),
+    subresources=(
+        _status("TenantControlPlane", "kamaji.clastix.io", "v1alpha1"),
+        Subresource("scale", "Scale", ("get", "patch", "update"), "autoscaling", "v1"),
+    ),
+    strategy=Strategy(_STATUS, _tcp_on_create),
+)
+DATA_STORE = Kind(
+    "kamaji.clastix.io",
+    "v1alpha1",
+    "DataStore",
+    "datastores",
+    False,
+    categories=("kamaji",),
+    subresources=(_status("DataStore", "kamaji.clastix.io", "v1alpha1"),),
+    strategy=Strategy(_STATUS),
+)
+KAMAJI_KINDS: tuple[Kind, ...] = (TENANT_CONTROL_PLANE, DATA_STORE)
+
+# Where the scale subresource reads and writes replicas, per kind (Kamaji's CRD scale paths).
+SCALE_PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "TenantControlPlane": (
+        ("spec", "controlPlane", "deployment", "replicas"),
+        ("status", "kubernetesResources", "deployment", "replicas"),
+        ("status", "kubernetesResources", "deployment", "selector"),
+    ),
+}
+
+
+def kind_table(extra: Sequence[Kind] = ()) -> KindTable:
+    """The built-in kinds plus `extra` (e.g. `KAMAJI_KINDS` on the management plane)."""
+    return KindTable([*BUILTIN_KINDS, *extra])
+
+
+def copy_obj(obj: Obj) -> Obj:
+    """A deep copy of a JSON object; cached objects are shared and must never be mutated."""
+    return copy.deepcopy(obj)

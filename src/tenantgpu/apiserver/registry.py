@@ -1,0 +1,549 @@
+"""The generic store: get, list, create, update, patch, delete and watch for every kind.
+
+One code path serves all resources (kube-apiserver's `generic/registry.Store`); what differs per kind
+comes from its `Strategy`. Reads come from the watch cache; writes go to the datastore first and are
+then recorded in the cache, which tells the watchers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tenantgpu.apiserver import errors
+from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionChain
+from tenantgpu.apiserver.auth import UserInfo
+from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable
+from tenantgpu.apiserver.storage import Datastore, KeyExists, KeyNotFound, RevisionMismatch
+from tenantgpu.apiserver.validation import default as default_object
+from tenantgpu.apiserver.validation import validate as validate_object
+from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, ResourceCache, Watcher, encode
+
+Obj = dict[str, Any]
+Mutation = Callable[[Obj], Obj]
+
+_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_UPDATE_RETRIES = 8
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _cause(item: Any) -> dict[str, str]:
+    if isinstance(item, dict):
+        return {k: str(v) for k, v in item.items()}
+    if hasattr(item, "to_status_cause"):
+        return item.to_status_cause()
+    return {
+        "reason": str(getattr(item, "reason", "FieldValueInvalid")),
+        "message": str(getattr(item, "message", item)),
+        "field": str(getattr(item, "field", "")),
+    }
+
+
+@dataclass
+class DeleteOptions:
+    grace_period_seconds: int | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+
+    @classmethod
+    def parse(cls, body: Obj | None, query: dict[str, str]) -> DeleteOptions:
+        body = body or {}
+        grace = body.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
+        pre = body.get("preconditions") or {}
+        try:
+            grace_value = None if grace is None else int(grace)
+        except (TypeError, ValueError) as exc:
+            raise errors.bad_request(f"invalid gracePeriodSeconds: {grace!r}") from exc
+        return cls(grace_value, pre.get("uid"), pre.get("resourceVersion"))
+
+
+class Registry:
+    """All stored resources of one API server (one tenant), under its key prefix in the datastore."""
+
+    def __init__(
+        self,
+        kinds: KindTable,
+        datastore: Datastore,
+        prefix: str,
+        admission: AdmissionChain,
+        *,
+        window: int = 1000,
+    ) -> None:
+        self.kinds = kinds
+        self.datastore = datastore
+        self.prefix = "/" + prefix.strip("/")
+        self.admission = admission
+        self._window = window
+        self._caches: dict[str, ResourceCache] = {}
+
+    # --- start-up -------------------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Fills the caches from the datastore; watch resumes are possible from this revision on."""
+        start = self.datastore.revision
+        for kind in self.kinds:
+            if kind.kind in VIRTUAL_KINDS:
+                continue
+            cache = ResourceCache(start, self._window)
+            self._caches[kind.key_segment] = cache
+            base = f"{self.prefix}/{kind.key_segment}/"
+            for kv in await self.datastore.range(base):
+                obj = json.loads(kv.value)
+                cache.load(kv.key[len(base) :], Entry(obj, kv.value, kv.revision))
+        for name in SYSTEM_NAMESPACES:
+            if self.get_object(self.kinds.resource("", "v1", "namespaces"), "", name) is None:  # type: ignore[arg-type]
+                await self.create(
+                    self.kinds.resource("", "v1", "namespaces"),  # type: ignore[arg-type]
+                    "",
+                    {"metadata": {"name": name}},
+                    UserInfo("system:apiserver", ("system:masters",)),
+                )
+
+    def close(self) -> None:
+        for cache in self._caches.values():
+            cache.close_watchers()
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    def cache(self, kind: Kind) -> ResourceCache:
+        return self._caches[kind.key_segment]
+
+    @staticmethod
+    def _key(kind: Kind, namespace: str, name: str) -> str:
+        return f"{namespace}/{name}" if kind.namespaced else name
+
+    def _storage_key(self, kind: Kind, key: str) -> str:
+        return f"{self.prefix}/{kind.key_segment}/{key}"
+
+    @property
+    def revision(self) -> int:
+        return self.datastore.revision
+
+    def get_object(self, kind: Kind, namespace: str, name: str) -> Obj | None:
+        entry = self.cache(kind).objects.get(self._key(kind, namespace, name))
+        return None if entry is None else entry.obj
+
+    def get(self, kind: Kind, namespace: str, name: str) -> Entry:
+        entry = self.cache(kind).objects.get(self._key(kind, namespace, name))
+        if entry is None:
+            raise errors.not_found(kind.plural, name, kind.group)
+        return entry
+
+    def list(self, kind: Kind, namespace: str | None, predicate: Predicate | None = None) -> list[Entry]:
+        """Matching objects sorted by namespace and name (the order `limit`/`continue` pages through)."""
+        prefix = f"{namespace}/" if namespace and kind.namespaced else ""
+        items = [
+            (key, entry)
+            for key, entry in self.cache(kind).items(prefix)
+            if predicate is None or predicate(entry.obj)
+        ]
+        items.sort(key=lambda item: item[0])
+        return [entry for _, entry in items]
+
+    def watch(
+        self, kind: Kind, namespace: str | None, predicate: Predicate | None, since: int | None
+    ) -> tuple[Watcher, list[Event]]:
+        watcher = Watcher(namespace if kind.namespaced else None, predicate)
+        return watcher, self.cache(kind).watch(watcher, since)
+
+    def unwatch(self, kind: Kind, watcher: Watcher) -> None:
+        self.cache(kind).unwatch(watcher)
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    def _check_type(self, kind: Kind, obj: Any) -> Obj:
+        if not isinstance(obj, dict):
+            raise errors.bad_request(
+                f"the body of the request must be a JSON object, not {type(obj).__name__}"
+            )
+        api_version = obj.get("apiVersion")
+        if api_version and api_version != kind.api_version:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({kind.api_version})"
+            )
+        body_kind = obj.get("kind")
+        if body_kind and body_kind != kind.kind:
+            raise errors.bad_request(
+                f"the kind in the data ({body_kind}) does not match the expected kind ({kind.kind})"
+            )
+        obj["apiVersion"] = kind.api_version
+        obj["kind"] = kind.kind
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        return meta
+
+    def _validate(self, kind: Kind, obj: Obj, old: Obj | None = None) -> None:
+        meta = obj["metadata"]
+        name = meta.get("name") or ""
+        causes = [_cause(c) for c in validate_object(kind.kind, obj, old=old)]
+        if not causes and (not name or "/" in name or name in (".", "..")):
+            # Names become storage keys and URL segments, whatever the kind's own rules say.
+            causes.append(
+                {
+                    "reason": "FieldValueInvalid",
+                    "message": f"Invalid value: \"{name}\": may not be empty or contain '/'",
+                    "field": "metadata.name",
+                }
+            )
+        if causes:
+            raise errors.invalid(kind.kind, name, kind.group, causes)
+
+    async def create(
+        self, kind: Kind, namespace: str, obj: Any, user: UserInfo, *, dry_run: bool = False
+    ) -> Entry:
+        meta = self._check_type(kind, obj)
+        if kind.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and namespace and body_ns != namespace:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = namespace = namespace or body_ns or ""
+        else:
+            meta.pop("namespace", None)
+            namespace = ""
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = str(meta["generateName"]) + "".join(
+                secrets.choice(_GENERATE_ALPHABET) for _ in range(5)
+            )
+        for transient in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(transient, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        if kind.has_status or kind.group:
+            meta["generation"] = 1
+        if kind.strategy.on_create is not None:
+            kind.strategy.on_create(obj)
+        default_object(kind.kind, obj)
+        name = meta.get("name") or ""
+        attributes = AdmissionAttributes("CREATE", kind, namespace, name, obj, None, user, dry_run=dry_run)
+        await self.admission.mutate(attributes)
+        obj = attributes.obj or obj
+        if attributes.mutated:
+            default_object(kind.kind, obj)
+        self._validate(kind, obj)
+        await self.admission.validate(attributes)
+        key = self._key(kind, namespace, obj["metadata"]["name"])
+        if key in self.cache(kind).objects:
+            raise errors.already_exists(kind.plural, obj["metadata"]["name"], kind.group)
+        if dry_run:
+            return Entry(obj, encode(obj), self.revision)
+        holder: list[bytes] = []
+
+        def render(revision: int) -> bytes:
+            obj["metadata"]["resourceVersion"] = str(revision)
+            holder.append(encode(obj))
+            return holder[-1]
+
+        try:
+            revision = await self.datastore.create(self._storage_key(kind, key), render)
+        except KeyExists as exc:
+            raise errors.already_exists(kind.plural, obj["metadata"]["name"], kind.group) from exc
+        entry = Entry(obj, holder[-1], revision)
+        self.cache(kind).record(key, Event("ADDED", entry))
+        return entry
+
+    def _prepare_update(self, kind: Kind, new: Obj, old: Obj, subresource: str) -> Obj:
+        """Carries over what an update of this (sub)resource may not change."""
+        if subresource == "status":
+            merged = {k: v for k, v in old.items()}
+            for field in kind.strategy.status_fields:
+                if field in new:
+                    merged[field] = new[field]
+                else:
+                    merged.pop(field, None)
+            merged["metadata"] = dict(old["metadata"])
+            return merged
+        if kind.has_status and subresource == "":
+            for field in kind.strategy.status_fields:
+                if field in old:
+                    new[field] = old[field]
+                else:
+                    new.pop(field, None)
+        meta = new["metadata"]
+        old_meta = old["metadata"]
+        for fixed in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ):
+            if fixed in old_meta:
+                meta[fixed] = old_meta[fixed]
+            else:
+                meta.pop(fixed, None)
+        if kind.namespaced:
+            meta["namespace"] = old_meta.get("namespace", "")
+        else:
+            meta.pop("namespace", None)
+        if "generation" in old_meta and any(
+            new.get(k) != old.get(k)
+            for k in set(new) | set(old)
+            if k not in ("metadata", "status", "apiVersion", "kind")
+        ):
+            meta["generation"] = int(old_meta["generation"]) + 1
+        if kind.strategy.on_update is not None:
+            kind.strategy.on_update(new, old)
+        return new
+
+    async def update(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        obj: Any,
+        user: UserInfo,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Entry:
+        """PUT: a stale `metadata.resourceVersion` in `obj` gives 409 Conflict; an empty one always wins."""
+        meta = self._check_type(kind, obj)
+        body_name = meta.get("name")
+        if body_name and body_name != name:
+            raise errors.bad_request(
+                f"the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )
+        meta["name"] = name
+        wanted = meta.get("resourceVersion") or None
+        current = self.get(kind, namespace, name)
+        if wanted is not None and wanted != str(current.revision):
+            raise errors.conflict(kind.plural, name, kind.group)
+        return await self._write_update(kind, namespace, name, obj, current, user, subresource, dry_run)
+
+    async def modify(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        mutation: Mutation,
+        user: UserInfo,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Entry:
+        """Read-modify-write (PATCH, binding, scale), retried when a concurrent write got there first."""
+        for _ in range(_UPDATE_RETRIES):
+            current = self.get(kind, namespace, name)
+            new = mutation(current.copy())
+            meta = self._check_type(kind, new)
+            meta["name"] = name
+            wanted = meta.get("resourceVersion")
+            if wanted and wanted != str(current.revision):
+                raise errors.conflict(kind.plural, name, kind.group)
+            try:
+                return await self._write_update(
+                    kind, namespace, name, new, current, user, subresource, dry_run
+                )
+            except RevisionMismatch:
+                continue
+        raise errors.conflict(kind.plural, name, kind.group, "too many concurrent updates")
+
+    async def _write_update(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        obj: Obj,
+        current: Entry,
+        user: UserInfo,
+        subresource: str,
+        dry_run: bool,
+    ) -> Entry:
+        old = current.obj
+        obj = self._prepare_update(kind, obj, current.copy(), subresource)
+        default_object(kind.kind, obj)
+        attributes = AdmissionAttributes(
+            "UPDATE", kind, namespace, name, obj, old, user, subresource=subresource, dry_run=dry_run
+        )
+        await self.admission.mutate(attributes)
+        obj = attributes.obj or obj
+        if attributes.mutated:
+            default_object(kind.kind, obj)
+        # A binding is the one write allowed to set the otherwise immutable spec.nodeName.
+        self._validate(kind, obj, None if subresource == "binding" else old)
+        await self.admission.validate(attributes)
+        obj["metadata"]["resourceVersion"] = str(current.revision)
+        if obj == old:
+            return current  # a no-op update does not create a new revision, as in kube-apiserver
+        meta = obj["metadata"]
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and (kind.strategy.graceful_delete is None or not meta.get("deletionGracePeriodSeconds"))
+        ):
+            # The last finalizer is gone: the deletion that waited for it completes now.
+            return await self._remove(kind, namespace, name, current, dry_run)
+        if dry_run:
+            return Entry(obj, encode(obj), current.revision)
+        key = self._key(kind, namespace, name)
+        holder: list[bytes] = []
+
+        def render(revision: int) -> bytes:
+            obj["metadata"]["resourceVersion"] = str(revision)
+            holder.append(encode(obj))
+            return holder[-1]
+
+        try:
+            revision = await self.datastore.update(self._storage_key(kind, key), render, current.revision)
+        except KeyNotFound as exc:
+            raise errors.not_found(kind.plural, name, kind.group) from exc
+        entry = Entry(obj, holder[-1], revision)
+        self.cache(kind).record(key, Event("MODIFIED", entry, current))
+        return entry
+
+    async def _remove(self, kind: Kind, namespace: str, name: str, current: Entry, dry_run: bool) -> Entry:
+        if dry_run:
+            return current
+        key = self._key(kind, namespace, name)
+        try:
+            revision = await self.datastore.delete(self._storage_key(kind, key), current.revision)
+        except KeyNotFound as exc:
+            raise errors.not_found(kind.plural, name, kind.group) from exc
+        entry = current.at_revision(revision)
+        self.cache(kind).record(key, Event("DELETED", entry))
+        return entry
+
+    async def delete(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        options: DeleteOptions,
+        user: UserInfo,
+        *,
+        dry_run: bool = False,
+    ) -> tuple[Entry, bool]:
+        """Deletes now, or marks for graceful deletion; returns the object and whether it is gone."""
+        for _ in range(_UPDATE_RETRIES):
+            current = self.get(kind, namespace, name)
+            meta = current.obj["metadata"]
+            if options.uid is not None and options.uid != meta.get("uid"):
+                raise errors.conflict(
+                    kind.plural,
+                    name,
+                    kind.group,
+                    f"Precondition failed: UID in precondition: {options.uid}, "
+                    f"UID in object meta: {meta.get('uid')}",
+                )
+            if options.resource_version is not None and options.resource_version != str(current.revision):
+                raise errors.conflict(
+                    kind.plural,
+                    name,
+                    kind.group,
+                    f"Precondition failed: ResourceVersion in precondition: {options.resource_version}, "
+                    f"ResourceVersion in object meta: {current.revision}",
+                )
+            attributes = AdmissionAttributes(
+                "DELETE", kind, namespace, name, None, current.obj, user, dry_run=dry_run
+            )
+            await self.admission.validate(attributes)
+            try:
+                return await self._delete_once(kind, namespace, name, current, options, dry_run)
+            except RevisionMismatch:
+                continue
+        raise errors.conflict(kind.plural, name, kind.group, "too many concurrent updates")
+
+    async def _delete_once(
+        self, kind: Kind, namespace: str, name: str, current: Entry, options: DeleteOptions, dry_run: bool
+    ) -> tuple[Entry, bool]:
+        meta = current.obj["metadata"]
+        grace = options.grace_period_seconds
+        if grace is None and kind.strategy.graceful_delete is not None:
+            grace = kind.strategy.graceful_delete(current.obj)
+        graceful = bool(grace) and kind.strategy.graceful_delete is not None
+        if kind.kind == "Pod" and not (current.obj.get("spec") or {}).get("nodeName"):
+            graceful = False  # never scheduled: nothing on a node has to stop first
+        if kind.kind == "Namespace":
+            return await self._delete_namespace(current, dry_run), not dry_run
+        if not graceful and not meta.get("finalizers"):
+            return await self._remove(kind, namespace, name, current, dry_run), True
+        if meta.get("deletionTimestamp") and (not graceful or grace == 0) and not meta.get("finalizers"):
+            return await self._remove(kind, namespace, name, current, dry_run), True
+        obj = current.copy()
+        stamp = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=grace or 0)
+        obj["metadata"].setdefault("deletionTimestamp", stamp.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        obj["metadata"]["deletionGracePeriodSeconds"] = int(grace or 0)
+        if obj == current.obj:
+            return current, False
+        return await self._store_update(kind, namespace, name, obj, current, dry_run), False
+
+    async def _store_update(
+        self, kind: Kind, namespace: str, name: str, obj: Obj, current: Entry, dry_run: bool
+    ) -> Entry:
+        if dry_run:
+            return Entry(obj, encode(obj), current.revision)
+        key = self._key(kind, namespace, name)
+        holder: list[bytes] = []
+
+        def render(revision: int) -> bytes:
+            obj["metadata"]["resourceVersion"] = str(revision)
+            holder.append(encode(obj))
+            return holder[-1]
+
+        revision = await self.datastore.update(self._storage_key(kind, key), render, current.revision)
+        entry = Entry(obj, holder[-1], revision)
+        self.cache(kind).record(key, Event("MODIFIED", entry, current))
+        return entry
+
+    async def _delete_namespace(self, current: Entry, dry_run: bool) -> Entry:
+        """Marks the namespace Terminating, removes its content, then the namespace (the namespace
+        controller's work, done at once here so `kubectl delete ns` returns promptly)."""
+        name = current.obj["metadata"]["name"]
+        ns_kind = self.kinds.resource("", "v1", "namespaces")
+        assert ns_kind is not None
+        if dry_run:
+            return current
+        obj = current.copy()
+        obj["metadata"].setdefault("deletionTimestamp", now_rfc3339())
+        obj.setdefault("status", {})["phase"] = "Terminating"
+        terminating = await self._store_update(ns_kind, "", name, obj, current, False)
+        for kind in self.kinds:
+            if not kind.namespaced or kind.kind in VIRTUAL_KINDS:
+                continue
+            for entry in self.list(kind, name):
+                await self._remove(kind, name, entry.obj["metadata"]["name"], entry, False)
+        return await self._remove(ns_kind, "", name, terminating, False)
+
+    async def delete_collection(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        predicate: Predicate | None,
+        options: DeleteOptions,
+        user: UserInfo,
+        *,
+        dry_run: bool = False,
+    ) -> list[Entry]:
+        deleted = []
+        for entry in self.list(kind, namespace, predicate):
+            meta = entry.obj["metadata"]
+            try:
+                result, _ = await self.delete(
+                    kind, meta.get("namespace", ""), meta["name"], options, user, dry_run=dry_run
+                )
+            except errors.APIError as exc:
+                if exc.code == 404:
+                    continue
+                raise
+            deleted.append(result)
+        return deleted
+
+    def namespaces(self) -> Iterable[Entry]:
+        kind = self.kinds.resource("", "v1", "namespaces")
+        assert kind is not None
+        return self.cache(kind).objects.values()

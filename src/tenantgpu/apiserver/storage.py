@@ -1,0 +1,158 @@
+"""The datastore: a key-value store with one global revision, shared by tenants under key prefixes.
+
+`SQLiteDatastore` is the embedded driver (one WAL-mode file for every tenant, as Kamaji shares one
+etcd). Writes are committed before they return, so an acknowledged write survives `kill -9`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+
+class StorageError(Exception):
+    """Base of datastore failures the registry turns into API errors."""
+
+
+class KeyExists(StorageError):
+    pass
+
+
+class KeyNotFound(StorageError):
+    pass
+
+
+class RevisionMismatch(StorageError):
+    """The stored revision differs from the one the write expected (optimistic concurrency)."""
+
+    def __init__(self, current: int) -> None:
+        super().__init__(f"current revision is {current}")
+        self.current = current
+
+
+@dataclass(frozen=True)
+class KeyValue:
+    key: str
+    value: bytes
+    revision: int
+
+
+Encoder = Callable[[int], bytes]
+"""Renders the value for the revision the write will get, so the stored bytes carry their version."""
+
+
+class Datastore(Protocol):
+    """What the registry needs from a store; an etcd driver would implement the same calls."""
+
+    @property
+    def revision(self) -> int: ...
+
+    async def range(self, prefix: str) -> list[KeyValue]: ...
+
+    async def create(self, key: str, encode: Encoder) -> int: ...
+
+    async def update(self, key: str, encode: Encoder, expected_revision: int) -> int: ...
+
+    async def delete(self, key: str, expected_revision: int) -> int: ...
+
+    async def delete_prefix(self, prefix: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def _prefix_end(prefix: str) -> str:
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+class SQLiteDatastore:
+    """One SQLite file (WAL) holding every tenant's keys and a single monotonically rising revision.
+
+    Statements run inline on the event loop: each is tens of microseconds, far cheaper than a hop to a
+    thread, and a single writer keeps compare-and-swap trivially atomic.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode survives a process kill (the WAL is in the OS page cache); only power loss
+        # can drop the last transactions.
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
+            "revision INTEGER NOT NULL) WITHOUT ROWID"
+        )
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS meta (id INTEGER PRIMARY KEY CHECK (id = 1), revision INTEGER)"
+        )
+        row = self._db.execute("SELECT revision FROM meta WHERE id = 1").fetchone()
+        kv_max = self._db.execute("SELECT MAX(revision) FROM kv").fetchone()[0] or 0
+        self._revision = max(row[0] if row else 0, kv_max)
+        if row is None:
+            self._db.execute("INSERT INTO meta (id, revision) VALUES (1, ?)", (self._revision,))
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    async def range(self, prefix: str) -> list[KeyValue]:
+        rows = self._db.execute(
+            "SELECT key, value, revision FROM kv WHERE key >= ? AND key < ? ORDER BY key",
+            (prefix, _prefix_end(prefix)),
+        ).fetchall()
+        return [KeyValue(k, bytes(v), r) for k, v, r in rows]
+
+    def _current(self, key: str) -> int | None:
+        row = self._db.execute("SELECT revision FROM kv WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def _write(self, statement: str, args: tuple) -> int:
+        revision = self._revision + 1
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(statement, args)
+            db.execute("UPDATE meta SET revision = ? WHERE id = 1", (revision,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self._revision = revision
+        return revision
+
+    async def create(self, key: str, encode: Encoder) -> int:
+        if self._current(key) is not None:
+            raise KeyExists(key)
+        revision = self._revision + 1
+        return self._write(
+            "INSERT INTO kv (key, value, revision) VALUES (?, ?, ?)", (key, encode(revision), revision)
+        )
+
+    async def update(self, key: str, encode: Encoder, expected_revision: int) -> int:
+        current = self._current(key)
+        if current is None:
+            raise KeyNotFound(key)
+        if current != expected_revision:
+            raise RevisionMismatch(current)
+        revision = self._revision + 1
+        return self._write(
+            "UPDATE kv SET value = ?, revision = ? WHERE key = ?", (encode(revision), revision, key)
+        )
+
+    async def delete(self, key: str, expected_revision: int) -> int:
+        current = self._current(key)
+        if current is None:
+            raise KeyNotFound(key)
+        if current != expected_revision:
+            raise RevisionMismatch(current)
+        return self._write("DELETE FROM kv WHERE key = ?", (key,))
+
+    async def delete_prefix(self, prefix: str) -> int:
+        """Drops a whole tenant (Kamaji deletes the etcd prefix when a tenant goes away)."""
+        return self._write("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, _prefix_end(prefix)))
+
+    def close(self) -> None:
+        self._db.close()

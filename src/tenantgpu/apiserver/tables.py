@@ -1,0 +1,702 @@
+"""Server-side printing: `meta.k8s.io/v1` Tables with the columns `kubectl get` shows for each kind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+__all__ = [
+    "Column",
+    "format_age",
+    "parse_timestamp",
+    "to_table",
+    "watch_event_table",
+]
+
+_NAME_DOC = (
+    "Name must be unique within a namespace. Is required when creating resources, although some resources "
+    "may allow a client to request the generation of an appropriate name automatically. Name is primarily "
+    "intended for creation idempotence and configuration definition. Cannot be updated. More info: "
+    "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
+)
+_AGE_DOC = (
+    "CreationTimestamp is a timestamp representing the server time when this object was created. It is not "
+    "guaranteed to be set in happens-before order across separate operations. Clients may not set this "
+    "value. It is represented in RFC3339 form and is in UTC."
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column definition of a Table; priority 1 columns show only with `-o wide`."""
+
+    name: str
+    type: str = "string"
+    format: str = ""
+    description: str = ""
+    priority: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "format": self.format,
+            "description": self.description,
+            "priority": self.priority,
+        }
+
+
+_NAME = Column("Name", format="name", description=_NAME_DOC)
+_AGE = Column("Age", description=_AGE_DOC)
+
+
+# --- time ------------------------------------------------------------------------------------------------
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp as kube writes it (`2026-11-29T19:40:00Z`, optional fraction), or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.replace("Z", "+00:00")
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def format_age(delta: timedelta) -> str:
+    """A duration the way kubectl prints AGE: `45s`, `3m2s`, `15m`, `5h10m`, `2d3h`, `90d`, `3y45d`."""
+    seconds = int(delta.total_seconds())
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        rest = seconds % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = seconds // 3600
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        days = (hours // 24) % 365
+        return f"{hours // 24 // 365}y{days}d" if days else f"{hours // 24 // 365}y"
+    return f"{hours // 24 // 365}y"
+
+
+def _since(value: Any, now: datetime) -> str:
+    moment = parse_timestamp(value)
+    return "<unknown>" if moment is None else format_age(now - moment)
+
+
+def _age(obj: Mapping[str, Any], now: datetime) -> str:
+    return _since((obj.get("metadata") or {}).get("creationTimestamp"), now)
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for part in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(_get(obj, "metadata", "name") or "")
+
+
+# --- pods ------------------------------------------------------------------------------------------------
+
+_POD_COLUMNS = [
+    _NAME,
+    Column("Ready", description="The aggregate readiness state of this pod for accepting traffic."),
+    Column("Status", description="The aggregate status of the containers in this pod."),
+    Column(
+        "Restarts",
+        description="The number of times the containers in this pod have been restarted and when the last "
+        "container in this pod has restarted.",
+    ),
+    _AGE,
+    Column(
+        "IP", priority=1, description="IP address allocated to the pod. Routable at least within the cluster."
+    ),
+    Column("Node", priority=1, description="NodeName indicates in which node this pod is scheduled."),
+    Column(
+        "Nominated Node",
+        priority=1,
+        description="nominatedNodeName is set only when this pod preempts other pods on the node.",
+    ),
+    Column("Readiness Gates", priority=1, description="If specified, all readiness gates will be evaluated."),
+]
+
+
+def _restartable_init(container: Mapping[str, Any] | None) -> bool:
+    return bool(container) and container.get("restartPolicy") == "Always"  # type: ignore[union-attr]
+
+
+def _terminated_reason(terminated: Mapping[str, Any], prefix: str = "") -> str:
+    if terminated.get("reason"):
+        return prefix + terminated["reason"]
+    if terminated.get("signal"):
+        return f"{prefix}Signal:{terminated['signal']}"
+    return f"{prefix}ExitCode:{terminated.get('exitCode', 0)}"
+
+
+def _later(current: datetime | None, state: Mapping[str, Any] | None) -> datetime | None:
+    finished = parse_timestamp(_get(state, "terminated", "finishedAt"))
+    if finished is not None and (current is None or finished > current):
+        return finished
+    return current
+
+
+def pod_status_text(pod: Mapping[str, Any]) -> tuple[str, int, int, int, datetime | None]:
+    """STATUS, ready and total containers, restarts and the last restart, as kube's pod printer has them."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    init_specs = {c.get("name"): c for c in spec.get("initContainers") or []}
+    total = len(spec.get("containers") or []) + sum(1 for c in init_specs.values() if _restartable_init(c))
+    ready = 0
+    restarts = 0
+    sidecar_restarts = 0
+    last_restart: datetime | None = None
+    last_sidecar_restart: datetime | None = None
+    reason = status.get("reason") or status.get("phase") or ""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "SchedulingGated":
+            reason = "SchedulingGated"
+    initializing = False
+    init_statuses = status.get("initContainerStatuses") or []
+    for index, ctr in enumerate(init_statuses):
+        count = int(ctr.get("restartCount") or 0)
+        restarts += count
+        last_restart = _later(last_restart, ctr.get("lastState"))
+        sidecar = _restartable_init(init_specs.get(ctr.get("name")))
+        if sidecar:
+            sidecar_restarts += count
+            last_sidecar_restart = _later(last_sidecar_restart, ctr.get("lastState"))
+        state = ctr.get("state") or {}
+        terminated = state.get("terminated")
+        waiting = state.get("waiting")
+        if terminated is not None and int(terminated.get("exitCode") or 0) == 0:
+            continue
+        if sidecar and ctr.get("started"):
+            if ctr.get("ready"):
+                ready += 1
+            continue
+        if terminated is not None:
+            reason = _terminated_reason(terminated, "Init:")
+        elif waiting is not None and waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            reason = "Init:" + waiting["reason"]
+        else:
+            reason = f"Init:{index}/{len(init_specs)}"
+        initializing = True
+        break
+    initialized = any(
+        c.get("type") == "Initialized" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    if not initializing or initialized:
+        restarts = sidecar_restarts
+        last_restart = last_sidecar_restart
+        has_running = False
+        for ctr in reversed(status.get("containerStatuses") or []):
+            restarts += int(ctr.get("restartCount") or 0)
+            last_restart = _later(last_restart, ctr.get("lastState"))
+            state = ctr.get("state") or {}
+            waiting = state.get("waiting")
+            terminated = state.get("terminated")
+            if waiting is not None and waiting.get("reason"):
+                reason = waiting["reason"]
+            elif terminated is not None:
+                reason = _terminated_reason(terminated)
+            elif ctr.get("ready") and state.get("running") is not None:
+                has_running = True
+                ready += 1
+        if reason == "Completed" and has_running:
+            ready_condition = any(c.get("type") == "Ready" for c in status.get("conditions") or [])
+            reason = "Running" if ready_condition else "NotReady"
+    if _get(pod, "metadata", "deletionTimestamp"):
+        if status.get("reason") == "NodeLost":
+            reason = "Unknown"
+        elif status.get("phase") not in ("Succeeded", "Failed"):
+            reason = "Terminating"
+    return reason, ready, total, restarts, last_restart
+
+
+def _pod_row(pod: Mapping[str, Any], now: datetime) -> tuple[list[Any], list[dict[str, Any]] | None]:
+    reason, ready, total, restarts, last_restart = pod_status_text(pod)
+    restarts_text = str(restarts)
+    if restarts and last_restart is not None:
+        restarts_text = f"{restarts} ({format_age(now - last_restart)} ago)"
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    pod_ips = status.get("podIPs") or []
+    ip = (pod_ips[0].get("ip") if pod_ips else None) or status.get("podIP") or "<none>"
+    gates = spec.get("readinessGates") or []
+    gates_text = "<none>"
+    if gates:
+        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+        passed = sum(1 for g in gates if conditions.get(g.get("conditionType")) == "True")
+        gates_text = f"{passed}/{len(gates)}"
+    cells = [
+        _name(pod),
+        f"{ready}/{total}",
+        reason,
+        restarts_text,
+        _age(pod, now),
+        ip,
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        gates_text,
+    ]
+    conditions = None
+    phase = status.get("phase")
+    if phase == "Succeeded":
+        conditions = [
+            {
+                "type": "Completed",
+                "status": "True",
+                "reason": "Succeeded",
+                "message": "The pod has completed successfully.",
+            }
+        ]
+    elif phase == "Failed":
+        conditions = [
+            {"type": "Completed", "status": "True", "reason": "Failed", "message": "The pod failed."}
+        ]
+    return cells, conditions
+
+
+# --- nodes -----------------------------------------------------------------------------------------------
+
+_NODE_COLUMNS = [
+    _NAME,
+    Column("Status", description="The status of the node"),
+    Column("Roles", description="The roles of the node"),
+    _AGE,
+    Column("Version", description="Kubelet Version reported by the node."),
+    Column("Internal-IP", priority=1, description="List of internal IPs in the cluster"),
+    Column("External-IP", priority=1, description="List of external IPs in the cluster"),
+    Column(
+        "OS-Image",
+        priority=1,
+        description="OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+    ),
+    Column(
+        "Kernel-Version",
+        priority=1,
+        description="Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+    ),
+    Column(
+        "Container-Runtime",
+        priority=1,
+        description="ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+    ),
+]
+
+
+def node_roles(labels: Mapping[str, str]) -> list[str]:
+    """Roles from `node-role.kubernetes.io/<role>` label keys and the `kubernetes.io/role` value."""
+    roles = set()
+    for key, value in labels.items():
+        if key.startswith("node-role.kubernetes.io/"):
+            role = key[len("node-role.kubernetes.io/") :]
+            if role:
+                roles.add(role)
+        elif key == "kubernetes.io/role" and value:
+            roles.add(value)
+    return sorted(roles)
+
+
+def _node_row(node: Mapping[str, Any], now: datetime) -> list[Any]:
+    status = node.get("status") or {}
+    states = []
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Ready":
+            states = ["Ready" if condition.get("status") == "True" else "NotReady"]
+    if not states:
+        states = ["Unknown"]
+    if _get(node, "spec", "unschedulable"):
+        states.append("SchedulingDisabled")
+    info = status.get("nodeInfo") or {}
+    addresses = status.get("addresses") or []
+
+    def address(kind: str) -> str:
+        return next(
+            (a.get("address") for a in addresses if a.get("type") == kind and a.get("address")), "<none>"
+        )
+
+    return [
+        _name(node),
+        ",".join(states),
+        ",".join(node_roles(_get(node, "metadata", "labels") or {})) or "<none>",
+        _age(node, now),
+        info.get("kubeletVersion") or "",
+        address("InternalIP"),
+        address("ExternalIP"),
+        info.get("osImage") or "<unknown>",
+        info.get("kernelVersion") or "<unknown>",
+        info.get("containerRuntimeVersion") or "<unknown>",
+    ]
+
+
+# --- events ----------------------------------------------------------------------------------------------
+
+_EVENT_COLUMNS = [
+    Column("Last Seen", description="Time when this Event was last observed"),
+    Column(
+        "Type", description="Type of this event (Normal, Warning), new types could be added in the future"
+    ),
+    Column(
+        "Reason",
+        description="This should be a short, machine understandable string that gives the reason for the "
+        "transition into the object's current status.",
+    ),
+    Column("Object", description="The object that this event is about."),
+    Column("Subobject", priority=1, description="The specific part of the object this event is about."),
+    Column(
+        "Source",
+        priority=1,
+        description="The component reporting this event. Should be a short machine understandable string.",
+    ),
+    Column("Message", description="A human-readable description of the status of this operation."),
+    Column("First Seen", priority=1, description="The time at which the event was first recorded."),
+    Column("Count", type="integer", priority=1, description="The number of times this event has occurred."),
+    Column("Name", priority=1, description=_NAME_DOC),
+]
+
+
+def _event_row(event: Mapping[str, Any], now: datetime) -> list[Any]:
+    first = _since(event.get("firstTimestamp"), now)
+    if not event.get("firstTimestamp"):
+        first = _since(event.get("eventTime"), now)
+    last = _since(event.get("lastTimestamp"), now) if event.get("lastTimestamp") else first
+    count = int(event.get("count") or 0)
+    series = event.get("series")
+    if series:
+        last = _since(series.get("lastObservedTime"), now)
+        count = int(series.get("count") or 0)
+    elif count == 0:
+        count = 1
+    involved = event.get("involvedObject") or {}
+    kind = str(involved.get("kind") or "").lower()
+    target = f"{kind}/{involved['name']}" if involved.get("name") else kind
+    source = event.get("source") or {}
+    component = source.get("component") or event.get("reportingComponent") or ""
+    instance = source.get("host") or event.get("reportingInstance") or ""
+    source_text = "" if not component else component if not instance else f"{component}, {instance}"
+    return [
+        last,
+        event.get("type") or "",
+        event.get("reason") or "",
+        target,
+        involved.get("fieldPath") or "",
+        source_text,
+        str(event.get("message") or "").strip(),
+        first,
+        count,
+        _name(event),
+    ]
+
+
+# --- services and the small kinds -------------------------------------------------------------------------
+
+_SERVICE_COLUMNS = [
+    _NAME,
+    Column("Type", description="type determines how the Service is exposed."),
+    Column(
+        "Cluster-IP",
+        description="clusterIP is the IP address of the service and is usually assigned randomly.",
+    ),
+    Column(
+        "External-IP",
+        description="externalIPs is a list of IP addresses for which nodes in the cluster will also accept "
+        "traffic for this service.",
+    ),
+    Column("Port(s)", description="The list of ports that are exposed by this service."),
+    _AGE,
+    Column(
+        "Selector",
+        priority=1,
+        description="Route service traffic to pods with label keys and values matching this selector.",
+    ),
+]
+
+
+def _service_row(svc: Mapping[str, Any], now: datetime) -> list[Any]:
+    spec = svc.get("spec") or {}
+    service_type = spec.get("type") or "ClusterIP"
+    external_ips = list(spec.get("externalIPs") or [])
+    if service_type == "LoadBalancer":
+        ingress = [
+            i.get("ip") or i.get("hostname") for i in _get(svc, "status", "loadBalancer", "ingress") or []
+        ]
+        external = ",".join([*(i for i in ingress if i), *external_ips]) or "<pending>"
+    elif service_type == "ExternalName":
+        external = spec.get("externalName") or "<none>"
+    else:
+        external = ",".join(external_ips) or "<none>"
+    ports = []
+    for port in spec.get("ports") or []:
+        protocol = port.get("protocol") or "TCP"
+        if port.get("nodePort"):
+            ports.append(f"{port.get('port')}:{port['nodePort']}/{protocol}")
+        else:
+            ports.append(f"{port.get('port')}/{protocol}")
+    selector = spec.get("selector") or {}
+    return [
+        _name(svc),
+        service_type,
+        spec.get("clusterIP") or "<none>",
+        external,
+        ",".join(ports) or "<none>",
+        _age(svc, now),
+        ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or "<none>",
+    ]
+
+
+def _quota_used_hard(quota: Mapping[str, Any]) -> tuple[str, str]:
+    hard = _get(quota, "status", "hard") or _get(quota, "spec", "hard") or {}
+    used = _get(quota, "status", "used") or {}
+    requests, limits = [], []
+    for name in sorted(hard):
+        text = f"{name}: {used.get(name, '0')}/{hard[name]}"
+        (limits if name.startswith("limits.") else requests).append(text)
+    return ", ".join(requests), ", ".join(limits)
+
+
+_RowFn = Callable[[Mapping[str, Any], datetime], list[Any]]
+
+
+@dataclass(frozen=True)
+class _Printer:
+    columns: list[Column]
+    row: _RowFn
+
+
+def _simple(columns: list[Column], cells: Callable[[Mapping[str, Any]], list[Any]], age_at: int) -> _Printer:
+    def row(obj: Mapping[str, Any], now: datetime) -> list[Any]:
+        values = cells(obj)
+        values.insert(age_at, _age(obj, now))
+        return values
+
+    return _Printer(columns, row)
+
+
+def _crd_date(obj: Mapping[str, Any], now: datetime, *path: str) -> Any:
+    value = _get(obj, *path)
+    return None if value is None else _since(value, now)
+
+
+def _tcp_row(tcp: Mapping[str, Any], now: datetime) -> list[Any]:
+    # Printer columns of CRDs leave missing values as null; kubectl shows them as <none>.
+    return [
+        _name(tcp),
+        _get(tcp, "spec", "kubernetes", "version"),
+        _get(tcp, "status", "kubernetesResources", "version", "version"),
+        _get(tcp, "status", "kubernetesResources", "version", "status"),
+        _get(tcp, "status", "controlPlaneEndpoint"),
+        _get(tcp, "status", "kubeconfig", "admin", "secretName"),
+        _get(tcp, "status", "storage", "dataStoreName"),
+        _crd_date(tcp, now, "metadata", "creationTimestamp"),
+    ]
+
+
+_CRD_AGE = Column("Age", type="date", description="Age")
+
+_PRINTERS: dict[str, _Printer] = {
+    "Pod": _Printer(_POD_COLUMNS, lambda obj, now: _pod_row(obj, now)[0]),
+    "Node": _Printer(_NODE_COLUMNS, _node_row),
+    "Event": _Printer(_EVENT_COLUMNS, _event_row),
+    "Service": _Printer(_SERVICE_COLUMNS, _service_row),
+    "Namespace": _simple(
+        [_NAME, Column("Status", description="The status of the namespace"), _AGE],
+        lambda o: [_name(o), _get(o, "status", "phase") or ""],
+        2,
+    ),
+    "Lease": _simple(
+        [_NAME, Column("Holder", description="The holder of the lease"), _AGE],
+        lambda o: [_name(o), _get(o, "spec", "holderIdentity") or ""],
+        2,
+    ),
+    "Secret": _simple(
+        [
+            _NAME,
+            Column("Type", description="The type of the secret"),
+            Column("Data", type="string", description="The number of data items"),
+            _AGE,
+        ],
+        lambda o: [_name(o), o.get("type") or "", str(len(o.get("data") or {}))],
+        3,
+    ),
+    "ConfigMap": _simple(
+        [_NAME, Column("Data", description="The number of data items"), _AGE],
+        lambda o: [_name(o), str(len(o.get("data") or {}) + len(o.get("binaryData") or {}))],
+        2,
+    ),
+    "ServiceAccount": _simple(
+        [_NAME, Column("Secrets", description="The number of secrets"), _AGE],
+        lambda o: [_name(o), str(len(o.get("secrets") or []))],
+        2,
+    ),
+    "ResourceQuota": _simple(
+        [
+            _NAME,
+            _AGE,
+            Column(
+                "Request",
+                description="Request represents a minimum amount of cpu/memory that a container may consume.",
+            ),
+            Column(
+                "Limit",
+                description="Limits control the maximum amount of cpu/memory that a container may use "
+                "independent of contention on the node.",
+            ),
+        ],
+        lambda o: [_name(o), *_quota_used_hard(o)],
+        1,
+    ),
+    "MutatingWebhookConfiguration": _simple(
+        [
+            _NAME,
+            Column("Webhooks", type="integer", description="Webhooks indicates the number of webhooks"),
+            _AGE,
+        ],
+        lambda o: [_name(o), len(o.get("webhooks") or [])],
+        2,
+    ),
+    "ValidatingWebhookConfiguration": _simple(
+        [
+            _NAME,
+            Column("Webhooks", type="integer", description="Webhooks indicates the number of webhooks"),
+            _AGE,
+        ],
+        lambda o: [_name(o), len(o.get("webhooks") or [])],
+        2,
+    ),
+    "TenantControlPlane": _Printer(
+        [
+            _NAME,
+            Column("Version", description="Kubernetes version"),
+            Column("Installed Version", description="The actual installed Kubernetes version from status"),
+            Column("Status", description="Status"),
+            Column("Control-Plane endpoint", description="Tenant Control Plane Endpoint (API server)"),
+            Column("Kubeconfig", description="Secret which contains admin kubeconfig"),
+            Column("Datastore", description="DataStore actually used"),
+            _CRD_AGE,
+        ],
+        _tcp_row,
+    ),
+    "DataStore": _Printer(
+        [
+            _NAME,
+            Column("Driver", description="Kamaji data store driver"),
+            Column("Ready", type="boolean", description="DataStore validated and ready for use"),
+            _CRD_AGE,
+        ],
+        lambda o, now: [
+            _name(o),
+            _get(o, "spec", "driver"),
+            _get(o, "status", "ready"),
+            _crd_date(o, now, "metadata", "creationTimestamp"),
+        ],
+    ),
+}
+
+# Kinds without a printer get kube's default table: the name and the creation time in RFC 3339.
+_DEFAULT = _Printer(
+    [_NAME, Column("Created At", type="date", description=_AGE_DOC)],
+    lambda o, now: [_name(o), _get(o, "metadata", "creationTimestamp")],
+)
+
+
+def _row_object(obj: Mapping[str, Any], include_object: str) -> dict[str, Any] | None:
+    if include_object == "None":
+        return None
+    if include_object == "Object":
+        return dict(obj)
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": dict(obj.get("metadata") or {}),
+    }
+
+
+def to_table(
+    kind: str,
+    objects: list[dict[str, Any]],
+    *,
+    include_object: str = "Metadata",
+    now: datetime,
+    resource_version: str | None = None,
+    continue_token: str | None = None,
+    include_columns: bool = True,
+) -> dict[str, Any]:
+    """A `meta.k8s.io/v1` Table of `objects` of one kind, all columns included (kubectl hides priority 1).
+
+    `include_object` is the request's `includeObject` (`None`, `Metadata`, `Object`); `now` anchors AGE.
+    """
+    if include_object not in ("None", "Metadata", "Object"):
+        raise ValueError(f"includeObject must be one of None, Metadata, Object, not {include_object!r}")
+    printer = _PRINTERS.get(kind, _DEFAULT)
+    rows = []
+    for obj in objects:
+        row: dict[str, Any] = {"cells": printer.row(obj, now)}
+        if kind == "Pod":
+            conditions = _pod_row(obj, now)[1]
+            if conditions:
+                row["conditions"] = conditions
+        attached = _row_object(obj, include_object)
+        if attached is not None:
+            row["object"] = attached
+        rows.append(row)
+    metadata: dict[str, Any] = {}
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
+    if continue_token:
+        metadata["continue"] = continue_token
+    table: dict[str, Any] = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata}
+    if include_columns:
+        table["columnDefinitions"] = [c.to_dict() for c in printer.columns]
+    table["rows"] = rows
+    return table
+
+
+def watch_event_table(
+    event_type: str,
+    kind: str,
+    obj: dict[str, Any],
+    *,
+    now: datetime,
+    include_object: str = "Metadata",
+    include_columns: bool = False,
+) -> dict[str, Any]:
+    """A watch event whose object is a one-row Table, as `kubectl get -w` asks for.
+
+    kube-apiserver sends the column definitions only with the first event of a stream; pass
+    `include_columns=True` for that one.
+    """
+    version = str(_get(obj, "metadata", "resourceVersion") or "") or None
+    table = to_table(
+        kind,
+        [obj],
+        include_object=include_object,
+        now=now,
+        resource_version=version,
+        include_columns=include_columns,
+    )
+    return {"type": event_type, "object": table}

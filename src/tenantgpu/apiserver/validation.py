@@ -1,0 +1,966 @@
+"""Defaulting and validation of core kinds, with kube-apiserver's field paths, reasons and messages."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from tenantgpu.apiserver.quantity import QuantityError, parse_quantity
+from tenantgpu.apiserver.selectors import label_value_errors, qualified_name_errors
+
+__all__ = [
+    "Cause",
+    "default",
+    "invalid_message",
+    "qualified_kind",
+    "validate",
+]
+
+# --- causes -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One reason an object is invalid, as it appears in `Status.details.causes`."""
+
+    reason: str  # FieldValueRequired, FieldValueInvalid, FieldValueNotSupported, ...
+    message: str  # the part after the field: `Required value`, `Invalid value: "x": ...`
+    field: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+    def to_status_cause(self) -> dict[str, str]:
+        return {"reason": self.reason, "message": self.message, "field": self.field}
+
+
+def _show(value: Any) -> str:
+    """Render a bad value the way field.Invalid does: strings quoted, numbers bare."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, Decimal)):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def _required(path: str, detail: str = "") -> Cause:
+    return Cause("FieldValueRequired", "Required value" + (f": {detail}" if detail else ""), path)
+
+
+def _invalid(path: str, value: Any, detail: str) -> Cause:
+    return Cause("FieldValueInvalid", f"Invalid value: {_show(value)}: {detail}", path)
+
+
+def _not_supported(path: str, value: Any, supported: list[str]) -> Cause:
+    listed = ", ".join(json.dumps(s) for s in supported)
+    return Cause(
+        "FieldValueNotSupported", f"Unsupported value: {_show(value)}: supported values: {listed}", path
+    )
+
+
+def _duplicate(path: str, value: Any) -> Cause:
+    return Cause("FieldValueDuplicate", f"Duplicate value: {_show(value)}", path)
+
+
+def _forbidden(path: str, detail: str) -> Cause:
+    return Cause("FieldValueForbidden", f"Forbidden: {detail}", path)
+
+
+def _not_found(path: str, value: Any) -> Cause:
+    return Cause("FieldValueNotFound", f"Not found: {_show(value)}", path)
+
+
+def _too_long(path: str, limit: int) -> Cause:
+    return Cause("FieldValueTooLong", f"Too long: must have at most {limit} bytes", path)
+
+
+_GROUPS = {
+    "MutatingWebhookConfiguration": "admissionregistration.k8s.io",
+    "ValidatingWebhookConfiguration": "admissionregistration.k8s.io",
+    "Lease": "coordination.k8s.io",
+    "TenantControlPlane": "kamaji.clastix.io",
+    "DataStore": "kamaji.clastix.io",
+    "SelfSubjectAccessReview": "authorization.k8s.io",
+}
+
+
+def qualified_kind(kind: str) -> str:
+    """`Pod` for core kinds, `Lease.coordination.k8s.io` for grouped ones, as kube names them in errors."""
+    group = _GROUPS.get(kind)
+    return f"{kind}.{group}" if group else kind
+
+
+def invalid_message(kind: str, name: str, causes: list[Cause]) -> str:
+    """The message of a 422 Invalid Status: `Pod "x" is invalid: spec.containers: Required value`."""
+    body = str(causes[0]) if len(causes) == 1 else "[" + ", ".join(str(c) for c in causes) + "]"
+    return f"{qualified_kind(kind)} {json.dumps(name)} is invalid: {body}"
+
+
+# --- name syntax ------------------------------------------------------------------------------------
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+    "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_DNS1035_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+    "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+)
+
+
+def _dns_label_errors(value: str) -> list[str]:
+    errors = []
+    if len(value) > 63:
+        errors.append("must be no more than 63 characters")
+    if not _DNS1123_LABEL.match(value):
+        errors.append(_LABEL_MSG)
+    return errors
+
+
+def _dns_subdomain_errors(value: str) -> list[str]:
+    errors = []
+    if len(value) > 253:
+        errors.append("must be no more than 253 characters")
+    if not _DNS1123_SUBDOMAIN.match(value):
+        errors.append(_SUBDOMAIN_MSG)
+    return errors
+
+
+def _dns1035_errors(value: str) -> list[str]:
+    errors = []
+    if len(value) > 63:
+        errors.append("must be no more than 63 characters")
+    if not _DNS1035_LABEL.match(value):
+        errors.append(_DNS1035_MSG)
+    return errors
+
+
+# --- the kinds ----------------------------------------------------------------------------------------
+
+_CLUSTER_SCOPED = {
+    "Namespace",
+    "Node",
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+    "PersistentVolume",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "PriorityClass",
+    "DataStore",
+}
+_LABEL_NAMED = {"Namespace"}
+_DNS1035_NAMED = {"Service"}
+
+
+def validate(kind: str, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None) -> list[Cause]:
+    """Every reason kube-apiserver would refuse `obj` on create (or on update from `old`)."""
+    causes = _validate_metadata(kind, obj.get("metadata") or {}, (old or {}).get("metadata"))
+    check = _KIND_CHECKS.get(kind)
+    if check is not None:
+        causes.extend(check(obj, old))
+    return causes
+
+
+def _validate_metadata(kind: str, meta: Mapping[str, Any], old_meta: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    name = meta.get("name") or ""
+    if not name:
+        if meta.get("generateName"):
+            pass  # the registry fills the name in before it validates
+        else:
+            causes.append(_required("metadata.name", "name or generateName is required"))
+    else:
+        name_check = (
+            _dns_label_errors
+            if kind in _LABEL_NAMED
+            else _dns1035_errors
+            if kind in _DNS1035_NAMED
+            else _dns_subdomain_errors
+        )
+        causes.extend(_invalid("metadata.name", name, e) for e in name_check(name))
+    namespace = meta.get("namespace") or ""
+    if kind in _CLUSTER_SCOPED:
+        if namespace:
+            causes.append(_forbidden("metadata.namespace", "not allowed on this type"))
+    elif not namespace:
+        causes.append(_required("metadata.namespace"))
+    else:
+        causes.extend(_invalid("metadata.namespace", namespace, e) for e in _dns_label_errors(namespace))
+    labels = meta.get("labels") or {}
+    for key, value in labels.items():
+        causes.extend(_invalid("metadata.labels", key, e) for e in qualified_name_errors(key))
+        if not isinstance(value, str):
+            causes.append(_invalid(f"metadata.labels[{key}]", value, "must be a string"))
+        else:
+            causes.extend(_invalid("metadata.labels", value, e) for e in label_value_errors(value))
+    annotations = meta.get("annotations") or {}
+    total = 0
+    for key, value in annotations.items():
+        causes.extend(_invalid("metadata.annotations", key, e) for e in qualified_name_errors(key.lower()))
+        total += len(key) + len(str(value))
+    if total > 256 * 1024:
+        causes.append(_too_long("metadata.annotations", 256 * 1024))
+    if old_meta is not None:
+        for field_name in ("name", "namespace", "uid", "creationTimestamp"):
+            if (meta.get(field_name) or "") != (old_meta.get(field_name) or "") and old_meta.get(field_name):
+                causes.append(
+                    _invalid(f"metadata.{field_name}", meta.get(field_name) or "", "field is immutable")
+                )
+    return causes
+
+
+def _quantity(path: str, value: Any, causes: list[Cause], *, integer: bool = False) -> Decimal | None:
+    try:
+        amount = parse_quantity(value)
+    except (QuantityError, TypeError):
+        causes.append(
+            _invalid(
+                path,
+                value,
+                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            )
+        )
+        return None
+    if amount < 0:
+        causes.append(_invalid(path, value, "must be greater than or equal to 0"))
+    elif integer and amount != amount.to_integral_value():
+        causes.append(_invalid(path, value, "must be an integer"))
+    return amount
+
+
+_NATIVE_RESOURCES = {"cpu", "memory", "storage", "ephemeral-storage", "pods"}
+
+
+def _is_extended_resource(name: str) -> bool:
+    """Extended resources are domain-qualified names outside kubernetes.io, like `nvidia.com/gpu`."""
+    if "/" not in name or name.startswith("requests.") or name.startswith("limits."):
+        return False
+    domain = name.split("/", 1)[0]
+    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def _validate_resource_names(path: str, resources: Mapping[str, Any], causes: list[Cause]) -> None:
+    for name in resources:
+        if name in _NATIVE_RESOURCES or name.startswith("hugepages-"):
+            continue
+        if "/" not in name:
+            causes.append(
+                _invalid(f"{path}[{name}]", name, "must be a standard resource type or fully qualified")
+            )
+        else:
+            causes.extend(_invalid(f"{path}[{name}]", name, e) for e in qualified_name_errors(name))
+
+
+def _validate_resources(path: str, resources: Mapping[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    _validate_resource_names(f"{path}.limits", limits, causes)
+    _validate_resource_names(f"{path}.requests", requests, causes)
+    limit_values = {
+        name: _quantity(f"{path}.limits[{name}]", value, causes, integer=_is_extended_resource(name))
+        for name, value in limits.items()
+    }
+    for name, value in requests.items():
+        amount = _quantity(f"{path}.requests[{name}]", value, causes, integer=_is_extended_resource(name))
+        limit = limit_values.get(name)
+        if _is_extended_resource(name):
+            # Extended resources cannot be overcommitted: a request needs an equal limit.
+            if name not in limits:
+                causes.append(
+                    _required(f"{path}.limits", "Limit must be set for non overcommitable resources")
+                )
+            elif amount is not None and limit is not None and amount != limit:
+                causes.append(
+                    _invalid(
+                        f"{path}.requests[{name}]",
+                        str(value),
+                        f"must be equal to {name} limit of {limits[name]}",
+                    )
+                )
+        elif amount is not None and limit is not None and amount > limit:
+            causes.append(
+                _invalid(
+                    f"{path}.requests[{name}]",
+                    str(value),
+                    f"must be less than or equal to {name} limit of {limits[name]}",
+                )
+            )
+    return causes
+
+
+def _validate_container(path: str, ctr: Mapping[str, Any], volumes: set[str]) -> list[Cause]:
+    causes: list[Cause] = []
+    name = ctr.get("name") or ""
+    if not name:
+        causes.append(_required(f"{path}.name"))
+    else:
+        causes.extend(_invalid(f"{path}.name", name, e) for e in _dns_label_errors(name))
+    if not ctr.get("image"):
+        causes.append(_required(f"{path}.image"))
+    policy = ctr.get("imagePullPolicy")
+    if policy is not None and policy not in ("Always", "IfNotPresent", "Never"):
+        causes.append(_not_supported(f"{path}.imagePullPolicy", policy, ["Always", "IfNotPresent", "Never"]))
+    seen_ports: set[tuple[Any, Any]] = set()
+    for i, port in enumerate(ctr.get("ports") or []):
+        ppath = f"{path}.ports[{i}]"
+        number = port.get("containerPort")
+        if not isinstance(number, int) or not 1 <= number <= 65535:
+            causes.append(
+                _invalid(f"{ppath}.containerPort", number, "must be between 1 and 65535, inclusive")
+            )
+        protocol = port.get("protocol", "TCP")
+        if protocol not in ("TCP", "UDP", "SCTP"):
+            causes.append(_not_supported(f"{ppath}.protocol", protocol, ["SCTP", "TCP", "UDP"]))
+        if (number, protocol) in seen_ports:
+            causes.append(_duplicate(ppath, f"{number}/{protocol}"))
+        seen_ports.add((number, protocol))
+    for i, env in enumerate(ctr.get("env") or []):
+        env_name = env.get("name") or ""
+        if not env_name:
+            causes.append(_required(f"{path}.env[{i}].name"))
+        elif not _ENV_NAME.match(env_name):
+            causes.append(
+                _invalid(
+                    f"{path}.env[{i}].name",
+                    env_name,
+                    "a valid environment variable name must consist of alphabetic characters, digits, "
+                    "'_', '-', or '.', and must not start with a digit",
+                )
+            )
+    for i, mount in enumerate(ctr.get("volumeMounts") or []):
+        mount_name = mount.get("name") or ""
+        if not mount_name:
+            causes.append(_required(f"{path}.volumeMounts[{i}].name"))
+        elif mount_name not in volumes:
+            causes.append(_not_found(f"{path}.volumeMounts[{i}].name", mount_name))
+        if not mount.get("mountPath"):
+            causes.append(_required(f"{path}.volumeMounts[{i}].mountPath"))
+    causes.extend(_validate_resources(f"{path}.resources", ctr.get("resources") or {}))
+    return causes
+
+
+_POD_ENUMS = {
+    "restartPolicy": ["Always", "OnFailure", "Never"],
+    "dnsPolicy": ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
+    "preemptionPolicy": ["Never", "PreemptLowerPriority"],
+}
+_TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+def _validate_pod_spec(spec: Mapping[str, Any], path: str = "spec") -> list[Cause]:
+    causes: list[Cause] = []
+    volumes: set[str] = set()
+    for i, volume in enumerate(spec.get("volumes") or []):
+        vname = volume.get("name") or ""
+        if not vname:
+            causes.append(_required(f"{path}.volumes[{i}].name"))
+        elif vname in volumes:
+            causes.append(_duplicate(f"{path}.volumes[{i}].name", vname))
+        else:
+            causes.extend(_invalid(f"{path}.volumes[{i}].name", vname, e) for e in _dns_label_errors(vname))
+        volumes.add(vname)
+    containers = spec.get("containers") or []
+    if not containers:
+        causes.append(_required(f"{path}.containers"))
+    names: set[str] = set()
+    for group in ("initContainers", "containers"):
+        for i, ctr in enumerate(spec.get(group) or []):
+            cpath = f"{path}.{group}[{i}]"
+            causes.extend(_validate_container(cpath, ctr, volumes))
+            cname = ctr.get("name") or ""
+            if cname and cname in names:
+                causes.append(_duplicate(f"{cpath}.name", cname))
+            names.add(cname)
+    for field_name, allowed in _POD_ENUMS.items():
+        value = spec.get(field_name)
+        if value is not None and value not in allowed:
+            causes.append(_not_supported(f"{path}.{field_name}", value, allowed))
+    grace = spec.get("terminationGracePeriodSeconds")
+    if grace is not None and (not isinstance(grace, int) or grace < 0):
+        causes.append(
+            _invalid(f"{path}.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0")
+        )
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and (not isinstance(deadline, int) or deadline <= 0):
+        causes.append(
+            _invalid(f"{path}.activeDeadlineSeconds", deadline, "must be between 1 and 2147483647, inclusive")
+        )
+    node_name = spec.get("nodeName")
+    if node_name:
+        causes.extend(_invalid(f"{path}.nodeName", node_name, e) for e in _dns_subdomain_errors(node_name))
+    for i, tol in enumerate(spec.get("tolerations") or []):
+        tpath = f"{path}.tolerations[{i}]"
+        operator = tol.get("operator", "Equal")
+        if operator not in ("Equal", "Exists"):
+            causes.append(_not_supported(f"{tpath}.operator", operator, ["Equal", "Exists"]))
+        if operator == "Exists" and tol.get("value"):
+            causes.append(
+                _invalid(
+                    f"{tpath}.operator", tol.get("value"), "value must be empty when `operator` is 'Exists'"
+                )
+            )
+        if not tol.get("key") and operator != "Exists":
+            causes.append(
+                _invalid(
+                    f"{tpath}.operator",
+                    operator,
+                    "operator must be Exists when `key` is empty, "
+                    'which means "match all values and all keys"',
+                )
+            )
+        effect = tol.get("effect")
+        if effect and effect not in _TAINT_EFFECTS:
+            causes.append(_not_supported(f"{tpath}.effect", effect, _TAINT_EFFECTS))
+        if tol.get("tolerationSeconds") is not None and effect != "NoExecute":
+            causes.append(
+                _invalid(
+                    f"{tpath}.effect",
+                    effect or "",
+                    "effect must be 'NoExecute' when `tolerationSeconds` is set",
+                )
+            )
+    return causes
+
+
+_POD_UPDATE_FORBIDDEN = (
+    "pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+    "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+    "(allow it to be set to 1 if it was previously negative)"
+)
+
+
+def _mutable_pod_spec_view(spec: Mapping[str, Any], old_spec: Mapping[str, Any]) -> dict[str, Any]:
+    """`spec` with the fields a pod update may change replaced by their old values."""
+    view = copy.deepcopy(dict(spec))
+    for group in ("containers", "initContainers"):
+        old_ctrs = old_spec.get(group) or []
+        new_ctrs = view.get(group) or []
+        if len(old_ctrs) == len(new_ctrs):
+            for new_ctr, old_ctr in zip(new_ctrs, old_ctrs, strict=True):
+                if "image" in old_ctr:
+                    new_ctr["image"] = old_ctr["image"]
+    view["activeDeadlineSeconds"] = old_spec.get("activeDeadlineSeconds")
+    old_tolerations = old_spec.get("tolerations") or []
+    new_tolerations = view.get("tolerations") or []
+    if all(t in new_tolerations for t in old_tolerations):
+        view["tolerations"] = old_tolerations
+    grace_old = old_spec.get("terminationGracePeriodSeconds")
+    if isinstance(grace_old, int) and grace_old < 0 and view.get("terminationGracePeriodSeconds") == 1:
+        view["terminationGracePeriodSeconds"] = grace_old
+    return {k: v for k, v in view.items() if v is not None}
+
+
+def _validate_pod(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    causes = _validate_pod_spec(spec)
+    if old is not None:
+        old_spec = old.get("spec") or {}
+        before = {k: v for k, v in old_spec.items() if v is not None}
+        if _mutable_pod_spec_view(spec, old_spec) != before:
+            causes.append(_forbidden("spec", _POD_UPDATE_FORBIDDEN))
+        deadline_old = old_spec.get("activeDeadlineSeconds")
+        deadline_new = spec.get("activeDeadlineSeconds")
+        if deadline_old is not None and (deadline_new is None or deadline_new > deadline_old):
+            causes.append(
+                _invalid(
+                    "spec.activeDeadlineSeconds",
+                    deadline_new,
+                    "must be less than or equal to previous value",
+                )
+            )
+    return causes
+
+
+def _validate_node(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    spec = obj.get("spec") or {}
+    for i, taint in enumerate(spec.get("taints") or []):
+        if not taint.get("key"):
+            causes.append(_required(f"spec.taints[{i}].key"))
+        effect = taint.get("effect")
+        if not effect:
+            causes.append(_required(f"spec.taints[{i}].effect"))
+        elif effect not in _TAINT_EFFECTS:
+            causes.append(_not_supported(f"spec.taints[{i}].effect", effect, _TAINT_EFFECTS))
+    status = obj.get("status") or {}
+    for section in ("capacity", "allocatable"):
+        for name, value in (status.get(section) or {}).items():
+            _quantity(f"status.{section}[{name}]", value, causes)
+    return causes
+
+
+_SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
+
+
+def _validate_service(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    spec = obj.get("spec") or {}
+    service_type = spec.get("type", "ClusterIP")
+    if service_type not in _SERVICE_TYPES:
+        causes.append(_not_supported("spec.type", service_type, _SERVICE_TYPES))
+    ports = spec.get("ports") or []
+    headless = spec.get("clusterIP") == "None"
+    if not ports and service_type != "ExternalName" and not headless:
+        causes.append(_required("spec.ports"))
+    names: set[str] = set()
+    seen: set[tuple[Any, Any]] = set()
+    for i, port in enumerate(ports):
+        path = f"spec.ports[{i}]"
+        pname = port.get("name") or ""
+        if len(ports) > 1 and not pname:
+            causes.append(_required(f"{path}.name"))
+        if pname:
+            if pname in names:
+                causes.append(_duplicate(f"{path}.name", pname))
+            causes.extend(_invalid(f"{path}.name", pname, e) for e in _dns_label_errors(pname))
+            names.add(pname)
+        number = port.get("port")
+        if not isinstance(number, int) or not 1 <= number <= 65535:
+            causes.append(_invalid(f"{path}.port", number, "must be between 1 and 65535, inclusive"))
+        protocol = port.get("protocol", "TCP")
+        if protocol not in ("TCP", "UDP", "SCTP"):
+            causes.append(_not_supported(f"{path}.protocol", protocol, ["SCTP", "TCP", "UDP"]))
+        if (number, protocol) in seen:
+            causes.append(_duplicate(path, {"port": number, "protocol": protocol}))
+        seen.add((number, protocol))
+        target = port.get("targetPort")
+        if isinstance(target, int):
+            if not 1 <= target <= 65535:
+                causes.append(
+                    _invalid(f"{path}.targetPort", target, "must be between 1 and 65535, inclusive")
+                )
+        elif isinstance(target, str) and (not _IANA_SVC_NAME.match(target) or len(target) > 15):
+            causes.append(
+                _invalid(
+                    f"{path}.targetPort",
+                    target,
+                    "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                )
+            )
+    return causes
+
+
+def _validate_resource_quota(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    spec = obj.get("spec") or {}
+    hard = spec.get("hard") or {}
+    _validate_resource_names("spec.hard", hard, causes)
+    for name, value in hard.items():
+        _quantity(f"spec.hard[{name}]", value, causes)
+    scopes = [
+        "Terminating",
+        "NotTerminating",
+        "BestEffort",
+        "NotBestEffort",
+        "PriorityClass",
+        "CrossNamespacePodAffinity",
+    ]
+    for i, scope in enumerate(spec.get("scopes") or []):
+        if scope not in scopes:
+            causes.append(_not_supported(f"spec.scopes[{i}]", scope, scopes))
+    return causes
+
+
+def _validate_lease(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    spec = obj.get("spec") or {}
+    duration = spec.get("leaseDurationSeconds")
+    if duration is not None and (not isinstance(duration, int) or duration <= 0):
+        causes.append(_invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
+    transitions = spec.get("leaseTransitions")
+    if transitions is not None and (not isinstance(transitions, int) or transitions < 0):
+        causes.append(_invalid("spec.leaseTransitions", transitions, "must be greater than or equal to 0"))
+    return causes
+
+
+def _validate_event(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    meta = obj.get("metadata") or {}
+    involved = obj.get("involvedObject") or {}
+    involved_ns = involved.get("namespace") or ""
+    if involved_ns and involved_ns != (meta.get("namespace") or ""):
+        causes.append(_invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
+    event_type = obj.get("type")
+    if event_type and event_type not in ("Normal", "Warning"):
+        causes.append(_not_supported("type", event_type, ["Normal", "Warning"]))
+    return causes
+
+
+def _validate_data_keys(path: str, data: Mapping[str, Any], causes: list[Cause]) -> None:
+    for key in data:
+        if len(key) > 253 or not _CONFIG_KEY.match(key):
+            causes.append(
+                _invalid(
+                    path,
+                    key,
+                    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' "
+                    "(e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+                    "'[-._a-zA-Z0-9]+')",
+                )
+            )
+
+
+def _validate_secret(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    data = obj.get("data") or {}
+    _validate_data_keys("data", data, causes)
+    _validate_data_keys("stringData", obj.get("stringData") or {}, causes)
+    total = 0
+    for key, value in data.items():
+        try:
+            total += len(base64.b64decode(str(value), validate=True))
+        except (binascii.Error, ValueError):
+            causes.append(_invalid(f"data[{key}]", "<secret contents redacted>", "illegal base64 data"))
+    if total > 1024 * 1024:
+        causes.append(_too_long("data", 1024 * 1024))
+    if old is not None and old.get("immutable") and (obj.get("data") != old.get("data")):
+        causes.append(_forbidden("data", "field is immutable when `immutable` is set"))
+    if old is not None and (old.get("type") or "Opaque") != (obj.get("type") or "Opaque"):
+        causes.append(_invalid("type", obj.get("type"), "field is immutable"))
+    return causes
+
+
+def _validate_config_map(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    data = obj.get("data") or {}
+    binary = obj.get("binaryData") or {}
+    _validate_data_keys("data", data, causes)
+    _validate_data_keys("binaryData", binary, causes)
+    causes.extend(_duplicate("data", key) for key in data if key in binary)
+    size = sum(len(k) + len(str(v)) for k, v in data.items()) + sum(
+        len(k) + len(str(v)) for k, v in binary.items()
+    )
+    if size > 1024 * 1024:
+        causes.append(_too_long("", 1024 * 1024))
+    if (
+        old is not None
+        and old.get("immutable")
+        and (data != old.get("data") or binary != old.get("binaryData"))
+    ):
+        causes.append(_forbidden("data", "field is immutable when `immutable` is set"))
+    return causes
+
+
+_OPERATIONS = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"]
+
+
+def _validate_webhooks(
+    mutating: bool,
+) -> Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]:
+    def check(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+        causes: list[Cause] = []
+        names: set[str] = set()
+        for i, hook in enumerate(obj.get("webhooks") or []):
+            path = f"webhooks[{i}]"
+            name = hook.get("name") or ""
+            if not name:
+                causes.append(_required(f"{path}.name"))
+            else:
+                causes.extend(_invalid(f"{path}.name", name, e) for e in _dns_subdomain_errors(name))
+                if name.count(".") < 2:
+                    causes.append(
+                        _invalid(
+                            f"{path}.name",
+                            name,
+                            "should be a domain with at least three segments separated by dots",
+                        )
+                    )
+                if name in names:
+                    causes.append(_duplicate(f"{path}.name", name))
+                names.add(name)
+            causes.extend(_validate_client_config(f"{path}.clientConfig", hook.get("clientConfig") or {}))
+            side_effects = hook.get("sideEffects")
+            if side_effects is None:
+                causes.append(_required(f"{path}.sideEffects", "must specify one of None, NoneOnDryRun"))
+            elif side_effects not in ("None", "NoneOnDryRun"):
+                causes.append(_not_supported(f"{path}.sideEffects", side_effects, ["None", "NoneOnDryRun"]))
+            versions = hook.get("admissionReviewVersions") or []
+            if not versions:
+                causes.append(_required(f"{path}.admissionReviewVersions", "must specify one of v1, v1beta1"))
+            elif not any(v in ("v1", "v1beta1") for v in versions):
+                causes.append(
+                    _invalid(
+                        f"{path}.admissionReviewVersions",
+                        versions,
+                        "must include at least one of v1, v1beta1",
+                    )
+                )
+            enums = {"failurePolicy": ["Fail", "Ignore"], "matchPolicy": ["Equivalent", "Exact"]}
+            if mutating:
+                enums["reinvocationPolicy"] = ["IfNeeded", "Never"]
+            for field_name, allowed in enums.items():
+                value = hook.get(field_name)
+                if value is not None and value not in allowed:
+                    causes.append(_not_supported(f"{path}.{field_name}", value, allowed))
+            timeout = hook.get("timeoutSeconds")
+            if timeout is not None and (not isinstance(timeout, int) or not 1 <= timeout <= 30):
+                causes.append(
+                    _invalid(
+                        f"{path}.timeoutSeconds",
+                        timeout,
+                        "the timeout value must be between 1 and 30 seconds",
+                    )
+                )
+            for j, rule in enumerate(hook.get("rules") or []):
+                rpath = f"{path}.rules[{j}]"
+                operations = rule.get("operations") or []
+                if not operations:
+                    causes.append(_required(f"{rpath}.operations"))
+                for k, op in enumerate(operations):
+                    if op not in _OPERATIONS:
+                        causes.append(_not_supported(f"{rpath}.operations[{k}]", op, _OPERATIONS))
+                for key in ("apiGroups", "apiVersions", "resources"):
+                    if not rule.get(key):
+                        causes.append(_required(f"{rpath}.{key}"))
+                scope = rule.get("scope")
+                if scope is not None and scope not in ("*", "Cluster", "Namespaced"):
+                    causes.append(_not_supported(f"{rpath}.scope", scope, ["*", "Cluster", "Namespaced"]))
+        return causes
+
+    return check
+
+
+def _validate_client_config(path: str, config: Mapping[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    url = config.get("url")
+    service = config.get("service")
+    if (url is None) == (service is None):
+        causes.append(_required(path, "exactly one of url or service is required"))
+    if url is not None:
+        scheme, _, rest = str(url).partition("://")
+        if scheme != "https":
+            causes.append(_invalid(f"{path}.url", scheme, "'https' is the only allowed URL scheme"))
+        elif not rest or rest.startswith("/"):
+            causes.append(_invalid(f"{path}.url", url, "host must be specified"))
+    if service is not None:
+        if not service.get("namespace"):
+            causes.append(_required(f"{path}.service.namespace", "service namespace is required"))
+        if not service.get("name"):
+            causes.append(_required(f"{path}.service.name", "service name is required"))
+        port = service.get("port")
+        if port is not None and (not isinstance(port, int) or not 1 <= port <= 65535):
+            causes.append(
+                _invalid(
+                    f"{path}.service.port", port, "port is not valid: must be between 1 and 65535, inclusive"
+                )
+            )
+        svc_path = service.get("path")
+        if svc_path is not None and not str(svc_path).startswith("/"):
+            causes.append(_invalid(f"{path}.service.path", svc_path, "must start with a '/'"))
+    return causes
+
+
+def _validate_namespace(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, finalizer in enumerate((obj.get("spec") or {}).get("finalizers") or []):
+        causes.extend(
+            _invalid(f"spec.finalizers[{i}]", finalizer, e) for e in qualified_name_errors(finalizer)
+        )
+    return causes
+
+
+_KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]] = {
+    "Pod": _validate_pod,
+    "Node": _validate_node,
+    "Namespace": _validate_namespace,
+    "Service": _validate_service,
+    "ResourceQuota": _validate_resource_quota,
+    "Lease": _validate_lease,
+    "Event": _validate_event,
+    "Secret": _validate_secret,
+    "ConfigMap": _validate_config_map,
+    "MutatingWebhookConfiguration": _validate_webhooks(mutating=True),
+    "ValidatingWebhookConfiguration": _validate_webhooks(mutating=False),
+}
+
+
+# --- defaulting ---------------------------------------------------------------------------------------
+
+_NOT_READY_TOLERATIONS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def _image_pull_policy(image: str) -> str:
+    """`Always` for `:latest` or untagged images, else `IfNotPresent` (digests count as tagged)."""
+    if "@" in image:
+        return "IfNotPresent"
+    last = image.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else ""
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
+
+
+def _default_container(ctr: dict[str, Any]) -> None:
+    ctr.setdefault("terminationMessagePath", "/dev/termination-log")
+    ctr.setdefault("terminationMessagePolicy", "File")
+    if "imagePullPolicy" not in ctr:
+        ctr["imagePullPolicy"] = _image_pull_policy(str(ctr.get("image") or ""))
+    resources = ctr.setdefault("resources", {})
+    limits = resources.get("limits") or {}
+    if limits:
+        requests = resources.setdefault("requests", {})
+        for name, value in limits.items():
+            requests.setdefault(name, value)
+    for port in ctr.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+    for env in ctr.get("env") or []:
+        field_ref = (env.get("valueFrom") or {}).get("fieldRef")
+        if field_ref is not None:
+            field_ref.setdefault("apiVersion", "v1")
+
+
+def _quantity_or_none(value: Any) -> Decimal | None:
+    try:
+        return parse_quantity(value)
+    except (QuantityError, TypeError):
+        return None
+
+
+def pod_qos_class(spec: Mapping[str, Any]) -> str:
+    """Guaranteed, Burstable or BestEffort from cpu and memory requests and limits, as kube ranks pods."""
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    guaranteed = True
+    for ctr in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+        resources = ctr.get("resources") or {}
+        ctr_limits = {}
+        for name in ("cpu", "memory"):
+            req = _quantity_or_none((resources.get("requests") or {}).get(name))
+            lim = _quantity_or_none((resources.get("limits") or {}).get(name))
+            if req is not None and req != 0:
+                requests[name] = requests.get(name, Decimal(0)) + req
+            if lim is not None and lim != 0:
+                limits[name] = limits.get(name, Decimal(0)) + lim
+                ctr_limits[name] = lim
+        if set(ctr_limits) != {"cpu", "memory"}:
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if (
+        guaranteed
+        and set(limits) == {"cpu", "memory"}
+        and all(requests.get(name) == limits[name] for name in limits)
+    ):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def _default_pod(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("priority", 0)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    for group in ("initContainers", "containers"):
+        for ctr in spec.get(group) or []:
+            _default_container(ctr)
+    tolerations = spec.setdefault("tolerations", [])
+    for key in _NOT_READY_TOLERATIONS:
+        # The DefaultTolerationSeconds plugin adds these unless the pod already tolerates the taint.
+        if not any(
+            (t.get("key") in (key, None, "")) and t.get("effect") in ("NoExecute", None, "")
+            for t in tolerations
+        ):
+            tolerations.append(
+                {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            )
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", pod_qos_class(spec))
+
+
+def _default_service(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if spec["type"] != "ExternalName":
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    for port in spec.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+        port.setdefault("targetPort", port.get("port"))
+    obj.setdefault("status", {}).setdefault("loadBalancer", {})
+
+
+def _default_namespace(obj: dict[str, Any]) -> None:
+    meta = obj.setdefault("metadata", {})
+    name = meta.get("name")
+    if name:
+        meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj.setdefault("status", {}).setdefault("phase", "Active")
+
+
+def _default_secret(obj: dict[str, Any]) -> None:
+    obj.setdefault("type", "Opaque")
+
+
+def _default_node(obj: dict[str, Any]) -> None:
+    status = obj.get("status")
+    if status and status.get("capacity") and not status.get("allocatable"):
+        status["allocatable"] = dict(status["capacity"])
+
+
+def _default_webhooks(mutating: bool) -> Callable[[dict[str, Any]], None]:
+    def apply(obj: dict[str, Any]) -> None:
+        for hook in obj.get("webhooks") or []:
+            hook.setdefault("failurePolicy", "Fail")
+            hook.setdefault("matchPolicy", "Equivalent")
+            hook.setdefault("namespaceSelector", {})
+            hook.setdefault("objectSelector", {})
+            hook.setdefault("timeoutSeconds", 10)
+            if mutating:
+                hook.setdefault("reinvocationPolicy", "Never")
+            for rule in hook.get("rules") or []:
+                rule.setdefault("scope", "*")
+            service = (hook.get("clientConfig") or {}).get("service")
+            if service is not None:
+                service.setdefault("port", 443)
+
+    return apply
+
+
+_DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "Pod": _default_pod,
+    "Service": _default_service,
+    "Namespace": _default_namespace,
+    "Secret": _default_secret,
+    "Node": _default_node,
+    "MutatingWebhookConfiguration": _default_webhooks(mutating=True),
+    "ValidatingWebhookConfiguration": _default_webhooks(mutating=False),
+}
+
+
+def default(kind: str, obj: dict[str, Any]) -> None:
+    """Fill in, in place, the fields kube-apiserver defaults for `kind`; other kinds are left alone."""
+    defaulter = _DEFAULTERS.get(kind)
+    if defaulter is not None:
+        defaulter(obj)

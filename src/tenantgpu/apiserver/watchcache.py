@@ -1,0 +1,171 @@
+"""The watch cache: current objects per resource plus a window of recent events, fanned out to watchers.
+
+Reads and watches are served from here; the datastore is read only when a server starts. As in
+kube-apiserver's cacher, a watcher whose selector stops (or starts) matching an object sees it as
+DELETED (or ADDED), and a resume from a revision older than the window gets 410 Expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantgpu.apiserver import errors
+
+Obj = dict[str, Any]
+
+
+def encode(obj: Obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(slots=True)
+class Entry:
+    """A stored object: the decoded form (never mutate it) and its JSON bytes, which carry the revision."""
+
+    obj: Obj
+    raw: bytes
+    revision: int
+
+    def copy(self) -> Obj:
+        """A private, mutable copy of the object."""
+        return json.loads(self.raw)
+
+    def at_revision(self, revision: int) -> Entry:
+        """The same object content stamped with another resourceVersion (deletion events)."""
+        obj = self.copy()
+        obj["metadata"]["resourceVersion"] = str(revision)
+        return Entry(obj, encode(obj), revision)
+
+
+@dataclass(slots=True)
+class Event:
+    type: str
+    entry: Entry
+    prev: Entry | None = None
+    _line: bytes | None = None
+
+    def line(self) -> bytes:
+        """The event as one line of a JSON watch stream, rendered once for all watchers."""
+        if self._line is None:
+            self._line = b'{"type":"' + self.type.encode() + b'","object":' + self.entry.raw + b"}\n"
+        return self._line
+
+
+Predicate = Callable[[Obj], bool]
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One open watch: a namespace, a selector predicate and a bounded queue of events to send."""
+
+    namespace: str | None
+    predicate: Predicate | None
+    limit: int = 50_000
+    queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue)
+    overflowed: bool = False
+
+    def matches(self, entry: Entry | None) -> bool:
+        if entry is None:
+            return False
+        if self.namespace is not None and entry.obj["metadata"].get("namespace") != self.namespace:
+            return False
+        return self.predicate is None or self.predicate(entry.obj)
+
+    def translate(self, event: Event) -> Event | None:
+        """The event as this watcher must see it, or None if it does not concern the watcher."""
+        now = self.matches(event.entry)
+        if event.type != "MODIFIED":
+            return event if now else None
+        before = self.matches(event.prev)
+        if now and before:
+            return event
+        if now:
+            return Event("ADDED", event.entry)
+        if before and event.prev is not None:
+            return Event("DELETED", event.prev.at_revision(event.entry.revision))
+        return None
+
+    def offer(self, event: Event) -> None:
+        if self.overflowed:
+            return
+        seen = self.translate(event)
+        if seen is None:
+            return
+        if self.queue.qsize() >= self.limit:
+            # A watcher that cannot keep up is closed, as kube-apiserver does; the client re-watches.
+            self.overflowed = True
+            self.queue.put_nowait(None)
+            return
+        self.queue.put_nowait(seen)
+
+    def close(self) -> None:
+        self.queue.put_nowait(None)
+
+
+class ResourceCache:
+    """Current objects of one resource in one tenant, the recent event window and the open watchers."""
+
+    def __init__(self, start_revision: int, window: int) -> None:
+        self.objects: dict[str, Entry] = {}
+        self._events: deque[Event] = deque(maxlen=window)
+        self._window_start = start_revision
+        self._watchers: set[Watcher] = set()
+
+    def load(self, key: str, entry: Entry) -> None:
+        self.objects[key] = entry
+
+    def record(self, key: str, event: Event) -> None:
+        if event.type == "DELETED":
+            self.objects.pop(key, None)
+        else:
+            self.objects[key] = event.entry
+        if len(self._events) == self._events.maxlen:
+            self._window_start = self._events[0].entry.revision
+        self._events.append(event)
+        for watcher in self._watchers:
+            watcher.offer(event)
+
+    def items(self, prefix: str = "") -> Iterator[tuple[str, Entry]]:
+        if not prefix:
+            yield from self.objects.items()
+            return
+        for key, entry in self.objects.items():
+            if key.startswith(prefix):
+                yield key, entry
+
+    def watch(self, watcher: Watcher, since: int | None) -> list[Event]:
+        """Registers the watcher; returns what it must be sent first.
+
+        `since=None` means "from now, starting with every current object as ADDED"; otherwise the events
+        after revision `since`, or 410 Expired if the window no longer reaches back that far.
+        """
+        if since is None:
+            backlog = [Event("ADDED", entry) for entry in self.objects.values() if watcher.matches(entry)]
+        else:
+            if since < self._window_start:
+                raise errors.expired(f"too old resource version: {since} ({self._window_start})")
+            backlog = []
+            for event in self._events:
+                if event.entry.revision > since:
+                    seen = watcher.translate(event)
+                    if seen is not None:
+                        backlog.append(seen)
+        self._watchers.add(watcher)
+        return backlog
+
+    def unwatch(self, watcher: Watcher) -> None:
+        self._watchers.discard(watcher)
+
+    def close_watchers(self) -> None:
+        for watcher in list(self._watchers):
+            watcher.close()
+        self._watchers.clear()
+
+    @property
+    def watcher_count(self) -> int:
+        return len(self._watchers)

@@ -1,0 +1,52 @@
+"""Starts and stops, as one unit, the services that run beside one tenant API server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
+from tenantgpu.controlplane.podgc import PodGarbageCollector
+from tenantgpu.controlplane.scheduler import DefaultScheduler
+from tenantgpu.controlplane.serviceaccounts import ServiceAccountController
+from tenantgpu.kubeclient import KubeClient
+
+
+class _Service(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass
+class ControlPlaneServices:
+    """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs."""
+
+    client: KubeClient
+    node_grace_seconds: float = 40.0
+    node_monitor_seconds: float = 5.0
+    services: list[_Service] = field(default_factory=list)
+
+    async def start(self) -> None:
+        self.services = [
+            ServiceAccountController(self.client),
+            DefaultScheduler(self.client),
+            NodeLifecycleController(
+                self.client, grace_seconds=self.node_grace_seconds, monitor_seconds=self.node_monitor_seconds
+            ),
+            PodGarbageCollector(self.client),
+        ]
+        started: list[_Service] = []
+        try:
+            for service in self.services:
+                await service.start()
+                started.append(service)
+        except BaseException:
+            for service in reversed(started):
+                await service.stop()
+            raise
+
+    async def stop(self) -> None:
+        for service in reversed(self.services):
+            await service.stop()
+        self.services = []

@@ -1,0 +1,152 @@
+"""Node lifecycle: a node whose Lease stops being renewed turns Ready=Unknown and gets the unreachable taints.
+
+As kube-controller-manager does with `--node-monitor-grace-period` (40 s by default): once the kubelet
+renews its Lease and reports Ready again, the taints go away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from tenantgpu.kubeclient import ApiError, Informer, KubeClient
+from tenantgpu.kubeclient.client import now_rfc3339
+
+log = logging.getLogger(__name__)
+
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
+_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _ready_condition(node: dict[str, Any]) -> dict[str, Any] | None:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition
+    return None
+
+
+def has_unreachable_taints(node: dict[str, Any]) -> bool:
+    return any(t.get("key") == UNREACHABLE_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or [])
+
+
+def last_heartbeat(node: dict[str, Any], lease: dict[str, Any] | None) -> datetime | None:
+    """The newest sign of life: the Lease's renewTime, else the Ready condition's heartbeat."""
+    times = []
+    if lease is not None:
+        times.append(_parse_time((lease.get("spec") or {}).get("renewTime")))
+    ready = _ready_condition(node)
+    if ready is not None:
+        times.append(_parse_time(ready.get("lastHeartbeatTime")))
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+class NodeLifecycleController:
+    """Watches nodes and their Leases; marks silent nodes Unknown and taints them unreachable."""
+
+    def __init__(
+        self, client: KubeClient, *, grace_seconds: float = 40.0, monitor_seconds: float = 5.0
+    ) -> None:
+        self.client = client
+        self.grace_seconds = grace_seconds
+        self.monitor_seconds = monitor_seconds
+        self.nodes = Informer(client, "nodes")
+        self.leases = Informer(client, "leases", NODE_LEASE_NAMESPACE)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.nodes.start()
+        await self.leases.start()
+        self._task = asyncio.create_task(self._loop(), name="node-lifecycle")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.leases.stop()
+        await self.nodes.stop()
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.monitor_seconds)
+            try:
+                await self.check_nodes(datetime.now(UTC))
+            except Exception:  # one failed pass must not end monitoring
+                log.exception("node lifecycle pass failed")
+
+    async def check_nodes(self, now: datetime) -> None:
+        for node in self.nodes.items():
+            name = node["metadata"]["name"]
+            heartbeat = last_heartbeat(node, self.leases.get(NODE_LEASE_NAMESPACE, name))
+            silent = heartbeat is None or (now - heartbeat).total_seconds() > self.grace_seconds
+            ready = _ready_condition(node)
+            try:
+                if silent and (ready is None or ready.get("status") != "Unknown"):
+                    await self._mark_unknown(node)
+                if silent and not has_unreachable_taints(node):
+                    await self._set_taints(node, add=True)
+                if not silent and has_unreachable_taints(node) and ready and ready.get("status") == "True":
+                    await self._set_taints(node, add=False)
+            except ApiError as exc:
+                if exc.code not in (404, 409):  # gone, or changed under us: the next pass sees the new state
+                    raise
+
+    async def _mark_unknown(self, node: dict[str, Any]) -> None:
+        now = now_rfc3339()
+        conditions = []
+        for condition in (node.get("status") or {}).get("conditions") or []:
+            if condition.get("status") == "Unknown":
+                continue
+            conditions.append(
+                {
+                    "type": condition.get("type"),
+                    "status": "Unknown",
+                    "reason": "NodeStatusUnknown",
+                    "message": "Kubelet stopped posting node status.",
+                    "lastTransitionTime": now,
+                }
+            )
+        if not conditions:
+            conditions.append(
+                {
+                    "type": "Ready",
+                    "status": "Unknown",
+                    "reason": "NodeStatusNeverUpdated",
+                    "message": "Kubelet never posted node status.",
+                    "lastTransitionTime": now,
+                }
+            )
+        await self.client.patch(
+            "nodes",
+            node["metadata"]["name"],
+            {"status": {"conditions": conditions}},
+            patch_type="strategic",
+            subresource="status",
+        )
+
+    async def _set_taints(self, node: dict[str, Any], *, add: bool) -> None:
+        taints = [
+            t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != UNREACHABLE_TAINT_KEY
+        ]
+        if add:
+            now = now_rfc3339()
+            taints += [{"key": UNREACHABLE_TAINT_KEY, "effect": e, "timeAdded": now} for e in _EFFECTS]
+        patch = {
+            "metadata": {"resourceVersion": node["metadata"].get("resourceVersion")},
+            "spec": {"taints": taints or None},
+        }
+        await self.client.patch("nodes", node["metadata"]["name"], patch)

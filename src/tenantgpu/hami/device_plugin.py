@@ -1,0 +1,235 @@
+"""HAMi's NVIDIA device plugin, simulated: registers the node's GPUs and performs Allocate for bound pods.
+
+Register: `hami.io/node-nvidia-register` in v2.10's JSON format plus, like HAMi's mock device plugin,
+`nvidia.com/gpumem`, `nvidia.com/gpucores`, `nvidia.com/gpumem-percentage` in capacity/allocatable next to
+`nvidia.com/gpu` = GPUs × deviceSplitCount. Allocate: reads `hami.io/vgpu-devices-to-allocate`, gives each
+GPU container HAMi's environment, erases the consumed segments, then `bind-phase: success` and releases the
+node lock — or `bind-phase: failed` + release on a mismatch (the kubelet then fails the pod with
+`UnexpectedAdmissionError`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantgpu.gpushare import (
+    ContainerDevice,
+    DeviceInfo,
+    SharingConfig,
+    allocate_env,
+    decode_pod_devices,
+    encode_node_register,
+    encode_pod_devices,
+)
+from tenantgpu.gpushare import annotations as ann
+from tenantgpu.hami.nodelock import release_node_lock
+from tenantgpu.kubeclient import ApiError, KubeClient
+
+log = logging.getLogger(__name__)
+
+REGISTER_INTERVAL_SECONDS = 30.0  # HAMi's WatchAndRegister period
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One kind of card on a worker: model name, memory in MiB, how many, NUMA node."""
+
+    model: str
+    memory_mib: int
+    count: int = 1
+    numa: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> GPUSpec:
+        """`MODEL:MEMORY_MIB[:COUNT[:NUMA]]`, e.g. `NVIDIA L4:23034:2`."""
+        parts = text.rsplit(":", 3) if text.count(":") >= 3 else text.rsplit(":", 2)
+        if len(parts) < 2 or not parts[0].strip():
+            raise ValueError(f"GPU spec {text!r}: expected MODEL:MEMORY_MIB[:COUNT[:NUMA]]")
+        try:
+            memory = int(parts[1])
+            count = int(parts[2]) if len(parts) > 2 else 1
+            numa = int(parts[3]) if len(parts) > 3 else 0
+        except ValueError:
+            raise ValueError(f"GPU spec {text!r}: memory, count and NUMA must be integers") from None
+        if memory <= 0 or count <= 0 or numa < 0:
+            raise ValueError(f"GPU spec {text!r}: memory and count must be positive")
+        return cls(parts[0].strip(), memory, count, numa)
+
+
+def device_type(model: str) -> str:
+    """HAMi ≥ v2.8 registers the NVML name as is when it starts with NVIDIA, else `NVIDIA-<name>`."""
+    return model if model.startswith("NVIDIA") else f"NVIDIA-{model}"
+
+
+def gpu_uuid(node_name: str, index: int) -> str:
+    """A stable, NVML-looking UUID per node and card index (the same after a worker restart)."""
+    return f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'tenantgpu:{node_name}:{index}')}"
+
+
+def node_devices(node_name: str, gpus: list[GPUSpec], cfg: SharingConfig) -> list[DeviceInfo]:
+    devices: list[DeviceInfo] = []
+    for spec in gpus:
+        for _ in range(spec.count):
+            i = len(devices)
+            devices.append(
+                DeviceInfo(
+                    id=gpu_uuid(node_name, i),
+                    index=i,
+                    count=cfg.device_split_count,
+                    devmem=int(spec.memory_mib * cfg.device_memory_scaling),
+                    devcore=int(cfg.device_core_scaling * 100),
+                    type=device_type(spec.model),
+                    numa=spec.numa,
+                    mode="hami-core",
+                    health=True,
+                )
+            )
+    return devices
+
+
+def extended_resources(devices: list[DeviceInfo], cfg: SharingConfig) -> dict[str, str]:
+    """What the real plugin (gpu) and the mock plugin (gpumem, gpucores, percentage) advertise."""
+    if not devices:
+        return {}
+    mem = sum(d.devmem for d in devices)
+    if cfg.memory_factor > 1:
+        mem //= cfg.memory_factor
+    return {
+        cfg.resource_count_name: str(len(devices) * cfg.device_split_count),
+        cfg.resource_memory_name: str(mem),
+        cfg.resource_core_name: str(sum(d.devcore for d in devices)),
+        cfg.resource_memory_percentage_name: str(100 * len(devices)),
+    }
+
+
+class AllocateError(Exception):
+    """Why Allocate failed; the kubelet reports it in an `UnexpectedAdmissionError`."""
+
+
+@dataclass
+class Allocation:
+    """The device plugin's answer for one pod: env per GPU container, and the erased to-allocate value."""
+
+    envs: dict[str, dict[str, str]] = field(default_factory=dict)
+    devices: dict[str, list[ContainerDevice]] = field(default_factory=dict)
+    remaining: str = ""
+
+
+def gpu_containers(pod: dict[str, Any], cfg: SharingConfig) -> list[tuple[str, int]]:
+    """Containers the kubelet asks the plugin about, in its order (init first): (name, nvidia.com/gpu)."""
+    spec = pod.get("spec") or {}
+    out: list[tuple[str, int]] = []
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        resources = container.get("resources") or {}
+        raw = (resources.get("limits") or {}).get(cfg.resource_count_name)
+        if raw is None:
+            raw = (resources.get("requests") or {}).get(cfg.resource_count_name)
+        try:
+            n = int(str(raw)) if raw is not None else 0
+        except ValueError:
+            n = 0
+        if n > 0:
+            out.append((container.get("name", ""), n))
+    return out
+
+
+def is_binding_pod(pod: dict[str, Any], node_name: str) -> bool:
+    """HAMi's GetPendingPod test: bound here by HAMi and not yet failed."""
+    a = (pod.get("metadata") or {}).get("annotations") or {}
+    return (
+        bool(a.get(ann.BIND_TIME))
+        and a.get(ann.BIND_PHASE) in (ann.BIND_PHASE_ALLOCATING, ann.BIND_PHASE_SUCCESS)
+        and a.get(ann.VGPU_NODE) == node_name
+    )
+
+
+def allocate(pod: dict[str, Any], node_name: str, cfg: SharingConfig) -> Allocation:
+    """Allocate for every GPU container of `pod` (pure); raises AllocateError with HAMi's message."""
+    if not is_binding_pod(pod, node_name):
+        raise AllocateError(f"no binding pod found on node {node_name}")
+    meta = pod.get("metadata") or {}
+    segments = decode_pod_devices(meta["annotations"].get(ann.DEVICES_TO_ALLOCATE) or "")
+    result = Allocation()
+    for name, count in gpu_containers(pod, cfg):
+        idx = next((i for i, seg in enumerate(segments) if seg), None)
+        if idx is None:
+            raise AllocateError("device request not found")
+        devices = segments[idx]
+        if len(devices) != count:
+            raise AllocateError("device number not matched")
+        result.envs[name] = allocate_env(devices, cfg, pod_uid=meta.get("uid", ""), container=name)
+        result.devices[name] = devices
+        segments[idx] = []
+    result.remaining = encode_pod_devices(segments)
+    return result
+
+
+async def report_allocation(
+    client: KubeClient, pod: dict[str, Any], node_name: str, outcome: Allocation | AllocateError
+) -> None:
+    """Write Allocate's outcome to the API: annotations on the pod, then release the node lock."""
+    meta = pod["metadata"]
+    if isinstance(outcome, Allocation):
+        patch = {ann.DEVICES_TO_ALLOCATE: outcome.remaining, ann.BIND_PHASE: ann.BIND_PHASE_SUCCESS}
+    else:
+        patch = {ann.BIND_PHASE: ann.BIND_PHASE_FAILED}
+    try:
+        await client.patch("pods", meta["name"], {"metadata": {"annotations": patch}}, meta["namespace"])
+    except ApiError as err:
+        if err.code != 404:
+            raise
+    try:
+        await release_node_lock(client, node_name, meta["namespace"], meta["name"])
+    except ApiError as err:
+        log.warning("device plugin %s: releasing node lock: %s", node_name, err)
+
+
+class DevicePlugin:
+    """Keeps the node's registration annotation and extended resources current, like WatchAndRegister."""
+
+    def __init__(self, client: KubeClient, node_name: str, gpus: list[GPUSpec], cfg: SharingConfig) -> None:
+        self.client = client
+        self.node_name = node_name
+        self.cfg = cfg
+        self.devices = node_devices(node_name, gpus, cfg)
+        self.by_uuid = {d.id: d for d in self.devices}
+
+    def register_annotation(self) -> str:
+        return encode_node_register(self.devices)
+
+    def resources(self) -> dict[str, str]:
+        return extended_resources(self.devices, self.cfg)
+
+    async def register(self, node: dict[str, Any] | None = None) -> bool:
+        """Patch the node when the registration differs from what it shows; returns whether it patched."""
+        if not self.devices:
+            return False
+        node = node or await self.client.get("nodes", self.node_name)
+        current = ((node.get("metadata") or {}).get("annotations") or {}).get(ann.NODE_REGISTER)
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        wanted = self.resources()
+        changed = False
+        if current != self.register_annotation():
+            patch = {"metadata": {"annotations": {ann.NODE_REGISTER: self.register_annotation()}}}
+            await self.client.patch("nodes", self.node_name, patch)
+            changed = True
+        if any(allocatable.get(k) != v for k, v in wanted.items()):
+            status = {"status": {"capacity": wanted, "allocatable": wanted}}
+            await self.client.patch("nodes", self.node_name, status, subresource="status")
+            changed = True
+        return changed
+
+    async def run(self, interval: float = REGISTER_INTERVAL_SECONDS) -> None:
+        while True:
+            try:
+                await self.register()
+                await asyncio.sleep(interval)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # keep registering through API hiccups, as HAMi retries after 5 s
+                log.warning("device plugin %s: register: %s", self.node_name, err)
+                await asyncio.sleep(5.0)

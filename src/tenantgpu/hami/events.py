@@ -1,0 +1,82 @@
+"""HAMi scheduler events (FilteringSucceed/Failed, BindingSucceed/Failed) and the kube-scheduler's words."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from tenantgpu.gpushare import Decision
+from tenantgpu.kubeclient import KubeClient
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "hami-scheduler"  # HAMi's event source: config.SchedulerName
+FILTERING_SUCCEED = "FilteringSucceed"
+FILTERING_FAILED = "FilteringFailed"
+BINDING_SUCCEED = "BindingSucceed"
+BINDING_FAILED = "BindingFailed"
+SCHEDULED = "Scheduled"
+FAILED_SCHEDULING = "FailedScheduling"
+
+_ENTRY = re.compile(r"^\s*\d+/\d+ (\S+)\s*$")
+
+
+def filtering_succeed_message(total_nodes: int, decision: Decision) -> str:
+    """`find fit node(<node>), <k> nodes not fit, <m> nodes fit(<node>:<score>,...)`, scores ascending."""
+    scores = sorted(decision.node_scores.items(), key=lambda kv: (kv[1], kv[0]))
+    listed = ",".join(f"{name}:{score:.2f}" for name, score in scores)
+    return (
+        f"find fit node({decision.node}), {total_nodes - len(scores)} nodes not fit, "
+        f"{len(scores)} nodes fit({listed})"
+    )
+
+
+def reasons_by_node(failed_nodes: dict[str, str]) -> dict[str, list[str]]:
+    """Reason → nodes, from HAMi's GenReason strings (`"1/2 CardInsufficientMemory, ..."`) or plain text."""
+    grouped: dict[str, list[str]] = {}
+    for node, text in sorted(failed_nodes.items()):
+        names = [m.group(1) for part in text.split(", ") if (m := _ENTRY.match(part))] or [text]
+        for name in dict.fromkeys(names):
+            grouped.setdefault(name, []).append(node)
+    return grouped
+
+
+def filtering_failed_messages(decision: Decision) -> list[str]:
+    """One `<n> nodes <Reason>(<nodes>)` per reason, then `no available node, <N> nodes do not meet`."""
+    out = [
+        f"{len(nodes)} nodes {reason}({','.join(nodes)})"
+        for reason, nodes in reasons_by_node(decision.failed_nodes).items()
+    ]
+    out.append(f"no available node, {len(decision.failed_nodes)} nodes do not meet")
+    return out
+
+
+def unschedulable_message(total_nodes: int, decision: Decision) -> str:
+    """kube-scheduler's summary for PodScheduled=False and FailedScheduling."""
+    grouped = reasons_by_node(decision.failed_nodes)
+    if not grouped:
+        detail = decision.reason or "no nodes available to schedule pods"
+        return f"0/{total_nodes} nodes are available: {detail}."
+    parts = sorted(f"{len(nodes)} {reason}" for reason, nodes in grouped.items())
+    return f"0/{total_nodes} nodes are available: {', '.join(parts)}."
+
+
+def binding_succeed_message(node: str, namespace: str, pod: str) -> str:
+    return f"Successfully binding node [{node}] to {namespace}/{pod}"
+
+
+def scheduled_message(node: str, namespace: str, pod: str) -> str:
+    return f"Successfully assigned {namespace}/{pod} to {node}"
+
+
+async def emit(
+    client: KubeClient, pod: dict[str, Any], reason: str, message: str, *, warning: bool = False
+) -> None:
+    """Record an event on the pod; events are best effort and never fail the caller."""
+    try:
+        await client.create_event(
+            pod, reason=reason, message=message, type="Warning" if warning else "Normal", component=COMPONENT
+        )
+    except Exception as err:
+        log.debug("event %s on %s: %s", reason, (pod.get("metadata") or {}).get("name"), err)

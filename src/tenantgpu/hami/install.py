@@ -1,0 +1,190 @@
+"""Install HAMi into a tenant's API like its Helm chart: webhook configuration, Service, kube-system pods."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+from tenantgpu.kubeclient import ApiError, KubeClient
+
+NAMESPACE = "kube-system"
+SERVICE = "hami-scheduler"
+WEBHOOK_CONFIGURATION = "hami-webhook"  # the chart's "<fullname>-webhook"
+WEBHOOK_NAME = "vgpu.hami.io"
+WEBHOOK_PATH = "/webhook"
+WEBHOOK_IGNORE_LABEL = "hami.io/webhook"
+_IMAGES = {"kube-scheduler": "registry.k8s.io/kube-scheduler:v1.31.4"}
+CHART_LABELS = {"app.kubernetes.io/name": "hami", "app.kubernetes.io/instance": "hami"}
+
+
+def webhook_configuration(
+    ca_bundle: bytes, *, url: str | None = None, service_port: int = 443, failure_policy: str = "Ignore"
+) -> dict[str, Any]:
+    """HAMi's MutatingWebhookConfiguration: rules, selectors, failurePolicy, timeout as in the chart."""
+    client_config: dict[str, Any] = {"caBundle": base64.b64encode(ca_bundle).decode()}
+    if url:
+        client_config["url"] = url  # the chart's customURL mode
+    else:
+        client_config["service"] = {
+            "name": SERVICE,
+            "namespace": NAMESPACE,
+            "path": WEBHOOK_PATH,
+            "port": service_port,
+        }
+    not_ignored = {
+        "matchExpressions": [{"key": WEBHOOK_IGNORE_LABEL, "operator": "NotIn", "values": ["ignore"]}]
+    }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_CONFIGURATION, "labels": dict(CHART_LABELS)},
+        "webhooks": [
+            {
+                "name": WEBHOOK_NAME,
+                "admissionReviewVersions": ["v1beta1"],
+                "clientConfig": client_config,
+                "failurePolicy": failure_policy,
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": not_ignored,
+                "objectSelector": not_ignored,
+                "reinvocationPolicy": "Never",
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                        "scope": "*",
+                    }
+                ],
+                "sideEffects": "None",
+                "timeoutSeconds": 10,
+            }
+        ],
+    }
+
+
+def scheduler_service(
+    webhook_host: str, webhook_port: int, metrics_port: int | None = None
+) -> list[dict[str, Any]]:
+    """Service `kube-system/hami-scheduler` (ports as in the chart) and Endpoints naming where it listens."""
+    labels = {"app.kubernetes.io/component": "hami-scheduler", **CHART_LABELS}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": SERVICE, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": labels,
+            "ports": [
+                {"name": "http", "port": 443, "targetPort": webhook_port, "protocol": "TCP"},
+                {"name": "monitor", "port": 31993, "targetPort": metrics_port or 9395, "protocol": "TCP"},
+            ],
+        },
+    }
+    ports = [{"name": "http", "port": webhook_port, "protocol": "TCP"}]
+    if metrics_port:
+        ports.append({"name": "monitor", "port": metrics_port, "protocol": "TCP"})
+    endpoints = {
+        "apiVersion": "v1",
+        "kind": "Endpoints",
+        "metadata": {"name": SERVICE, "namespace": NAMESPACE, "labels": labels},
+        "subsets": [{"addresses": [{"ip": webhook_host}], "ports": ports}],
+    }
+    return [service, endpoints]
+
+
+def _pod(
+    name: str, node: str, component: str, containers: list[str], labels: dict[str, str]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/component": component, WEBHOOK_IGNORE_LABEL: "ignore", **labels},
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": c, "image": _IMAGES.get(c, "projecthami/hami:v2.10.0")} for c in containers
+            ],
+        },
+    }
+
+
+def _suffix(text: str, n: int = 5) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def system_pods(scheduler_node: str, device_plugin_nodes: list[str]) -> list[dict[str, Any]]:
+    """HAMi's kube-system pods as they appear in a cluster; the simulated kubelet runs them."""
+    pods = [
+        _pod(
+            f"hami-scheduler-{_suffix(scheduler_node, 10)[:5]}",
+            scheduler_node,
+            "hami-scheduler",
+            ["kube-scheduler", "vgpu-scheduler-extender"],
+            CHART_LABELS,
+        )
+    ]
+    for node in device_plugin_nodes:
+        pods.append(
+            _pod(
+                f"hami-device-plugin-{_suffix(node)}",
+                node,
+                "hami-device-plugin",
+                ["device-plugin", "vgpu-monitor"],
+                CHART_LABELS,
+            )
+        )
+    return pods
+
+
+async def _apply(client: KubeClient, resource: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Create, or replace an existing object (keeping its resourceVersion)."""
+    meta = body["metadata"]
+    try:
+        return await client.create(resource, body, meta.get("namespace"))
+    except ApiError as err:
+        if err.reason != "AlreadyExists":
+            raise
+    if resource == "pods":
+        return await client.get(resource, meta["name"], meta.get("namespace"))
+    current = await client.get(resource, meta["name"], meta.get("namespace"))
+    body = {**body, "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}}
+    if resource == "services":
+        body["spec"] = {**current.get("spec", {}), **body["spec"]}
+    return await client.update(resource, body)
+
+
+async def install_hami(
+    client: KubeClient,
+    webhook_service_host: str,
+    webhook_port: int,
+    ca_bundle: bytes,
+    *,
+    webhook_url: str | None = None,
+    metrics_port: int | None = None,
+    scheduler_node: str | None = None,
+    device_plugin_nodes: list[str] | None = None,
+) -> None:
+    """Create HAMi's objects in the tenant: MWC `hami-webhook` (webhook `vgpu.hami.io`), Service and Endpoints
+    `kube-system/hami-scheduler`, and — when nodes are given — the scheduler and device-plugin pods.
+
+    With `webhook_url` the configuration dials that URL (the chart's customURL); otherwise it names the
+    service, which the API server reaches through its egress (the tunnel).
+    """
+    try:
+        await client.create("namespaces", {"metadata": {"name": NAMESPACE}})
+    except ApiError as err:
+        if err.reason != "AlreadyExists":
+            raise
+    for obj in scheduler_service(webhook_service_host, webhook_port, metrics_port):
+        await _apply(client, "services" if obj["kind"] == "Service" else "endpoints", obj)
+    await _apply(client, "mutatingwebhookconfigurations", webhook_configuration(ca_bundle, url=webhook_url))
+    if scheduler_node:
+        for pod in system_pods(scheduler_node, device_plugin_nodes or [scheduler_node]):
+            await _apply(client, "pods", pod)

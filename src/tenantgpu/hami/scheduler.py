@@ -1,0 +1,434 @@
+"""HAMi's scheduler on the wire: watches pending pods, filters and scores with gpushare, locks, binds.
+
+It plays both parts of HAMi's scheduler pod — the kube-scheduler profile `hami-scheduler` and the
+vGPU extender — for pods whose `schedulerName` is `hami-scheduler`. For each pod: `ClusterState.schedule`
+(gpushare's filter and scores), then HAMi's Bind: take the node lock (`hami.io/mutex.lock`), patch the
+filter annotations (`hami.io/vgpu-node`, `-time`, `-devices-to-allocate`, `-devices-allocated`) together
+with `bind-phase: allocating` and `bind-time`, and POST the Binding. One patch carries what HAMi writes in
+two (filter, then bind), so a contended lock leaves no stale allocation on the pod.
+
+Throughput: a node stays locked from Bind until the device plugin's Allocate; pods whose best node is
+locked wait for that node's lock to be released (seen on the node watch) while other pods keep flowing
+to other nodes. Unschedulable pods are retried when capacity may have changed (a pod ended or was
+deleted, a node or quota changed), on a periodic flush, and with backoff after bind errors; nothing is
+kept that the API does not hold, so a restarted scheduler rebuilds it all by list + watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from tenantgpu.gpushare import ClusterState, Decision, SharingConfig
+from tenantgpu.gpushare import annotations as ann
+from tenantgpu.hami import events
+from tenantgpu.hami.metrics import scheduler_registry
+from tenantgpu.hami.nodelock import NODE_LOCK, LockVerdict, NodeLockError, NodeLocks, judge_lock
+from tenantgpu.kubeclient import ApiError, Informer, KubeClient
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+_TERMINAL = ("Succeeded", "Failed")
+_MAX_BACKOFF = 10.0  # kube-scheduler's podMaxBackoffSeconds
+
+
+def _key(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "default", meta.get("name", "")
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+@dataclass
+class _InFlight:
+    """A node we locked for a pod, until the node watch shows the lock gone again."""
+
+    pod: Key
+    since: float
+    seen: bool = False
+
+
+class _WorkQueue:
+    """A deduplicating FIFO of pod keys; `push_front` lets a pod waiting for a lock go first."""
+
+    def __init__(self) -> None:
+        self._items: deque[Key] = deque()
+        self._members: set[Key] = set()
+        self._ready = asyncio.Event()
+
+    def push(self, key: Key, *, front: bool = False) -> None:
+        if key in self._members:
+            return
+        self._members.add(key)
+        if front:
+            self._items.appendleft(key)
+        else:
+            self._items.append(key)
+        self._ready.set()
+
+    async def pop(self) -> Key:
+        while not self._items:
+            self._ready.clear()
+            await self._ready.wait()
+        key = self._items.popleft()
+        self._members.discard(key)
+        return key
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class HamiScheduler:
+    """One tenant's HAMi scheduler; `await start()` returns once its caches are synced and it is running."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        sharing: SharingConfig | None = None,
+        *,
+        scheduler_name: str | None = None,
+        metrics_host: str = "127.0.0.1",
+        metrics_port: int | None = None,
+        flush_seconds: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.cfg = sharing or SharingConfig()
+        self.scheduler_name = scheduler_name or self.cfg.scheduler_name
+        self.state = ClusterState(self.cfg)
+        self.lock_timeout = timedelta(seconds=self.cfg.node_lock_timeout_seconds)
+        self.locks = NodeLocks(client, self.lock_timeout)
+        self.nodes = Informer(client, "nodes")
+        self.pods = Informer(client, "pods")
+        self.quotas = Informer(client, "resourcequotas")
+        self.nodes.add_handler(self._on_node)
+        self.pods.add_handler(self._on_pod)
+        self.quotas.add_handler(self._on_quota)
+        self.flush_seconds = flush_seconds
+        self.metrics_host, self.metrics_port = metrics_host, metrics_port
+        self.registry = scheduler_registry(self.state, self._placed_pods)
+        self._queue = _WorkQueue()
+        self._unschedulable: set[Key] = set()
+        self._last_failure: dict[Key, str] = {}
+        self._waiting: dict[str, set[Key]] = {}  # node → pods whose best node it is, while locked
+        self._assumed: dict[Key, dict[str, Any]] = {}  # pods with a bind in flight, as we will write them
+        self._inflight: dict[str, _InFlight] = {}
+        self._attempts: dict[Key, int] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loops: list[asyncio.Task[None]] = []
+        self._metrics_runner: web.AppRunner | None = None
+        self.bound = 0
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.nodes.start()
+        await self.quotas.start()
+        await self.pods.start()
+        self._loops = [
+            asyncio.create_task(self._schedule_loop(), name="hami-scheduler"),
+            asyncio.create_task(self._flush_loop(), name="hami-scheduler-flush"),
+        ]
+        if self.metrics_port is not None:
+            await self._start_metrics()
+
+    async def stop(self) -> None:
+        for task in [*self._loops, *self._tasks]:
+            task.cancel()
+        for task in [*self._loops, *self._tasks]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._loops, self._tasks = [], set()
+        for informer in (self.pods, self.nodes, self.quotas):
+            await informer.stop()
+        if self._metrics_runner is not None:
+            await self._metrics_runner.cleanup()
+            self._metrics_runner = None
+
+    async def _start_metrics(self) -> None:
+        app = web.Application()
+
+        async def metrics(_: web.Request) -> web.Response:
+            body = generate_latest(self.registry)
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        app.router.add_get("/metrics", metrics)
+        self._metrics_runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._metrics_runner.setup()
+        site = web.TCPSite(self._metrics_runner, self.metrics_host, self.metrics_port)
+        await site.start()
+        self.metrics_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    def _placed_pods(self) -> list[dict[str, Any]]:
+        return [
+            p
+            for p in self.pods.items()
+            if _annotations(p).get(ann.VGPU_NODE) and (p.get("status") or {}).get("phase") not in _TERMINAL
+        ]
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- watch handlers -----------------------------------------------------------------------
+
+    def _ours(self, pod: dict[str, Any]) -> bool:
+        spec = pod.get("spec") or {}
+        return (
+            spec.get("schedulerName") == self.scheduler_name
+            and not spec.get("nodeName")
+            and not (pod.get("metadata") or {}).get("deletionTimestamp")
+            and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+        )
+
+    def _on_pod(self, kind: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = _key(pod)
+        if kind == "DELETED":
+            self.state.remove_pod(*key)
+            self._assumed.pop(key, None)
+            self._forget(key)
+            self._requeue_unschedulable()
+            return
+        assumed = self._assumed.get(key)
+        if assumed is not None:
+            if (pod.get("spec") or {}).get("nodeName") == assumed["spec"]["nodeName"]:
+                self._assumed.pop(key, None)  # the API now shows the binding we assumed
+            else:
+                return  # an older view of the pod must not undo our reservation
+        self.state.upsert_pod(pod)
+        phase = (pod.get("status") or {}).get("phase")
+        old_phase = ((old or {}).get("status") or {}).get("phase")
+        if phase in _TERMINAL and old_phase not in _TERMINAL:
+            self._forget(key)
+            self._requeue_unschedulable()
+        if self._ours(pod) and key not in self._unschedulable:
+            self._queue.push(key)
+
+    def _forget(self, key: Key) -> None:
+        self._unschedulable.discard(key)
+        self._last_failure.pop(key, None)
+        self._attempts.pop(key, None)
+        for node, flight in list(self._inflight.items()):
+            if flight.pod == key:
+                self._release_inflight(node)
+
+    def _on_node(self, kind: str, node: dict[str, Any], old: dict[str, Any] | None) -> None:
+        name = (node.get("metadata") or {}).get("name", "")
+        if kind == "DELETED":
+            self.state.remove_node(name)
+            self._release_inflight(name)
+            return
+        self.state.upsert_node(node)
+        lock = _annotations(node).get(NODE_LOCK)
+        flight = self._inflight.get(name)
+        if flight is not None:
+            owner = f",{flight.pod[0]},{flight.pod[1]}"
+            if lock is not None and lock.endswith(owner):
+                flight.seen = True
+            elif flight.seen:
+                self._release_inflight(name)
+        elif lock is None:
+            self._wake(name)
+        if kind == "ADDED" or _capacity_view(node) != _capacity_view(old or {}):
+            self._requeue_unschedulable()
+
+    def _on_quota(self, kind: str, quota: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if kind == "DELETED":
+            self.state.remove_quota(*_key(quota))
+        else:
+            self.state.upsert_quota(quota)
+        self._requeue_unschedulable()
+
+    def _release_inflight(self, node: str) -> None:
+        self._inflight.pop(node, None)
+        self._wake(node)
+
+    def _wake(self, node: str) -> None:
+        for key in self._waiting.pop(node, set()):
+            self._queue.push(key, front=True)
+
+    def _requeue_unschedulable(self) -> None:
+        for key in list(self._unschedulable):
+            self._queue.push(key)
+        self._unschedulable.clear()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.flush_seconds)
+            self._requeue_unschedulable()
+            now = time.monotonic()
+            for node, flight in list(self._inflight.items()):
+                if now - flight.since > self.lock_timeout.total_seconds():
+                    self._release_inflight(node)
+            for node in list(self._waiting):
+                self._wake(node)  # locks can also end by expiry or a vanished holder: try again
+
+    # --- scheduling ---------------------------------------------------------------------------
+
+    def _node_locked_for(self, node_name: str, key: Key) -> bool:
+        """Whether Bind to this node would meet a lock it may not break (so the pod should wait)."""
+        flight = self._inflight.get(node_name)
+        if flight is not None and flight.pod != key:
+            return True
+        node = self.nodes.get(None, node_name)
+        value = _annotations(node or {}).get(NODE_LOCK)
+        if value is None:
+            return False
+        try:
+            verdict, holder = judge_lock(value, key[0], key[1], datetime.now(UTC), self.lock_timeout)
+        except ValueError:
+            return True
+        if verdict is LockVerdict.HOLDER_CHECK and holder is not None:
+            return self.pods.get(holder.namespace, holder.pod) is not None
+        return verdict is LockVerdict.CONTENDED
+
+    async def _schedule_loop(self) -> None:
+        while True:
+            key = await self._queue.pop()
+            try:
+                self._schedule_one(key)
+            except Exception:
+                log.exception("hami-scheduler: scheduling %s/%s", *key)
+            await asyncio.sleep(0)  # let watch events in between decisions
+
+    def _schedule_one(self, key: Key) -> None:
+        pod = self.pods.get(*key)
+        if pod is None or not self._ours(pod) or key in self._assumed:
+            return
+        decision = self.state.schedule(pod)
+        if decision.node is None:
+            self._unschedulable.add(key)
+            self._spawn(self._report_unschedulable(pod, decision))
+            return
+        node = decision.node
+        if decision.requests_gpu and self._node_locked_for(node, key):
+            self._waiting.setdefault(node, set()).add(key)
+            return
+        now = int(time.time())
+        assumed = copy.deepcopy(pod)
+        assumed["spec"]["nodeName"] = node
+        patch_annotations: dict[str, str] = {}
+        if decision.requests_gpu:
+            patch_annotations = decision.scheduled_annotations(now)
+            patch_annotations[ann.BIND_PHASE] = ann.BIND_PHASE_ALLOCATING
+            patch_annotations[ann.BIND_TIME] = str(now)
+            assumed.setdefault("metadata", {}).setdefault("annotations", {}).update(patch_annotations)
+            self._inflight[node] = _InFlight(key, time.monotonic())
+        self.state.upsert_pod(assumed)
+        self._assumed[key] = assumed
+        self._spawn(self._bind(pod, decision, patch_annotations))
+
+    async def _bind(self, pod: dict[str, Any], decision: Decision, annotations: dict[str, str]) -> None:
+        key = _key(pod)
+        ns, name = key
+        node = decision.node or ""
+        locked = False
+        try:
+            if decision.requests_gpu:
+                await self.locks.lock(node, ns, name, node=self.nodes.get(None, node))
+                locked = True
+                patch = {"metadata": {"annotations": annotations, "labels": {ann.VGPU_NODE: node}}}
+                await self.client.patch("pods", name, patch, ns)
+            await self.client.create_binding(ns, name, node, pod_uid=(pod.get("metadata") or {}).get("uid"))
+        except NodeLockError as err:
+            self._undo(key, node)
+            self._waiting.setdefault(node, set()).add(key)
+            await events.emit(self.client, pod, events.BINDING_FAILED, str(err), warning=True)
+            return
+        except Exception as err:
+            self._undo(key, node)
+            if locked:
+                with contextlib.suppress(Exception):
+                    await self.locks.release(node, ns, name)
+            if isinstance(err, ApiError) and err.code == 404:
+                return  # the pod is gone
+            await events.emit(self.client, pod, events.BINDING_FAILED, str(err), warning=True)
+            self._retry_later(key)
+            return
+        self.bound += 1
+        self._attempts.pop(key, None)
+        self._last_failure.pop(key, None)
+        if decision.requests_gpu:
+            total = len(self.state.node_names)
+            await events.emit(
+                self.client, pod, events.FILTERING_SUCCEED, events.filtering_succeed_message(total, decision)
+            )
+        await events.emit(self.client, pod, events.SCHEDULED, events.scheduled_message(node, ns, name))
+        if decision.requests_gpu:
+            await events.emit(
+                self.client, pod, events.BINDING_SUCCEED, events.binding_succeed_message(node, ns, name)
+            )
+
+    def _undo(self, key: Key, node: str) -> None:
+        """Drop a reservation whose bind did not happen; the cached API view counts again."""
+        self._assumed.pop(key, None)
+        current = self.pods.get(*key)
+        if current is not None:
+            self.state.upsert_pod(current)
+        else:
+            self.state.remove_pod(*key)
+        flight = self._inflight.get(node)
+        if flight is not None and flight.pod == key:
+            self._inflight.pop(node, None)
+
+    def _retry_later(self, key: Key) -> None:
+        attempt = self._attempts.get(key, 0)
+        self._attempts[key] = attempt + 1
+        delay = min(_MAX_BACKOFF, 1.0 * 2**attempt)
+
+        async def later() -> None:
+            await asyncio.sleep(delay)
+            self._queue.push(key)
+
+        self._spawn(later())
+
+    async def _report_unschedulable(self, pod: dict[str, Any], decision: Decision) -> None:
+        """Events and PodScheduled=False, once per distinct reason (retries stay quiet)."""
+        key = _key(pod)
+        total = len(self.state.node_names)
+        message = events.unschedulable_message(total, decision)
+        if self._last_failure.get(key) == message:
+            return
+        self._last_failure[key] = message
+        if decision.requests_gpu:
+            for text in events.filtering_failed_messages(decision):
+                await events.emit(self.client, pod, events.FILTERING_FAILED, text, warning=True)
+        await events.emit(self.client, pod, events.FAILED_SCHEDULING, message, warning=True)
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        with contextlib.suppress(ApiError):
+            await self.client.patch(
+                "pods", key[1], {"status": {"conditions": [condition]}}, key[0], subresource="status"
+            )
+
+
+def _capacity_view(node: dict[str, Any]) -> tuple[Any, ...]:
+    """What of a node can change whether a pod fits (not heartbeats, not the lock)."""
+    a = _annotations(node)
+    status = node.get("status") or {}
+    return (
+        a.get(ann.NODE_REGISTER),
+        a.get(ann.DEVICE_CORDON),
+        repr(status.get("allocatable")),
+        repr(node.get("spec")),
+        repr((node.get("metadata") or {}).get("labels")),
+    )

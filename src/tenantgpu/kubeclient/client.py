@@ -1,0 +1,338 @@
+"""An async Kubernetes REST client on one keep-alive session: CRUD, patch, watch, bindings, events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import aiohttp
+
+from tenantgpu.kubeclient.config import KubeConfig, load_kubeconfig
+from tenantgpu.kubeclient.errors import ApiError
+from tenantgpu.kubeclient.resources import ResourceKind, resource_kind
+
+PatchType = Literal["merge", "strategic", "json", "apply"]
+_PATCH_CONTENT_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One line of a watch stream: ADDED, MODIFIED, DELETED, BOOKMARK (ERROR becomes an ApiError)."""
+
+    type: str
+    object: dict[str, Any]
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class KubeClient:
+    """A thin client for one API server; create inside a running event loop, `await close()` when done."""
+
+    def __init__(self, config: KubeConfig, *, user_agent: str = "tenantgpu", pool_size: int = 64) -> None:
+        self.config = config
+        self._ssl = config.ssl_context()
+        self._user_agent = user_agent
+        self._pool_size = pool_size
+        self._session: aiohttp.ClientSession | None = None
+
+    @classmethod
+    def from_kubeconfig(
+        cls, path: str | os.PathLike[str], context: str | None = None, **kw: Any
+    ) -> KubeClient:
+        return cls(load_kubeconfig(path, context), **kw)
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            headers = {"User-Agent": self._user_agent, "Accept": "application/json"}
+            if self.config.token:
+                headers["Authorization"] = f"Bearer {self.config.token}"
+            connector = aiohttp.TCPConnector(ssl=self._ssl, limit=self._pool_size, keepalive_timeout=60)
+            self._session = aiohttp.ClientSession(
+                base_url=None, headers=headers, connector=connector, timeout=aiohttp.ClientTimeout(total=None)
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- plain requests -----------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> dict[str, Any]:
+        """One request; returns the decoded JSON body or raises ApiError with the server's Status."""
+        data = None if body is None else (body if isinstance(body, bytes | str) else json.dumps(body))
+        headers = {"Content-Type": content_type} if data is not None else None
+        async with self.session.request(
+            method,
+            self.config.server + path,
+            params=params,
+            data=data,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as resp:
+            raw = await resp.read()
+            if resp.status >= 400:
+                raise ApiError.from_response(resp.status, raw)
+            return json.loads(raw) if raw else {}
+
+    async def get_text(self, path: str, params: dict[str, str] | None = None) -> str:
+        """GET a non-JSON body (e.g. pod logs)."""
+        async with self.session.get(self.config.server + path, params=params) as resp:
+            raw = await resp.read()
+            if resp.status >= 400:
+                raise ApiError.from_response(resp.status, raw)
+            return raw.decode("utf-8", "replace")
+
+    # --- verbs --------------------------------------------------------------------------------
+
+    async def get(
+        self, resource: str | ResourceKind, name: str, namespace: str | None = None
+    ) -> dict[str, Any]:
+        return await self.request("GET", resource_kind(resource).path(namespace, name))
+
+    async def list(
+        self,
+        resource: str | ResourceKind,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """A List object (`items`, `metadata.resourceVersion`); follows `continue` tokens."""
+        rk = resource_kind(resource)
+        params = _selectors(label_selector, field_selector)
+        if resource_version is not None:
+            params["resourceVersion"] = resource_version
+        if limit:
+            params["limit"] = str(limit)
+        result = await self.request("GET", rk.path(namespace), params=params)
+        cont = (result.get("metadata") or {}).get("continue")
+        while cont and limit:
+            page = await self.request("GET", rk.path(namespace), params={**params, "continue": cont})
+            result["items"].extend(page.get("items") or [])
+            result["metadata"] = page.get("metadata") or {}
+            cont = result["metadata"].get("continue")
+        result.setdefault("items", [])
+        for item in result["items"]:
+            # Lists omit kind/apiVersion per item; add them so cached objects look like GETs.
+            item.setdefault("kind", rk.kind)
+            item.setdefault("apiVersion", rk.api_version)
+        return result
+
+    async def create(
+        self, resource: str | ResourceKind, body: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        rk = resource_kind(resource)
+        ns = namespace or (body.get("metadata") or {}).get("namespace")
+        body = {"apiVersion": rk.api_version, "kind": rk.kind, **body}
+        return await self.request("POST", rk.path(ns), body=body)
+
+    async def update(
+        self, resource: str | ResourceKind, body: dict[str, Any], *, subresource: str | None = None
+    ) -> dict[str, Any]:
+        """PUT the whole object (optimistic concurrency through its metadata.resourceVersion)."""
+        rk = resource_kind(resource)
+        meta = body["metadata"]
+        return await self.request("PUT", rk.path(meta.get("namespace"), meta["name"], subresource), body=body)
+
+    async def update_status(self, resource: str | ResourceKind, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.update(resource, body, subresource="status")
+
+    async def patch(
+        self,
+        resource: str | ResourceKind,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        patch_type: PatchType = "merge",
+        subresource: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        rk = resource_kind(resource)
+        params = {"fieldManager": field_manager} if field_manager else None
+        return await self.request(
+            "PATCH",
+            rk.path(namespace, name, subresource),
+            params=params,
+            body=patch,
+            content_type=_PATCH_CONTENT_TYPES[patch_type],
+        )
+
+    async def delete(
+        self,
+        resource: str | ResourceKind,
+        name: str,
+        namespace: str | None = None,
+        *,
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        if uid is not None:
+            body["preconditions"] = {"uid": uid}
+        return await self.request("DELETE", resource_kind(resource).path(namespace, name), body=body)
+
+    # --- watch --------------------------------------------------------------------------------
+
+    async def watch(
+        self,
+        resource: str | ResourceKind,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        """Yield events until the server ends the stream; an ERROR event raises ApiError (410 = relist)."""
+        rk = resource_kind(resource)
+        params = _selectors(label_selector, field_selector)
+        params["watch"] = "1"
+        params["allowWatchBookmarks"] = "true"
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        # Like client-go, end each watch after 5-10 minutes so stale connections cannot linger forever.
+        params["timeoutSeconds"] = str(timeout_seconds or random.randint(300, 600))
+        async with self.session.get(
+            self.config.server + rk.path(namespace),
+            params=params,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=None),
+        ) as resp:
+            if resp.status >= 400:
+                raise ApiError.from_response(resp.status, await resp.read())
+            buffer = b""
+            async for chunk in resp.content.iter_any():
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield _decode_event(line, rk)
+            if buffer.strip():
+                yield _decode_event(buffer, rk)
+
+    # --- conveniences -------------------------------------------------------------------------
+
+    async def create_binding(
+        self, namespace: str, pod: str, node: str, *, pod_uid: str | None = None
+    ) -> None:
+        """POST pods/<pod>/binding, as kube-scheduler and HAMi's extender do."""
+        meta: dict[str, Any] = {"name": pod, "namespace": namespace}
+        if pod_uid:
+            meta["uid"] = pod_uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        await self.request("POST", resource_kind("pods").path(namespace, pod, "binding"), body=body)
+
+    async def create_event(
+        self,
+        involved: dict[str, Any],
+        *,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+        component: str = "tenantgpu",
+        host: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a core/v1 Event about `involved` (an object as returned by the API)."""
+        meta = involved.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        now = now_rfc3339()
+        source: dict[str, str] = {"component": component}
+        if host:
+            source["host"] = host
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}",
+                "namespace": namespace,
+            },
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion", "v1"),
+                "kind": involved.get("kind", "Pod"),
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": type,
+            "source": source,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "eventTime": None,
+            "count": 1,
+            "reportingComponent": component,
+            "reportingInstance": host or "",
+        }
+        return await self.request("POST", resource_kind("events").path(namespace), body=body)
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
+    params: dict[str, str] = {}
+    if label_selector:
+        params["labelSelector"] = label_selector
+    if field_selector:
+        params["fieldSelector"] = field_selector
+    return params
+
+
+def _decode_event(line: bytes, rk: ResourceKind) -> WatchEvent:
+    event = json.loads(line)
+    kind, obj = event.get("type", ""), event.get("object") or {}
+    if kind == "ERROR":
+        raise ApiError(obj if obj.get("kind") == "Status" else {"code": 500, "reason": "InternalError"})
+    obj.setdefault("kind", rk.kind)
+    obj.setdefault("apiVersion", rk.api_version)
+    return WatchEvent(kind, obj)
+
+
+async def sleep_backoff(attempt: int, base: float = 0.1, cap: float = 5.0) -> None:
+    """Exponential backoff with jitter, as client-go's wait.Backoff does."""
+    delay = min(cap, base * (2**attempt))
+    await asyncio.sleep(delay * (0.5 + random.random() / 2))

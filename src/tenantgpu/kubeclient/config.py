@@ -1,0 +1,97 @@
+"""Load a kubeconfig (client certificate or bearer token, cluster CA) into what an HTTPS session needs."""
+
+from __future__ import annotations
+
+import base64
+import os
+import ssl
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class KubeConfig:
+    """One context of a kubeconfig, resolved: the server URL and the credentials to present."""
+
+    server: str
+    ca_data: bytes | None = None
+    client_cert_data: bytes | None = None
+    client_key_data: bytes | None = None
+    token: str | None = None
+    insecure_skip_tls_verify: bool = False
+    namespace: str = "default"
+
+    def ssl_context(self) -> ssl.SSLContext | bool:
+        """An SSL context verifying the cluster CA and presenting the client certificate, if any."""
+        if not self.server.startswith("https"):
+            return False
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+        if self.ca_data:
+            ctx.load_verify_locations(cadata=self.ca_data.decode())
+        if self.insecure_skip_tls_verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if self.client_cert_data and self.client_key_data:
+            _load_cert_chain(ctx, self.client_cert_data, self.client_key_data)
+        return ctx
+
+
+def _load_cert_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    # ssl only loads a certificate chain from files; keep them private and short-lived.
+    with tempfile.TemporaryDirectory(prefix="tenantgpu-kc-") as tmp:
+        cert_path, key_path = Path(tmp) / "c.pem", Path(tmp) / "k.pem"
+        for path, data in ((cert_path, cert), (key_path, key)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        ctx.load_cert_chain(str(cert_path), str(key_path))
+
+
+def _data_or_file(entry: dict[str, Any], key: str, base: Path) -> bytes | None:
+    if entry.get(f"{key}-data"):
+        return base64.b64decode(entry[f"{key}-data"])
+    if entry.get(key):
+        path = Path(entry[key])
+        if not path.is_absolute():
+            path = base / path
+        return path.read_bytes()
+    return None
+
+
+def _named(items: list[dict[str, Any]] | None, name: str, what: str) -> dict[str, Any]:
+    for item in items or []:
+        if item.get("name") == name:
+            return item.get(what) or {}
+    raise ValueError(f"kubeconfig has no {what} named {name!r}")
+
+
+def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) -> KubeConfig:
+    """Read a kubeconfig file; `context` defaults to its current-context."""
+    path = Path(path)
+    doc = yaml.safe_load(path.read_text()) or {}
+    base = path.parent
+    context_name = context or doc.get("current-context")
+    if not context_name:
+        contexts = doc.get("contexts") or []
+        if not contexts:
+            raise ValueError(f"{path}: kubeconfig has no contexts")
+        context_name = contexts[0]["name"]
+    ctx = _named(doc.get("contexts"), context_name, "context")
+    cluster = _named(doc.get("clusters"), ctx.get("cluster", ""), "cluster")
+    user = _named(doc.get("users"), ctx["user"], "user") if ctx.get("user") else {}
+    token = user.get("token")
+    if not token and user.get("tokenFile"):
+        token = Path(user["tokenFile"]).read_text().strip()
+    return KubeConfig(
+        server=str(cluster.get("server", "")).rstrip("/"),
+        ca_data=_data_or_file(cluster, "certificate-authority", base),
+        client_cert_data=_data_or_file(user, "client-certificate", base),
+        client_key_data=_data_or_file(user, "client-key", base),
+        token=token,
+        insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify", False)),
+        namespace=ctx.get("namespace") or "default",
+    )

@@ -1,0 +1,363 @@
+"""The simulated kubelet: watches pods bound to its node and runs them through their lifecycle.
+
+Admission calls the device plugin's Allocate for GPU pods (HAMi's env, bind-phase, lock release), then
+Pending/ContainerCreating → Running → Succeeded/Failed as the GPU runtime model decides. Deletion is
+graceful: containers are stopped, then the pod object is removed with grace period 0, as the real
+kubelet's status manager does. Container logs are kept for `kubectl logs`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tenantgpu.gpushare import SharingConfig, allocate_env, decode_pod_devices
+from tenantgpu.gpushare import annotations as ann
+from tenantgpu.hami.device_plugin import (
+    AllocateError,
+    Allocation,
+    DevicePlugin,
+    allocate,
+    gpu_containers,
+    is_binding_pod,
+    report_allocation,
+)
+from tenantgpu.kubeclient import ApiError, Informer, KubeClient
+from tenantgpu.node import gpu_runtime as rt
+from tenantgpu.node import podstatus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ContainerLog:
+    """One container's output lines with their timestamps."""
+
+    lines: list[tuple[str, str]] = field(default_factory=list)
+
+    def write(self, line: str) -> None:
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        for part in line.splitlines() or [""]:
+            self.lines.append((stamp, part))
+
+    def render(self, *, tail_lines: int | None = None, timestamps: bool = False) -> str:
+        chosen = self.lines[-tail_lines:] if tail_lines else self.lines
+        if tail_lines == 0:
+            chosen = []
+        return "".join(f"{ts} {text}\n" if timestamps else f"{text}\n" for ts, text in chosen)
+
+
+@dataclass
+class PodRecord:
+    """What the kubelet knows about one pod it runs."""
+
+    uid: str
+    namespace: str
+    name: str
+    pod_ip: str | None = None
+    start_time: str | None = None
+    started_at: str | None = None
+    task: asyncio.Task[None] | None = None
+    terminating: bool = False
+    finished: bool = False
+    envs: dict[str, dict[str, str]] = field(default_factory=dict)
+    logs: dict[str, ContainerLog] = field(default_factory=dict)
+    gpus: dict[str, list[str]] = field(default_factory=dict)  # container → GPU UUIDs
+    caps: dict[str, int | None] = field(default_factory=dict)  # container → SM cap
+
+
+def _meta(pod: dict[str, Any]) -> dict[str, Any]:
+    return pod.get("metadata") or {}
+
+
+class Kubelet:
+    """Runs the pods bound to `node_name`; `start()` returns once the pod informer is synced."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        node_name: str,
+        cfg: SharingConfig,
+        device_plugin: DevicePlugin,
+        *,
+        host_ip: str = "127.0.0.1",
+        container_start_seconds: float = 0.0,
+    ) -> None:
+        self.client = client
+        self.node_name = node_name
+        self.cfg = cfg
+        self.device_plugin = device_plugin
+        self.host_ip = host_ip
+        self.container_start_seconds = container_start_seconds
+        self.pods: dict[str, PodRecord] = {}
+        self._by_key: dict[tuple[str, str], str] = {}
+        self._subnet = zlib.crc32(node_name.encode()) % 250 + 1
+        self._next_ip = 2
+        self._admit_lock = asyncio.Lock()  # HAMi's Allocate is serialised by a mutex
+        self.informer = Informer(client, "pods", field_selector=f"spec.nodeName={node_name}")
+        self.informer.add_handler(self._on_pod)
+
+    async def start(self) -> None:
+        await self.informer.start()
+
+    async def stop(self) -> None:
+        await self.informer.stop()
+        tasks = [r.task for r in self.pods.values() if r.task and not r.task.done()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # --- logs ---------------------------------------------------------------------------------
+
+    def container_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str | None,
+        *,
+        tail_lines: int | None = None,
+        timestamps: bool = False,
+    ) -> str | None:
+        """The log of one container (the only one when `container` is None); None if unknown."""
+        uid = self._by_key.get((namespace, pod))
+        record = self.pods.get(uid) if uid else None
+        if record is None:
+            return None
+        if container is None:
+            if len(record.logs) != 1:
+                return None
+            container = next(iter(record.logs))
+        clog = record.logs.get(container)
+        return None if clog is None else clog.render(tail_lines=tail_lines, timestamps=timestamps)
+
+    # --- events -------------------------------------------------------------------------------
+
+    def _on_pod(self, kind: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
+        meta = _meta(pod)
+        uid = meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
+        if (pod.get("spec") or {}).get("nodeName") != self.node_name:
+            return
+        record = self.pods.get(uid)
+        if kind == "DELETED":
+            if record is not None:
+                if record.task and not record.task.done():
+                    record.task.cancel()
+                self.pods.pop(uid, None)
+                if self._by_key.get((record.namespace, record.name)) == uid:
+                    self._by_key.pop((record.namespace, record.name), None)
+            return
+        if record is None:
+            phase = (pod.get("status") or {}).get("phase")
+            record = PodRecord(uid, meta.get("namespace", ""), meta.get("name", ""))
+            self.pods[uid] = record
+            self._by_key[(record.namespace, record.name)] = uid
+            if meta.get("deletionTimestamp"):
+                record.terminating = True
+                record.task = asyncio.create_task(self._terminate(pod, record))
+            elif phase in ("Succeeded", "Failed"):
+                record.finished = True
+            elif phase == "Running":
+                record.task = asyncio.create_task(self._adopt(pod, record))
+            else:
+                record.task = asyncio.create_task(self._run(pod, record))
+            return
+        if meta.get("deletionTimestamp") and not record.terminating:
+            record.terminating = True
+            if record.task and not record.task.done():
+                record.task.cancel()
+            record.task = asyncio.create_task(self._terminate(pod, record))
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def _allocate_ip(self) -> str:
+        ip = f"10.244.{self._subnet}.{self._next_ip}"
+        self._next_ip = self._next_ip + 1 if self._next_ip < 254 else 2
+        return ip
+
+    async def _patch_status(self, record: PodRecord, status: dict[str, Any]) -> bool:
+        try:
+            await self.client.patch(
+                "pods", record.name, {"status": status}, record.namespace, subresource="status"
+            )
+            return True
+        except ApiError as err:
+            if err.code == 404:
+                return False
+            raise
+
+    async def _admit(self, pod: dict[str, Any], record: PodRecord) -> Allocation | None:
+        """Run Allocate for a GPU pod; on failure fail the pod and return None."""
+        if not gpu_containers(pod, self.cfg):
+            return Allocation()
+        async with self._admit_lock:
+            try:
+                outcome: Allocation | AllocateError = allocate(pod, self.node_name, self.cfg)
+            except AllocateError as err:
+                outcome = err
+            except ValueError as err:  # an undecodable to-allocate annotation
+                outcome = AllocateError(str(err))
+            # A pod HAMi never bound is not HAMi's to mark; every other outcome is reported on the pod.
+            if is_binding_pod(pod, self.node_name):
+                await report_allocation(self.client, pod, self.node_name, outcome)
+        if isinstance(outcome, AllocateError):
+            await self._patch_status(record, podstatus.admission_failed_status(str(outcome)))
+            record.finished = True
+            return None
+        return outcome
+
+    def _prepare_containers(self, pod: dict[str, Any], record: PodRecord, allocation: Allocation) -> None:
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            name = container.get("name", "")
+            env = {e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e}
+            env.update(allocation.envs.get(name, {}))
+            record.envs[name] = env
+            record.gpus[name] = [d.uuid for d in allocation.devices.get(name, [])]
+            record.caps[name] = rt.sm_limit(env) if record.gpus[name] else None
+            record.logs.setdefault(name, ContainerLog())
+
+    def _device_table(self) -> dict[str, tuple[str, int]]:
+        return {d.id: (d.type, d.devmem) for d in self.device_plugin.devices}
+
+    def _share(self, record: PodRecord, container: str) -> float:
+        """The container's compute share on its busiest GPU, given the other running containers there."""
+        best = 1.0
+        for uuid in record.gpus.get(container, []):
+            caps: dict[str, int | None] = {}
+            for other in self.pods.values():
+                if other is not record and (other.finished or other.terminating or other.started_at is None):
+                    continue
+                for cname, uuids in other.gpus.items():
+                    if uuid in uuids:
+                        caps[f"{other.uid}/{cname}"] = other.caps.get(cname)
+            caps[f"{record.uid}/{container}"] = record.caps.get(container)
+            best = min(best, rt.compute_shares(caps)[f"{record.uid}/{container}"])
+        return best
+
+    async def _run(self, pod: dict[str, Any], record: PodRecord) -> None:
+        try:
+            allocation = await self._admit(pod, record)
+            if allocation is None:
+                return
+            self._prepare_containers(pod, record, allocation)
+            creating = podstatus.creating_status(pod, self.host_ip)
+            record.start_time = creating["startTime"]
+            if not await self._patch_status(record, creating):
+                return
+            if self.container_start_seconds:
+                await asyncio.sleep(self.container_start_seconds)
+            record.pod_ip = self._allocate_ip()
+            running = podstatus.running_status(pod, self.host_ip, record.pod_ip, record.start_time)
+            record.started_at = (
+                running["containerStatuses"][0]["state"]["running"]["startedAt"]
+                if running["containerStatuses"]
+                else record.start_time
+            )
+            if not await self._patch_status(record, running):
+                return
+            await self._workload(pod, record, elapsed=0.0)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("kubelet %s: pod %s/%s", self.node_name, record.namespace, record.name)
+
+    async def _adopt(self, pod: dict[str, Any], record: PodRecord) -> None:
+        """Pick up a pod that was Running before this kubelet (re)started: rebuild env and timers."""
+        status = pod.get("status") or {}
+        record.pod_ip = status.get("podIP")
+        record.start_time = status.get("startTime")
+        started = None
+        for cs in status.get("containerStatuses") or []:
+            started = ((cs.get("state") or {}).get("running") or {}).get("startedAt") or started
+        record.started_at = started or record.start_time
+        allocated = _meta(pod).get("annotations", {}).get(ann.DEVICES_ALLOCATED) or ""
+        allocation = Allocation()
+        try:
+            segments = [s for s in decode_pod_devices(allocated) if s]
+        except ValueError:
+            segments = []
+        for (name, _), devices in zip(gpu_containers(pod, self.cfg), segments, strict=False):
+            allocation.envs[name] = allocate_env(devices, self.cfg, pod_uid=record.uid, container=name)
+            allocation.devices[name] = devices
+        self._prepare_containers(pod, record, allocation)
+        elapsed = 0.0
+        if record.started_at:
+            begun = datetime.fromisoformat(record.started_at.replace("Z", "+00:00"))
+            elapsed = max(0.0, (datetime.now(UTC) - begun).total_seconds())
+        try:
+            await self._workload(pod, record, elapsed=elapsed, adopted=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("kubelet %s: adopting %s/%s", self.node_name, record.namespace, record.name)
+
+    async def _workload(
+        self, pod: dict[str, Any], record: PodRecord, *, elapsed: float, adopted: bool = False
+    ) -> None:
+        annotations = _meta(pod).get("annotations") or {}
+        devices = self._device_table()
+        plans: dict[str, rt.WorkloadPlan] = {}
+        for name, env in record.envs.items():
+            gpus = rt.visible_gpus(env, devices)
+            plan = rt.plan_workload(annotations, env, gpus, self._share(record, name))
+            plans[name] = plan
+            out = record.logs[name]
+            if not adopted:
+                out.write(f"tenantgpu simulated container {name} on node {self.node_name}")
+                out.write("environment:")
+                for line in rt.container_env_lines(env):
+                    out.write(f"  {line}")
+                if gpus:
+                    out.write("$ nvidia-smi")
+                    used = int(float(annotations.get(rt.GPU_MEMORY_USED, "0") or 0))
+                    out.write(rt.nvidia_smi(gpus, used_mib=0 if plan.fails else used))
+            for line in plan.log_lines:
+                out.write(line)
+        durations = [p.runs_for for p in plans.values()]
+        if any(p.fails for p in plans.values()):
+            pass  # a failing container (CUDA OOM) ends the pod at once
+        elif any(d is None for d in durations) or not durations:
+            await asyncio.Event().wait()  # runs until deleted
+        else:
+            await asyncio.sleep(max(0.0, max(d or 0.0 for d in durations) - elapsed))
+        codes = {name: plan.exit_code for name, plan in plans.items()}
+        for name, code in codes.items():
+            record.logs[name].write(f"process exited with code {code}")
+        status = podstatus.terminated_status(
+            pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at or "", codes
+        )
+        record.finished = True
+        await self._patch_status(record, status)
+
+    async def _terminate(self, pod: dict[str, Any], record: PodRecord) -> None:
+        """Graceful deletion: stop the containers, report them terminated, then remove the pod object."""
+        try:
+            if not record.finished and record.started_at:
+                codes = {name: 0 for name in record.envs} or {
+                    c.get("name", ""): 0 for c in (pod.get("spec") or {}).get("containers") or []
+                }
+                for name in record.logs:
+                    record.logs[name].write("received SIGTERM, exiting")
+                status = podstatus.terminated_status(
+                    pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at, codes
+                )
+                record.finished = True
+                await self._patch_status(record, status)
+            record.finished = True
+            uid = _meta(pod).get("uid")
+            await self.client.delete("pods", record.name, record.namespace, grace_period_seconds=0, uid=uid)
+        except ApiError as err:
+            if err.code not in (404, 409):
+                log.warning(
+                    "kubelet %s: deleting %s/%s: %s", self.node_name, record.namespace, record.name, err
+                )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("kubelet %s: terminating %s/%s", self.node_name, record.namespace, record.name)

@@ -1,0 +1,111 @@
+"""The kubelet's HTTPS endpoint (`/containerLogs/<ns>/<pod>/<container>`, like :10250) and a client for it."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from tenantgpu.hami.tls import ServingCert
+
+# (namespace, pod, container | None, tail_lines, timestamps) -> text, or None when unknown
+LogReader = Callable[[str, str, str | None, int | None, bool], str | None]
+
+
+def self_signed_context(host: str) -> ssl.SSLContext:
+    """A server context with a fresh certificate for `host` (the kubelet's self-signed serving cert)."""
+    return ServingCert.issue([host, "localhost"], common_name=f"{host}@tenantgpu-kubelet").server_context()
+
+
+class KubeletServer:
+    """Serves container logs and /healthz over HTTPS on `host:port` (port 0 = pick a free one)."""
+
+    def __init__(self, read_log: LogReader, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.read_log = read_log
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+        app = web.Application()
+        app.router.add_get("/containerLogs/{ns}/{pod}/{container}", self._logs)
+        app.router.add_get("/containerLogs/{ns}/{pod}", self._logs)
+        app.router.add_get("/healthz", self._healthz)
+        self.app = app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self_signed_context(self.host))
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _logs(self, request: web.Request) -> web.Response:
+        tail = request.query.get("tailLines")
+        text = self.read_log(
+            request.match_info["ns"],
+            request.match_info["pod"],
+            request.match_info.get("container"),
+            int(tail) if tail and tail.lstrip("-").isdigit() and int(tail) >= 0 else None,
+            request.query.get("timestamps") in ("true", "1"),
+        )
+        if text is None:
+            return web.Response(status=404, text="container not found")
+        return web.Response(text=text, content_type="text/plain")
+
+
+def kubelet_endpoint(node: dict[str, Any]) -> tuple[str, int]:
+    """(address, port) of a node's kubelet from its status, as kube-apiserver finds it."""
+    status = node.get("status") or {}
+    port = int(((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port") or 10250)
+    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
+    host = (
+        addresses.get("InternalIP") or addresses.get("ExternalIP") or addresses.get("Hostname") or "127.0.0.1"
+    )
+    return host, port
+
+
+async def fetch_container_log(
+    node: dict[str, Any],
+    namespace: str,
+    pod: str,
+    container: str,
+    *,
+    tail_lines: int | None = None,
+    timestamps: bool = False,
+    session: aiohttp.ClientSession | None = None,
+) -> str:
+    """GET the log from the node's kubelet; raises LookupError when the kubelet does not know it.
+
+    Pass a `session` whose connector dials through the tunnel to reach a kubelet behind it; the
+    kubelet's serving certificate is self-signed, so it is not verified (as with
+    `--kubelet-certificate-authority` unset on kube-apiserver).
+    """
+    host, port = kubelet_endpoint(node)
+    params: dict[str, str] = {}
+    if tail_lines is not None:
+        params["tailLines"] = str(tail_lines)
+    if timestamps:
+        params["timestamps"] = "true"
+    url = f"https://{host}:{port}/containerLogs/{namespace}/{pod}/{container}"
+    owned = session is None
+    session = session or aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False))
+    try:
+        async with session.get(url, params=params, ssl=False) as resp:
+            text = await resp.text()
+            if resp.status == 404:
+                raise LookupError(text)
+            resp.raise_for_status()
+            return text
+    finally:
+        if owned:
+            await session.close()

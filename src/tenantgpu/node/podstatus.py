@@ -1,0 +1,189 @@
+"""Pod status as a kubelet writes it: ContainerCreating, Running, terminated, admission failure."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
+
+
+def rfc3339(ts: datetime | None = None) -> str:
+    return (ts or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def container_id(pod_uid: str, container: str) -> str:
+    return "tenantgpu://" + hashlib.sha256(f"{pod_uid}/{container}".encode()).hexdigest()
+
+
+def _condition(kind: str, status: bool, when: str, reason: str | None = None) -> dict[str, Any]:
+    cond: dict[str, Any] = {
+        "type": kind,
+        "status": "True" if status else "False",
+        "lastProbeTime": None,
+        "lastTransitionTime": when,
+    }
+    if reason:
+        cond["reason"] = reason
+    return cond
+
+
+def _containers(pod: dict[str, Any], kind: str = "containers") -> list[dict[str, Any]]:
+    return list((pod.get("spec") or {}).get(kind) or [])
+
+
+def _base_status(c: dict[str, Any], pod_uid: str) -> dict[str, Any]:
+    return {
+        "name": c.get("name", ""),
+        "image": c.get("image", ""),
+        "imageID": "",
+        "restartCount": 0,
+        "containerID": container_id(pod_uid, c.get("name", "")),
+    }
+
+
+def _init_statuses(pod: dict[str, Any], pod_uid: str, started: str) -> list[dict[str, Any]]:
+    # Init containers of simulated pods complete at once; they exist only for their HAMi annotations.
+    out = []
+    for c in _containers(pod, "initContainers"):
+        st = _base_status(c, pod_uid)
+        st.update(
+            ready=True,
+            started=False,
+            state={
+                "terminated": {
+                    "exitCode": 0,
+                    "reason": "Completed",
+                    "startedAt": started,
+                    "finishedAt": started,
+                    "containerID": st["containerID"],
+                }
+            },
+        )
+        out.append(st)
+    return out
+
+
+def creating_status(pod: dict[str, Any], host_ip: str, now: datetime | None = None) -> dict[str, Any]:
+    """Pending with containers waiting in ContainerCreating (after admission, before start)."""
+    when = rfc3339(now)
+    uid = (pod.get("metadata") or {}).get("uid", "")
+    statuses = []
+    for c in _containers(pod):
+        st = _base_status(c, uid)
+        st.pop("containerID")
+        st.update(ready=False, started=False, state={"waiting": {"reason": "ContainerCreating"}})
+        statuses.append(st)
+    status: dict[str, Any] = {
+        "phase": "Pending",
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "startTime": when,
+        "conditions": [
+            _condition("PodReadyToStartContainers", False, when),
+            _condition("Initialized", True, when),
+            _condition("Ready", False, when, "ContainersNotReady"),
+            _condition("ContainersReady", False, when, "ContainersNotReady"),
+            _condition("PodScheduled", True, when),
+        ],
+        "containerStatuses": statuses,
+    }
+    if _containers(pod, "initContainers"):
+        status["initContainerStatuses"] = _init_statuses(pod, uid, when)
+    return status
+
+
+def running_status(
+    pod: dict[str, Any], host_ip: str, pod_ip: str, start_time: str, now: datetime | None = None
+) -> dict[str, Any]:
+    """Running and Ready: every container started at `now`."""
+    when = rfc3339(now)
+    uid = (pod.get("metadata") or {}).get("uid", "")
+    statuses = []
+    for c in _containers(pod):
+        st = _base_status(c, uid)
+        st.update(ready=True, started=True, state={"running": {"startedAt": when}})
+        statuses.append(st)
+    status: dict[str, Any] = {
+        "phase": "Running",
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": start_time,
+        "conditions": [
+            _condition("PodReadyToStartContainers", True, when),
+            _condition("Initialized", True, when),
+            _condition("Ready", True, when),
+            _condition("ContainersReady", True, when),
+            _condition("PodScheduled", True, start_time),
+        ],
+        "containerStatuses": statuses,
+    }
+    if _containers(pod, "initContainers"):
+        status["initContainerStatuses"] = _init_statuses(pod, uid, start_time)
+    return status
+
+
+def terminated_status(
+    pod: dict[str, Any],
+    host_ip: str,
+    pod_ip: str | None,
+    start_time: str,
+    started_at: str,
+    exit_codes: dict[str, int],
+    now: datetime | None = None,
+    *,
+    phase: str | None = None,
+) -> dict[str, Any]:
+    """All containers terminated; phase Succeeded when every exit code is 0, else Failed."""
+    when = rfc3339(now)
+    uid = (pod.get("metadata") or {}).get("uid", "")
+    statuses = []
+    for c in _containers(pod):
+        code = exit_codes.get(c.get("name", ""), 0)
+        st = _base_status(c, uid)
+        st.update(
+            ready=False,
+            started=False,
+            state={
+                "terminated": {
+                    "exitCode": code,
+                    "reason": "Completed" if code == 0 else "Error",
+                    "startedAt": started_at,
+                    "finishedAt": when,
+                    "containerID": st["containerID"],
+                }
+            },
+        )
+        statuses.append(st)
+    succeeded = all(code == 0 for code in exit_codes.values())
+    status: dict[str, Any] = {
+        "phase": phase or ("Succeeded" if succeeded else "Failed"),
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "startTime": start_time,
+        "conditions": [
+            _condition("PodReadyToStartContainers", False, when),
+            _condition("Initialized", True, start_time, "PodCompleted" if succeeded else None),
+            _condition("Ready", False, when, "PodCompleted" if succeeded else "PodFailed"),
+            _condition("ContainersReady", False, when, "PodCompleted" if succeeded else "PodFailed"),
+            _condition("PodScheduled", True, start_time),
+        ],
+        "containerStatuses": statuses,
+    }
+    if pod_ip:
+        status["podIP"] = pod_ip
+        status["podIPs"] = [{"ip": pod_ip}]
+    return status
+
+
+def admission_failed_status(error: str, now: datetime | None = None) -> dict[str, Any]:
+    """What a real kubelet reports when a device plugin's Allocate fails during admission."""
+    return {
+        "phase": "Failed",
+        "reason": UNEXPECTED_ADMISSION_ERROR,
+        "message": f"Allocate failed due to rpc error: code = Unknown desc = {error}, which is unexpected",
+        "startTime": rfc3339(now),
+    }

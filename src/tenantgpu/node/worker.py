@@ -1,0 +1,287 @@
+"""A simulated worker: registers its Node, renews its Lease, keeps Ready, runs device plugin and kubelet."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import platform
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tenantgpu import __version__
+from tenantgpu.gpushare import SharingConfig
+from tenantgpu.gpushare import annotations as ann
+from tenantgpu.hami.device_plugin import DevicePlugin, GPUSpec
+from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.node.kubelet import Kubelet
+from tenantgpu.node.logserver import KubeletServer
+from tenantgpu.node.podstatus import rfc3339
+
+log = logging.getLogger(__name__)
+
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+KUBELET_VERSION = "v1.31.0"
+SIMULATED_ANNOTATION = "tenantgpu.io/simulated"
+
+
+def _micro_time() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Worker:
+    """One worker: `start()` registers and serves; `stop()` stops renewing (the node goes NotReady later).
+
+    `kubeconfig` is a path to a kubeconfig or a ready KubeClient (which the worker then does not close).
+    """
+
+    def __init__(
+        self,
+        kubeconfig: str | os.PathLike[str] | KubeClient,
+        name: str,
+        gpus: list[GPUSpec],
+        sharing: SharingConfig | None = None,
+        *,
+        cpu: str = "32",
+        memory: str = "256Gi",
+        pods: int = 110,
+        labels: dict[str, str] | None = None,
+        host_ip: str = "127.0.0.1",
+        kubelet_port: int = 0,
+        lease_duration_seconds: int = 40,
+        status_report_seconds: float = 60.0,
+        container_start_seconds: float = 0.0,
+    ) -> None:
+        if isinstance(kubeconfig, KubeClient):
+            self.client, self._owns_client = kubeconfig, False
+        else:
+            self.client, self._owns_client = KubeClient.from_kubeconfig(Path(kubeconfig)), True
+        self.name = name
+        self.gpus = list(gpus)
+        self.sharing = sharing or SharingConfig()
+        self.cpu, self.memory, self.max_pods = cpu, memory, pods
+        self.labels = labels or {}
+        self.host_ip = host_ip
+        self.lease_duration_seconds = lease_duration_seconds
+        self.status_report_seconds = status_report_seconds
+        self.device_plugin = DevicePlugin(self.client, name, self.gpus, self.sharing)
+        self.kubelet = Kubelet(
+            self.client,
+            name,
+            self.sharing,
+            self.device_plugin,
+            host_ip=host_ip,
+            container_start_seconds=container_start_seconds,
+        )
+        self.server = KubeletServer(self._read_log, host_ip, kubelet_port)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._boot_id = str(uuid.uuid4())
+        self.node_uid: str | None = None
+
+    @property
+    def kubelet_port(self) -> int:
+        return self.server.port
+
+    def _read_log(
+        self, ns: str, pod: str, container: str | None, tail: int | None, stamps: bool
+    ) -> str | None:
+        return self.kubelet.container_log(ns, pod, container, tail_lines=tail, timestamps=stamps)
+
+    # --- the Node object ----------------------------------------------------------------------
+
+    def _resources(self) -> dict[str, str]:
+        base = {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "pods": str(self.max_pods),
+            "ephemeral-storage": "100Gi",
+        }
+        base.update(self.device_plugin.resources())
+        return base
+
+    def _conditions(self, ready: bool = True) -> list[dict[str, Any]]:
+        now = rfc3339()
+
+        def cond(kind: str, status: str, reason: str, message: str) -> dict[str, Any]:
+            return {
+                "type": kind,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+
+        return [
+            cond(
+                "MemoryPressure",
+                "False",
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available",
+            ),
+            cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            cond(
+                "Ready",
+                "True" if ready else "False",
+                "KubeletReady" if ready else "KubeletNotReady",
+                "kubelet is posting ready status" if ready else "kubelet is stopping",
+            ),
+        ]
+
+    def node_status(self) -> dict[str, Any]:
+        resources = self._resources()
+        return {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": self._conditions(),
+            "addresses": [
+                {"type": "InternalIP", "address": self.host_ip},
+                {"type": "Hostname", "address": self.name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.server.port}},
+            "nodeInfo": {
+                "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, self.name).hex,
+                "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_URL, self.name)),
+                "bootID": self._boot_id,
+                "kernelVersion": platform.release(),
+                "osImage": f"tenantgpu simulated worker {__version__}",
+                "containerRuntimeVersion": f"tenantgpu://{__version__}",
+                "kubeletVersion": KUBELET_VERSION,
+                "kubeProxyVersion": KUBELET_VERSION,
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        }
+
+    def node_object(self) -> dict[str, Any]:
+        labels = {
+            "kubernetes.io/hostname": self.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "beta.kubernetes.io/os": "linux",
+            "beta.kubernetes.io/arch": "amd64",
+        }
+        if self.gpus:
+            labels["gpu"] = "on"  # the node selector of HAMi's device plugin DaemonSet
+        labels.update(self.labels)
+        annotations = {
+            "node.alpha.kubernetes.io/ttl": "0",
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            SIMULATED_ANNOTATION: "true",
+        }
+        if self.device_plugin.devices:
+            annotations[ann.NODE_REGISTER] = self.device_plugin.register_annotation()
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.name, "labels": labels, "annotations": annotations},
+            "spec": {},
+            "status": self.node_status(),
+        }
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.server.start()
+        await self.register_node()
+        await self._renew_lease()
+        await self.kubelet.start()
+        self._tasks = [
+            asyncio.create_task(self._lease_loop(), name=f"lease-{self.name}"),
+            asyncio.create_task(self._status_loop(), name=f"node-status-{self.name}"),
+            asyncio.create_task(self.device_plugin.run(), name=f"device-plugin-{self.name}"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        await self.kubelet.stop()
+        await self.server.stop()
+        if self._owns_client:
+            await self.client.close()
+
+    async def register_node(self) -> None:
+        """Create the Node, or take over an existing one (a restarted worker keeps its node)."""
+        body = self.node_object()
+        try:
+            node = await self.client.create("nodes", body)
+        except ApiError as err:
+            if err.reason != "AlreadyExists":
+                raise
+            meta = {"labels": body["metadata"]["labels"], "annotations": body["metadata"]["annotations"]}
+            node = await self.client.patch("nodes", self.name, {"metadata": meta})
+        self.node_uid = node["metadata"].get("uid")
+        # Status on create is not guaranteed to be kept by every API server: post it explicitly.
+        await self.client.patch("nodes", self.name, {"status": self.node_status()}, subresource="status")
+
+    def _lease_body(self, existing: dict[str, Any] | None) -> dict[str, Any]:
+        body = existing or {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": NODE_LEASE_NAMESPACE},
+        }
+        if self.node_uid and not body["metadata"].get("ownerReferences"):
+            body["metadata"]["ownerReferences"] = [
+                {"apiVersion": "v1", "kind": "Node", "name": self.name, "uid": self.node_uid}
+            ]
+        body["spec"] = {
+            **(body.get("spec") or {}),
+            "holderIdentity": self.name,
+            "leaseDurationSeconds": self.lease_duration_seconds,
+            "renewTime": _micro_time(),
+        }
+        return body
+
+    async def _renew_lease(self) -> None:
+        try:
+            lease = await self.client.get("leases", self.name, NODE_LEASE_NAMESPACE)
+        except ApiError as err:
+            if err.code != 404:
+                raise
+            await self.client.create("leases", self._lease_body(None), NODE_LEASE_NAMESPACE)
+            return
+        await self.client.update("leases", self._lease_body(lease))
+
+    async def _lease_loop(self) -> None:
+        interval = self.lease_duration_seconds / 4  # the kubelet renews at 1/4 of the duration
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._renew_lease()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                log.warning("worker %s: lease renewal: %s", self.name, err)
+
+    async def _status_loop(self) -> None:
+        """Re-post Ready when someone (the node lifecycle controller) changed it, else heartbeat rarely."""
+        last_post = asyncio.get_running_loop().time()
+        while True:
+            await asyncio.sleep(min(10.0, self.status_report_seconds))
+            try:
+                node = await self.client.get("nodes", self.name)
+                conds = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
+                stale = asyncio.get_running_loop().time() - last_post >= self.status_report_seconds
+                if (conds.get("Ready") or {}).get("status") != "True" or stale:
+                    await self.client.patch(
+                        "nodes", self.name, {"status": self.node_status()}, subresource="status"
+                    )
+                    last_post = asyncio.get_running_loop().time()
+            except asyncio.CancelledError:
+                raise
+            except ApiError as err:
+                if err.code == 404:  # the node was deleted: register again, as a kubelet does
+                    with contextlib.suppress(Exception):
+                        await self.register_node()
+                else:
+                    log.warning("worker %s: node status: %s", self.name, err)
+            except Exception as err:
+                log.warning("worker %s: node status: %s", self.name, err)

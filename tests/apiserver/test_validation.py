@@ -1,0 +1,349 @@
+"""Validation refuses what kube-apiserver refuses, in its words; defaulting fills what it fills."""
+
+import base64
+import copy
+from typing import Any
+
+import pytest
+
+from tenantgpu.apiserver.validation import Cause, default, invalid_message, validate
+
+
+def pod(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"containers": [{"name": "app", "image": "nginx:1.25"}]}
+    base.update(spec)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": base,
+    }
+
+
+def messages(causes: list[Cause]) -> list[str]:
+    return [str(c) for c in causes]
+
+
+def test_a_plain_pod_is_valid_before_and_after_defaulting() -> None:
+    obj = pod()
+    assert validate("Pod", obj) == []
+    default("Pod", obj)
+    assert validate("Pod", obj) == []
+
+
+def test_pod_without_containers_reads_like_kube() -> None:
+    causes = validate("Pod", pod(containers=[]))
+    assert causes == [Cause("FieldValueRequired", "Required value", "spec.containers")]
+    assert invalid_message("Pod", "web", causes) == 'Pod "web" is invalid: spec.containers: Required value'
+
+
+def test_several_causes_are_listed_in_brackets() -> None:
+    causes = validate("Pod", pod(containers=[{"name": "Bad_Name"}]))
+    text = invalid_message("Pod", "web", causes)
+    assert text.startswith('Pod "web" is invalid: [spec.containers[0].name: Invalid value: "Bad_Name": ')
+    assert "spec.containers[0].image: Required value" in text
+    assert {c.reason for c in causes} == {"FieldValueInvalid", "FieldValueRequired"}
+
+
+def test_container_names_must_be_unique_across_init_and_app_containers() -> None:
+    obj = pod(initContainers=[{"name": "app", "image": "busybox"}])
+    assert messages(validate("Pod", obj)) == ['spec.containers[0].name: Duplicate value: "app"']
+
+
+def test_unsupported_restart_policy_lists_the_supported_values() -> None:
+    (cause,) = validate("Pod", pod(restartPolicy="Sometimes"))
+    assert cause.reason == "FieldValueNotSupported"
+    assert str(cause) == (
+        'spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"'
+    )
+
+
+def test_requests_above_limits_are_refused() -> None:
+    ctr = {"name": "app", "image": "x", "resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "1500m"}}}
+    (cause,) = validate("Pod", pod(containers=[ctr]))
+    assert cause.field == "spec.containers[0].resources.requests[cpu]"
+    assert "must be less than or equal to cpu limit of 1" in cause.message
+
+
+def test_extended_resources_need_equal_whole_limits() -> None:
+    gpu = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}
+    ok = {"name": "app", "image": "x", "resources": {"limits": gpu}}
+    assert validate("Pod", pod(containers=[ok])) == []
+    unequal = {"name": "app", "image": "x", "resources": {"limits": gpu, "requests": {"nvidia.com/gpu": "2"}}}
+    assert [
+        "must be equal to nvidia.com/gpu limit of 1" in c.message
+        for c in validate("Pod", pod(containers=[unequal]))
+    ] == [True]
+    request_only = {"name": "app", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "1"}}}
+    assert messages(validate("Pod", pod(containers=[request_only]))) == [
+        "spec.containers[0].resources.limits: Required value: "
+        "Limit must be set for non overcommitable resources"
+    ]
+    fraction = {"name": "app", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "500m"}}}
+    assert "must be an integer" in messages(validate("Pod", pod(containers=[fraction])))[0]
+
+
+def test_bad_quantity_is_invalid() -> None:
+    ctr = {"name": "app", "image": "x", "resources": {"limits": {"memory": "lots"}}}
+    (cause,) = validate("Pod", pod(containers=[ctr]))
+    assert cause.field == "spec.containers[0].resources.limits[memory]"
+    assert "quantities must match the regular expression" in cause.message
+
+
+def test_volume_mounts_must_name_a_volume() -> None:
+    ctr = {"name": "app", "image": "x", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+    assert messages(validate("Pod", pod(containers=[ctr]))) == [
+        'spec.containers[0].volumeMounts[0].name: Not found: "data"'
+    ]
+    assert validate("Pod", pod(containers=[ctr], volumes=[{"name": "data", "emptyDir": {}}])) == []
+
+
+def test_metadata_name_label_and_annotation_syntax() -> None:
+    obj = pod()
+    obj["metadata"] = {
+        "name": "Web",
+        "namespace": "default",
+        "labels": {"app": "bad value", "-x": "y"},
+        "annotations": {"big": "x" * 300_000},
+    }
+    causes = validate("Pod", obj)
+    fields = [c.field for c in causes]
+    assert fields.count("metadata.labels") == 2
+    assert "metadata.name" in fields
+    assert (
+        Cause("FieldValueTooLong", "Too long: must have at most 262144 bytes", "metadata.annotations")
+        in causes
+    )
+
+
+def test_missing_name_and_namespace_rules_follow_the_scope() -> None:
+    obj = pod()
+    del obj["metadata"]["name"]
+    assert messages(validate("Pod", obj)) == [
+        "metadata.name: Required value: name or generateName is required"
+    ]
+    obj["metadata"]["generateName"] = "web-"
+    assert validate("Pod", obj) == []
+    ns = {"metadata": {"name": "team-a", "namespace": "default"}}
+    assert messages(validate("Namespace", ns)) == ["metadata.namespace: Forbidden: not allowed on this type"]
+    assert messages(validate("Namespace", {"metadata": {"name": "team.a"}}))[0].startswith(
+        'metadata.name: Invalid value: "team.a": a lowercase RFC 1123 label'
+    )
+
+
+def test_pod_update_may_change_image_but_not_resources() -> None:
+    old = pod()
+    default("Pod", old)
+    new = copy.deepcopy(old)
+    new["spec"]["containers"][0]["image"] = "nginx:1.26"
+    new["spec"]["tolerations"].append({"key": "gpu", "operator": "Exists"})
+    new["metadata"]["labels"] = {"tier": "web"}
+    assert validate("Pod", new, old=old) == []
+    bad = copy.deepcopy(old)
+    bad["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "2"}}
+    (cause,) = validate("Pod", bad, old=old)
+    assert cause.field == "spec"
+    assert cause.reason == "FieldValueForbidden"
+    assert cause.message.startswith(
+        "Forbidden: pod updates may not change fields other than `spec.containers[*].image`"
+    )
+    removed = copy.deepcopy(old)
+    removed["spec"]["tolerations"] = []
+    assert [c.field for c in validate("Pod", removed, old=old)] == ["spec"]
+
+
+def test_rename_on_update_is_refused() -> None:
+    old = pod()
+    new = copy.deepcopy(old)
+    new["metadata"]["name"] = "other"
+    assert 'metadata.name: Invalid value: "other": field is immutable' in messages(
+        validate("Pod", new, old=old)
+    )
+
+
+def test_service_ports() -> None:
+    svc = {"metadata": {"name": "hami-scheduler", "namespace": "kube-system"}, "spec": {"ports": []}}
+    assert messages(validate("Service", svc)) == ["spec.ports: Required value"]
+    svc["spec"]["ports"] = [{"port": 443}, {"port": 443, "name": "b"}, {"port": 70000, "name": "c"}]
+    got = messages(validate("Service", svc))
+    assert "spec.ports[0].name: Required value" in got
+    assert any(m.startswith("spec.ports[1]: Duplicate value") for m in got)
+    assert "spec.ports[2].port: Invalid value: 70000: must be between 1 and 65535, inclusive" in got
+    assert messages(
+        validate(
+            "Service", {"metadata": {"name": "1svc", "namespace": "x"}, "spec": {"ports": [{"port": 1}]}}
+        )
+    )[0].startswith('metadata.name: Invalid value: "1svc": a DNS-1035 label')
+
+
+def test_resource_quota_hard_values() -> None:
+    quota = {
+        "metadata": {"name": "gpu", "namespace": "team-a"},
+        "spec": {"hard": {"nvidia.com/gpu": "-1", "cpu": "x"}},
+    }
+    fields = sorted(c.field for c in validate("ResourceQuota", quota))
+    assert fields == ["spec.hard[cpu]", "spec.hard[nvidia.com/gpu]"]
+
+
+def test_secret_data_must_be_base64() -> None:
+    good = base64.b64encode(b"hello").decode()
+    secret = {"metadata": {"name": "s", "namespace": "default"}, "data": {"ok": good, "bad": "not base64!"}}
+    assert [c.field for c in validate("Secret", secret)] == ["data[bad]"]
+    assert (
+        validate("Secret", {"metadata": {"name": "s", "namespace": "d"}, "data": {"a b": good}})[0].field
+        == "data"
+    )
+
+
+def test_config_map_keys() -> None:
+    cm = {"metadata": {"name": "c", "namespace": "d"}, "data": {"ok.key": "1", "no/slash": "2"}}
+    assert [c.field for c in validate("ConfigMap", cm)] == ["data"]
+
+
+def test_lease_and_event() -> None:
+    lease = {"metadata": {"name": "l", "namespace": "kube-system"}, "spec": {"leaseDurationSeconds": 0}}
+    assert messages(validate("Lease", lease)) == [
+        "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"
+    ]
+    event = {"metadata": {"name": "e", "namespace": "default"}, "involvedObject": {"namespace": "other"}}
+    assert [c.field for c in validate("Event", event)] == ["involvedObject.namespace"]
+
+
+def webhook_config(**hook: Any) -> dict[str, Any]:
+    base = {
+        "name": "vgpu.hami.io",
+        "clientConfig": {
+            "service": {"namespace": "kube-system", "name": "hami-scheduler", "path": "/webhook"}
+        },
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "rules": [
+            {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
+        ],
+    }
+    base.update(hook)
+    return {"metadata": {"name": "hami-webhook"}, "webhooks": [base]}
+
+
+def test_webhook_configuration_rules() -> None:
+    assert validate("MutatingWebhookConfiguration", webhook_config()) == []
+    both = webhook_config(clientConfig={"url": "https://x/y", "service": {"namespace": "a", "name": "b"}})
+    assert messages(validate("MutatingWebhookConfiguration", both)) == [
+        "webhooks[0].clientConfig: Required value: exactly one of url or service is required"
+    ]
+    hook = webhook_config()
+    del hook["webhooks"][0]["sideEffects"]
+    del hook["webhooks"][0]["admissionReviewVersions"]
+    assert messages(validate("ValidatingWebhookConfiguration", hook)) == [
+        "webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun",
+        "webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1",
+    ]
+    http = webhook_config(clientConfig={"url": "http://127.0.0.1/x"})
+    assert (
+        "'https' is the only allowed URL scheme"
+        in messages(validate("MutatingWebhookConfiguration", http))[0]
+    )
+    short = webhook_config(name="hook")
+    assert any(
+        "at least three segments" in m for m in messages(validate("MutatingWebhookConfiguration", short))
+    )
+    assert invalid_message(
+        "MutatingWebhookConfiguration", "h", validate("MutatingWebhookConfiguration", short)
+    ).startswith('MutatingWebhookConfiguration.admissionregistration.k8s.io "h" is invalid: ')
+
+
+def test_pod_defaults_match_kube() -> None:
+    obj = pod(
+        containers=[
+            {"name": "app", "image": "nginx", "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": "1"}}},
+            {"name": "side", "image": "registry:5000/tools:1.2", "ports": [{"containerPort": 80}]},
+        ]
+    )
+    default("Pod", obj)
+    spec = obj["spec"]
+    assert spec["restartPolicy"] == "Always"
+    assert spec["dnsPolicy"] == "ClusterFirst"
+    assert spec["schedulerName"] == "default-scheduler"
+    assert spec["terminationGracePeriodSeconds"] == 30
+    assert spec["securityContext"] == {}
+    assert spec["enableServiceLinks"] is True
+    assert spec["priority"] == 0
+    assert spec["preemptionPolicy"] == "PreemptLowerPriority"
+    assert {(t["key"], t["tolerationSeconds"]) for t in spec["tolerations"]} == {
+        ("node.kubernetes.io/not-ready", 300),
+        ("node.kubernetes.io/unreachable", 300),
+    }
+    app, side = spec["containers"]
+    assert app["imagePullPolicy"] == "Always"
+    assert side["imagePullPolicy"] == "IfNotPresent"
+    assert app["terminationMessagePath"] == "/dev/termination-log"
+    assert app["terminationMessagePolicy"] == "File"
+    assert app["resources"]["requests"] == {"cpu": "1", "nvidia.com/gpu": "1"}
+    assert side["ports"][0]["protocol"] == "TCP"
+    assert obj["status"] == {"phase": "Pending", "qosClass": "Burstable"}
+
+
+def test_defaulting_keeps_what_the_user_set() -> None:
+    obj = pod(schedulerName="hami-scheduler", tolerations=[{"operator": "Exists"}])
+    obj["spec"]["containers"][0]["imagePullPolicy"] = "Never"
+    default("Pod", obj)
+    assert obj["spec"]["schedulerName"] == "hami-scheduler"
+    assert obj["spec"]["tolerations"] == [{"operator": "Exists"}]
+    assert obj["spec"]["containers"][0]["imagePullPolicy"] == "Never"
+    again = copy.deepcopy(obj)
+    default("Pod", again)
+    assert again == obj
+
+
+@pytest.mark.parametrize(
+    ("resources", "qos"),
+    [
+        ({}, "BestEffort"),
+        ({"limits": {"cpu": "1", "memory": "1Gi"}}, "Guaranteed"),
+        ({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}}, "Burstable"),
+        ({"limits": {"nvidia.com/gpu": "1"}}, "BestEffort"),
+    ],
+)
+def test_qos_class(resources: dict[str, Any], qos: str) -> None:
+    obj = pod(containers=[{"name": "app", "image": "x", "resources": resources}])
+    default("Pod", obj)
+    assert obj["status"]["qosClass"] == qos
+
+
+def test_other_kind_defaults() -> None:
+    svc = {"metadata": {"name": "s", "namespace": "d"}, "spec": {"ports": [{"port": 443}]}}
+    default("Service", svc)
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["sessionAffinity"] == "None"
+    assert svc["spec"]["ports"] == [{"port": 443, "protocol": "TCP", "targetPort": 443}]
+    ns = {"metadata": {"name": "team-a"}}
+    default("Namespace", ns)
+    assert ns["spec"] == {"finalizers": ["kubernetes"]}
+    assert ns["status"] == {"phase": "Active"}
+    assert ns["metadata"]["labels"] == {"kubernetes.io/metadata.name": "team-a"}
+    secret: dict[str, Any] = {"metadata": {"name": "s"}}
+    default("Secret", secret)
+    assert secret["type"] == "Opaque"
+    mwc = webhook_config()
+    default("MutatingWebhookConfiguration", mwc)
+    hook = mwc["webhooks"][0]
+    assert (
+        hook["failurePolicy"],
+        hook["matchPolicy"],
+        hook["timeoutSeconds"],
+        hook["reinvocationPolicy"],
+    ) == (
+        "Fail",
+        "Equivalent",
+        10,
+        "Never",
+    )
+    assert hook["namespaceSelector"] == {} and hook["objectSelector"] == {}
+    assert hook["rules"][0]["scope"] == "*"
+    assert hook["clientConfig"]["service"]["port"] == 443
+    vwc = webhook_config()
+    default("ValidatingWebhookConfiguration", vwc)
+    assert "reinvocationPolicy" not in vwc["webhooks"][0]
+    sa: dict[str, Any] = {"metadata": {"name": "default"}}
+    default("ServiceAccount", sa)
+    assert sa == {"metadata": {"name": "default"}}

@@ -1,0 +1,157 @@
+"""Helpers for end-to-end tests: API servers in a background loop, versioned kubectl binaries."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import http.client
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from tenantgpu.apiserver.kinds import KAMAJI_KINDS
+from tenantgpu.apiserver.pki import ServerPKI
+from tenantgpu.apiserver.server import APIServer, APIServerConfig
+from tenantgpu.apiserver.storage import SQLiteDatastore
+
+
+def kubectl_path(version: str | None = None) -> str:
+    """The real kubectl; `version="1.29"` picks `kubectl.1.29` next to the dispatcher."""
+    dispatcher = shutil.which("kubectl")
+    if dispatcher is None:
+        pytest.fail("kubectl is not on PATH")
+    if version is None:
+        return dispatcher
+    path = Path(os.path.realpath(dispatcher)).parent / f"kubectl.{version}"
+    if not path.exists():
+        pytest.fail(f"{path} does not exist")
+    return str(path)
+
+
+class BackgroundLoop:
+    """An asyncio loop in a daemon thread, so synchronous tests (kubectl, Python client) run beside it."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, Any], timeout: float = 30) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+
+
+@dataclass
+class RunningAPIServer:
+    """A started server plus what tests need to reach it."""
+
+    server: APIServer
+    loop: BackgroundLoop
+    state_dir: Path
+    kubeconfig: Path
+    datastore: SQLiteDatastore
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def write_kubeconfig(self, name: str, text: str) -> Path:
+        path = self.state_dir / name
+        path.write_text(text)
+        return path
+
+
+def start_server(
+    loop: BackgroundLoop,
+    state_dir: Path,
+    name: str = "tenant-a",
+    *,
+    management: bool = False,
+    datastore: SQLiteDatastore | None = None,
+    **config: Any,
+) -> RunningAPIServer:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    pki = ServerPKI.load_or_create(state_dir / f"{name}-pki", name)
+    store = datastore or SQLiteDatastore(state_dir / "state.db")
+    server = APIServer(
+        APIServerConfig(
+            name=name, datastore=store, pki=pki, extra_kinds=KAMAJI_KINDS if management else (), **config
+        )
+    )
+    loop.run(server.start())
+    kubeconfig = state_dir / f"{name}.kubeconfig"
+    kubeconfig.write_text(server.admin_kubeconfig())
+    return RunningAPIServer(server, loop, state_dir, kubeconfig, store)
+
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@dataclass
+class RawResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class RawClient:
+    """Plain HTTPS requests with a kubeconfig's credentials, for what typed clients cannot send."""
+
+    def __init__(self, kubeconfig: Path, *, anonymous: bool = False) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        user = config["users"][0]["user"]
+        url = urlsplit(cluster["server"])
+        self.host, self.port = url.hostname or "127.0.0.1", url.port or 443
+        self.context = ssl.create_default_context(
+            cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+        )
+        self.token = None if anonymous else user.get("token")
+        if not anonymous and "client-certificate-data" in user:
+            with tempfile.TemporaryDirectory() as tmp:
+                cert, key = Path(tmp) / "c.crt", Path(tmp) / "c.key"
+                cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+                key.write_bytes(base64.b64decode(user["client-key-data"]))
+                self.context.load_cert_chain(cert, key)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | str | dict | list | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> RawResponse:
+        payload = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+        if isinstance(payload, str):
+            payload = payload.encode()
+        all_headers = {"Accept": "application/json", **(headers or {})}
+        if payload is not None and "Content-Type" not in all_headers:
+            all_headers["Content-Type"] = "application/json"
+        if self.token:
+            all_headers["Authorization"] = f"Bearer {self.token}"
+        connection = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=30)
+        try:
+            connection.request(method, path, body=payload, headers=all_headers)
+            response = connection.getresponse()
+            return RawResponse(response.status, dict(response.getheaders()), response.read())
+        finally:
+            connection.close()

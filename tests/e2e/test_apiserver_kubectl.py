@@ -1,0 +1,220 @@
+"""The real kubectl (1.27, 1.29, 1.33) against one tenant API server: every command of kubectl-wire.md §2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from apiserver_harness import Kubectl, RunningAPIServer, kubectl_path
+
+VERSIONS = ["1.27", "1.29", "1.33"]
+
+
+def _manifest(tmp_path: Path, name: str, image: str = "nginx:1.25", **labels: str) -> Path:
+    path = tmp_path / f"{name}.json"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {"app": name}},
+        "spec": {"containers": [{"name": "main", "image": image}]},
+    }
+    path.write_text(json.dumps(pod))
+    return path
+
+
+def _validate_flag(version: str) -> list[str]:
+    # kubectl 1.27/1.28 need protobuf OpenAPI v2 for client-side validation, which is not served.
+    return ["--validate=false"] if version == "1.27" else []
+
+
+def test_version_reports_the_configured_kubernetes_version(kubectl: Kubectl) -> None:
+    out = kubectl("version", "-o", "json").stdout
+    assert json.loads(out)["serverVersion"]["gitVersion"] == "v1.31.4"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_create_get_label_annotate_delete_pod(kubectl: Kubectl, tmp_path: Path, version: str) -> None:
+    name = f"web-{version.replace('.', '')}"
+    manifest = _manifest(tmp_path, name)
+    flags = _validate_flag(version)
+    assert f"pod/{name} created" in kubectl("create", "-f", str(manifest), *flags, version=version).stdout
+    again = kubectl("create", "-f", str(manifest), *flags, version=version, check=False)
+    assert again.returncode == 1
+    assert f'pods "{name}" already exists' in again.stderr and "AlreadyExists" in again.stderr
+
+    table = kubectl("get", "pods", version=version).stdout
+    assert name in table and "STATUS" in table and "Pending" in table
+
+    kubectl("label", "pod", name, "tier=web", version=version)
+    kubectl("annotate", "pod", name, "note=hi", version=version)
+    pod = json.loads(kubectl("get", "pod", name, "-o", "json", version=version).stdout)
+    assert pod["metadata"]["labels"]["tier"] == "web"
+    assert pod["metadata"]["annotations"]["note"] == "hi"
+    kubectl("label", "pod", name, "tier-", version=version)
+    pod = json.loads(kubectl("get", "pod", name, "-o", "json", version=version).stdout)
+    assert "tier" not in pod["metadata"]["labels"]
+
+    selected = kubectl("get", "pods", "-l", "tier!=web", "-o", "name", version=version).stdout
+    assert f"pod/{name}" in selected
+
+    assert f'pod "{name}" deleted' in kubectl("delete", "pod", name, version=version).stdout
+    missing = kubectl("get", "pod", name, version=version, check=False)
+    assert missing.returncode == 1 and f'pods "{name}" not found' in missing.stderr
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_apply_creates_then_configures_with_strategic_merge(
+    kubectl: Kubectl, tmp_path: Path, version: str
+) -> None:
+    name = f"applied-{version.replace('.', '')}"
+    flags = _validate_flag(version)
+    out = kubectl("apply", "-f", str(_manifest(tmp_path, name)), *flags, version=version).stdout
+    assert f"pod/{name} created" in out
+    kubectl("label", "pod", name, "kept=yes", version=version)
+    out = kubectl("apply", "-f", str(_manifest(tmp_path, name, "nginx:1.26")), *flags, version=version).stdout
+    assert f"pod/{name} configured" in out
+    pod = json.loads(kubectl("get", "pod", name, "-o", "json", version=version).stdout)
+    assert [c["image"] for c in pod["spec"]["containers"]] == ["nginx:1.26"]
+    assert pod["metadata"]["labels"]["kept"] == "yes"  # a merge, not a replacement
+    kubectl("delete", "pod", name, "--wait=false", version=version)
+
+
+def test_get_all_namespaces_wide_and_yaml(kubectl: Kubectl, tmp_path: Path) -> None:
+    kubectl("create", "namespace", "team-b")
+    kubectl("create", "-f", str(_manifest(tmp_path, "other")), "-n", "team-b")
+    every = kubectl("get", "pods", "-A").stdout
+    assert "NAMESPACE" in every and "team-b" in every and "other" in every
+    wide = kubectl("get", "pods", "-n", "team-b", "-o", "wide").stdout
+    assert "NODE" in wide and "IP" in wide
+    text = kubectl("get", "pod", "other", "-n", "team-b", "-o", "yaml").stdout
+    assert "uid:" in text and "creationTimestamp:" in text and "namespace: team-b" in text
+    nodes = kubectl("get", "nodes").stdout + kubectl("get", "nodes", check=False).stderr
+    assert "No resources found" in nodes or "NAME" in nodes
+
+
+def test_describe_pod_shows_its_events(kubectl: Kubectl, tmp_path: Path, apiserver: RunningAPIServer) -> None:
+    kubectl("create", "-f", str(_manifest(tmp_path, "described")))
+    uid = json.loads(kubectl("get", "pod", "described", "-o", "json").stdout)["metadata"]["uid"]
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "described.1"},
+        "involvedObject": {"kind": "Pod", "name": "described", "namespace": "default", "uid": uid},
+        "reason": "Scheduled",
+        "message": "Successfully assigned default/described to worker-1",
+        "type": "Normal",
+        "count": 1,
+    }
+    kubectl("create", "-f", "-", input=json.dumps(event))
+    for version in ("1.27", "1.33"):
+        out = kubectl("describe", "pod", "described", version=version).stdout
+        assert "Name:" in out and "described" in out
+        assert "Successfully assigned default/described to worker-1" in out
+    missing = kubectl("describe", "pod", "nope", check=False)
+    assert 'pods "nope" not found' in missing.stderr
+
+
+def test_api_resources_lists_kinds_with_short_names(kubectl: Kubectl) -> None:
+    for version in ("1.27", "1.33"):
+        out = kubectl("api-resources", version=version).stdout
+        lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+        assert "po" in lines["pods"] and "Pod" in lines["pods"]
+        assert "false" in lines["nodes"]
+        assert "admissionregistration.k8s.io/v1" in lines["mutatingwebhookconfigurations"]
+        assert "leases" in lines
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_auth_can_i_answers_for_an_admin(kubectl: Kubectl, version: str) -> None:
+    assert kubectl("auth", "can-i", "create", "pods", version=version).stdout.strip() == "yes"
+
+
+def test_get_raw_metrics_is_prometheus_text(kubectl: Kubectl) -> None:
+    out = kubectl("get", "--raw", "/metrics").stdout
+    assert "# TYPE apiserver_request_total counter" in out
+    assert 'apiserver_storage_objects{resource="namespaces"}' in out
+
+
+def test_watch_prints_changes_after_the_list(
+    kubectl: Kubectl, apiserver: RunningAPIServer, tmp_path: Path
+) -> None:
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    watch = subprocess.Popen(
+        [
+            kubectl_path("1.33"),
+            "--kubeconfig",
+            str(apiserver.kubeconfig),
+            "get",
+            "pods",
+            "-w",
+            "-n",
+            "watched",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        kubectl("create", "namespace", "watched")
+        time.sleep(1.0)
+        kubectl("create", "-f", str(_manifest(tmp_path, "seen")), "-n", "watched")
+        kubectl("delete", "pod", "seen", "-n", "watched")
+        time.sleep(1.0)
+    finally:
+        watch.terminate()
+        out, err = watch.communicate(timeout=10)
+    rows = [line for line in out.splitlines() if line.startswith("seen")]
+    assert len(rows) >= 2, out + err  # created, then deleted
+
+
+def test_delete_waits_for_graceful_deletion_of_a_bound_pod(
+    kubectl: Kubectl, apiserver: RunningAPIServer, tmp_path: Path
+) -> None:
+    """A pod on a node keeps a deletionTimestamp until the kubelet confirms; `kubectl delete` waits for it."""
+    from tenantgpu.apiserver.auth import UserInfo
+    from tenantgpu.apiserver.registry import DeleteOptions
+
+    kubectl("create", "-f", str(_manifest(tmp_path, "bound")))
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "bound"},
+        "target": {"kind": "Node", "name": "w1"},
+    }
+    kubectl(
+        "create",
+        "--raw",
+        "/api/v1/namespaces/default/pods/bound/binding",
+        "-f",
+        "-",
+        input=json.dumps(binding),
+    )
+    deleting = subprocess.Popen(
+        [
+            kubectl_path("1.33"),
+            "--kubeconfig",
+            str(apiserver.kubeconfig),
+            "delete",
+            "pod",
+            "bound",
+            "--timeout=20s",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    time.sleep(1.5)
+    pod = json.loads(kubectl("get", "pod", "bound", "-o", "json").stdout)
+    assert pod["metadata"]["deletionTimestamp"] and pod["spec"]["nodeName"] == "w1"
+    assert deleting.poll() is None  # still waiting
+    pods = apiserver.server.kinds.resource("", "v1", "pods")
+    kubelet = UserInfo("system:node:w1", ("system:nodes",))
+    apiserver.loop.run(apiserver.server.registry.delete(pods, "default", "bound", DeleteOptions(0), kubelet))
+    out, err = deleting.communicate(timeout=20)
+    assert deleting.returncode == 0, err
+    assert 'pod "bound" deleted' in out

@@ -1,0 +1,226 @@
+"""End to end: the default scheduler and the controller duties beside a tenant API server.
+
+Driven through the official Python client, as a user of the tenant would; the services themselves
+reach the API only over the wire.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kubernetes
+import pytest
+from apiserver_harness import BackgroundLoop, RunningAPIServer
+
+from tenantgpu.controlplane import ControlPlaneServices
+from tenantgpu.kubeclient import KubeClient
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def services(apiserver: RunningAPIServer, background_loop: BackgroundLoop) -> Iterator[ControlPlaneServices]:
+    async def up() -> ControlPlaneServices:
+        client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+        plane = ControlPlaneServices(client, node_grace_seconds=1.0, node_monitor_seconds=0.2)
+        await plane.start()
+        return plane
+
+    plane = background_loop.run(up())
+    yield plane
+
+    async def down() -> None:
+        await plane.stop()
+        await plane.client.close()
+
+    background_loop.run(down())
+
+
+@pytest.fixture(scope="module")
+def core(apiserver: RunningAPIServer, services: ControlPlaneServices) -> kubernetes.client.CoreV1Api:
+    api_client = kubernetes.config.new_client_from_config(str(apiserver.kubeconfig))
+    return kubernetes.client.CoreV1Api(api_client)
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}")
+
+
+def node_body(name: str, cpu: str, memory: str, *, taints: list[dict] | None = None) -> dict:
+    resources = {"cpu": cpu, "memory": memory, "pods": "110"}
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"taints": taints} if taints else {},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now}
+            ],
+        },
+    }
+
+
+def renew_lease(core: kubernetes.client.CoreV1Api, apiserver: RunningAPIServer, node: str) -> None:
+    coordination = kubernetes.client.CoordinationV1Api(core.api_client)
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    body = {
+        "metadata": {"name": node, "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": node, "renewTime": now, "leaseDurationSeconds": 40},
+    }
+    try:
+        coordination.create_namespaced_lease("kube-node-lease", body)
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 409:
+            raise
+        coordination.patch_namespaced_lease(node, "kube-node-lease", {"spec": {"renewTime": now}})
+
+
+def pod_body(name: str, cpu: str, *, scheduler: str | None = None, extra: dict | None = None) -> dict:
+    container: dict[str, Any] = {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
+    if extra:
+        container["resources"]["limits"] = extra
+    spec: dict[str, Any] = {"containers": [container]}
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def ensure_namespace(core: kubernetes.client.CoreV1Api, name: str) -> None:
+    try:
+        core.create_namespace({"metadata": {"name": name}})
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def test_default_service_account_appears_in_new_namespaces(core: kubernetes.client.CoreV1Api) -> None:
+    ensure_namespace(core, "team-x")
+    wait_for(
+        "default SA",
+        lambda: [
+            sa for sa in core.list_namespaced_service_account("team-x").items if sa.metadata.name == "default"
+        ],
+    )
+
+
+def test_pod_is_bound_to_the_least_allocated_node(
+    core: kubernetes.client.CoreV1Api, apiserver: RunningAPIServer
+) -> None:
+    ensure_namespace(core, "sched")
+    core.create_node(node_body("small", "2", "4Gi"))
+    core.create_node(node_body("large", "16", "64Gi"))
+    core.create_namespaced_pod("sched", pod_body("web", "500m"))
+    pod = wait_for("binding", lambda: (p := core.read_namespaced_pod("web", "sched")).spec.node_name and p)
+    assert pod.spec.node_name == "large"
+    events = core.list_namespaced_event("sched", field_selector="involvedObject.name=web").items
+    assert any(e.reason == "Scheduled" and "sched/web to large" in e.message for e in events)
+
+
+def test_pod_that_fits_nowhere_is_unschedulable_then_placed_when_a_node_appears(
+    core: kubernetes.client.CoreV1Api,
+) -> None:
+    ensure_namespace(core, "big")
+    core.create_namespaced_pod("big", pod_body("huge", "64"))
+
+    def unschedulable() -> Any:
+        pod = core.read_namespaced_pod("huge", "big")
+        return [c for c in pod.status.conditions or [] if c.type == "PodScheduled" and c.status == "False"]
+
+    condition = wait_for("PodScheduled=False", unschedulable)[0]
+    assert condition.reason == "Unschedulable"
+    assert "nodes are available" in condition.message and "Insufficient cpu" in condition.message
+    events = core.list_namespaced_event("big", field_selector="involvedObject.name=huge").items
+    assert any(e.reason == "FailedScheduling" and e.type == "Warning" for e in events)
+
+    core.create_node(node_body("giant", "128", "512Gi"))
+    pod = wait_for(
+        "binding to giant", lambda: (p := core.read_namespaced_pod("huge", "big")).spec.node_name and p
+    )
+    assert pod.spec.node_name == "giant"
+
+
+def test_pods_naming_another_scheduler_are_left_alone(core: kubernetes.client.CoreV1Api) -> None:
+    ensure_namespace(core, "other")
+    core.create_namespaced_pod("other", pod_body("gpu", "100m", scheduler="hami-scheduler"))
+    time.sleep(0.5)
+    assert core.read_namespaced_pod("gpu", "other").spec.node_name is None
+
+
+def test_taints_and_extended_resources_are_honoured(core: kubernetes.client.CoreV1Api) -> None:
+    ensure_namespace(core, "ext")
+    tainted = node_body(
+        "gpu-node", "8", "16Gi", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    )
+    tainted["status"]["allocatable"]["nvidia.com/gpu"] = "10"
+    tainted["status"]["capacity"]["nvidia.com/gpu"] = "10"
+    core.create_node(tainted)
+    core.create_namespaced_pod("ext", pod_body("wants-gpu", "100m", extra={"nvidia.com/gpu": "1"}))
+
+    def message() -> Any:
+        pod = core.read_namespaced_pod("wants-gpu", "ext")
+        return [
+            c.message for c in pod.status.conditions or [] if c.type == "PodScheduled" and c.status == "False"
+        ]
+
+    text = wait_for("unschedulable", message)[0]
+    assert "1 node(s) had untolerated taint {dedicated: gpu}" in text
+    assert "Insufficient nvidia.com/gpu" in text
+
+
+def test_silent_node_turns_unknown_and_unreachable(
+    core: kubernetes.client.CoreV1Api, apiserver: RunningAPIServer
+) -> None:
+    core.create_node(node_body("flaky", "4", "8Gi"))
+    renew_lease(core, apiserver, "flaky")
+
+    def unknown() -> Any:
+        node = core.read_node("flaky")
+        ready = [c for c in node.status.conditions if c.type == "Ready"]
+        taints = {(t.key, t.effect) for t in node.spec.taints or []}
+        return ready and ready[0].status == "Unknown" and taints and (node, ready[0], taints)
+
+    _, ready, taints = wait_for("NotReady", unknown, timeout=10)
+    assert ready.reason == "NodeStatusUnknown"
+    assert taints == {
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+    }
+
+    # The kubelet comes back: renews its lease and reports Ready; the taints go.
+    renew_lease(core, apiserver, "flaky")
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    core.patch_node_status(
+        "flaky",
+        {
+            "status": {
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now}
+                ]
+            }
+        },
+    )
+    wait_for("taints removed", lambda: not core.read_node("flaky").spec.taints, timeout=5)
+
+
+def test_pods_of_a_deleted_node_are_removed(core: kubernetes.client.CoreV1Api) -> None:
+    ensure_namespace(core, "gc")
+    core.create_node(node_body("doomed", "4", "8Gi"))
+    pod = pod_body("orphan", "100m")
+    pod["spec"]["nodeName"] = "doomed"
+    core.create_namespaced_pod("gc", pod)
+    core.delete_node("doomed")
+    wait_for(
+        "orphan deleted",
+        lambda: not [p for p in core.list_namespaced_pod("gc").items if p.metadata.name == "orphan"],
+    )
