@@ -110,3 +110,17 @@ def test_ties_go_to_the_first_node_in_the_run_order() -> None:
 def test_normalize_matches_integer_min_max() -> None:
     assert list(normalize_scores(np.array([10, 20, 30]))) == [0, 50, 100]
     assert list(normalize_scores(np.array([7, 7]))) == [0, 0]
+
+
+def test_fgd_pack_settles_ties_on_a_node_in_use_and_the_tightest_gpu() -> None:
+    t = typical((1000, 0, 0, 1.0))
+    nodes = make_nodes((32, 64, 2, "T4"), (32, 64, 2, "T4"), (32, 64, 2, "T4"))
+    state = state_for(nodes, t)
+    state.tie_rank = np.array([0, 1, 2])
+    state.place(Placement(2, (0,)), request(1, 1, 1, 400))
+    state.place(Placement(2, (1,)), request(1, 1, 1, 200))
+    # with CPU-only typical pods all free GPU share is fragment, so a 0.3 share lowers it by 300 on
+    # every GPU: a tie. FGD takes node 0 (first in order), fgd-pack the used node 2, on its tightest
+    # GPU (0.6 free)
+    assert make_policy("fgd").choose(state, request(1, 1, 1, 300), RNG).node == 0
+    assert make_policy("fgd-pack").choose(state, request(1, 1, 1, 300), RNG) == Placement(2, (0,))

@@ -6,13 +6,14 @@ from tenantgpu.replay.policies.base import Policy
 from tenantgpu.replay.policies.best_fit import BestFitPolicy, WholeGpuPolicy
 from tenantgpu.replay.policies.dot_product import DotProductPolicy
 from tenantgpu.replay.policies.fgd import FgdPolicy
+from tenantgpu.replay.policies.fgd_pack import FgdPackPolicy
 from tenantgpu.replay.policies.gpu_clustering import GpuClusteringPolicy
 from tenantgpu.replay.policies.gpu_packing import GpuPackingPolicy
 from tenantgpu.replay.policies.random_fit import RandomPolicy
 
 PAPER_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
 HAMI_POLICIES = ("hami-binpack", "hami-spread")
-DEFAULT_CAPACITY_POLICIES = ("whole-gpu", "bestfit", "fgd")
+DEFAULT_CAPACITY_POLICIES = ("whole-gpu", "bestfit", "fgd", "fgd-pack")
 
 _FACTORIES = {
     "random": RandomPolicy,
@@ -22,6 +23,7 @@ _FACTORIES = {
     "bestfit": BestFitPolicy,
     "fgd": FgdPolicy,
     "whole-gpu": WholeGpuPolicy,
+    "fgd-pack": FgdPackPolicy,
 }
 
 
