@@ -47,3 +47,36 @@ def test_cached_fragmentation_matches_a_fresh_computation() -> None:
     state.place(Placement(1, (0, 1)), request(2, 1, 2, 1000))
     fresh = state.frag_model.node_fragmentation(np.arange(2), state.gpu_free, state.cpu_free)
     assert state.frag == pytest.approx(fresh)
+
+
+def test_incremental_fgd_candidates_match_recomputing_each_placement() -> None:
+    """The FGD fast path updates one GPU's counts per candidate; the reference recomputes the node."""
+    from tenantgpu.replay.policies.fgd import fragmentation_after_exclusive, fragmentation_after_shared
+
+    t = typical(
+        (1000, 500, 1, 0.3), (3000, 250, 1, 0.2), (2000, 1000, 1, 0.3), (8000, 1000, 2, 0.1), (500, 0, 0, 0.1)
+    )
+    nodes = make_nodes((16, 64, 4, "T4"), (8, 64, 2, "T4"), (32, 64, 8, "G2"))
+    state = state_for(nodes, t)
+    state.place(Placement(0, (1,)), request(2, 1, 1, 350))
+    state.place(Placement(2, (3, 5)), request(6, 1, 2, 1000))
+    state.place(Placement(1, (0,)), request(5, 1, 1, 800))
+    candidates = np.arange(3)
+    pod = request(2, 1, 1, 150)
+    fast, valid = fragmentation_after_shared(state, pod, candidates)
+    for n in candidates:
+        for g in range(state.gpu_free.shape[1]):
+            if not valid[n, g]:
+                continue
+            row = state.gpu_free[[n]].copy()
+            row[0, g] -= 150
+            ref = state.frag_model.node_fragmentation(np.array([n]), row, state.cpu_free[[n]] - 2000)
+            assert fast[n, g] == pytest.approx(ref[0])
+    whole = request(4, 1, 2, 1000)
+    fast_whole = fragmentation_after_exclusive(state, whole, candidates)
+    for n in candidates:
+        row = state.gpu_free[[n]].copy()
+        for g in state.exclusive_gpus(n, 2):
+            row[0, g] = 0
+        ref = state.frag_model.node_fragmentation(np.array([n]), row, state.cpu_free[[n]] - 4000)
+        assert fast_whole[n] == pytest.approx(ref[0])
