@@ -85,6 +85,11 @@ def main() -> None:
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "replay.json").write_text(json.dumps(doc, indent=1))
+    # the full curves, plots and page, as `tenantgpu replay` writes them
+    from tenantgpu.replay.report import write_report
+
+    summary["trace"] = "openb_pod_list_default"
+    write_report(summary, out / "replay-report")
 
 
 if __name__ == "__main__":
