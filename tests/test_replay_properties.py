@@ -14,7 +14,7 @@ node_shape = st.tuples(
     st.integers(4, 64), st.integers(8, 256), st.sampled_from([1, 2, 4, 8]), st.sampled_from(["A", "B"])
 )
 pod_shape = st.one_of(
-    st.tuples(st.integers(1, 16), st.integers(1, 32), st.just(1), st.integers(1, 1000)),
+    st.tuples(st.integers(1, 16), st.integers(1, 32), st.just(1), st.integers(50, 1000)),
     st.tuples(st.integers(1, 16), st.integers(1, 32), st.sampled_from([1, 2, 4, 8]), st.just(1000)),
     st.tuples(st.integers(1, 8), st.integers(0, 16), st.just(0), st.just(0)),
     st.tuples(
@@ -40,5 +40,6 @@ def test_no_policy_over_commits(nodes_spec: list, pods_spec: list, seed: int) ->
         result = replay(nodes, tuned, typical, make_policy(name), rng, seed)
         # replay() raises on any over-commit inside ClusterState.place; the curves must stay in range
         assert all(0.0 <= u <= 100.0 + 1e-9 for u in result.unallocated_pct), name
-        assert result.placed + result.failed_pods[-1] == len(tuned), name
+        assert result.placed + result.failed == len(tuned), name
+        assert result.failed_pods[-1] <= result.failed
         assert np.all(np.diff(result.failed_pods) >= 0)

@@ -26,6 +26,7 @@ class RunResult:
     failed_pods: list[int]
     pods: int
     placed: int
+    failed: int  # every pod that found no node, also those arriving after the last mark
     seconds: float
 
 
@@ -90,5 +91,6 @@ def replay(
         failed_pods=failed_curve,
         pods=len(pods),
         placed=placed,
+        failed=failed,
         seconds=time.perf_counter() - started,
     )
