@@ -18,7 +18,11 @@ pod_shape = st.one_of(
     st.tuples(st.integers(1, 16), st.integers(1, 32), st.sampled_from([1, 2, 4, 8]), st.just(1000)),
     st.tuples(st.integers(1, 8), st.integers(0, 16), st.just(0), st.just(0)),
     st.tuples(
-        st.integers(1, 8), st.integers(0, 16), st.just(1), st.integers(50, 1000), st.sampled_from(["A", "B|A"])
+        st.integers(1, 8),
+        st.integers(0, 16),
+        st.just(1),
+        st.integers(50, 1000),
+        st.sampled_from(["A", "B|A"]),
     ),
 )
 
