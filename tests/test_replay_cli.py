@@ -85,3 +85,6 @@ def test_missing_columns_and_gpu_less_nodes_are_refused(tmp_path: Path) -> None:
     result = run("--nodes", str(nodes), "--pods", str(bad_pods))
     assert result.exit_code == 2 and "lacks column(s) memory_mib" in result.output
     assert len(result.output.strip().splitlines()) == 1
+    bad_pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1000,1024,0,0\n")
+    result = run("--nodes", str(nodes), "--pods", str(bad_pods))
+    assert result.exit_code == 2 and "asks for no GPU" in result.output

@@ -35,7 +35,7 @@ pod_shape = st.one_of(
 )
 def test_no_policy_over_commits(nodes_spec: list, pods_spec: list, seed: int) -> None:
     nodes = make_nodes(*nodes_spec)
-    pods = make_pods(*pods_spec)
+    pods = make_pods(*pods_spec, (1, 1, 1, 500))  # at least one GPU request, or tuning has no target
     typical = typical_pods(pods, nodes.models)
     for name in policy_names():
         if name.startswith("hami"):

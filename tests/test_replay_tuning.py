@@ -36,3 +36,12 @@ def test_thinning_removes_random_pods_until_within_target() -> None:
 
 def test_ratio_zero_keeps_the_trace() -> None:
     assert list(tune_indices(PODS, 10, 0, np.random.default_rng(0))) == list(range(len(PODS)))
+
+
+def test_a_workload_without_gpu_requests_cannot_be_tuned() -> None:
+    import pytest
+
+    from tenantgpu.replay.trace import TraceError
+
+    with pytest.raises(TraceError, match="asks for no GPU"):
+        tune_indices(make_pods((1, 1, 0, 0)), 10, 1.3, np.random.default_rng(0))

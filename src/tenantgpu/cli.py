@@ -302,6 +302,8 @@ def replay(
     if tune <= 0:
         raise UserError(f"--tune must be positive, got {tune}")
     nodes, pods, pods_path = _load_trace(nodes_csv, pods_csv)
+    if int(pods.total_milli.sum()) == 0:
+        raise UserError(f"pod list {pods_path} asks for no GPU, so it cannot be tuned to GPU capacity")
     chosen = tuple(dict.fromkeys(policies)) or known
     slow_seeds = _parse_seeds(hami_seeds) if hami_seeds else seed_list[:1]
     plan = ReplayPlan(

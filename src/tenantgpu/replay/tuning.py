@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tenantgpu.replay.trace import MILLI, PodList
+from tenantgpu.replay.trace import MILLI, PodList, TraceError
 
 
 def tune_indices(pods: PodList, gpu_capacity: int, ratio: float, rng: np.random.Generator) -> np.ndarray:
@@ -17,6 +17,9 @@ def tune_indices(pods: PodList, gpu_capacity: int, ratio: float, rng: np.random.
     target = ratio * gpu_capacity * MILLI
     total_milli = pods.total_milli
     requested = int(total_milli.sum())
+    if requested == 0:
+        # the simulator refuses this too (TunePodsByNodeTotalResource panics on zero GPU requests)
+        raise TraceError("the pod list asks for no GPU, so it cannot be tuned to a share of GPU capacity")
     if requested > target:
         keep = list(index)
         while requested > target and keep:
