@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import click
 
@@ -31,6 +30,7 @@ def main() -> None:
 
 
 # --- plan (gpushare what-if placement) -------------------------------------------------------
+from typing import Any  # noqa: E402  (kept in this region so other commands' edits do not collide)
 
 
 def _read_objects(path: str) -> list[dict]:  # type: ignore[type-arg]
@@ -86,8 +86,9 @@ def plan(
     """What-if placement: where would HAMi put these pods, and why not.
 
     Pods that already carry hami.io/vgpu-node and hami.io/vgpu-devices-allocated (and are not
-    Succeeded/Failed) count as placed; every other pod is admitted as HAMi's webhook would and placed
-    in file order, each placement counting for the next. ResourceQuota objects are honoured.
+    Succeeded/Failed) count as placed, as do pods bound with spec.nodeName; Succeeded/Failed pods are
+    skipped; every other pod is admitted as HAMi's webhook would and placed in file order, each
+    placement counting for the next. ResourceQuota objects are honoured.
     """
     import dataclasses
     import json

@@ -101,3 +101,31 @@ def test_init_segments_are_classified_by_position() -> None:
     s.upsert_pod(p)
     v = s.node_usage("n")[0]
     assert (v.used, v.usedmem, v.usedcores) == (1, 300, 50)
+
+
+def test_init_alignment_shifts_when_gpu_less_containers_leave_no_segment() -> None:
+    """score.go files GPU-less containers' placeholders under the model type, so with model names the
+    NVIDIA annotation has no segment for a GPU-less init container, and initContainer.go then counts the
+    first app segment as init: two app containers on one card hold max, not sum (HAMi's quirk, kept)."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(node("n", gpu("G0")))
+    limits = {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 10}
+    p = pod_with(init=[{"name": "setup"}], containers=[("a", limits), ("b", limits)])
+    d = s.schedule(p)
+    assert d.annotation == "G0,NVIDIA,1000,10:;G0,NVIDIA,1000,10:;"
+    p["metadata"]["annotations"].update(d.scheduled_annotations(0))
+    s.upsert_pod(p)
+    v = s.node_usage("n")[0]
+    assert (v.used, v.usedmem, v.usedcores) == (1, 1000, 10)
+
+
+def pod_with(init: list[dict], containers: list[tuple[str, dict]]) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "x", "namespace": "default", "annotations": {}},
+        "spec": {
+            "initContainers": init,
+            "containers": [{"name": n, "resources": {"limits": dict(lim)}} for n, lim in containers],
+        },
+    }

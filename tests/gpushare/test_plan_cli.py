@@ -173,3 +173,14 @@ def test_lab_stands_in_for_nodes(tmp_path: Path) -> None:
     lab.write_text("kind: Lab\n")
     code, _, err = run("--lab", str(lab), "--pods", str(EXAMPLES / "pods.yaml"))
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_one_cluster_dump_can_be_both_inputs(tmp_path: Path) -> None:
+    """`kubectl get nodes,pods -A -o yaml > cluster.yaml`, then --nodes cluster.yaml --pods cluster.yaml."""
+    nodes = yaml.safe_load((EXAMPLES / "nodes.yaml").read_text())["items"]
+    pods = list(yaml.safe_load_all((EXAMPLES / "pods.yaml").read_text()))
+    dump = tmp_path / "cluster.yaml"
+    dump.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes + pods}))
+    code, out, _ = run("--nodes", str(dump), "--pods", str(dump), "-o", "json")
+    assert code == 0
+    assert len(json.loads(out)["placements"]) == 5

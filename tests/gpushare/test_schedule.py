@@ -221,6 +221,12 @@ def test_device_scoring_weights() -> None:
     assert d.node is None and "expected slot, core, and memory weights" in (d.reason or "")
 
 
+def test_cores_above_100_are_clamped_in_fit() -> None:
+    """device.go Fit: "core limit can't exceed 100" -> Coresreq = 100 (then the exclusive rule applies)."""
+    d = state(NODE_A).schedule(gpu_pod("x", mem=10, cores=150))
+    assert d.annotation == "GPU-a100,NVIDIA,10,100:;"
+
+
 def test_percentage_resolves_on_each_card() -> None:
     d = state(NODE_A).schedule(gpu_pod("x", pct=50, cores=10))
     assert d.annotation == "GPU-a100,NVIDIA,40960,10:;"
@@ -414,3 +420,28 @@ def test_device_usage_helper_is_a_copy() -> None:
     devs = s.node_devices("node-b")
     devs[0].used = 99
     assert isinstance(devs[0], DeviceUsage) and s.node_usage("node-b")[0].used == 0
+
+
+def test_vgpu_mode_must_contain_the_device_mode() -> None:
+    """device.go checkType: nvidia.com/vgpu-mode must contain the device Mode, else CardTypeMismatch."""
+    s = state(node("n", gpu("G0"), gpu("M0", 1, mode="mig")))
+    assert s.schedule(gpu_pod("x", mem=10, annotations={"nvidia.com/vgpu-mode": "hami-core"})).annotation == (
+        "G0,NVIDIA,10,0:;"
+    )
+    d = s.schedule(gpu_pod("x", mem=10, annotations={"nvidia.com/vgpu-mode": "mps"}))
+    assert d.failed_nodes == {"n": "2/2 CardTypeMismatch"}
+
+
+def test_core_scaling_lifts_the_exclusive_rule() -> None:
+    """Fit's exclusive check needs Totalcore == 100; with deviceCoreScaling 2 a card has 200 cores."""
+    s = state(node("n", gpu("G0", core=200)), pods=(placed("a", "n", "G0,NVIDIA,10,100:;"),))
+    assert s.schedule(gpu_pod("x", mem=10, cores=100)).annotation == "G0,NVIDIA,10,100:;"
+
+
+def test_memory_factor_scales_requests_and_quota_limits() -> None:
+    """memoryFactor: gpumem x factor in the request; quota.go FitQuota multiplies the limit by it too."""
+    cfg = dataclasses.replace(CFG, memory_factor=1024)
+    s = state(node("n", gpu("G0", mem=81920)), cfg=cfg)
+    s.upsert_quota(quota("t", gpumem="40"))  # 40 x 1024 MiB
+    assert s.schedule(gpu_pod("x", mem=40, namespace="t")).annotation == "G0,NVIDIA,40960,0:;"
+    assert s.schedule(gpu_pod("x", mem=41, namespace="t")).node is None

@@ -46,12 +46,18 @@ def _resource(container: dict[str, Any], name: str) -> Any:
 def pod_demand(pod: dict[str, Any]) -> PodDemand:
     """max(sum of app containers, largest init container) + overhead, per resource; raises QuantityError."""
     spec = pod.get("spec") or {}
+    containers = spec.get("containers") or []
+    inits = spec.get("initContainers") or []
+    overhead = spec.get("overhead") or {}
     values = []
     for name in ("cpu", "memory"):
-        app = sum((_resource(c, name) for c in spec.get("containers") or []), start=0)
-        init = max((_resource(c, name) for c in spec.get("initContainers") or []), default=0)
-        overhead = _quantity((spec.get("overhead") or {}).get(name, 0))
-        values.append(max(app, init) + overhead)
+        app = 0
+        for c in containers:
+            app += _resource(c, name)
+        init = 0
+        for c in inits:
+            init = max(init, _resource(c, name))
+        values.append(max(app, init) + (_quantity(overhead[name]) if name in overhead else 0))
     return PodDemand(cpu_milli=math.ceil(values[0] * 1000), memory=math.ceil(values[1]))
 
 

@@ -61,8 +61,17 @@ class Decision:
         reason: str | None = None,
         requests_gpu: bool = True,
         details: Callable[[], tuple[dict[str, str], dict[str, float]]] | None = None,
+        device_annotations: dict[str, str] | None = None,
     ) -> None:
         self.node = node
+        # every vendor's to-allocate / allocated annotation (NVIDIA's value is also `annotation`)
+        self.device_annotations = (
+            device_annotations
+            if device_annotations is not None
+            else (
+                {ann.DEVICES_TO_ALLOCATE: annotation, ann.DEVICES_ALLOCATED: annotation} if annotation else {}
+            )
+        )
         self.devices = devices
         self.annotation = annotation
         self.reason = reason
@@ -98,11 +107,7 @@ class Decision:
         """What HAMi's filter patches onto the pod: vgpu-node, vgpu-time and the two device annotations."""
         if self.node is None:
             return {}
-        out = {ann.VGPU_NODE: self.node, ann.VGPU_TIME: str(now_unix)}
-        if self.annotation is not None:
-            out[ann.DEVICES_TO_ALLOCATE] = self.annotation
-            out[ann.DEVICES_ALLOCATED] = self.annotation
-        return out
+        return {ann.VGPU_NODE: self.node, ann.VGPU_TIME: str(now_unix), **self.device_annotations}
 
     def scheduled_patch(self, now_unix: int) -> dict[str, Any]:
         """HAMi's merge patch after Filter (util.PatchPodAnnotations): the annotations plus the label
@@ -164,13 +169,16 @@ class ClusterState:
     def upsert_node(self, node: dict[str, Any]) -> None:
         """Add or replace a node; a malformed register annotation leaves the node unregistered."""
         name = (node.get("metadata") or {}).get("name", "")
-        try:
-            devices = self._gpu.node_devices(node)
-            error = None
-        except CodecError as exc:
-            devices, error = None, str(exc)
-        if devices is not None and not devices:
-            devices, error = None, "no gpu found on node"
+        found: list[DeviceInfo] = []
+        error = None
+        for vendor in self._vendors.values():  # a vendor whose registration fails is skipped, as HAMi does
+            try:
+                found.extend(vendor.node_devices(node) or [])
+            except CodecError as exc:
+                error = str(exc)
+        devices: list[DeviceInfo] | None = found or None
+        if devices is None and error is None:
+            error = "no gpu found on node"
         spec = node.get("spec") or {}
         plain = not spec.get("unschedulable") and not any(
             t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or []
@@ -221,21 +229,22 @@ class ClusterState:
             annotations = pod_annotations(pod)
             gpu_node = annotations.get(ann.VGPU_NODE)
             holds: list[DeviceHold] = []
+            quota_usage: dict[str, int] = {}
             if gpu_node is not None:
                 try:
-                    segments = decode_pod_devices(annotations.get(self._gpu.allocated_annotation, ""))
+                    for vendor in self._vendors.values():
+                        segments = decode_pod_devices(annotations.get(vendor.allocated_annotation, ""))
+                        vendor_holds = collapse_usage(segments, init_container_count(pod))
+                        holds.extend(vendor_holds)
+                        quota_usage[vendor.memory_resource] = sum(h.usedmem for h in vendor_holds)
+                        quota_usage[vendor.core_resource] = sum(h.usedcores for h in vendor_holds)
                 except CodecError:
-                    gpu_node, segments = None, []  # HAMi: "failed to decode pod devices", not cached
-                holds = collapse_usage(segments, init_container_count(pod))
-            run_node = (pod.get("spec") or {}).get("nodeName") or gpu_node
+                    gpu_node, holds, quota_usage = None, [], {}  # HAMi: "failed to decode", not cached
+            run_node = (pod.get("spec") or {}).get("nodeName") or (annotations.get(ann.VGPU_NODE))
             try:
                 demand = pod_demand(pod)
             except QuantityError:
                 demand = PodDemand(0, 0)
-            quota_usage = {
-                self._gpu.memory_resource: sum(h.usedmem for h in holds),
-                self._gpu.core_resource: sum(h.usedcores for h in holds),
-            }
             if gpu_node is not None or run_node is not None:
                 record = _Pod(key, gpu_node, holds, run_node, demand, quota_usage)
         self.remove_pod(*key)
@@ -294,7 +303,11 @@ class ClusterState:
     def registration_error(self, name: str) -> str | None:
         """Why the node's register annotation could not be decoded (None when fine or absent)."""
         node = self._nodes[name]
-        return node.register_error if node.register_error != "no gpu found on node" else None
+        return (
+            node.register_error
+            if node.devices is None and node.register_error != "no gpu found on node"
+            else None
+        )
 
     def node_devices(self, name: str) -> list[DeviceUsage]:
         """The node's GPUs with their current usage (empty for an unregistered node)."""
@@ -411,7 +424,7 @@ class ClusterState:
         """HAMi's scoreNode for one node (without the kube-scheduler basics)."""
         node = self._nodes[name]
         node_ctx = PodContext(**{**ctx.__dict__, "node": node.obj})
-        return fit_pod(self.node_devices(name), requests, self._vendors, node_ctx)
+        return fit_pod(self.node_devices(name), requests, self._vendors, node_ctx, scratch=True)
 
     def _schedule_without_gpu(self, pod: dict[str, Any], demand: PodDemand, fast: bool = True) -> Decision:
         """HAMi passes such pods through; kube-scheduler does: here the first node passing the basics."""
@@ -463,10 +476,21 @@ class ClusterState:
     def _decision(
         self, name: str, fit: NodeFit, failed: dict[str, str], scores: dict[str, float]
     ) -> Decision:
+        notes: dict[str, str] = {}
+        for vendor_name, vendor in self._vendors.items():
+            segments = fit.devices.get(vendor_name)
+            if segments:  # PatchAnnotations writes a vendor's keys only when it allocated something
+                encoded = encode_pod_devices(segments)
+                notes[vendor.to_allocate_annotation] = encoded
+                notes[vendor.allocated_annotation] = encoded
         segments = fit.devices.get(NVIDIA)
-        annotation = encode_pod_devices(segments) if segments else None
         return Decision(
-            name, devices=segments or None, annotation=annotation, failed_nodes=failed, node_scores=scores
+            name,
+            devices=segments or None,
+            annotation=encode_pod_devices(segments) if segments else None,
+            failed_nodes=failed,
+            node_scores=scores,
+            device_annotations=notes,
         )
 
 

@@ -101,6 +101,12 @@ class ClusterIndex:
         self.n_usedmem = np.bincount(self.dev_node, self.usedmem, minlength=n)
         self.n_usedcores = np.bincount(self.dev_node, self.usedcores, minlength=n)
         self.n_owned = np.bincount(self.dev_node[self.owned], minlength=n)
+        # kept in step by charge(): what the per-card checks compare against
+        self.free_slots = self.count - self.used
+        self.free_mem = self.totalmem - self.usedmem
+        self.free_cores = self.totalcore - self.usedcores
+        self.base_ok = self.owned & self.health & ~self.cordoned
+        self._memreq_cache: dict[int, np.ndarray] = {}
         self.scores = np.array([self._node_score(i) for i in range(n)], dtype=np.float64)
         self._type_cache: dict[tuple[str, str], np.ndarray] = {}
 
@@ -131,6 +137,7 @@ class ClusterIndex:
         self.cap_pods[i] = np.inf if cap.pods is None else cap.pods
         self.cordoned[self.dev_node == i] = False
         self._mark_cordoned(i, name, node.obj)
+        self.base_ok = self.owned & self.health & ~self.cordoned
 
     def charge(self, node: str, hold: DeviceHold, sign: int) -> None:
         pos = self.dev_pos.get((node, hold.uuid))
@@ -140,6 +147,9 @@ class ClusterIndex:
         self.used[pos] += sign * hold.slots
         self.usedmem[pos] += sign * hold.usedmem
         self.usedcores[pos] += sign * hold.usedcores
+        self.free_slots[pos] -= sign * hold.slots
+        self.free_mem[pos] -= sign * hold.usedmem
+        self.free_cores[pos] -= sign * hold.usedcores
         self.n_used[i] += sign * hold.slots
         self.n_usedmem[i] += sign * hold.usedmem
         self.n_usedcores[i] += sign * hold.usedcores
@@ -150,6 +160,13 @@ class ClusterIndex:
         self.used_cpu[i] += sign * demand.cpu_milli
         self.used_mem[i] += sign * demand.memory
         self.used_pods[i] += sign
+
+    def memory_request(self, percentage: int) -> np.ndarray:
+        """Per card, the MiB a percentage request takes (integer division, as HAMi)."""
+        cached = self._memreq_cache.get(percentage)
+        if cached is None:
+            cached = self._memreq_cache[percentage] = self.totalmem * percentage // 100
+        return cached
 
     def type_ok(self, annotations: dict[str, str]) -> np.ndarray | None:
         """Cards allowed by use-/nouse-gputype and vgpu-mode; None when nothing constrains them."""
@@ -249,14 +266,14 @@ def schedule_fast(
     if request.memreq > 0:
         memreq: Any = request.memreq
     elif request.mem_percentage != PERCENTAGE_UNSET:
-        memreq = ix.totalmem * request.mem_percentage // 100
+        memreq = ix.memory_request(request.mem_percentage)
     else:
         memreq = 0
     type_ok = ix.type_ok(annotations)
     mutex = _policy_contains(ctx.gpu_policy, "mutex")
-    ok = ix.owned & ix.health & ~ix.cordoned & (ix.count > ix.used)
-    ok &= ix.totalmem - ix.usedmem >= memreq
-    ok &= ix.totalcore - ix.usedcores >= cores
+    ok = ix.base_ok & (ix.free_slots > 0)
+    ok &= ix.free_mem >= memreq
+    ok &= ix.free_cores >= cores
     if type_ok is not None:
         ok &= type_ok
     if mutex:

@@ -25,8 +25,15 @@ class Admission:
     pod: dict[str, Any]
     message: str | None = None
     code: int = 200
-    patch: list[dict[str, Any]] = field(default_factory=list)
     mutated: bool = True
+    original: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def patch(self) -> list[dict[str, Any]]:
+        """RFC 6902 operations from the input pod to `.pod` as it is now (empty when not allowed)."""
+        if not self.allowed or self.original is None:
+            return []
+        return diff(self.original, self.pod)
 
 
 def _tree_copy(value: Any) -> Any:
@@ -97,13 +104,15 @@ def mutate_pod(
             return Admission(False, pod, "pod has node assigned", code=403, mutated=False)
     if quotas is not None and not _fits_quota(pod, vendors, quotas):
         return Admission(False, pod, "exceeding resource quota", code=403, mutated=False)
-    return Admission(True, pod, None, patch=diff(original, pod))
+    return Admission(True, pod, None, original=original)
 
 
 def _fits_quota(pod: dict[str, Any], vendors: Sequence[DeviceVendor], quotas: QuotaBook) -> bool:
     """fitResourceQuota: max(sum over app containers, largest init) of memreq x nums and cores x nums."""
     spec = pod.get("spec") or {}
-    namespace = (pod.get("metadata") or {}).get("namespace", "default")
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    if not quotas.limited(namespace):
+        return True  # FitQuota: no quota for the namespace means no limit
     for vendor in vendors:
         app_mem = app_cores = init_mem = init_cores = 0
         for container in spec.get("containers") or []:
