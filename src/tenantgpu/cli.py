@@ -525,5 +525,245 @@ def demo(lab_file: str | None, keep: bool) -> None:
 # --- replay / capacity -----------------------------------------------------------------------
 
 
+def _parse_seeds(text: str) -> tuple[int, ...]:
+    """`42-51` (inclusive), `42` or `42,43,50`; anything else is a UserError."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part[1:]:
+                low, high = (int(x) for x in part.split("-", 1))
+                if high < low:
+                    raise ValueError
+                seeds.extend(range(low, high + 1))
+            else:
+                seeds.append(int(part))
+    except ValueError:
+        raise UserError(f"bad seed range {text!r}: use e.g. 42-51, 42 or 42,43") from None
+    if not seeds or any(s < 0 for s in seeds):
+        raise UserError(f"bad seed range {text!r}: use e.g. 42-51, 42 or 42,43")
+    return tuple(dict.fromkeys(seeds))
+
+
+def _load_trace(nodes_csv: str | None, pods_csv: str | None):  # type: ignore[no-untyped-def]
+    from tenantgpu.replay.trace import TraceError, default_trace_dir, load_nodes, load_pods
+
+    base = default_trace_dir()
+    nodes_path = nodes_csv or str(base / "openb_node_list_gpu_node.csv")
+    pods_path = pods_csv or str(base / "openb_pod_list_default.csv")
+    try:
+        return load_nodes(nodes_path), load_pods(pods_path), pods_path
+    except TraceError as exc:
+        raise UserError(str(exc)) from None
+
+
+@main.command()
+@click.option(
+    "--nodes", "nodes_csv", metavar="NODES.csv", help="Node list CSV (default: the trace's GPU nodes)."
+)
+@click.option(
+    "--pods", "pods_csv", metavar="PODS.csv", help="Pod list CSV (default: the trace's default list)."
+)
+@click.option(
+    "--policy", "policies", multiple=True, metavar="NAME", help="Policy to run (repeatable; default all)."
+)
+@click.option("--seeds", default="42-51", show_default=True, help="Seeds: a range 42-51, or 42,43.")
+@click.option("--tune", default=1.3, show_default=True, type=float, help="Workload size as × GPU capacity.")
+@click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 64), help="Parallel processes.")
+@click.option(
+    "--hami-seeds", default=None, help="Seeds for the (slower) hami-* policies; default: the first seed."
+)
+@click.option(
+    "--device-split-count",
+    default=10,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="HAMi deviceSplitCount (pods per GPU) for the hami-* policies.",
+)
+@click.option("--no-bound", is_flag=True, help="Skip the offline bound.")
+@click.option("-o", "--outdir", default="replay-out", show_default=True, type=click.Path(file_okay=False))
+def replay(
+    nodes_csv: str | None,
+    pods_csv: str | None,
+    policies: tuple[str, ...],
+    seeds: str,
+    tune: float,
+    jobs: int,
+    hami_seeds: str | None,
+    device_split_count: int,
+    no_bound: bool,
+    outdir: str,
+) -> None:
+    """Replay a GPU-sharing trace under each placement policy, the FGD paper's way.
+
+    Every pod row becomes a pod; the list is tuned to TUNE × GPU capacity and shuffled by seed; pods
+    arrive one at a time and never leave. Writes OUTDIR/summary.json, report.html and PNG plots, and
+    prints per policy the unallocated GPUs at 100 % arrived and the GPUs saved against whole-gpu.
+    """
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from tenantgpu.replay.policies import HAMI_POLICIES, policy_names
+    from tenantgpu.replay.report import render_table, write_report
+    from tenantgpu.replay.run import ReplayPlan, run_matrix, summarize
+
+    seed_list = _parse_seeds(seeds)
+    known = policy_names()
+    unknown = [p for p in policies if p not in known]
+    if unknown:
+        raise UserError(f"unknown policy {unknown[0]!r}; choose from {', '.join(known)}")
+    if tune <= 0:
+        raise UserError(f"--tune must be positive, got {tune}")
+    nodes, pods, pods_path = _load_trace(nodes_csv, pods_csv)
+    if int(pods.total_milli.sum()) == 0:
+        raise UserError(f"pod list {pods_path} asks for no GPU, so it cannot be tuned to GPU capacity")
+    chosen = tuple(dict.fromkeys(policies)) or known
+    slow_seeds = _parse_seeds(hami_seeds) if hami_seeds else seed_list[:1]
+    plan = ReplayPlan(
+        nodes=nodes,
+        pods=pods,
+        tune=tune,
+        seeds=seed_list,
+        policies=chosen,
+        trace=Path(pods_path).stem,
+        seeds_for={p: slow_seeds for p in chosen if p in HAMI_POLICIES},
+        device_split_count=device_split_count,
+    )
+    total = len(plan.runs()) + (0 if no_bound else len(seed_list))
+    console = Console(stderr=True)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("replay runs", total=total)
+        results, bounds = run_matrix(
+            plan, jobs=jobs, on_done=lambda _name: progress.advance(task), with_bound=not no_bound
+        )
+    summary = summarize(plan, results, bounds)
+    out = Path(outdir)
+    write_report(summary, out)
+    rows = render_table(summary)
+    table = Table(title=f"{plan.trace}: at 100 % arrived (median of {len(seed_list)} seeds)")
+    for column in rows[0]:
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for row in rows[1:]:
+        table.add_row(*row)
+    Console(width=max(Console().width, 110)).print(table)
+    if "offline_bound" in summary:
+        bound = summary["offline_bound"]["median_min_unallocated_pct"]  # type: ignore[index]
+        click.echo(f"offline bound: no placement leaves less than {bound:.2f} % unallocated")
+    click.echo(f"wrote {out / 'summary.json'}, {out / 'report.html'}, {out / 'unallocated.png'}")
+
+
+@main.command()
+@click.option(
+    "--pods", "pods_csv", metavar="PODS.csv", help="Pod list CSV (default: the trace's default list)."
+)
+@click.option(
+    "--node", "node_shape", default="8x NVIDIA A100-SXM4-80GB", show_default=True, help="GPUs x model."
+)
+@click.option("--node-cpu", default=128, show_default=True, type=int, help="vCPU per node.")
+@click.option("--node-memory-gib", default=1024, show_default=True, type=int, help="Memory per node (GiB).")
+@click.option("--price", default=2.5, show_default=True, type=float, help="Price per GPU-hour.")
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    metavar="NAME",
+    help="Policies (default: whole-gpu, bestfit, fgd, ours).",
+)
+@click.option("--seed", default=42, show_default=True, type=int, help="Seed of the arrival order.")
+@click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 64), help="Parallel processes.")
+@click.option("-o", "--outdir", default="capacity-out", show_default=True, type=click.Path(file_okay=False))
+def capacity(
+    pods_csv: str | None,
+    node_shape: str,
+    node_cpu: int,
+    node_memory_gib: int,
+    price: float,
+    policies: tuple[str, ...],
+    seed: int,
+    jobs: int,
+    outdir: str,
+) -> None:
+    """How many nodes of one shape does this workload need so that every pod fits, per policy?
+
+    Every pod of the trace arrives once (shuffled by SEED, none leaves); for each policy the fewest
+    nodes that place them all is found by simulation, and priced at PRICE per GPU-hour (730 h/month).
+    """
+    import json
+    from concurrent.futures import ProcessPoolExecutor
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from tenantgpu.replay.capacity import NodeShape, plan_capacity, plot_capacity
+    from tenantgpu.replay.policies import DEFAULT_CAPACITY_POLICIES, policy_names
+    from tenantgpu.replay.trace import TraceError
+
+    known = policy_names()
+    unknown = [p for p in policies if p not in known]
+    if unknown:
+        raise UserError(f"unknown policy {unknown[0]!r}; choose from {', '.join(known)}")
+    if price < 0:
+        raise UserError(f"--price must not be negative, got {price}")
+    try:
+        shape = NodeShape.parse(node_shape, node_cpu, node_memory_gib)
+    except TraceError as exc:
+        raise UserError(str(exc)) from None
+    _, pods, pods_path = (
+        _load_trace(None, pods_csv) if pods_csv is None else (None, *_load_pods_only(pods_csv))
+    )
+    chosen = tuple(dict.fromkeys(policies)) or DEFAULT_CAPACITY_POLICIES
+    console = Console(stderr=True)
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(plan_capacity, pods, shape, (p,), price, seed) for p in chosen]
+            outcomes = [f.result() for f in futures]
+        answers = [a for answer, _ in outcomes for a in answer]
+        too_big = outcomes[0][1]
+    else:
+        answers, too_big = plan_capacity(pods, shape, chosen, price, seed, on_step=console.log)
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    whole = next((a for a in answers if a.policy == "whole-gpu"), None)
+    doc = {
+        "pods": Path(pods_path).stem,
+        "node": {"gpus": shape.gpus, "model": shape.model, "vcpu": node_cpu, "memory_gib": node_memory_gib},
+        "price_per_gpu_hour": price,
+        "seed": seed,
+        "pods_too_big_for_node": too_big,
+        "policies": {
+            a.policy: {"nodes": a.nodes, "gpus": a.gpus, "monthly_cost": round(a.monthly_cost, 2)}
+            for a in answers
+        },
+    }
+    (out / "capacity.json").write_text(json.dumps(doc, indent=1))
+    plot_capacity(answers, shape, price, str(out / "capacity.png"))
+    table = Table(
+        title=f"{Path(pods_path).stem} on {node_shape} nodes ({node_cpu} vCPU, {node_memory_gib} GiB)"
+    )
+    for column in ("policy", "nodes", "GPUs", "cost / month", "GPUs saved vs whole-gpu", "saved / month"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for a in sorted(answers, key=lambda a: a.gpus):
+        saved = "—" if whole is None else f"{whole.gpus - a.gpus}"
+        money = "—" if whole is None else f"{whole.monthly_cost - a.monthly_cost:,.0f}"
+        table.add_row(a.policy, str(a.nodes), str(a.gpus), f"{a.monthly_cost:,.0f}", saved, money)
+    Console(width=max(Console().width, 110)).print(table)
+    if too_big:
+        click.echo(f"{too_big} pods cannot fit on one such node at all and were left out")
+    click.echo(f"wrote {out / 'capacity.json'}, {out / 'capacity.png'}")
+
+
+def _load_pods_only(pods_path: str):  # type: ignore[no-untyped-def]
+    from tenantgpu.replay.trace import TraceError, load_workload
+
+    try:
+        return load_workload(pods_path), pods_path
+    except TraceError as exc:
+        raise UserError(str(exc)) from None
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

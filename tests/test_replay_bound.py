@@ -1,0 +1,37 @@
+"""The offline bound is never beaten by a policy and is exact on instances small enough to reason about."""
+
+import numpy as np
+import pytest
+
+from replay_helpers import make_nodes, make_pods
+from tenantgpu.replay.bound import arrived_prefix, offline_bound
+from tenantgpu.replay.fragmentation import typical_pods
+from tenantgpu.replay.policies import make_policy
+from tenantgpu.replay.simulate import replay
+
+
+def test_810_shares_leave_their_remainder_unless_tiny_pods_fill_it() -> None:
+    nodes = make_nodes((64, 256, 2, "T4"))
+    pods = make_pods((1, 1, 1, 810), (1, 1, 1, 810), (1, 1, 1, 190), (1, 1, 1, 300))
+    bound = offline_bound(nodes, pods)
+    # best: 810+190 on one GPU, 810 on the other (the 300 cannot fit): 1810 of 2000
+    assert bound.max_allocated_pct == pytest.approx(90.5)
+
+
+def test_cpu_limits_the_bound() -> None:
+    nodes = make_nodes((8, 64, 2, "T4"))
+    pods = make_pods((6, 1, 1, 1000), (6, 1, 1, 1000))
+    assert offline_bound(nodes, pods).max_allocated_pct == pytest.approx(50.0)
+
+
+def test_no_policy_allocates_more_than_the_bound() -> None:
+    nodes = make_nodes((16, 64, 4, "T4"), (8, 32, 2, "T4"), (32, 128, 8, "A10"))
+    rng = np.random.default_rng(5)
+    shapes = [(int(rng.integers(1, 8)), 2, 1, int(rng.choice([250, 470, 650, 810, 1000]))) for _ in range(40)]
+    pods = make_pods(*shapes)
+    prefix = arrived_prefix(pods, nodes.gpu_capacity)
+    bound = offline_bound(nodes, prefix)
+    typical = typical_pods(pods, nodes.models)
+    for name in ("bestfit", "fgd", "packing"):
+        run = replay(nodes, prefix, typical, make_policy(name), np.random.default_rng(1))
+        assert 100 - run.unallocated_pct[-1] <= bound.max_allocated_pct + 1e-6
