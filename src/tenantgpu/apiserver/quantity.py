@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -35,6 +36,7 @@ class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_quantity(text: str | int | float) -> Decimal:
     """The exact value of a quantity: `parse_quantity("1Gi") == 1073741824`, `parse_quantity("100m") == 0.1`.
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import secrets
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -34,7 +36,13 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
 def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format_second(int(time.time()))
+
+
+@functools.lru_cache(maxsize=2)
+def _format_second(second: int) -> str:
+    # Timestamps have whole-second resolution, so each second is formatted once (a hot path).
+    return dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _cause(item: Any) -> dict[str, str]:
