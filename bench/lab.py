@@ -184,9 +184,14 @@ async def _load(state: Path, tenants: list[str], pods: int, in_flight: int) -> d
         per_call.update(await _request_counts(client))
         per_call.subtract(requests_before[tenant])
     leftover_locks = 0
-    for client in clients.values():
+    stuck: collections.Counter[str] = collections.Counter()
+    for tenant, client in clients.items():
         for node in (await client.list("nodes"))["items"]:
             leftover_locks += NODE_LOCK in (node["metadata"].get("annotations") or {})
+        for pod in (await client.list("pods", "default"))["items"]:
+            times = seen.pods.get((tenant, pod["metadata"]["name"]))
+            if times is not None and times.running is None:
+                stuck[_stuck_reason(pod)] += 1
     for task in followers:
         task.cancel()
     await asyncio.gather(*followers, return_exceptions=True)
@@ -196,8 +201,20 @@ async def _load(state: Path, tenants: list[str], pods: int, in_flight: int) -> d
     summary["api_requests_per_pod"] = {
         call: round(n / pods, 2) for call, n in per_call.most_common() if n / pods >= 0.05
     }
+    summary["not_running"] = dict(stuck)
     summary["api_requests_per_pod_total"] = round(sum(per_call.values()) / pods, 2)
     return summary
+
+
+def _stuck_reason(pod: dict[str, Any]) -> str:
+    """Where a pod that never ran got to: phase, node, bind-phase and the PodScheduled message."""
+    annotations = pod["metadata"].get("annotations") or {}
+    status = pod.get("status") or {}
+    scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    return (
+        f"phase={status.get('phase')} node={(pod.get('spec') or {}).get('nodeName') or '-'} "
+        f"bind-phase={annotations.get(BIND_PHASE, '-')} scheduled={scheduled.get('message', '-')[:80]}"
+    )
 
 
 async def _request_counts(client: Any) -> collections.Counter[str]:
@@ -375,6 +392,7 @@ def _print(result: dict[str, Any]) -> None:
         ("Allocate (bound → bind-phase success) p50 / p99",
          f"{result['allocate_p50_ms']} / {result['allocate_p99_ms']} ms"),
         ("node locks left behind", str(result["leftover_node_locks"])),
+        ("pods not Running at the end", json.dumps(result["not_running"]) if result["not_running"] else "none"),
         ("lab process CPU per pod (all components)", f"{result['lab_cpu_ms_per_pod']} ms"),
         ("tenantgpu up -d, this lab", f"{result['up_detached_bench_lab_s']} s"),
     ]  # fmt: skip
