@@ -13,8 +13,10 @@ from tenantgpu.apiserver.hooks import Egress, NoEgress
 from tenantgpu.apiserver.pki import CertificateAuthority, ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import Datastore
+from tenantgpu.controlplane.manager import ControlPlaneServices
 from tenantgpu.kamaji.host import ControlPlaneInstance, RunningInstance
 from tenantgpu.konnectivity import ProxyServer
+from tenantgpu.kubeclient import KubeClient, KubeConfig
 from tenantgpu.node.logsource import KubeletLogSource
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ class _Running:
     instance: ControlPlaneInstance
     server: APIServer
     egress: SwitchableEgress
+    services: ControlPlaneServices | None = None
     proxy: ProxyServer | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -92,6 +95,11 @@ class InProcessHost:
             logs.node_lookup = _node_lookup(server)
             await server.start()
             running = _Running(instance, server, egress)
+            try:
+                running.services = await _start_services(instance, server)
+            except BaseException:
+                await server.stop()
+                raise
             self._running[instance.key] = running
             log.info("tenant %s/%s: API server on %s", instance.namespace, instance.name, server.url)
             return self._report(running)
@@ -159,6 +167,9 @@ class InProcessHost:
         if running is None:
             return
         await self._stop_proxy(running)
+        if running.services is not None:
+            await running.services.stop()
+            await running.services.client.close()
         await running.server.stop()
         log.info("tenant %s/%s: API server stopped", running.instance.namespace, running.instance.name)
 
@@ -174,6 +185,28 @@ class InProcessHost:
     async def stop_all(self) -> None:
         for key in list(self._running):
             await self.stop(key)
+
+
+async def _start_services(instance: ControlPlaneInstance, server: APIServer) -> ControlPlaneServices:
+    """kube-scheduler and kube-controller-manager beside the API server, as in Kamaji's control-plane pod,
+    reaching it on its local endpoint with their own client certificate from the tenant CA."""
+    # The lab's API server authorizes by group only (no RBAC), so the component is a member of system:masters.
+    cert, key = CertificateAuthority(instance.ca.cert_pem, instance.ca.key_pem).issue_client(
+        "system:kube-controller-manager", ["system:masters"]
+    )
+    client = KubeClient(
+        KubeConfig(
+            server=server.url, ca_data=instance.ca.cert_pem, client_cert_data=cert, client_key_data=key
+        ),
+        user_agent="kube-controller-manager",
+    )
+    services = ControlPlaneServices(client)
+    try:
+        await services.start()
+    except BaseException:
+        await client.close()
+        raise
+    return services
 
 
 def _token_verifier(server: APIServer):  # type: ignore[no-untyped-def]
