@@ -414,6 +414,92 @@ def node_run(
 
 # --- validate / demo -------------------------------------------------------------------------
 
+_VALIDATE_EXAMPLES = """
+\b
+Examples:
+  tenantgpu validate                                  # the lab in ./.tenantgpu
+  tenantgpu validate --state-dir /tmp/lab -o json
+  tenantgpu validate --kubeconfig team-a=a.kubeconfig --kubeconfig team-b=b.kubeconfig \\
+      --management-kubeconfig kind.kubeconfig -o junit --junit-file validate.xml
+"""
+
+
+@main.command(epilog=_VALIDATE_EXAMPLES)
+@click.option(
+    "--state-dir", type=click.Path(file_okay=False), help="A lab's state directory [default: .tenantgpu]."
+)
+@click.option(
+    "--kubeconfig",
+    "kubeconfigs",
+    multiple=True,
+    metavar="TENANT=PATH",
+    help="A tenant's kubeconfig (repeat per tenant); instead of --state-dir, e.g. for a real cluster.",
+)
+@click.option("--management-kubeconfig", metavar="PATH", help="The management cluster (Kamaji) kubeconfig.")
+@click.option(
+    "--lab", "lab_file", metavar="FILE", help="Lab spec declaring the GPUs [default: the state dir's]."
+)
+@click.option(
+    "--only", multiple=True, metavar="NAME", help="Run only these checks (repeat, or comma-separate)."
+)
+@click.option(
+    "-o", "--output", type=click.Choice(["table", "json", "junit"]), default="table", show_default=True
+)
+@click.option("--junit-file", type=click.Path(dir_okay=False), help="Also write JUnit XML here (for CI).")
+@click.option(
+    "--timeout", type=click.FloatRange(1, 600), default=25.0, show_default=True, help="Seconds per wait."
+)
+@click.option("--list", "list_checks", is_flag=True, help="List the checks with what each needs, and exit.")
+def validate(
+    state_dir: str | None,
+    kubeconfigs: tuple[str, ...],
+    management_kubeconfig: str | None,
+    lab_file: str | None,
+    only: tuple[str, ...],
+    output: str,
+    junit_file: str | None,
+    timeout: float,
+    list_checks: bool,
+) -> None:
+    """Prove the wiring, fractional GPU sharing and tenant isolation of a lab or a real cluster.
+
+    Talks to the clusters only through their kubeconfigs, so the same run works against a real
+    kind + Kamaji + HAMi setup. Exit code 0 only if no check failed.
+    """
+    from tenantgpu.validate import cli_support
+
+    if list_checks:
+        cli_support.print_check_list()
+        return
+    from tenantgpu.lab.spec import LabSpecError, load_lab
+
+    try:
+        paths = cli_support.resolve_targets(state_dir, list(kubeconfigs), management_kubeconfig)
+        lab_path = lab_file or paths.lab_file
+        lab = load_lab(lab_path) if lab_path else None
+        run = cli_support.prepare(paths, lab=lab, only=list(only), timeout=timeout)
+    except (cli_support.BadInput, LabSpecError) as exc:
+        raise UserError(str(exc)) from None
+    failed = cli_support.execute(run, output=output, junit_file=junit_file)
+    sys.exit(1 if failed else 0)
+
+
+@main.command()
+@click.option("-f", "--file", "lab_file", metavar="LAB.yaml", help="Lab spec [default: the seed lab].")
+@click.option("--keep", is_flag=True, help="Keep the lab running afterwards and print how to reach it.")
+def demo(lab_file: str | None, keep: bool) -> None:
+    """Bring the seed lab up in a temporary state dir, validate it, report GPU sharing, take it down.
+
+    Exit code 0 only if every check passed.
+    """
+    from tenantgpu.validate import demo as demo_flow
+
+    try:
+        ok = demo_flow.run_demo(lab_file, keep=keep)
+    except demo_flow.DemoInputError as exc:
+        raise UserError(str(exc)) from None
+    sys.exit(0 if ok else 1)
+
 
 # --- replay / capacity -----------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ class GPUSpec:
     memory_mib: int
     count: int = 1
     numa: int = 0
+    uuids: tuple[str, ...] = ()  # the lab spec's UUIDs for these cards; empty: derived from node and index
 
     @classmethod
     def parse(cls, text: str) -> GPUSpec:
@@ -75,10 +76,17 @@ def node_devices(node_name: str, gpus: list[GPUSpec], cfg: SharingConfig) -> lis
     """The node's GPUs as HAMi's device plugin registers them (gpushare's register_device)."""
     devices: list[DeviceInfo] = []
     for spec in gpus:
-        for _ in range(spec.count):
+        for k in range(spec.count):
             i = len(devices)
             devices.append(
-                register_device(gpu_uuid(node_name, i), i, spec.model, spec.memory_mib, cfg, numa=spec.numa)
+                register_device(
+                    spec.uuids[k] if k < len(spec.uuids) else gpu_uuid(node_name, i),
+                    i,
+                    spec.model,
+                    spec.memory_mib,
+                    cfg,
+                    numa=spec.numa,
+                )
             )
     return devices
 

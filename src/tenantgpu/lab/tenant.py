@@ -19,6 +19,7 @@ from tenantgpu.hami.webhook import HamiWebhook
 from tenantgpu.konnectivity import AgentIdentifiers, ProxyAgent
 from tenantgpu.konnectivity.agent import mapped_dial_policy
 from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.lab.control import LabControl, Switch
 from tenantgpu.lab.process import Progress, ProgressSink
 from tenantgpu.lab.spec import QuotaSpec, TenantSpec, WorkerSpec
 from tenantgpu.node.worker import Worker
@@ -32,7 +33,13 @@ WEBHOOK_SERVICE_PORT = 443
 
 
 def device_specs(worker: WorkerSpec) -> list[DeviceGPUSpec]:
-    return [DeviceGPUSpec(g.type, g.memory, g.count, g.numa) for g in worker.gpus]
+    """The worker's cards for its device plugin, with the UUIDs the lab spec declares (given or derived)."""
+    uuids = [d.uuid for d in worker.devices()]
+    specs: list[DeviceGPUSpec] = []
+    for g in worker.gpus:
+        mine, uuids = uuids[: g.count], uuids[g.count :]
+        specs.append(DeviceGPUSpec(g.type, g.memory, g.count, g.numa, tuple(mine)))
+    return specs
 
 
 class TenantDataPlane:
@@ -58,6 +65,7 @@ class TenantDataPlane:
         self.webhook: HamiWebhook | None = None
         self.agents: list[ProxyAgent] = []
         self.workers: list[Worker] = []
+        self.control: LabControl | None = None
 
     async def start(self, timeout: float) -> None:
         if not self.spec.workers and not self.spec.quotas:
@@ -116,6 +124,28 @@ class TenantDataPlane:
             for agent in self.agents:
                 await agent.wait_connected(timeout)
             await self._wait_nodes(self.client)
+        # Lets `tenantgpu validate` stop the scheduler or the tunnel agents for a moment (lab control).
+        self.control = LabControl(self.client, self._switches())
+        await self.control.start()
+
+    def _switches(self) -> dict[str, Switch]:
+        scheduler = self.scheduler
+        assert scheduler is not None
+
+        async def agents_down() -> None:
+            for agent in self.agents:
+                await agent.stop()
+
+        async def agents_up() -> None:
+            for agent in self.agents:
+                await agent.start()
+            for agent in self.agents:
+                await agent.wait_connected(10.0)
+
+        return {
+            "hami-scheduler": Switch(scheduler.stop, scheduler.start),
+            "konnectivity-agent": Switch(agents_down, agents_up),
+        }
 
     async def _agent_token(self) -> str:
         """A fresh token of kube-system/konnectivity-agent for each (re)connect, as a projected token file."""
@@ -168,6 +198,10 @@ class TenantDataPlane:
                         return
 
     async def stop(self) -> None:
+        if self.control is not None:
+            with contextlib.suppress(Exception):
+                await self.control.stop()
+            self.control = None
         for worker in self.workers:
             with contextlib.suppress(Exception):
                 await worker.stop()
