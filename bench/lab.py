@@ -366,6 +366,8 @@ def run(tenants: int, pods: int, in_flight: int, profile: bool) -> dict[str, Any
                     profiler.kill()
                     err = b""
             _tenantgpu("down", "--state-dir", str(state), cwd=work)
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(state / "logs" / "lab.log", RESULTS / "lab-bench.log")
         result = {"tenants": tenants, "nodes": 2 * tenants, "gpus": 16 * tenants, "in_flight": in_flight,
                   "up_detached_bench_lab_s": round(up, 2), **result}  # fmt: skip
         if profiler is not None:
