@@ -13,7 +13,6 @@ import json
 import ssl
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,7 +27,6 @@ ConfigurationSource = Callable[[bool], list[Obj]]
 NamespaceLookup = Callable[[str], Obj | None]
 
 _MAX_RESPONSE = 8 * 1024 * 1024
-_MAX_IDLE_PER_HOST = 32  # idle keep-alive connections kept per webhook endpoint
 
 
 class WebhookCallError(Exception):
@@ -71,18 +69,10 @@ def rule_matches(rule: Obj, attributes: AdmissionAttributes) -> bool:
 
 
 class _HTTPClient:
-    """A small HTTP/1.1 POST over an egress stream with TLS on top, keeping connections alive.
+    """A small HTTP/1.1 POST over an egress stream with TLS on top."""
 
-    Like Go's http.Transport in kube-apiserver, a finished exchange leaves its connection idle for the next
-    call to the same webhook, so a burst of admissions pays one tunnel dial and one TLS handshake per
-    connection, not per pod. A reused connection that turns out closed before any answer arrived is
-    replaced once by a fresh one (the request never reached the webhook).
-    """
-
-    def __init__(self, max_idle_per_host: int = _MAX_IDLE_PER_HOST) -> None:
+    def __init__(self) -> None:
         self._contexts: dict[str, ssl.SSLContext] = {}
-        self._idle: dict[tuple[Any, str, int, str], list[_Connection]] = {}
-        self._max_idle = max_idle_per_host
 
     def context(self, ca_bundle: str) -> ssl.SSLContext:
         context = self._contexts.get(ca_bundle)
@@ -101,109 +91,49 @@ class _HTTPClient:
     async def post(
         self, egress: Egress, host: str, port: int, path: str, body: bytes, ca_bundle: str
     ) -> tuple[int, bytes]:
-        key = (egress, host, port, ca_bundle)
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-            f"Accept: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        while True:
-            connection = self._take_idle(key)
-            reused = connection is not None
-            if connection is None:
-                connection = await self._connect(egress, host, port, ca_bundle)
-            keep = False
-            try:
-                connection.writer.write(head + body)
-                await connection.writer.drain()
-                status_line = await connection.reader.readline()
-                if not status_line and reused:
-                    continue  # the webhook closed the idle connection; the request never arrived
-                status, payload, keep = await _read_response(connection.reader, status_line)
-                return status, payload
-            except (ConnectionError, asyncio.IncompleteReadError) as exc:
-                if reused and not getattr(exc, "partial", b""):
-                    continue
-                raise
-            finally:
-                if keep:
-                    self._give_back(key, connection)
-                else:
-                    connection.writer.close()
-
-    async def _connect(self, egress: Egress, host: str, port: int, ca_bundle: str) -> _Connection:
         reader, writer = await egress.open_connection(host, port)
         try:
             await writer.start_tls(self.context(ca_bundle), server_hostname=host)
-        except BaseException:
+            head = (
+                f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                f"Accept: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            )
+            writer.write(head.encode() + body)
+            await writer.drain()
+            status_line = await reader.readline()
+            parts = status_line.decode("latin-1").split()
+            if len(parts) < 2 or not parts[1].isdigit():
+                raise WebhookCallError(f"malformed HTTP response: {status_line[:80]!r}")
+            headers: dict[str, str] = {}
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b"\n", b""):
+                    break
+                key, _, value = line.decode("latin-1").partition(":")
+                headers[key.strip().lower()] = value.strip()
+            if headers.get("transfer-encoding", "").lower() == "chunked":
+                chunks = []
+                total = 0
+                while True:
+                    size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        break
+                    total += size
+                    if total > _MAX_RESPONSE:
+                        raise WebhookCallError("webhook response too large")
+                    chunks.append(await reader.readexactly(size))
+                    await reader.readline()
+                payload = b"".join(chunks)
+            elif "content-length" in headers:
+                length = int(headers["content-length"])
+                if length > _MAX_RESPONSE:
+                    raise WebhookCallError("webhook response too large")
+                payload = await reader.readexactly(length)
+            else:
+                payload = await reader.read(_MAX_RESPONSE)
+            return int(parts[1]), payload
+        finally:
             writer.close()
-            raise
-        return _Connection(reader, writer)
-
-    def _take_idle(self, key: tuple[Any, str, int, str]) -> _Connection | None:
-        idle = self._idle.get(key)
-        while idle:
-            connection = idle.pop()
-            if not connection.reader.at_eof() and not connection.writer.is_closing():
-                return connection
-            connection.writer.close()
-        return None
-
-    def _give_back(self, key: tuple[Any, str, int, str], connection: _Connection) -> None:
-        idle = self._idle.setdefault(key, [])
-        if len(idle) < self._max_idle:
-            idle.append(connection)
-        else:
-            connection.writer.close()
-
-    def close(self) -> None:
-        for idle in self._idle.values():
-            for connection in idle:
-                connection.writer.close()
-        self._idle.clear()
-
-
-@dataclass
-class _Connection:
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-
-
-async def _read_response(reader: asyncio.StreamReader, status_line: bytes) -> tuple[int, bytes, bool]:
-    """Status, body, and whether the connection may carry another request."""
-    parts = status_line.decode("latin-1").split()
-    if len(parts) < 2 or not parts[1].isdigit():
-        raise WebhookCallError(f"malformed HTTP response: {status_line[:80]!r}")
-    headers: dict[str, str] = {}
-    while True:
-        line = await reader.readline()
-        if line in (b"\r\n", b"\n", b""):
-            break
-        key, _, value = line.decode("latin-1").partition(":")
-        headers[key.strip().lower()] = value.strip()
-    reusable = headers.get("connection", "").lower() != "close" and parts[0] != "HTTP/1.0"
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        chunks = []
-        total = 0
-        while True:
-            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                await reader.readline()  # the empty trailer section
-                break
-            total += size
-            if total > _MAX_RESPONSE:
-                raise WebhookCallError("webhook response too large")
-            chunks.append(await reader.readexactly(size))
-            await reader.readline()
-        payload = b"".join(chunks)
-    elif "content-length" in headers:
-        length = int(headers["content-length"])
-        if length > _MAX_RESPONSE:
-            raise WebhookCallError("webhook response too large")
-        payload = await reader.readexactly(length)
-    else:
-        payload = await reader.read(_MAX_RESPONSE)
-        reusable = False  # the body ended with the connection
-    return int(parts[1]), payload, reusable
 
 
 class _WebhookPhase:
@@ -234,7 +164,7 @@ class WebhookAdmission:
         return [_WebhookPhase(self, True), _WebhookPhase(self, False)]
 
     async def close(self) -> None:
-        self._http.close()
+        return None
 
     def _selected(self, webhook: Obj, attributes: AdmissionAttributes) -> bool:
         if not any(rule_matches(rule, attributes) for rule in webhook.get("rules") or []):
