@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import click
 
@@ -31,6 +30,7 @@ def main() -> None:
 
 
 # --- plan (gpushare what-if placement) -------------------------------------------------------
+from typing import Any  # noqa: E402  (kept in this region so other commands' edits do not collide)
 
 
 def _read_objects(path: str) -> list[dict]:  # type: ignore[type-arg]

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from apiserver_harness import RawClient
 
+pytestmark = pytest.mark.slow  # drives real kubectl binaries or subprocesses
+
 
 def _start(state_dir: Path, port: int = 0) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from apiserver_harness import Kubectl, RunningAPIServer, kubectl_path
 
+pytestmark = pytest.mark.slow  # drives real kubectl binaries or subprocesses
+
 VERSIONS = ["1.27", "1.29", "1.33"]
 
 
@@ -284,3 +286,27 @@ def test_old_kubectl_creates_with_default_validation(kubectl: Kubectl, tmp_path:
     assert f"pod/{name} created" in out
     out = kubectl("apply", "-f", str(_manifest(tmp_path, name, "nginx:1.26")), version=version).stdout
     assert f"pod/{name} configured" in out
+
+
+@pytest.mark.parametrize("version", ["1.28", "1.33"])
+def test_auth_whoami_names_the_caller(kubectl: Kubectl, apiserver: RunningAPIServer, version: str) -> None:
+    admin = kubectl("auth", "whoami", version=version).stdout
+    assert "kubernetes-admin" in admin and "system:masters" in admin
+    robot = apiserver.write_kubeconfig(
+        "robot.kubeconfig", apiserver.server.service_account_kubeconfig("kube-system", "robot")
+    )
+    out = kubectl("auth", "whoami", version=version, kubeconfig=robot).stdout
+    assert "system:serviceaccount:kube-system:robot" in out
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
+def test_auth_can_i_list_shows_the_rules(kubectl: Kubectl, apiserver: RunningAPIServer, version: str) -> None:
+    rows = kubectl("auth", "can-i", "--list", version=version).stdout.splitlines()
+    assert rows[1].split() == ["*.*", "[]", "[]", "[*]"]
+    developer = apiserver.write_kubeconfig(
+        "dev-list.kubeconfig", apiserver.server.user_kubeconfig("dev", ["devs"])
+    )
+    listed = kubectl("auth", "can-i", "--list", version=version, kubeconfig=developer).stdout
+    assert "selfsubjectaccessreviews.authorization.k8s.io" in listed and "*.*" not in listed
+    denied = kubectl("auth", "can-i", "delete", "nodes", version=version, kubeconfig=developer, check=False)
+    assert denied.returncode == 1 and denied.stdout.strip() == "no"

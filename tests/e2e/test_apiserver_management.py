@@ -15,6 +15,8 @@ from apiserver_harness import BackgroundLoop, Kubectl, RawClient, RunningAPIServ
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.hooks import LogOptions
 
+pytestmark = pytest.mark.slow  # drives real kubectl binaries or subprocesses
+
 TCP = {
     "apiVersion": "kamaji.clastix.io/v1alpha1",
     "kind": "TenantControlPlane",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -9,9 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from apiserver_harness import BackgroundLoop, RawClient, RunningAPIServer, start_server
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
+
+from tenantgpu.apiserver.auth import SharedClientTrust
 
 
 @pytest.fixture(scope="module")
@@ -289,20 +293,17 @@ def test_unprivileged_user_is_forbidden_but_can_ask(apiserver: RunningAPIServer)
 
 
 def test_credentials_of_another_tenant_get_401(background_loop: BackgroundLoop, tmp_path: Path) -> None:
-    tenant_b = start_server(background_loop, tmp_path / "b", "tenant-b")
-    tenant_c = start_server(
-        background_loop,
-        tmp_path / "c",
-        "tenant-c",
-        trusted_client_cas=[tenant_b.server.ca_pem],
-    )
+    trust = SharedClientTrust()
+    # tenant-c starts first: it must learn tenant-b's CA while running
+    tenant_c = start_server(background_loop, tmp_path / "c", "tenant-c", client_trust=trust)
+    tenant_b = start_server(background_loop, tmp_path / "b", "tenant-b", client_trust=trust)
     try:
         # tenant-b's admin certificate and token, pointed at tenant-c
-        b_config = json.loads(json.dumps(__import__("yaml").safe_load(tenant_b.kubeconfig.read_text())))
+        b_config = yaml.safe_load(tenant_b.kubeconfig.read_text())
         b_config["clusters"][0]["cluster"]["server"] = tenant_c.url
-        b_config["clusters"][0]["cluster"]["certificate-authority-data"] = (
-            __import__("base64").b64encode(tenant_c.server.ca_pem).decode()
-        )
+        b_config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
+            tenant_c.server.ca_pem
+        ).decode()
         foreign_cert = tmp_path / "foreign-cert.kubeconfig"
         foreign_cert.write_text(json.dumps(b_config))
         response = RawClient(foreign_cert).request("GET", "/api/v1/namespaces")
@@ -394,3 +395,51 @@ def test_bodies_of_the_wrong_shape_never_get_500(raw: RawClient, path: str) -> N
             {"Content-Type": "application/merge-patch+json"},
         )
         assert response.status < 500, (patch, response.body)
+
+
+def test_streaming_list_ends_its_initial_events_with_a_bookmark(raw: RawClient) -> None:
+    raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": "streamed"}})
+    raw.request("POST", "/api/v1/namespaces/streamed/configmaps", {"metadata": {"name": "one"}})
+    response = raw.request(
+        "GET",
+        "/api/v1/namespaces/streamed/configmaps?watch=true&sendInitialEvents=true"
+        "&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1",
+    )
+    events = [json.loads(line) for line in response.body.splitlines()]
+    assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
+    assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+def test_status_is_reset_on_create_except_for_nodes(raw: RawClient) -> None:
+    pod = _pod("claims-running")
+    pod["status"] = {"phase": "Running"}
+    created = raw.request("POST", "/api/v1/namespaces/default/pods", pod).json()
+    assert created["status"]["phase"] == "Pending"
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "registers"},
+        "status": {"capacity": {"cpu": "4"}},
+    }
+    assert raw.request("POST", "/api/v1/nodes", node).json()["status"]["capacity"] == {"cpu": "4"}
+
+
+def test_a_taken_port_fails_start_cleanly_and_a_retry_serves(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop, tmp_path: Path
+) -> None:
+    with pytest.raises(OSError):
+        start_server(background_loop, tmp_path, "clash", port=apiserver.server.port)
+    retry = start_server(background_loop, tmp_path, "clash")
+    try:
+        assert RawClient(retry.kubeconfig).request("GET", "/api/v1/namespaces").status == 200
+    finally:
+        background_loop.run(retry.server.stop())
+
+
+def test_system_namespaces_may_not_be_deleted(raw: RawClient) -> None:
+    response = raw.request("DELETE", "/api/v1/namespaces/kube-system")
+    assert response.status == 403
+    assert (
+        response.json()["message"]
+        == 'namespaces "kube-system" is forbidden: this namespace may not be deleted'
+    )

@@ -17,6 +17,8 @@ from apiserver_harness import BackgroundLoop, RawClient, RunningAPIServer, start
 
 from tenantgpu.apiserver.pki import CertificateAuthority
 
+pytestmark = pytest.mark.slow  # real TLS webhook servers and timeouts
+
 
 class FakeTunnel:
     """An egress that sends `<svc>.<ns>.svc:<port>` to the local webhook server, as the tunnel would."""

@@ -209,6 +209,9 @@ def test_fractional_pod_runs_with_hami_annotations_env_and_logs(lab: GpuLab, kub
     logs = kubectl("logs", "frac").stdout
     assert "CUDA_DEVICE_MEMORY_LIMIT_0=3000m" in logs and "CUDA_DEVICE_SM_LIMIT=30" in logs
     assert "0MiB / 3000MiB" in logs  # nvidia-smi inside sees the limit as total
+    assert kubectl("logs", "frac", "--tail=1").stdout == "running until deleted\n"
+    stamped = kubectl("logs", "frac", "--tail=1", "--timestamps").stdout
+    assert stamped.endswith(" running until deleted\n") and stamped[:4].isdigit()
     _wait_for(
         lambda: {"FilteringSucceed", "BindingSucceed"} <= {e["reason"] for e in _events(kubectl, "frac")},
         what="HAMi's scheduling events",
@@ -485,13 +488,11 @@ def test_scheduler_restart_rebuilds_usage_from_the_api(lab: GpuLab, kubectl: Kub
         ),
         what="first pods Running",
     )
-    old = lab.scheduler
-    lab.loop.run(old.stop())
+    # The lab stops and starts the same instance (`validate` switches it off for a moment).
+    lab.loop.run(lab.scheduler.stop())
     for i in range(3):
         create(f"after-{i}")  # 3 × 16 GiB + 3 × 16 GiB = 96 GiB > 80 GiB: exactly two more fit
-    fresh = HamiScheduler(lab.client, old.cfg)
-    lab.loop.run(fresh.start())
-    lab.scheduler = fresh
+    lab.loop.run(lab.scheduler.start())
     _wait_for(
         lambda: (
             sum(
@@ -559,34 +560,6 @@ def test_official_python_client_reads_worker_objects(lab: GpuLab) -> None:
         api_client.close()
 
 
-def test_stopped_worker_goes_not_ready_and_recovers(lab: GpuLab, kubectl: Kubectl) -> None:
-    from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
-
-    def ready() -> str:
-        conds = _get(kubectl, "node", "flaky")["status"]["conditions"]
-        return next(c["status"] for c in conds if c["type"] == "Ready")
-
-    controller = NodeLifecycleController(lab.client, grace_seconds=2.0, monitor_seconds=0.2)
-    flaky = Worker(
-        lab.client, "flaky", [], lab.scheduler.cfg, lease_duration_seconds=2, status_report_seconds=1
-    )
-    lab.loop.run(flaky.start())
-    lab.loop.run(controller.start())
-    try:
-        assert ready() == "True"
-        lab.loop.run(flaky.stop())
-        _wait_for(lambda: ready() == "Unknown", timeout=15, what="NotReady after the lease expired")
-        again = Worker(
-            lab.client, "flaky", [], lab.scheduler.cfg, lease_duration_seconds=2, status_report_seconds=1
-        )
-        lab.loop.run(again.start())
-        _wait_for(lambda: ready() == "True", timeout=15, what="Ready again")
-        lab.loop.run(again.stop())
-    finally:
-        lab.loop.run(controller.stop())
-        kubectl("delete", "node", "flaky")
-
-
 def test_allocate_mismatch_fails_the_pod_and_releases_the_lock(lab: GpuLab, kubectl: Kubectl) -> None:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     kubectl("annotate", "node", "gpu-l4", f"{ann.NODE_LOCK}={now},default,mismatch", "--overwrite")
@@ -608,3 +581,89 @@ def test_allocate_mismatch_fails_the_pod_and_releases_the_lock(lab: GpuLab, kube
     assert pod["metadata"]["annotations"][ann.BIND_PHASE] == "failed"
     assert _lock_free(kubectl, "gpu-l4")
     _cleanup(kubectl, "t=mismatch")
+
+
+def test_pod_allocated_before_a_kubelet_restart_starts_from_its_annotations(
+    lab: GpuLab, kubectl: Kubectl
+) -> None:
+    uuid = lab.workers[0].device_plugin.devices[0].id
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "resumed", limits={"nvidia.com/gpu": "1"}, labels={"t": "resumed", "hami.io/webhook": "ignore"},
+        node="gpu-l4",
+        annotations={
+            ann.VGPU_NODE: "gpu-l4",
+            ann.BIND_TIME: str(int(time.time())),
+            ann.BIND_PHASE: "success",
+            ann.DEVICES_TO_ALLOCATE: ";",
+            ann.DEVICES_ALLOCATED: f"{uuid},NVIDIA,1234,0:;",
+        },
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "resumed") == "Running", what="resumed Running")
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=1234m" in kubectl("logs", "resumed").stdout
+    _cleanup(kubectl, "t=resumed")
+
+
+def test_standalone_webhook_keeps_its_own_quota_book(lab: GpuLab, kubectl: Kubectl) -> None:
+    import ssl
+
+    import aiohttp
+
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "quota-two"}}
+    kubectl("create", "--validate=false", "-f", "-", input=json.dumps(namespace))
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu", "namespace": "quota-two"},
+        "spec": {"hard": {"limits.nvidia.com/gpumem": "1000"}},
+    }
+    kubectl("create", "--validate=false", "-f", "-", input=json.dumps(quota))
+
+    async def review(webhook: HamiWebhook, mem: str) -> dict:
+        pod = json.loads(_pod_yaml("x", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": mem}))
+        body = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"uid": "u", "kind": {"kind": "Pod"}, "namespace": "quota-two", "object": pod},
+        }
+        tls = ssl.create_default_context(cadata=webhook.ca_bundle.decode())
+        async with aiohttp.ClientSession() as session, session.post(webhook.url, json=body, ssl=tls) as resp:
+            return (await resp.json())["response"]
+
+    async def run() -> tuple[dict, dict]:
+        webhook = HamiWebhook(lab.scheduler.cfg, client=lab.client)
+        await webhook.start()
+        try:
+            return await review(webhook, "2000"), await review(webhook, "500")
+        finally:
+            await webhook.stop()
+
+    too_big, fits = lab.loop.run(run())
+    assert too_big["allowed"] is False and "exceeding resource quota" in too_big["status"]["message"]
+    assert fits["allowed"] is True
+
+
+def test_gpu_pod_with_a_run_time_succeeds_and_frees_its_slice(lab: GpuLab, kubectl: Kubectl) -> None:
+    before = lab.loop.run(_usage(lab, "gpu-a100"))
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "short", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "5000", "nvidia.com/gpucores": "20"},
+        labels={"t": "short"}, annotations={"nvidia.com/use-gputype": "A100", "tenantgpu.io/run-for": "1s"},
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "short") in ("Running", "Succeeded"), what="short started")
+    _wait_for(lambda: _phase(kubectl, "short") == "Succeeded", timeout=15, what="short Succeeded")
+    status = _get(kubectl, "pod", "short")["status"]
+    assert status["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+    _wait_for(lambda: lab.loop.run(_usage(lab, "gpu-a100")) == before, what="slice freed")
+    _cleanup(kubectl, "t=short")
+
+
+def test_kubectl_logs_follow_streams_until_the_container_ends(lab: GpuLab, kubectl: Kubectl) -> None:
+    kubectl("create", "--validate=false", "-f", "-", input=_pod_yaml(
+        "follow", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}, labels={"t": "follow"},
+        annotations={"nvidia.com/use-gputype": "L4", "tenantgpu.io/run-for": "2s"},
+    ))  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "follow") == "Running", what="follow Running")
+    started = time.monotonic()
+    out = kubectl("logs", "-f", "follow", timeout=30).stdout
+    assert time.monotonic() - started > 0.3  # it waited for the end rather than returning at once
+    assert "running for 2s" in out and out.endswith("process exited with code 0\n")
+    _cleanup(kubectl, "t=follow")

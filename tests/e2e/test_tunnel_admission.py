@@ -26,7 +26,6 @@ pytest.importorskip(
 from tenantgpu.apiserver.pki import ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import SQLiteDatastore
-
 from tenantgpu.konnectivity import (
     AgentIdentifiers,
     Backoff,

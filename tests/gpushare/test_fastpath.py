@@ -49,7 +49,13 @@ def clusters(draw: st.DrawFn) -> tuple[ClusterState, ClusterState, list[dict]]:
                 cores = draw(st.sampled_from([0, 10, 30, 50, 100]))
                 pods.append(placed(f"old-{d.id}-{k}", f"n{n}", f"{d.id},NVIDIA,{mem},{cores}:;"))
     fast, ref = ClusterState(cfg), ClusterState(cfg)
+    quota = {
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": "team"},
+        "spec": {"hard": {"limits.nvidia.com/gpumem": str(draw(st.integers(0, 40000)))}},
+    }
     for s in (fast, ref):
+        s.upsert_quota(quota)
         for obj in nodes:
             s.upsert_node(obj)
         for p in pods:
@@ -83,6 +89,10 @@ def clusters(draw: st.DrawFn) -> tuple[ClusterState, ClusterState, list[dict]]:
         }
         if draw(st.integers(0, 4)) == 0:  # a pod without GPUs: only the kube-scheduler basics apply
             del p["spec"]["containers"][0]["resources"]["limits"]
+        if draw(st.integers(0, 4)) == 0:  # a GPU-less init container shifts HAMi's segment alignment
+            p["spec"]["initContainers"] = [{"name": "setup", "resources": {"requests": {"cpu": "2"}}}]
+        if draw(st.integers(0, 6)) == 0:  # a namespace under quota: the fast path must hand over
+            p["metadata"]["namespace"] = "team"
         pending.append(p)
     return fast, ref, pending
 

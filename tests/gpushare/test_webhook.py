@@ -109,3 +109,19 @@ def test_quota_denial_counts_memory_times_gpus() -> None:
     assert not denied.allowed and denied.message == "exceeding resource quota"
     other = mutate_pod(gpu_pod("p", gpus=3, mem=10000, namespace="elsewhere"), CFG, book)
     assert other.allowed
+
+
+def test_overwrite_env_hides_gpus_from_containers_without_them() -> None:
+    """MutateAdmission: no HAMi resource and overwriteEnv -> NVIDIA_VISIBLE_DEVICES=none."""
+    cfg = dataclasses.replace(CFG, overwrite_env=True)
+    out = mutate_pod(pod("p", container("cpu-only"), container("gpu", limits={"nvidia.com/gpu": 1})), cfg)
+    cpu_only, with_gpu = out.pod["spec"]["containers"]
+    assert cpu_only["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]
+    assert "env" not in with_gpu
+
+
+def test_gpu_count_only_in_requests_still_gets_exclusive_cores() -> None:
+    """defaultExclusiveCoreIfNeeded looks at limits and requests (resourcePresent)."""
+    out = mutate_pod(pod("p", container(requests={"nvidia.com/gpu": 1})), CFG)
+    assert limits(out) == {"nvidia.com/gpucores": "100"}
+    assert out.pod["spec"]["schedulerName"] == "hami-scheduler"

@@ -38,3 +38,11 @@ def test_filtering_failed_groups_nodes_per_reason() -> None:
 def test_binding_messages() -> None:
     assert events.binding_succeed_message("n1", "ns", "p") == "Successfully binding node [n1] to ns/p"
     assert events.scheduled_message("n1", "ns", "p") == "Successfully assigned ns/p to n1"
+
+
+def test_no_nodes_at_all_reads_like_kube_scheduler() -> None:
+    decision = Decision(None, reason="no nodes available to schedule pods")
+    assert events.unschedulable_message(0, decision) == (
+        "0/0 nodes are available: no nodes available to schedule pods."
+    )
+    assert events.filtering_failed_messages(decision) == ["no available node, 0 nodes do not meet"]

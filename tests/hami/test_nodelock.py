@@ -54,12 +54,15 @@ def test_lock_older_than_timeout_expires() -> None:
     assert judge_lock(value, "ns", "p", NOW, FIVE_MIN)[0] is LockVerdict.HOLDER_CHECK
 
 
-def test_live_lock_held_by_the_same_pod_is_contended_as_in_hami() -> None:
-    # HAMi v2.10 LockNode only breaks a live lock whose holder is a *different*, vanished pod.
+def test_live_lock_held_by_the_same_pod_counts_as_acquired() -> None:
+    # HAMi v2.10.0 LockNode: "Node lock already held by this pod, treating as acquired".
     value = format_lock(NOW, "ns", "p")
-    assert judge_lock(value, "ns", "p", NOW, FIVE_MIN)[0] is LockVerdict.CONTENDED
-    # and a legacy lock without owner cannot be checked, only waited out
+    assert judge_lock(value, "ns", "p", NOW, FIVE_MIN)[0] is LockVerdict.HELD
+
+
+def test_legacy_lock_without_owner_can_only_be_waited_out() -> None:
     assert judge_lock("2026-11-29T20:00:00Z", "ns", "p", NOW, FIVE_MIN)[0] is LockVerdict.CONTENDED
+    assert judge_lock("2026-11-29T19:50:00Z", "ns", "p", NOW, FIVE_MIN)[0] is LockVerdict.EXPIRED
 
 
 def test_release_only_by_owner() -> None:
@@ -71,5 +74,10 @@ def test_release_only_by_owner() -> None:
 
 
 def test_contention_message_uses_go_duration() -> None:
-    assert contention_message("gpu-1", FIVE_MIN) == "node gpu-1 has been locked within 5m0s"
-    assert contention_message("gpu-1", timedelta(seconds=30)) == "node gpu-1 has been locked within 30s"
+    assert (
+        contention_message("gpu-1", FIVE_MIN)
+        == "node gpu-1 has been locked within 5m0s: node lock contention"
+    )
+    assert contention_message("gpu-1", timedelta(seconds=30)).startswith(
+        "node gpu-1 has been locked within 30s:"
+    )

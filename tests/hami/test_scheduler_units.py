@@ -68,3 +68,15 @@ def test_capacity_view_ignores_lock_and_heartbeat_changes() -> None:
     cordoned = _node("a")
     cordoned["spec"]["unschedulable"] = True
     assert _capacity_view(node) != _capacity_view(cordoned)
+
+
+def test_gpu_pod_on_a_tenant_without_gpus_is_unschedulable_with_a_reason() -> None:
+    from tenantgpu.hami import events
+
+    state = ClusterState(CFG)
+    cpu_only = _node("cpu-1")
+    del cpu_only["metadata"]["annotations"][ann.NODE_REGISTER]
+    state.upsert_node(cpu_only)
+    decision = state.schedule(_pod("p"))
+    assert decision.node is None
+    assert events.unschedulable_message(1, decision) == "0/1 nodes are available: 1 node unregistered."

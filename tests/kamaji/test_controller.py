@@ -108,7 +108,11 @@ async def test_tcp_becomes_ready_with_kamaji_status_and_secrets(plane: Managemen
         "tenant-a-api-server-certificate",
         "tenant-a-sa-certificate",
         "tenant-a-admin-kubeconfig",
+        "tenant-a-datastore-config",
     } <= names
+    config = next(s for s in secrets["items"] if s["metadata"]["name"] == "tenant-a-datastore-config")
+    assert base64.b64decode(config["data"]["DB_SCHEMA"]).decode() == status["storage"]["setup"]["schema"]
+    assert status["storage"]["config"]["secretName"] == "tenant-a-datastore-config"
 
 
 async def test_admin_kubeconfig_works_with_the_official_client(plane: ManagementPlane) -> None:

@@ -8,6 +8,8 @@ Public entry points:
 - `SQLiteDatastore(path)`: the shared store; one per process, many servers under their own `key_prefix`.
 - `ServerPKI.create(name)` / `.save(dir)` / `.load(dir)`: CA, serving certificate, service-account key.
 - `kinds.KAMAJI_KINDS` for the management plane; any `Kind` can be passed in `extra_kinds`.
+- `auth.SharedClientTrust`: pass one to every server of a process, so a certificate from another tenant
+  gets a clean 401 instead of a failed TLS handshake.
 - `hooks.Egress` (dial a tenant service, e.g. through the tunnel) and `hooks.PodLogSource` (`kubectl logs`).
 - `python -m tenantgpu.apiserver --state-dir D` runs one server standalone.
 """

@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import ssl
 import time
 import uuid
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,6 +159,32 @@ def _subject_parts(subject: Iterable[Iterable[tuple[str, str]]]) -> tuple[str, l
     return common_name, organizations
 
 
+class SharedClientTrust:
+    """The CAs that every API server sharing this object accepts at the TLS layer.
+
+    Without it, a client certificate from another tenant's CA fails the TLS handshake; with it, the
+    handshake succeeds and the server answers 401, because users still come only from its own CA.
+    CAs added later reach servers that are already running (their SSL contexts are updated).
+    """
+
+    def __init__(self) -> None:
+        self._cas: list[str] = []
+        self._contexts: weakref.WeakSet[ssl.SSLContext] = weakref.WeakSet()
+
+    def add_ca(self, ca_pem: bytes | str) -> None:
+        pem = ca_pem.decode() if isinstance(ca_pem, bytes) else ca_pem
+        if pem in self._cas:
+            return
+        self._cas.append(pem)
+        for context in self._contexts:
+            context.load_verify_locations(cadata=pem)
+
+    def attach(self, context: ssl.SSLContext) -> None:
+        for pem in self._cas:
+            context.load_verify_locations(cadata=pem)
+        self._contexts.add(context)
+
+
 class Authenticator:
     """Maps a request's client certificate or bearer token to a user; None means anonymous."""
 
@@ -222,6 +250,7 @@ class Attributes:
 _PUBLIC_PATHS = ("/api", "/apis", "/version", "/openapi", "/healthz", "/livez", "/readyz")
 _SELF_RESOURCES = {
     ("authorization.k8s.io", "selfsubjectaccessreviews"),
+    ("authorization.k8s.io", "selfsubjectrulesreviews"),
     ("authentication.k8s.io", "selfsubjectreviews"),
 }
 
@@ -244,3 +273,21 @@ class Authorizer:
                 attributes.path == p or attributes.path.startswith(p + "/") for p in _PUBLIC_PATHS
             )
         return attributes.verb == "create" and (attributes.group, attributes.resource) in _SELF_RESOURCES
+
+    def rules(self, user: UserInfo) -> dict[str, Any]:
+        """What `user` may do, as the status of a SelfSubjectRulesReview (`kubectl auth can-i --list`)."""
+        if not self._privileged.isdisjoint(user.groups):
+            return {
+                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                "incomplete": False,
+            }
+        public = sorted([*_PUBLIC_PATHS, *(p + "/*" for p in _PUBLIC_PATHS)])
+        return {
+            "resourceRules": [
+                {"verbs": ["create"], "apiGroups": [group], "resources": [resource]}
+                for group, resource in sorted(_SELF_RESOURCES)
+            ],
+            "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": public}],
+            "incomplete": False,
+        }

@@ -34,7 +34,14 @@ class Strategy:
     status_fields: tuple[str, ...] = ()
     on_create: Callable[[Obj], None] | None = None
     on_update: Callable[[Obj, Obj], None] | None = None
-    graceful_delete: Callable[[Obj], int | None] | None = None
+    # The grace period a delete gets, from the object and the requested one; None or 0 = at once.
+    graceful_delete: Callable[[Obj, int | None], int | None] | None = None
+    # Names that may never be deleted, and whether deleting an object removes its namespace's content.
+    protected_names: frozenset[str] = frozenset()
+    owns_namespace_content: bool = False
+    # Kinds with a status subresource start with an empty status, except nodes: kubelets register
+    # with theirs.
+    keep_status_on_create: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,36 +135,14 @@ class KindTable:
 # --- strategies -------------------------------------------------------------------------------
 
 
-def _pod_on_create(pod: Obj) -> None:
-    status = pod.setdefault("status", {})
-    status.setdefault("phase", "Pending")
-    status.setdefault("qosClass", _qos_class(pod.get("spec", {})))
-
-
-def _qos_class(spec: Obj) -> str:
-    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
-    requests_any = False
-    guaranteed = True
-    for container in containers:
-        resources = container.get("resources") or {}
-        limits = resources.get("limits") or {}
-        requests = resources.get("requests") or {}
-        if limits or requests:
-            requests_any = True
-        for name in ("cpu", "memory"):
-            if name not in limits or requests.get(name, limits[name]) != limits[name]:
-                guaranteed = False
-    if not requests_any:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
-def _pod_grace(pod: Obj) -> int | None:
+def _pod_grace(pod: Obj, requested: int | None) -> int | None:
     """Pods on a node are deleted gracefully (the kubelet finishes the deletion); others at once."""
     if not (pod.get("spec") or {}).get("nodeName"):
         return None
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return None
+    if requested is not None:
+        return requested
     grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
     return 30 if grace is None else int(grace)
 
@@ -218,7 +203,7 @@ POD = Kind(
         Subresource("eviction", "Eviction", ("create",), "policy", "v1"),
         Subresource("log", "Pod", ("get",)),
     ),
-    strategy=Strategy(_STATUS, _pod_on_create, graceful_delete=_pod_grace),
+    strategy=Strategy(_STATUS, graceful_delete=_pod_grace),
 )
 NODE = Kind(
     "",
@@ -228,7 +213,7 @@ NODE = Kind(
     False,
     ("no",),
     subresources=(_status("Node"),),
-    strategy=Strategy(_STATUS, _node_on_create),
+    strategy=Strategy(_STATUS, _node_on_create, keep_status_on_create=True),
     storage_name="minions",
 )
 NAMESPACE = Kind(
@@ -240,7 +225,14 @@ NAMESPACE = Kind(
     ("ns",),
     verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
     subresources=(_status("Namespace"), Subresource("finalize", "Namespace", ("update",))),
-    strategy=Strategy(_STATUS, _namespace_on_create, _namespace_on_update),
+    strategy=Strategy(
+        _STATUS,
+        _namespace_on_create,
+        _namespace_on_update,
+        # kube's NamespaceLifecycle never lets these go.
+        protected_names=frozenset({"default", "kube-system", "kube-public"}),
+        owns_namespace_content=True,
+    ),
 )
 BUILTIN_KINDS: tuple[Kind, ...] = (
     POD,
@@ -307,10 +299,21 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         verbs=("create",),
     ),
     Kind("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", False, verbs=("create",)),
+    Kind("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False, verbs=("create",)),
+    Kind(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        False,
+        verbs=("create",),
+    ),
 )
 
 # Kinds answered by a handler rather than stored: create returns a computed object.
-VIRTUAL_KINDS = frozenset({"SelfSubjectAccessReview", "TokenReview", "Binding"})
+VIRTUAL_KINDS = frozenset(
+    {"SelfSubjectAccessReview", "SelfSubjectRulesReview", "SelfSubjectReview", "TokenReview", "Binding"}
+)
 
 TENANT_CONTROL_PLANE = Kind(
     "kamaji.clastix.io",

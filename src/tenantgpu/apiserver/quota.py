@@ -186,14 +186,33 @@ class ResourceQuotaAdmission:
 
 
 class QuotaController:
-    """Keeps every ResourceQuota's `status.hard` and `status.used` current by watching the cache."""
+    """Keeps every ResourceQuota's `status.hard` and `status.used` current.
+
+    It listens to the watch cache in-process (a synchronous callback per change, far cheaper than a
+    watch stream) and recomputes a namespace's quotas once per loop iteration in which it changed.
+    """
 
     def __init__(self, registry: Registry, usage: QuotaUsage) -> None:
         self._registry = registry
         self._usage = usage
+        self._dirty: set[str] = set()
+        self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        self._wake = asyncio.Event()
+        for kind in self._registry.kinds:
+            if not kind.namespaced:
+                continue
+            try:
+                self._registry.cache(kind).listeners.append(self._changed)
+            except KeyError:  # kinds that are not stored
+                continue
+        assert self._usage.quotas is not None
+        self._dirty.update(
+            q.obj["metadata"]["namespace"] for q in self._registry.list(self._usage.quotas, None)
+        )
+        self._wake.set()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -201,40 +220,26 @@ class QuotaController:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+            self._task = None
+
+    def _changed(self, event: Any) -> None:
+        namespace = event.entry.obj["metadata"].get("namespace", "")
+        if namespace in self._dirty:
+            return
+        if event.entry.obj.get("kind") != "ResourceQuota" and not self._usage.quotas_in(namespace):
+            return
+        self._dirty.add(namespace)
+        assert self._wake is not None
+        self._wake.set()
 
     async def _run(self) -> None:
-        watched = [k for k in self._registry.kinds if k.namespaced and k.kind not in ("Binding",)]
-        changed: asyncio.Queue[str] = asyncio.Queue()
-        tasks = []
-        for kind in watched:
-            try:
-                watcher, backlog = self._registry.watch(kind, None, None, None)
-            except KeyError:  # virtual kinds have no cache
-                continue
-            for event in backlog:
-                changed.put_nowait(event.entry.obj["metadata"].get("namespace", ""))
-            tasks.append(asyncio.get_running_loop().create_task(self._forward(kind, watcher, changed)))
-        try:
-            while True:
-                namespaces = {await changed.get()}
-                while not changed.empty():
-                    namespaces.add(changed.get_nowait())
-                for namespace in namespaces:
-                    await self._refresh(namespace)
-        finally:
-            for task in tasks:
-                task.cancel()
-
-    async def _forward(self, kind: Kind, watcher: Any, changed: asyncio.Queue[str]) -> None:
-        try:
-            while True:
-                batch, ended = await watcher.next_batch(3600)
-                for event in batch:
-                    changed.put_nowait(event.entry.obj["metadata"].get("namespace", ""))
-                if ended:
-                    return
-        finally:
-            self._registry.unwatch(kind, watcher)
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            dirty, self._dirty = self._dirty, set()
+            for namespace in dirty:
+                await self._refresh(namespace)
 
     async def _refresh(self, namespace: str) -> None:
         assert self._usage.quotas is not None

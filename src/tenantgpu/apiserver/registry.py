@@ -188,11 +188,12 @@ class Registry:
 
     def list(self, kind: Kind, namespace: str | None, predicate: Predicate | None = None) -> list[Entry]:
         """Matching objects sorted by namespace and name (the order `limit`/`continue` pages through)."""
+        cache = self.cache(kind)
+        if not cache.objects:
+            return []
         prefix = f"{namespace}/" if namespace and kind.namespaced else ""
         items = [
-            (key, entry)
-            for key, entry in self.cache(kind).items(prefix)
-            if predicate is None or predicate(entry.obj)
+            (key, entry) for key, entry in cache.items(prefix) if predicate is None or predicate(entry.obj)
         ]
         items.sort(key=lambda item: item[0])
         return [entry for _, entry in items]
@@ -231,9 +232,9 @@ class Registry:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
             raise errors.bad_request(_unmarshal_message(meta, "metadata", "v1.ObjectMeta"))
-        for field, wanted in _METADATA_TYPES.items():
-            value = meta.get(field)
-            if value is not None and not _has_type(value, wanted):
+        for field, value in meta.items():
+            wanted = _METADATA_TYPES.get(field)
+            if wanted is not None and value is not None and not _has_type(value, wanted):
                 raise errors.bad_request(_unmarshal_message(value, f"metadata.{field}", wanted))
         for field in ("spec", "status"):
             value = obj.get(field)
@@ -282,6 +283,8 @@ class Registry:
         if kind.has_status or kind.group:
             meta["generation"] = 1
         with _well_formed(kind):
+            if kind.has_status and not kind.strategy.keep_status_on_create:
+                obj.pop("status", None)
             if kind.strategy.on_create is not None:
                 kind.strategy.on_create(obj)
             default_object(kind.kind, obj)
@@ -525,14 +528,15 @@ class Registry:
         self, kind: Kind, namespace: str, name: str, current: Entry, options: DeleteOptions, dry_run: bool
     ) -> tuple[Entry, bool]:
         meta = current.obj["metadata"]
-        grace = options.grace_period_seconds
-        if grace is None and kind.strategy.graceful_delete is not None:
-            grace = kind.strategy.graceful_delete(current.obj)
-        graceful = bool(grace) and kind.strategy.graceful_delete is not None
-        if kind.kind == "Pod" and not (current.obj.get("spec") or {}).get("nodeName"):
-            graceful = False  # never scheduled: nothing on a node has to stop first
-        if kind.kind == "Namespace":
+        strategy = kind.strategy
+        if name in strategy.protected_names:
+            raise errors.forbidden(kind.plural, name, kind.group, "this namespace may not be deleted")
+        if strategy.owns_namespace_content:
             return await self._delete_namespace(current, dry_run), not dry_run
+        grace = None
+        if strategy.graceful_delete is not None:
+            grace = strategy.graceful_delete(current.obj, options.grace_period_seconds)
+        graceful = bool(grace)
         if not graceful and not meta.get("finalizers"):
             return await self._remove(kind, namespace, name, current, dry_run), True
         if meta.get("deletionTimestamp") and (not graceful or grace == 0) and not meta.get("finalizers"):

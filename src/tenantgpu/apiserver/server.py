@@ -28,10 +28,30 @@ from aiohttp import web
 
 from tenantgpu.apiserver import discovery, errors, openapi
 from tenantgpu.apiserver.admission import AdmissionChain, AdmissionPlugin, NamespaceLifecycle
-from tenantgpu.apiserver.auth import Attributes, Authenticator, Authorizer, TokenSigner, UserInfo
-from tenantgpu.apiserver.hooks import Egress, LogOptions, NoEgress, PodLogSource
+from tenantgpu.apiserver.auth import (
+    Attributes,
+    Authenticator,
+    Authorizer,
+    SharedClientTrust,
+    TokenSigner,
+    UserInfo,
+)
+from tenantgpu.apiserver.hooks import Egress, NoEgress, PodLogSource
+from tenantgpu.apiserver.httputil import (
+    ACCEPTED_BODY_TYPES,
+    ANONYMOUS_PATHS,
+    JSON,
+    PATCH_TYPES,
+    PROTOBUF,
+    Target,
+    json_response,
+    query_flag,
+    query_int,
+    status_response,
+    wants_table,
+)
 from tenantgpu.apiserver.jsoncodec import loads
-from tenantgpu.apiserver.kinds import SCALE_PATHS, VIRTUAL_KINDS, Kind, KindTable, kind_table
+from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable, kind_table
 from tenantgpu.apiserver.metrics import APIMetrics
 from tenantgpu.apiserver.openapi_v2 import OPENAPI_V2_CONTENT_TYPE, openapi_v2_protobuf
 from tenantgpu.apiserver.patch import (
@@ -43,15 +63,15 @@ from tenantgpu.apiserver.patch import (
 from tenantgpu.apiserver.pki import ServerPKI, admin_kubeconfig, render_kubeconfig
 from tenantgpu.apiserver.protobuf_bodies import ProtobufBodyError, decode_object
 from tenantgpu.apiserver.quota import QuotaController, QuotaUsage, ResourceQuotaAdmission
-from tenantgpu.apiserver.registry import DeleteOptions, Registry, now_rfc3339
+from tenantgpu.apiserver.registry import DeleteOptions, Registry
 from tenantgpu.apiserver.selectors import (
     SelectorError,
     check_field_selector,
     parse_field_selector,
     parse_label_selector,
 )
-from tenantgpu.apiserver.ssar_protobuf import decode_self_subject_access_review
 from tenantgpu.apiserver.storage import Datastore
+from tenantgpu.apiserver.subresources import SubresourceHandlers
 from tenantgpu.apiserver.tables import to_table, watch_event_table
 from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, encode
 from tenantgpu.apiserver.webhooks import WebhookAdmission
@@ -59,17 +79,6 @@ from tenantgpu.apiserver.webhooks import WebhookAdmission
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-JSON = "application/json"
-PROTOBUF = "application/vnd.kubernetes.protobuf"
-_ACCEPTED_BODY_TYPES = f"{JSON}, application/yaml, {PROTOBUF}"
-_PATCH_TYPES = (
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
-    "application/apply-patch+yaml",
-)
-_ANONYMOUS_PATHS = ("/healthz", "/livez", "/readyz", "/version")
-_SUCCESS_CREATED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
 @dataclass
@@ -89,20 +98,12 @@ class APIServerConfig:
     # Other CAs accepted at the TLS layer, so their certificates get a clean 401 rather than a failed
     # handshake (the lab passes every tenant's CA); users always come from this server's own CA.
     trusted_client_cas: Sequence[bytes] = ()
+    # Or share one trust among all servers of a process: each adds its CA, all accept all at TLS level.
+    client_trust: SharedClientTrust | None = None
     admission_plugins: Sequence[AdmissionPlugin] = ()
     max_body_bytes: int = 3 * 1024 * 1024
     watch_window: int = 1000
     authorizer: Authorizer = field(default_factory=Authorizer)
-
-
-@dataclass(frozen=True)
-class _Target:
-    """A parsed resource request path."""
-
-    kind: Kind
-    namespace: str
-    name: str
-    subresource: str
 
 
 def _version_info(git_version: str) -> Obj:
@@ -123,61 +124,7 @@ def _version_info(git_version: str) -> Obj:
     }
 
 
-def _json_response(body: Any, status: int = 200, content_type: str = JSON) -> web.Response:
-    data = body if isinstance(body, bytes) else encode(body)
-    return web.Response(body=data, status=status, headers={"Content-Type": content_type})
-
-
-def _status_response(error: errors.APIError) -> web.Response:
-    return _json_response(error.status(), error.code)
-
-
-def _wants_table(accept: str) -> bool:
-    return "as=Table" in accept and "g=meta.k8s.io" in accept
-
-
-def _query_flag(query: Any, name: str) -> bool:
-    return query.get(name, "").lower() in ("true", "1")
-
-
-def _parse_int(query: Any, name: str) -> int | None:
-    value = query.get(name)
-    if value in (None, ""):
-        return None
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise errors.bad_request(f"invalid value for {name}: {value!r}") from exc
-
-
-def _spec_of(body: Any, kind: str) -> Obj:
-    """The `spec` of a request body that must be an object with an object spec (else 400)."""
-    if body is None:
-        return {}
-    if not isinstance(body, dict):
-        raise errors.bad_request(f"{kind} must be a JSON object")
-    spec = body.get("spec") or {}
-    if not isinstance(spec, dict):
-        raise errors.bad_request(f"{kind}.spec must be an object")
-    return spec
-
-
-def _get_path(obj: Obj, path: Sequence[str]) -> Any:
-    value: Any = obj
-    for part in path:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    return value
-
-
-def _set_path(obj: Obj, path: Sequence[str], value: Any) -> None:
-    for part in path[:-1]:
-        obj = obj.setdefault(part, {})
-    obj[path[-1]] = value
-
-
-class APIServer:
+class APIServer(SubresourceHandlers):
     """One Kubernetes-compatible API server: `await start()`, then talk to `url` with `ca_pem`."""
 
     def __init__(self, config: APIServerConfig) -> None:
@@ -185,7 +132,9 @@ class APIServer:
         self.kinds: KindTable = kind_table(config.extra_kinds)
         self.signer = TokenSigner(config.pki.service_account_key_pem)
         self._authenticator = Authenticator(
-            config.pki.ca.cert_pem, self.signer, check_issuer=bool(config.trusted_client_cas)
+            config.pki.ca.cert_pem,
+            self.signer,
+            check_issuer=bool(config.trusted_client_cas) or config.client_trust is not None,
         )
         self.webhooks = WebhookAdmission(self._webhook_configurations, self._namespace_object, config.egress)
         self.admission = AdmissionChain(
@@ -230,14 +179,19 @@ class APIServer:
             access_log=None,
         )
         self._runner = web.ServerRunner(server)
-        await self._runner.setup()
-        self._site = web.TCPSite(
-            self._runner, self.config.host, self.config.port, ssl_context=self._ssl_context()
-        )
-        await self._site.start()
-        server = self._site._server
-        assert server is not None
-        self._port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            await self._runner.setup()
+            self._site = web.TCPSite(
+                self._runner, self.config.host, self.config.port, ssl_context=self._ssl_context()
+            )
+            await self._site.start()
+        except BaseException:
+            # e.g. the port is taken: leave nothing running, so the caller may retry elsewhere.
+            await self.stop()
+            raise
+        listening = self._site._server
+        assert listening is not None
+        self._port = listening.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self._docs.clear()
 
     async def stop(self) -> None:
@@ -265,6 +219,9 @@ class APIServer:
             context.load_cert_chain(cert_file, key_file)
         cas = b"".join([pki.ca.cert_pem, *self.config.trusted_client_cas]).decode()
         context.load_verify_locations(cadata=cas)
+        if self.config.client_trust is not None:
+            self.config.client_trust.add_ca(pki.ca.cert_pem)
+            self.config.client_trust.attach(context)
         context.verify_mode = ssl.CERT_OPTIONAL
         context.set_alpn_protocols(["http/1.1"])
         return context
@@ -363,16 +320,16 @@ class APIServer:
         try:
             user = self._authenticate(request)
             path = unquote(request.path).rstrip("/") or "/"
-            if user is None and not any(path == p or path.startswith(p + "/") for p in _ANONYMOUS_PATHS):
+            if user is None and not any(path == p or path.startswith(p + "/") for p in ANONYMOUS_PATHS):
                 raise errors.unauthorized()
             response, verb, resource = await self._route(request, path, user)
         except errors.APIError as error:
-            response = _status_response(error)
+            response = status_response(error)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must not take the server down; the client gets a Status
             log.exception("internal error serving %s %s", request.method, request.path)
-            response = _status_response(errors.internal(f"{type(exc).__name__}: {exc}"))
+            response = status_response(errors.internal(f"{type(exc).__name__}: {exc}"))
         self.metrics.observe(verb, resource, response.status, time.perf_counter() - started)
         return response
 
@@ -395,7 +352,7 @@ class APIServer:
         if request.method != "GET":
             raise errors.method_not_allowed()
         if head == "version":
-            return _json_response(self._version), "get", "version"
+            return json_response(self._version), "get", "version"
         if head in ("healthz", "livez", "readyz"):
             return web.Response(text="ok", content_type="text/plain"), "get", head
         if head == "metrics":
@@ -415,7 +372,7 @@ class APIServer:
             for group, versions in self.kinds.group_versions().items():
                 if group:
                     paths += [f"/apis/{group}", *(f"/apis/{group}/{v}" for v in versions)]
-            return _json_response({"paths": sorted(paths)}), "get", ""
+            return json_response({"paths": sorted(paths)}), "get", ""
         raise errors.unknown_path()
 
     def _openapi_documents(self) -> dict[str, bytes]:
@@ -453,7 +410,7 @@ class APIServer:
         doc = self._openapi_documents().get("openapi:" + "/".join(rest))
         if doc is None:
             raise errors.unknown_path()
-        return _json_response(doc)
+        return json_response(doc)
 
     # --- discovery and resources ----------------------------------------------------------------
 
@@ -472,14 +429,14 @@ class APIServer:
                 else:
                     doc = encode(discovery.api_group_list(self.kinds))
                 self._docs[key] = doc
-            return _json_response(doc, content_type=aggregated or JSON)
+            return json_response(doc, content_type=aggregated or JSON)
         if segments[0] == "api" and len(segments) == 2:
             group, version = "", segments[1]
         elif segments[0] == "apis" and len(segments) == 2:
             group_doc = discovery.api_group(self.kinds, segments[1])
             if group_doc is None:
                 raise errors.unknown_path()
-            return _json_response(group_doc)
+            return json_response(group_doc)
         elif segments[0] == "apis" and len(segments) == 3:
             group, version = segments[1], segments[2]
         else:
@@ -490,9 +447,9 @@ class APIServer:
         doc = self._docs.get(key)
         if doc is None:
             doc = self._docs[key] = encode(discovery.resource_list(self.kinds, group, version))
-        return _json_response(doc)
+        return json_response(doc)
 
-    def _target(self, segments: list[str]) -> _Target:
+    def _target(self, segments: list[str]) -> Target:
         if segments[0] == "api":
             group, version, rest = "", segments[1], segments[2:]
         else:
@@ -511,7 +468,7 @@ class APIServer:
         subresource = rest[2] if len(rest) > 2 else ""
         if subresource and kind.subresource(subresource) is None:
             raise errors.unknown_path()
-        return _Target(kind, namespace, name, subresource)
+        return Target(kind, namespace, name, subresource)
 
     async def _api(
         self, request: web.Request, segments: list[str], user: UserInfo
@@ -527,7 +484,7 @@ class APIServer:
         method = request.method
         query = request.query
         if method == "GET":
-            verb = "get" if target.name else "watch" if _query_flag(query, "watch") else "list"
+            verb = "get" if target.name else "watch" if query_flag(query, "watch") else "list"
         elif method == "POST":
             verb = "create"
             if target.name and not target.subresource:
@@ -557,11 +514,11 @@ class APIServer:
     # --- verbs ------------------------------------------------------------------------------------
 
     def _render(self, request: web.Request, kind: Kind, entry: Entry, status: int = 200) -> web.Response:
-        if _wants_table(request.headers.get("Accept", "")):
+        if wants_table(request.headers.get("Accept", "")):
             table = self._table(kind, [entry.obj], request.query.get("includeObject", "Metadata"))
             table["metadata"] = {"resourceVersion": str(entry.revision)}
-            return _json_response(table, status)
-        return _json_response(entry.raw, status)
+            return json_response(table, status)
+        return json_response(entry.raw, status)
 
     def _table(self, kind: Kind, objects: list[Obj], include: str) -> Obj:
         try:
@@ -569,13 +526,13 @@ class APIServer:
         except ValueError as exc:
             raise errors.bad_request(str(exc)) from exc
 
-    async def _verb_get(self, request: web.Request, target: _Target, user: UserInfo) -> web.StreamResponse:
+    async def _verb_get(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
         entry = self.registry.get(kind, target.namespace, target.name)
         if target.subresource == "log":
             return await self._pod_log(request, entry)
         if target.subresource == "scale":
-            return _json_response(self._scale_of(kind, entry.obj))
+            return json_response(self._scale_of(kind, entry.obj))
         return self._render(request, kind, entry)
 
     def _predicate(self, request: web.Request, kind: Kind) -> Predicate | None:
@@ -600,12 +557,12 @@ class APIServer:
 
         return predicate
 
-    async def _verb_list(self, request: web.Request, target: _Target, user: UserInfo) -> web.StreamResponse:
+    async def _verb_list(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
         query = request.query
         revision = self.registry.revision
         entries = self.registry.list(kind, target.namespace or None, self._predicate(request, kind))
-        limit = _parse_int(query, "limit")
+        limit = query_int(query, "limit")
         start = query.get("continue")
         if start:
             try:
@@ -629,35 +586,37 @@ class APIServer:
         if next_token:
             meta["continue"] = next_token
             meta["remainingItemCount"] = remaining
-        if _wants_table(request.headers.get("Accept", "")):
+        if wants_table(request.headers.get("Accept", "")):
             table = self._table(kind, [e.obj for e in entries], query.get("includeObject", "Metadata"))
             table["metadata"] = meta
-            return _json_response(table)
+            return json_response(table)
         head = encode({"kind": kind.list_kind, "apiVersion": kind.api_version, "metadata": meta})
         body = head[:-1] + b',"items":[' + b",".join(e.raw for e in entries) + b"]}"
-        return _json_response(body)
+        return json_response(body)
 
     @staticmethod
     def _sort_key(kind: Kind, obj: Obj) -> str:
         meta = obj["metadata"]
         return f"{meta.get('namespace', '')}/{meta['name']}" if kind.namespaced else meta["name"]
 
-    async def _verb_watch(self, request: web.Request, target: _Target, user: UserInfo) -> web.StreamResponse:
+    async def _verb_watch(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
         query = request.query
         raw_version = query.get("resourceVersion", "")
-        if raw_version in ("", "0"):
+        # The streaming-list form (client-go's WatchList): current objects first, then a bookmark.
+        initial_events = query_flag(query, "sendInitialEvents")
+        if raw_version in ("", "0") or initial_events:
             since = None
         else:
             try:
                 since = int(raw_version)
             except ValueError as exc:
                 raise errors.bad_request(f"invalid resource version: {raw_version!r}") from exc
-        timeout = _parse_int(query, "timeoutSeconds")
+        timeout = query_int(query, "timeoutSeconds")
         if timeout is None or timeout <= 0:
             timeout = random.randint(1800, 3600)
-        bookmarks = _query_flag(query, "allowWatchBookmarks")
-        table = _wants_table(request.headers.get("Accept", ""))
+        bookmarks = query_flag(query, "allowWatchBookmarks")
+        table = wants_table(request.headers.get("Accept", ""))
         include = query.get("includeObject", "Metadata")
         if include not in ("None", "Metadata", "Object"):
             raise errors.bad_request(f"includeObject must be one of None, Metadata, Object, not {include!r}")
@@ -695,10 +654,18 @@ class APIServer:
         deadline = time.monotonic() + timeout
         try:
             await response.prepare(request)
-            if backlog:
-                await response.write(b"".join(line(e) for e in backlog))
-            else:
-                await response.write(b"")
+            chunk = b"".join(line(e) for e in backlog)
+            if initial_events and not table:
+                mark = {
+                    "kind": kind.kind,
+                    "apiVersion": kind.api_version,
+                    "metadata": {
+                        "resourceVersion": str(self.registry.revision),
+                        "annotations": {"k8s.io/initial-events-end": "true"},
+                    },
+                }
+                chunk += encode({"type": "BOOKMARK", "object": mark}) + b"\n"
+            await response.write(chunk)
             last_sent = time.monotonic()
             while True:
                 remaining = deadline - time.monotonic()
@@ -758,7 +725,7 @@ class APIServer:
                 return yaml.safe_load(raw) if raw else None
             except yaml.YAMLError as exc:
                 raise errors.bad_request(f"error converting YAML to JSON: {exc}") from exc
-        raise errors.unsupported_media_type(content_type, _ACCEPTED_BODY_TYPES)
+        raise errors.unsupported_media_type(content_type, ACCEPTED_BODY_TYPES)
 
     def _dry_run(self, request: web.Request) -> bool:
         values = request.query.getall("dryRun", [])
@@ -767,7 +734,7 @@ class APIServer:
                 raise errors.bad_request(f'Invalid dryRun value "{value}": only "All" is supported')
         return bool(values)
 
-    async def _verb_create(self, request: web.Request, target: _Target, user: UserInfo) -> web.StreamResponse:
+    async def _verb_create(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
         if target.subresource:
             return await self._create_subresource(request, target, user)
@@ -775,6 +742,10 @@ class APIServer:
             return await self._self_subject_access_review(request, user)
         if kind.kind == "TokenReview":
             return await self._token_review(request)
+        if kind.kind == "SelfSubjectReview":
+            return await self._self_subject_review(request, user)
+        if kind.kind == "SelfSubjectRulesReview":
+            return await self._self_subject_rules_review(request, user)
         if kind.kind == "Binding":
             body = await self._decode_body(request)
             name = ((body or {}).get("metadata") or {}).get("name", "")
@@ -783,7 +754,7 @@ class APIServer:
         entry = await self.registry.create(kind, target.namespace, body, user, dry_run=self._dry_run(request))
         return self._render(request, kind, entry, 201)
 
-    async def _verb_update(self, request: web.Request, target: _Target, user: UserInfo) -> web.StreamResponse:
+    async def _verb_update(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
         body = await self._decode_body(request)
         dry_run = self._dry_run(request)
@@ -795,11 +766,11 @@ class APIServer:
         )
         return self._render(request, kind, entry)
 
-    async def _verb_patch(self, request: web.Request, target: _Target, user: UserInfo) -> web.StreamResponse:
+    async def _verb_patch(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if content_type not in _PATCH_TYPES:
-            raise errors.unsupported_media_type(content_type, ", ".join(_PATCH_TYPES))
+        if content_type not in PATCH_TYPES:
+            raise errors.unsupported_media_type(content_type, ", ".join(PATCH_TYPES))
         raw = await self._read_body(request)
         try:
             patch = yaml.safe_load(raw) if content_type.endswith("yaml") else loads(raw)
@@ -852,15 +823,15 @@ class APIServer:
             raise errors.bad_request("DeleteOptions must be a JSON object")
         return DeleteOptions.parse(body, dict(request.query))
 
-    async def _verb_delete(self, request: web.Request, target: _Target, user: UserInfo) -> web.StreamResponse:
+    async def _verb_delete(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         options = await self._delete_options(request)
         entry, _gone = await self.registry.delete(
             target.kind, target.namespace, target.name, options, user, dry_run=self._dry_run(request)
         )
-        return _json_response(entry.raw)
+        return json_response(entry.raw)
 
     async def _verb_deletecollection(
-        self, request: web.Request, target: _Target, user: UserInfo
+        self, request: web.Request, target: Target, user: UserInfo
     ) -> web.StreamResponse:
         kind = target.kind
         options = await self._delete_options(request)
@@ -879,272 +850,4 @@ class APIServer:
                 "metadata": {"resourceVersion": str(self.registry.revision)},
             }
         )
-        return _json_response(head[:-1] + b',"items":[' + b",".join(e.raw for e in deleted) + b"]}")
-
-    # --- subresources and virtual kinds -----------------------------------------------------------
-
-    async def _create_subresource(
-        self, request: web.Request, target: _Target, user: UserInfo
-    ) -> web.StreamResponse:
-        body = await self._decode_body(request)
-        if target.subresource == "binding":
-            return await self._bind(request, target.namespace, target.name, body, user)
-        if target.subresource == "eviction":
-            if body is not None and not isinstance(body, dict):
-                raise errors.bad_request("Eviction must be a JSON object")
-            delete_options = (body or {}).get("deleteOptions")
-            if delete_options is not None and not isinstance(delete_options, dict):
-                raise errors.bad_request("Eviction.deleteOptions must be an object")
-            options = DeleteOptions.parse(delete_options, {})
-            await self.registry.delete(
-                target.kind, target.namespace, target.name, options, user, dry_run=self._dry_run(request)
-            )
-            return _json_response(_SUCCESS_CREATED, 201)
-        if target.subresource == "token":
-            return self._token_request(target, body)
-        raise errors.method_not_allowed()
-
-    async def _bind(
-        self, request: web.Request, namespace: str, name: str, body: Any, user: UserInfo
-    ) -> web.Response:
-        if not isinstance(body, dict):
-            raise errors.bad_request("Binding must be a JSON object")
-        target = body.get("target")
-        node = target.get("name") if isinstance(target, dict) else None
-        if not isinstance(node, str):
-            node = ""
-        if not name or not node:
-            raise errors.invalid(
-                "Binding",
-                name,
-                "",
-                [{"reason": "FieldValueRequired", "message": "Required value", "field": "target.name"}],
-            )
-        annotations = (body.get("metadata") or {}).get("annotations") or {}
-        pods = self.kinds.resource("", "v1", "pods")
-        assert pods is not None
-
-        def bind(pod: Obj) -> Obj:
-            spec = pod.setdefault("spec", {})
-            if spec.get("nodeName"):
-                raise errors.conflict(
-                    "pods/binding", name, "", f'pod {name} is already assigned to node "{spec["nodeName"]}"'
-                )
-            if pod["metadata"].get("deletionTimestamp"):
-                raise errors.conflict(
-                    "pods/binding", name, "", f"pod {name} is being deleted, cannot be assigned to a host"
-                )
-            spec["nodeName"] = node
-            if annotations:
-                pod["metadata"].setdefault("annotations", {}).update(annotations)
-            status = pod.setdefault("status", {})
-            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conditions.append(
-                {
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": now_rfc3339(),
-                }
-            )
-            status["conditions"] = conditions
-            return pod
-
-        # Binding writes spec and status together, so it bypasses the status/spec split of updates.
-        await self.registry.modify(
-            pods, namespace, name, bind, user, subresource="binding", dry_run=self._dry_run(request)
-        )
-        return _json_response(_SUCCESS_CREATED, 201)
-
-    def _token_request(self, target: _Target, body: Any) -> web.Response:
-        account = self.registry.get(target.kind, target.namespace, target.name)
-        spec = _spec_of(body, "TokenRequest")
-        seconds = spec.get("expirationSeconds") or 3600
-        audiences = spec.get("audiences") or None
-        if not isinstance(seconds, int) or seconds < 600:
-            raise errors.invalid(
-                "TokenRequest",
-                target.name,
-                "authentication.k8s.io",
-                [
-                    {
-                        "reason": "FieldValueInvalid",
-                        "message": "Invalid value: may not specify a duration less than 10 minutes",
-                        "field": "spec.expirationSeconds",
-                    }
-                ],
-            )
-        if audiences is not None and not (
-            isinstance(audiences, list) and all(isinstance(a, str) for a in audiences)
-        ):
-            raise errors.bad_request("TokenRequest.spec.audiences must be a list of strings")
-        token = self.signer.issue(
-            target.namespace,
-            target.name,
-            account.obj["metadata"].get("uid", ""),
-            expiration_seconds=seconds,
-            **({"audiences": audiences} if audiences else {}),
-        )
-        expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)
-        result = {
-            "kind": "TokenRequest",
-            "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"name": target.name, "namespace": target.namespace, "creationTimestamp": None},
-            "spec": {
-                "audiences": audiences or [],
-                "expirationSeconds": seconds,
-                "boundObjectRef": spec.get("boundObjectRef"),
-            },
-            "status": {"token": token, "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")},
-        }
-        return _json_response(result, 201)
-
-    async def _self_subject_access_review(self, request: web.Request, user: UserInfo) -> web.Response:
-        body = await self._decode_body(request, allow_protobuf=True)
-        if isinstance(body, bytes):
-            try:
-                body = decode_self_subject_access_review(body)
-            except Exception as exc:  # any malformed protobuf is the client's mistake
-                raise errors.bad_request(f"unable to decode SelfSubjectAccessReview: {exc}") from exc
-        if not isinstance(body, dict):
-            raise errors.bad_request("SelfSubjectAccessReview must be an object")
-        spec = body.get("spec") or {}
-        if not isinstance(spec, dict):
-            raise errors.bad_request("SelfSubjectAccessReview.spec must be an object")
-        resource = spec.get("resourceAttributes")
-        if resource:
-            attributes = Attributes(
-                resource.get("verb", ""),
-                resource.get("group", ""),
-                resource.get("resource", ""),
-                resource.get("subresource", ""),
-                resource.get("namespace", ""),
-                resource.get("name", ""),
-            )
-        else:
-            non_resource = spec.get("nonResourceAttributes") or {}
-            attributes = Attributes(non_resource.get("verb", ""), path=non_resource.get("path", ""))
-        allowed = self.config.authorizer.allowed(user, attributes)
-        result = {
-            "kind": "SelfSubjectAccessReview",
-            "apiVersion": "authorization.k8s.io/v1",
-            "metadata": {"creationTimestamp": None},
-            "spec": spec,
-            "status": {"allowed": allowed, **({} if allowed else {"reason": "no rule allows it"})},
-        }
-        return _json_response(result, 201)
-
-    async def _token_review(self, request: web.Request) -> web.Response:
-        body = await self._decode_body(request)
-        spec = _spec_of(body, "TokenReview")
-        user = self.signer.verify(str(spec.get("token", "")))
-        status: Obj = {"authenticated": user is not None}
-        if user is not None:
-            status["user"] = user.as_dict()
-            status["audiences"] = spec.get("audiences") or ["https://kubernetes.default.svc.cluster.local"]
-        else:
-            status["error"] = "invalid bearer token"
-        result = {
-            "kind": "TokenReview",
-            "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"creationTimestamp": None},
-            "spec": spec,
-            "status": status,
-        }
-        return _json_response(result, 201)
-
-    def _scale_of(self, kind: Kind, obj: Obj) -> Obj:
-        spec_path, status_path, selector_path = SCALE_PATHS[kind.kind]
-        meta = obj["metadata"]
-        status: Obj = {"replicas": _get_path(obj, status_path) or 0}
-        selector = _get_path(obj, selector_path)
-        if selector:
-            status["selector"] = selector
-        return {
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": {
-                "name": meta["name"],
-                "namespace": meta.get("namespace", ""),
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-                "creationTimestamp": meta.get("creationTimestamp"),
-            },
-            "spec": {"replicas": _get_path(obj, spec_path) or 0},
-            "status": status,
-        }
-
-    async def _update_scale(
-        self, target: _Target, change: Any, user: UserInfo, dry_run: bool
-    ) -> web.Response:
-        kind = target.kind
-        spec_path = SCALE_PATHS[kind.kind][0]
-        new_scale: list[Obj] = []
-
-        def rescale(obj: Obj) -> Obj:
-            scale = change(self._scale_of(kind, obj))
-            if not isinstance(scale, dict):
-                raise errors.bad_request("Scale must be a JSON object")
-            replicas = (scale.get("spec") or {}).get("replicas")
-            if not isinstance(replicas, int) or replicas < 0:
-                raise errors.invalid(
-                    "Scale",
-                    target.name,
-                    "autoscaling",
-                    [
-                        {
-                            "reason": "FieldValueInvalid",
-                            "message": "must be greater than or equal to 0",
-                            "field": "spec.replicas",
-                        }
-                    ],
-                )
-            _set_path(obj, spec_path, replicas)
-            new_scale.append(scale)
-            return obj
-
-        entry = await self.registry.modify(
-            kind, target.namespace, target.name, rescale, user, dry_run=dry_run
-        )
-        return _json_response(self._scale_of(kind, entry.obj))
-
-    async def _pod_log(self, request: web.Request, entry: Entry) -> web.StreamResponse:
-        pod = entry.obj
-        name = pod["metadata"]["name"]
-        containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
-        container = request.query.get("container", "")
-        if not container:
-            if len(containers) != 1:
-                raise errors.bad_request(
-                    f"a container name must be specified for pod {name}, "
-                    f"choose one of: [{' '.join(containers)}]"
-                )
-            container = containers[0]
-        init = [c.get("name", "") for c in (pod.get("spec") or {}).get("initContainers") or []]
-        if container not in containers and container not in init:
-            raise errors.bad_request(f"container {container} is not valid for pod {name}")
-        node = (pod.get("spec") or {}).get("nodeName")
-        source = self.config.log_source
-        if not node or source is None:
-            raise errors.bad_request(
-                f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
-            )
-        options = LogOptions(
-            container,
-            _query_flag(request.query, "follow"),
-            _query_flag(request.query, "previous"),
-            _parse_int(request.query, "tailLines"),
-            _query_flag(request.query, "timestamps"),
-            _parse_int(request.query, "sinceSeconds"),
-            _parse_int(request.query, "limitBytes"),
-        )
-        stream = source.stream(pod, options)
-        first = await anext(stream, b"")  # errors before any byte become a Status
-        response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
-        await response.prepare(request)
-        with contextlib.suppress(ConnectionError):
-            await response.write(first)
-            async for chunk in stream:
-                await response.write(chunk)
-            await response.write_eof()
-        return response
+        return json_response(head[:-1] + b',"items":[' + b",".join(e.raw for e in deleted) + b"]}")

@@ -141,6 +141,8 @@ class ResourceCache:
         self._events: deque[Event] = deque(maxlen=window)
         self._window_start = start_revision
         self._watchers: set[Watcher] = set()
+        # In-process observers (e.g. the quota controller), told of every change synchronously.
+        self.listeners: list[Callable[[Event], None]] = []
 
     def load(self, key: str, entry: Entry) -> None:
         self.objects[key] = entry
@@ -155,6 +157,8 @@ class ResourceCache:
         self._events.append(event)
         for watcher in self._watchers:
             watcher.offer(event)
+        for listener in self.listeners:
+            listener(event)
 
     def items(self, prefix: str = "") -> Iterator[tuple[str, Entry]]:
         if not prefix:

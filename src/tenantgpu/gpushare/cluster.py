@@ -424,7 +424,7 @@ class ClusterState:
         """HAMi's scoreNode for one node (without the kube-scheduler basics)."""
         node = self._nodes[name]
         node_ctx = PodContext(**{**ctx.__dict__, "node": node.obj})
-        return fit_pod(self.node_devices(name), requests, self._vendors, node_ctx)
+        return fit_pod(self.node_devices(name), requests, self._vendors, node_ctx, scratch=True)
 
     def _schedule_without_gpu(self, pod: dict[str, Any], demand: PodDemand, fast: bool = True) -> Decision:
         """HAMi passes such pods through; kube-scheduler does: here the first node passing the basics."""

@@ -30,7 +30,7 @@ class ContainerDevice:
     usedcores: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class DeviceUsage:
     """The scheduler's working view of one GPU: its registration plus what placed pods hold on it."""
 
@@ -62,7 +62,10 @@ class DeviceUsage:
         )
 
     def copy(self) -> DeviceUsage:
-        return DeviceUsage(**self.__dict__)
+        return DeviceUsage(
+            self.id, self.index, self.count, self.totalmem, self.totalcore, self.type, self.numa, self.mode,
+            self.health, self.used, self.usedmem, self.usedcores,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

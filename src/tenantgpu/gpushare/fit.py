@@ -43,8 +43,11 @@ def fit_pod(
     requests: PodRequests,
     vendors: Mapping[str, DeviceVendor],
     ctx: PodContext,
+    *,
+    scratch: bool = False,
 ) -> NodeFit:
-    """Fit every container of the pod on copies of `devices` (pre-pod usage); `devices` is not changed."""
+    """Fit every container of the pod on copies of `devices` (pre-pod usage); `devices` is not changed
+    unless `scratch` says the caller made them for this call alone."""
     base_types = _unique_types(devices)
     init_allocs: dict[str, list[list[ContainerDevice]]] = {}
     for i in range(ctx.num_init):
@@ -61,7 +64,7 @@ def fit_pod(
             if len(init_allocs.get(typ, [])) == i:
                 init_allocs.setdefault(typ, []).append([])
 
-    working = [d.copy() for d in devices]
+    working = list(devices) if scratch else [d.copy() for d in devices]
     score = node_score(working)
     app_allocs: dict[str, list[list[ContainerDevice]]] = {}
     for app_index, req in enumerate(requests[ctx.num_init :]):

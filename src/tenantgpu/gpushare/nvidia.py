@@ -213,6 +213,12 @@ class NvidiaGPUs:
         def miss(reason: str) -> None:
             counts[reason] = counts.get(reason, 0) + 1
 
+        by_type = bool(
+            annotations.get(ann.USE_GPU_TYPE, "").strip() or annotations.get(ann.NOUSE_GPU_TYPE, "").strip()
+        )
+        by_uuid = bool(
+            annotations.get(ann.USE_GPU_UUID, "").strip() or annotations.get(ann.NOUSE_GPU_UUID, "").strip()
+        )
         for dev in reversed(devices):
             if not dev.health:
                 miss(r.CARD_NOT_HEALTH)
@@ -220,7 +226,9 @@ class NvidiaGPUs:
             if dev.id in cordoned:
                 miss(r.CARD_CORDONED)
                 continue
-            if not type_allowed(annotations, dev.type) or (mode is not None and dev.mode not in mode):
+            if (by_type and not type_allowed(annotations, dev.type)) or (
+                mode is not None and dev.mode not in mode
+            ):
                 miss(r.CARD_TYPE_MISMATCH)
                 continue
             if numa_bind and prev_numa != dev.numa:
@@ -229,7 +237,7 @@ class NvidiaGPUs:
                 remaining = wanted
                 prev_numa = dev.numa
                 chosen = []
-            if not uuid_allowed(annotations, dev.id):
+            if by_uuid and not uuid_allowed(annotations, dev.id):
                 miss(r.CARD_UUID_MISMATCH)
                 continue
             if dev.count <= dev.used:

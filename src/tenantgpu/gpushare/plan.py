@@ -99,13 +99,18 @@ def _ask(pod: dict[str, Any], cfg: SharingConfig) -> tuple[int, str, str]:
 
 
 def plan(
-    objects: Iterable[dict[str, Any]], cfg: SharingConfig, *, device_split_count: int | None = None
+    objects: Iterable[dict[str, Any]],
+    cfg: SharingConfig,
+    *,
+    device_split_count: int | None = None,
+    fast: bool = True,
 ) -> list[Placement]:
     """Place every pending pod of `objects` in order; placed pods, nodes and ResourceQuotas are the cluster.
 
     Pending pods are those without HAMi's placement annotations that are not Succeeded/Failed and not
     bound (spec.nodeName). Each is admitted by the webhook (denials keep their message as the reason),
-    scheduled, and counts for the next. Raises PlanInputError for unusable objects.
+    scheduled, and counts for the next. Raises PlanInputError for unusable objects. `fast=False`
+    uses the reference path only (every node evaluated), for comparison.
     """
     objects = _unique(objects)
     state = ClusterState(cfg)
@@ -139,7 +144,7 @@ def plan(
             state.upsert_pod(obj)
         else:
             pending.append(obj)
-    return [_place(state, obj, cfg) for obj in pending]
+    return [_place(state, obj, cfg, fast) for obj in pending]
 
 
 def _unique(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -155,14 +160,14 @@ def _unique(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _place(state: ClusterState, pod: dict[str, Any], cfg: SharingConfig) -> Placement:
+def _place(state: ClusterState, pod: dict[str, Any], cfg: SharingConfig, fast: bool) -> Placement:
     ns, name = pod_key(pod)
     label = f"{ns}/{name}"
     admission = mutate_pod(pod, cfg, state.quotas)
     gpus, memory, cores = _ask(admission.pod, cfg)
     if not admission.allowed:
         return Placement(label, None, None, admission.message, gpus, memory, cores)
-    decision: Decision = state.schedule(admission.pod)
+    decision: Decision = state.schedule(admission.pod, fast=fast)
     if decision.node is None:
         return Placement(label, None, None, decision.reason, gpus, memory, cores)
     placed = admission.pod

@@ -28,13 +28,17 @@ class SchedulerCollector(Collector):
 
     def __init__(
         self,
-        state: ClusterState,
+        state: Callable[[], ClusterState],
         placed_pods: Callable[[], list[dict]],
         quota_objects: Callable[[], list[dict]] | None = None,
     ) -> None:
-        self.state = state
+        self._state = state
         self.placed_pods = placed_pods
         self.quota_objects = quota_objects or list
+
+    @property
+    def state(self) -> ClusterState:
+        return self._state()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         def family(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
@@ -127,7 +131,7 @@ class SchedulerCollector(Collector):
 
 
 def scheduler_registry(
-    state: ClusterState,
+    state: Callable[[], ClusterState],
     placed_pods: Callable[[], list[dict]],
     quota_objects: Callable[[], list[dict]] | None = None,
 ) -> CollectorRegistry:

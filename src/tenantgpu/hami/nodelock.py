@@ -2,9 +2,10 @@
 
 One HAMi pod per node may be between Bind and the device plugin's Allocate. The value is
 `<RFC3339>,<namespace>,<pod>` (legacy: a bare RFC3339 time). Rules follow HAMi v2.10's
-`pkg/util/nodelock`: absent ⇒ set; older than the timeout ⇒ force release and set; held by another pod
-that no longer exists ⇒ release and set; otherwise (including a live lock held by the same pod) the bind
-fails with "node <n> has been locked within <timeout>". Release is by owner only unless forced.
+`pkg/util/nodelock` (tag v2.10.0): absent ⇒ set; older than the timeout ⇒ force release and set; held by
+this very pod ⇒ already acquired; held by another pod that no longer exists ⇒ release and set; otherwise
+the bind fails with "node <n> has been locked within <timeout>: node lock contention". Release is by
+owner only unless forced.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class LockHolder:
 
 class LockVerdict(Enum):
     FREE = "free"  # no lock: set it
+    HELD = "held"  # this pod holds it already (v2.10 treats it as acquired)
     EXPIRED = "expired"  # older than the timeout: force release, then set
     HOLDER_CHECK = "holder-check"  # another pod holds it: release only if that pod is gone
     CONTENDED = "contended"  # live lock we may not break
@@ -73,7 +75,9 @@ def judge_lock(
     holder = parse_lock(value)
     if now - holder.locked_at > timeout:
         return LockVerdict.EXPIRED, holder
-    if holder.namespace and holder.pod and (holder.namespace, holder.pod) != (namespace, pod):
+    if (holder.namespace, holder.pod) == (namespace, pod):
+        return LockVerdict.HELD, holder
+    if holder.namespace and holder.pod:
         return LockVerdict.HOLDER_CHECK, holder
     return LockVerdict.CONTENDED, holder
 
@@ -97,7 +101,7 @@ def format_timeout(timeout: timedelta) -> str:
 
 
 def contention_message(node: str, timeout: timedelta) -> str:
-    return f"node {node} has been locked within {format_timeout(timeout)}"
+    return f"node {node} has been locked within {format_timeout(timeout)}: node lock contention"
 
 
 # --- the API side -----------------------------------------------------------------------------
@@ -168,6 +172,8 @@ class NodeLocks:
                     verdict = LockVerdict.EXPIRED  # dangling: the holder pod is gone
                 else:
                     verdict = LockVerdict.CONTENDED
+            if verdict is LockVerdict.HELD:
+                return
             if verdict is LockVerdict.CONTENDED:
                 raise NodeLockError(contention_message(node_name, self.timeout))
             if verdict is LockVerdict.EXPIRED:

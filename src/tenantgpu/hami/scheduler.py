@@ -123,7 +123,7 @@ class HamiScheduler:
         self.flush_seconds = flush_seconds
         self.pipeline_locked_nodes = pipeline_locked_nodes
         self.metrics_host, self.metrics_port = metrics_host, metrics_port
-        self.registry = scheduler_registry(self.state, self._placed_pods, self.quotas.items)
+        self.registry = scheduler_registry(lambda: self.state, self._placed_pods, self.quotas.items)
         self._queue = _WorkQueue()
         self._unschedulable: set[Key] = set()
         self._last_failure: dict[Key, str] = {}
@@ -140,6 +140,13 @@ class HamiScheduler:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Rebuild everything from the API (also when this instance was stopped before) and run."""
+        self.state = ClusterState(self.cfg)
+        self._queue = _WorkQueue()
+        for book in (self._unschedulable, self._last_failure, self._waiting, self._assumed, self._inflight):
+            book.clear()
+        self._attempts.clear()
+        self._handshaking.clear()
         await self.nodes.start()
         await self.quotas.start()
         await self.pods.start()
@@ -347,11 +354,20 @@ class HamiScheduler:
                 self._wake(node)  # the woken pod went elsewhere: the next one may take the node
             await asyncio.sleep(0)  # let watch events in between decisions
 
+    def _decide(self, pod: dict[str, Any]) -> Decision:
+        if not self.state.node_names:
+            return Decision(None, reason="no nodes available to schedule pods")
+        try:
+            return self.state.schedule(pod)
+        except Exception as err:  # a decision bug must leave the pod Pending and retried, never lost
+            log.exception("hami-scheduler: deciding %s", (pod.get("metadata") or {}).get("name"))
+            return Decision(None, reason=f"scheduling error: {err}")
+
     def _schedule_one(self, key: Key) -> None:
         pod = self.pods.get(*key)
         if pod is None or not self._ours(pod) or key in self._assumed:
             return
-        decision = self.state.schedule(pod)
+        decision = self._decide(pod)
         if decision.node is None:
             self._unschedulable.add(key)
             self._spawn(self._report_unschedulable(pod, decision))

@@ -11,9 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from tenantgpu.gpushare import SharingConfig, mutate_pod
+from tenantgpu.gpushare import ClusterState, SharingConfig, mutate_pod
 from tenantgpu.gpushare.quota import QuotaBook
 from tenantgpu.hami.tls import ServingCert, service_hosts
+from tenantgpu.kubeclient import Informer, KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,8 @@ def review_response(
 class HamiWebhook:
     """The webhook's HTTPS server; `start()` then read `port`; `ca_bundle` goes into the webhook config.
 
-    `quotas` returns the namespace quota book (the scheduler's, as in HAMi where both run in one pod).
+    `quotas` returns the namespace quota book — the scheduler's, as in HAMi where both run in one pod.
+    Without it, a `client` lets the webhook keep its own book from ResourceQuota and Pod informers.
     """
 
     def __init__(
@@ -67,9 +69,13 @@ class HamiWebhook:
         cert: ServingCert | None = None,
         service: str = "hami-scheduler",
         namespace: str = "kube-system",
+        client: KubeClient | None = None,
     ) -> None:
         self.sharing = sharing or SharingConfig()
         self.quotas = quotas
+        self._informers: list[Informer] = []
+        if quotas is None and client is not None:
+            self._informers = self._own_quota_book(client)
         self.host = host
         self.port = port
         self.cert = cert or ServingCert.issue(service_hosts(service, namespace, [host, "localhost"]), service)
@@ -89,7 +95,32 @@ class HamiWebhook:
     def url(self) -> str:
         return f"https://{self.host}:{self.port}{WEBHOOK_PATH}"
 
+    def _own_quota_book(self, client: KubeClient) -> list[Informer]:
+        state = ClusterState(self.sharing)  # pods' usage is charged to their namespace's quota here
+        pods, quotas = Informer(client, "pods"), Informer(client, "resourcequotas")
+
+        def on_pod(kind: str, pod: dict[str, Any], _: dict[str, Any] | None) -> None:
+            meta = pod.get("metadata") or {}
+            if kind == "DELETED":
+                state.remove_pod(meta.get("namespace", ""), meta.get("name", ""))
+            else:
+                state.upsert_pod(pod)
+
+        def on_quota(kind: str, quota: dict[str, Any], _: dict[str, Any] | None) -> None:
+            meta = quota.get("metadata") or {}
+            if kind == "DELETED":
+                state.remove_quota(meta.get("namespace", ""), meta.get("name", ""))
+            else:
+                state.upsert_quota(quota)
+
+        pods.add_handler(on_pod)
+        quotas.add_handler(on_quota)
+        self.quotas = lambda: state.quotas
+        return [quotas, pods]
+
     async def start(self) -> None:
+        for informer in self._informers:
+            await informer.start()
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.cert.server_context())
@@ -100,6 +131,8 @@ class HamiWebhook:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        for informer in self._informers:
+            await informer.stop()
 
     async def _ok(self, _: web.Request) -> web.Response:
         return web.Response(text="ok")

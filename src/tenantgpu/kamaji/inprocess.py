@@ -4,6 +4,7 @@ shared datastore."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,8 @@ from tenantgpu.kubeclient import KubeClient, KubeConfig
 from tenantgpu.node.logsource import KubeletLogSource
 
 log = logging.getLogger(__name__)
+
+_SERVICES_START_TIMEOUT = 10.0
 
 
 class SwitchableEgress:
@@ -40,6 +43,7 @@ class _Running:
     server: APIServer
     egress: SwitchableEgress
     services: ControlPlaneServices | None = None
+    services_task: asyncio.Task[None] | None = None
     proxy: ProxyServer | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -95,14 +99,25 @@ class InProcessHost:
             logs.node_lookup = _node_lookup(server)
             await server.start()
             running = _Running(instance, server, egress)
-            try:
-                running.services = await _start_services(instance, server)
-            except BaseException:
-                await server.stop()
-                raise
+            # The API server answering is what makes the tenant Ready; its scheduler and controller-manager
+            # come up right behind it, as they do in Kamaji's control-plane pod.
+            running.services_task = asyncio.create_task(
+                self._start_services(running), name=f"control-plane-services-{instance.name}"
+            )
             self._running[instance.key] = running
             log.info("tenant %s/%s: API server on %s", instance.namespace, instance.name, server.url)
             return self._report(running)
+
+    @staticmethod
+    async def _start_services(running: _Running) -> None:
+        try:
+            running.services = await _start_services(running.instance, running.server)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception(
+                "tenant %s: kube-scheduler/controller-manager failed to start", running.instance.name
+            )
 
     @staticmethod
     def _report(running: _Running) -> RunningInstance:
@@ -167,6 +182,11 @@ class InProcessHost:
         if running is None:
             return
         await self._stop_proxy(running)
+        if running.services_task is not None:
+            # Let a start in progress finish rather than cancel it: an informer cancelled half-way keeps
+            # a watch open, and the API server's shutdown would wait for it.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(running.services_task, _SERVICES_START_TIMEOUT)
         if running.services is not None:
             await running.services.stop()
             await running.services.client.close()

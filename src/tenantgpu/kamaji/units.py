@@ -31,6 +31,7 @@ class Reconciliation:
     serving: pki.KeyPair | None = None
     service_account: pki.KeyPair | None = None
     running: RunningInstance | None = None
+    datastore: Obj | None = None
     failure: str | None = None
 
     @property
@@ -311,6 +312,7 @@ class DataStoreUnit:
                 raise
             r.failure = f'DataStore "{name}" not found'
             return
+        r.datastore = store
         schema = model.datastore_schema(r.tcp)
         r.set_status(
             "storage",
@@ -323,6 +325,39 @@ class DataStoreUnit:
 
     async def clean_up(self, r: Reconciliation) -> None:
         await r.host.purge(model.datastore_schema(r.tcp))
+
+
+class DataStoreConfigUnit(SecretUnit):
+    """`<tcp>-datastore-config`: how the tenant's API server reaches its slice of the DataStore (Kamaji's
+    `DB_*` keys; SQLite has no users, so the password is empty and the user names the schema)."""
+
+    name = "datastore-config"
+    suffix = model.DATASTORE_CONFIG_SECRET
+    status_path = "storage.config"
+
+    def wanted(self, r: Reconciliation) -> bool:
+        return r.datastore is not None
+
+    def _data(self, r: Reconciliation) -> dict[str, bytes]:
+        assert r.datastore is not None
+        endpoints = (r.datastore.get("spec") or {}).get("endpoints") or [""]
+        schema = model.datastore_schema(r.tcp)
+        return {
+            "DB_CONNECTION_STRING": str(endpoints[0]).encode(),
+            "DB_SCHEMA": schema.encode(),
+            "DB_USER": schema.encode(),
+            "DB_PASSWORD": b"",
+        }
+
+    def valid(self, r: Reconciliation, secret: Obj) -> bool:
+        data = self._data(r)
+        return all(
+            secret_bytes(secret, key) == value or (not value and not secret_bytes(secret, key))
+            for key, value in data.items()
+        )
+
+    def build(self, r: Reconciliation) -> dict[str, bytes]:
+        return self._data(r)
 
 
 class APIServerUnit:
@@ -425,6 +460,7 @@ def default_units() -> list[Unit]:
     """The units in the order a tenant comes up; clean-up runs them in reverse."""
     return [
         DataStoreUnit(),
+        DataStoreConfigUnit(),
         CertificateAuthorityUnit(),
         APIServerCertificateUnit(),
         ServiceAccountKeyUnit(),

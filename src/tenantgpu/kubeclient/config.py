@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import ssl
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +74,30 @@ def _named(items: list[dict[str, Any]] | None, name: str, what: str) -> dict[str
     raise ValueError(f"kubeconfig has no {what} named {name!r}")
 
 
+def _exec_credential(spec: dict[str, Any]) -> tuple[str | None, bytes | None, bytes | None]:
+    """Run a client-go credential plugin (`users[].user.exec`) once and read its ExecCredential.
+
+    Tokens are not refreshed when they expire; restart the component (enough for a lab session).
+    """
+    env = dict(os.environ)
+    for item in spec.get("env") or []:
+        env[item["name"]] = item["value"]
+    request = {"apiVersion": spec.get("apiVersion", "client.authentication.k8s.io/v1"), "kind": "ExecCredential",
+               "spec": {"interactive": False}}  # fmt: skip
+    env["KUBERNETES_EXEC_INFO"] = json.dumps(request)
+    try:
+        done = subprocess.run(
+            [spec["command"], *(spec.get("args") or [])], env=env, capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ValueError(f"credential plugin {spec.get('command')}: {err}") from None
+    if done.returncode != 0:
+        raise ValueError(f"credential plugin {spec.get('command')} failed: {done.stderr.strip()[:200]}")
+    status = (json.loads(done.stdout or "{}").get("status")) or {}
+    cert, key = status.get("clientCertificateData"), status.get("clientKeyData")
+    return status.get("token"), cert.encode() if cert else None, key.encode() if key else None
+
+
 def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) -> KubeConfig:
     """Read a kubeconfig file; `context` defaults to its current-context."""
     path = Path(path)
@@ -89,11 +115,15 @@ def load_kubeconfig(path: str | os.PathLike[str], context: str | None = None) ->
     token = user.get("token")
     if not token and user.get("tokenFile"):
         token = Path(user["tokenFile"]).read_text().strip()
+    cert = _data_or_file(user, "client-certificate", base)
+    key = _data_or_file(user, "client-key", base)
+    if not token and not cert and user.get("exec"):
+        token, cert, key = _exec_credential(user["exec"])
     return KubeConfig(
         server=str(cluster.get("server", "")).rstrip("/"),
         ca_data=_data_or_file(cluster, "certificate-authority", base),
-        client_cert_data=_data_or_file(user, "client-certificate", base),
-        client_key_data=_data_or_file(user, "client-key", base),
+        client_cert_data=cert,
+        client_key_data=key,
         token=token,
         insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify", False)),
         namespace=ctx.get("namespace") or "default",

@@ -74,11 +74,15 @@ class Informer:
             self._task.result()  # re-raise why the informer died before syncing
 
     async def stop(self) -> None:
+        """Stop watching; a later `start()` lists afresh, as a new informer would."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
+        self._synced = asyncio.Event()
+        self.cache = {}
+        self.resource_version = None
 
     async def _run(self) -> None:
         attempt = 0

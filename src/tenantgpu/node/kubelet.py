@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import zlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -109,6 +110,9 @@ class Kubelet:
         self.node_informer = Informer(client, "nodes", field_selector=f"metadata.name={node_name}")
 
     async def start(self) -> None:
+        """Sync with the API; pods already running here are adopted (also after a `stop()`)."""
+        self.pods.clear()
+        self._by_key.clear()
         await self.node_informer.start()
         await self.informer.start()
 
@@ -144,6 +148,31 @@ class Kubelet:
             container = next(iter(record.logs))
         clog = record.logs.get(container)
         return None if clog is None else clog.render(tail_lines=tail_lines, timestamps=timestamps)
+
+    async def follow_log(
+        self, namespace: str, pod: str, container: str | None, *, tail_lines: int | None = None,
+        timestamps: bool = False, poll_seconds: float = 0.1,
+    ) -> AsyncIterator[str]:  # fmt: skip
+        """`kubectl logs -f`: what is there, then new lines until the container ends or the pod goes."""
+        uid = self._by_key.get((namespace, pod))
+        record = self.pods.get(uid) if uid else None
+        if record is None:
+            return
+        if container is None and len(record.logs) == 1:
+            container = next(iter(record.logs))
+        clog = record.logs.get(container or "")
+        if clog is None:
+            return
+        yield clog.render(tail_lines=tail_lines, timestamps=timestamps)
+        sent = len(clog.lines)
+        while True:
+            if len(clog.lines) > sent:
+                fresh = ContainerLog(clog.lines[sent:])
+                sent = len(clog.lines)
+                yield fresh.render(timestamps=timestamps)
+            elif record.finished or self.pods.get(uid or "") is not record:
+                return
+            await asyncio.sleep(poll_seconds)
 
     # --- events -------------------------------------------------------------------------------
 
@@ -209,6 +238,11 @@ class Kubelet:
         """Run Allocate for a GPU pod; on failure fail the pod and return None."""
         if not gpu_containers(pod, self.cfg):
             return Allocation()
+        annotations = _meta(pod).get("annotations") or {}
+        if annotations.get(ann.BIND_PHASE) == ann.BIND_PHASE_SUCCESS and annotations.get(ann.VGPU_NODE) == (
+            self.node_name
+        ):
+            return self._allocation_from_annotations(pod)  # allocated before a kubelet restart
         async with self._admit_lock:
             try:
                 outcome: Allocation | AllocateError = allocate(pod, self.node_name, self.cfg)
@@ -225,6 +259,22 @@ class Kubelet:
             record.finished = True
             return None
         return outcome
+
+    def _allocation_from_annotations(self, pod: dict[str, Any]) -> Allocation:
+        """Allocate's result again, from `hami.io/vgpu-devices-allocated` (the env is a pure function of it)."""
+        meta = _meta(pod)
+        allocated = (meta.get("annotations") or {}).get(ann.DEVICES_ALLOCATED) or ""
+        allocation = Allocation()
+        try:
+            segments = [s for s in decode_pod_devices(allocated) if s]
+        except ValueError:
+            segments = []
+        for (name, _), devices in zip(gpu_containers(pod, self.cfg), segments, strict=False):
+            allocation.envs[name] = allocate_env(
+                devices, self.cfg, pod_uid=meta.get("uid", ""), container=name
+            )
+            allocation.devices[name] = devices
+        return allocation
 
     def _prepare_containers(self, pod: dict[str, Any], record: PodRecord, allocation: Allocation) -> None:
         for container in (pod.get("spec") or {}).get("containers") or []:
@@ -290,16 +340,7 @@ class Kubelet:
         for cs in status.get("containerStatuses") or []:
             started = ((cs.get("state") or {}).get("running") or {}).get("startedAt") or started
         record.started_at = started or record.start_time
-        allocated = _meta(pod).get("annotations", {}).get(ann.DEVICES_ALLOCATED) or ""
-        allocation = Allocation()
-        try:
-            segments = [s for s in decode_pod_devices(allocated) if s]
-        except ValueError:
-            segments = []
-        for (name, _), devices in zip(gpu_containers(pod, self.cfg), segments, strict=False):
-            allocation.envs[name] = allocate_env(devices, self.cfg, pod_uid=record.uid, container=name)
-            allocation.devices[name] = devices
-        self._prepare_containers(pod, record, allocation)
+        self._prepare_containers(pod, record, self._allocation_from_annotations(pod))
         elapsed = 0.0
         if record.started_at:
             begun = datetime.fromisoformat(record.started_at.replace("Z", "+00:00"))

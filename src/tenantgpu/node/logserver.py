@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import ssl
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -13,6 +14,8 @@ from tenantgpu.hami.tls import ServingCert
 
 # (namespace, pod, container | None, tail_lines, timestamps) -> text, or None when unknown
 LogReader = Callable[[str, str, str | None, int | None, bool], str | None]
+# the same arguments -> the text so far, then new text as it is written (kubectl logs -f)
+LogFollower = Callable[[str, str, str | None, int | None, bool], AsyncIterator[str]]
 
 
 def self_signed_context(host: str) -> ssl.SSLContext:
@@ -23,8 +26,15 @@ def self_signed_context(host: str) -> ssl.SSLContext:
 class KubeletServer:
     """Serves container logs and /healthz over HTTPS on `host:port` (port 0 = pick a free one)."""
 
-    def __init__(self, read_log: LogReader, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        read_log: LogReader,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        follow_log: LogFollower | None = None,
+    ) -> None:
         self.read_log = read_log
+        self.follow_log = follow_log
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
@@ -49,18 +59,29 @@ class KubeletServer:
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    async def _logs(self, request: web.Request) -> web.Response:
+    async def _logs(self, request: web.Request) -> web.StreamResponse:
         tail = request.query.get("tailLines")
-        text = self.read_log(
+        args = (
             request.match_info["ns"],
             request.match_info["pod"],
             request.match_info.get("container"),
             int(tail) if tail and tail.lstrip("-").isdigit() and int(tail) >= 0 else None,
             request.query.get("timestamps") in ("true", "1"),
         )
+        text = self.read_log(*args)
         if text is None:
             return web.Response(status=404, text="container not found")
-        return web.Response(text=text, content_type="text/plain")
+        if request.query.get("follow") not in ("true", "1") or self.follow_log is None:
+            return web.Response(text=text, content_type="text/plain")
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            async for chunk in self.follow_log(*args):
+                if chunk:
+                    await response.write(chunk.encode())
+            await response.write_eof()
+        return response
 
 
 def kubelet_endpoint(node: dict[str, Any]) -> tuple[str, int]:

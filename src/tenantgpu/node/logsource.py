@@ -73,6 +73,9 @@ class KubeletLogSource:
             query["tailLines"] = str(options.tail_lines)
         if getattr(options, "timestamps", False):
             query["timestamps"] = "true"
+        follow = bool(getattr(options, "follow", False))
+        if follow:
+            query["follow"] = "true"
         path = f"/containerLogs/{meta.get('namespace')}/{meta.get('name')}/{options.container}"
         if query:
             path += "?" + urlencode(query)
@@ -96,27 +99,42 @@ class KubeletLogSource:
                     length = int(value.strip())
                 elif name.strip().lower() == "transfer-encoding" and "chunked" in value.lower():
                     chunked = True
-            body = await _read_body(reader, length, chunked)
             if code != 200:
-                text = body.decode("utf-8", "replace").strip()
+                text = (await _read_body(reader, length, chunked)).decode("utf-8", "replace").strip()
                 raise self.error(
                     f'container "{options.container}" in pod "{meta.get("name")}" is not available: {text}'
                 )
             limit = getattr(options, "limit_bytes", None)
+            if follow and chunked:
+                sent = 0
+                async for chunk in _chunks(reader):
+                    if limit:
+                        chunk = chunk[: max(0, limit - sent)]
+                    sent += len(chunk)
+                    yield chunk
+                    if limit and sent >= limit:
+                        return
+                return
+            body = await _read_body(reader, length, chunked)
             yield body[:limit] if limit else body
         finally:
             writer.close()
 
 
+async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """The chunks of a chunked HTTP body, as they arrive."""
+    while True:
+        size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            return
+        chunk = await reader.readexactly(size)
+        await reader.readline()
+        yield chunk
+
+
 async def _read_body(reader: asyncio.StreamReader, length: int | None, chunked: bool) -> bytes:
     if chunked:
-        out = b""
-        while True:
-            size = int((await reader.readline()).strip() or b"0", 16)
-            if size == 0:
-                return out
-            out += await reader.readexactly(size)
-            await reader.readline()
+        return b"".join([chunk async for chunk in _chunks(reader)])
     if length is not None:
         return await reader.readexactly(length)
     return await reader.read()

@@ -8,6 +8,7 @@ import logging
 import os
 import platform
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,7 @@ class Worker:
             host_ip=host_ip,
             container_start_seconds=container_start_seconds,
         )
-        self.server = KubeletServer(self._read_log, host_ip, kubelet_port)
+        self.server = KubeletServer(self._read_log, host_ip, kubelet_port, follow_log=self._follow_log)
         self._tasks: list[asyncio.Task[None]] = []
         self._boot_id = str(uuid.uuid4())
         self.node_uid: str | None = None
@@ -84,6 +85,11 @@ class Worker:
     @property
     def kubelet_port(self) -> int:
         return self.server.port
+
+    def _follow_log(
+        self, ns: str, pod: str, container: str | None, tail: int | None, stamps: bool
+    ) -> AsyncIterator[str]:
+        return self.kubelet.follow_log(ns, pod, container, tail_lines=tail, timestamps=stamps)
 
     def _read_log(
         self, ns: str, pod: str, container: str | None, tail: int | None, stamps: bool

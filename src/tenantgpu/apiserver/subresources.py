@@ -1,0 +1,344 @@
+"""Subresources and virtual kinds: binding, eviction, scale, logs, token requests and reviews.
+
+A mixin of `APIServer`: these handlers need its registry, signer and authorizer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from tenantgpu.apiserver import errors
+from tenantgpu.apiserver.auth import Attributes, UserInfo
+from tenantgpu.apiserver.hooks import LogOptions
+from tenantgpu.apiserver.httputil import (
+    SUCCESS_CREATED,
+    Target,
+    get_path,
+    json_response,
+    query_flag,
+    query_int,
+    set_path,
+    spec_of,
+)
+from tenantgpu.apiserver.kinds import SCALE_PATHS, Kind
+from tenantgpu.apiserver.registry import DeleteOptions, now_rfc3339
+from tenantgpu.apiserver.ssar_protobuf import decode_self_subject_access_review
+from tenantgpu.apiserver.watchcache import Entry
+
+if TYPE_CHECKING:
+    from tenantgpu.apiserver.auth import TokenSigner
+    from tenantgpu.apiserver.kinds import KindTable
+    from tenantgpu.apiserver.registry import Registry
+    from tenantgpu.apiserver.server import APIServerConfig
+
+Obj = dict[str, Any]
+
+
+class SubresourceHandlers:
+    """The handlers that are not the generic get/list/watch/create/update/patch/delete of a kind."""
+
+    # Provided by APIServer.
+    config: APIServerConfig
+    kinds: KindTable
+    registry: Registry
+    signer: TokenSigner
+
+    async def _decode_body(self, request: web.Request, *, allow_protobuf: bool = False) -> Any:
+        raise NotImplementedError
+
+    def _dry_run(self, request: web.Request) -> bool:
+        raise NotImplementedError
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        raise NotImplementedError
+
+    async def _create_subresource(
+        self, request: web.Request, target: Target, user: UserInfo
+    ) -> web.StreamResponse:
+        body = await self._decode_body(request)
+        if target.subresource == "binding":
+            return await self._bind(request, target.namespace, target.name, body, user)
+        if target.subresource == "eviction":
+            if body is not None and not isinstance(body, dict):
+                raise errors.bad_request("Eviction must be a JSON object")
+            delete_options = (body or {}).get("deleteOptions")
+            if delete_options is not None and not isinstance(delete_options, dict):
+                raise errors.bad_request("Eviction.deleteOptions must be an object")
+            options = DeleteOptions.parse(delete_options, {})
+            await self.registry.delete(
+                target.kind, target.namespace, target.name, options, user, dry_run=self._dry_run(request)
+            )
+            return json_response(SUCCESS_CREATED, 201)
+        if target.subresource == "token":
+            return self._token_request(target, body)
+        raise errors.method_not_allowed()
+
+    async def _bind(
+        self, request: web.Request, namespace: str, name: str, body: Any, user: UserInfo
+    ) -> web.Response:
+        if not isinstance(body, dict):
+            raise errors.bad_request("Binding must be a JSON object")
+        target = body.get("target")
+        node = target.get("name") if isinstance(target, dict) else None
+        if not isinstance(node, str):
+            node = ""
+        if not name or not node:
+            raise errors.invalid(
+                "Binding",
+                name,
+                "",
+                [{"reason": "FieldValueRequired", "message": "Required value", "field": "target.name"}],
+            )
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        pods = self.kinds.resource("", "v1", "pods")
+        assert pods is not None
+
+        def bind(pod: Obj) -> Obj:
+            spec = pod.setdefault("spec", {})
+            if spec.get("nodeName"):
+                raise errors.conflict(
+                    "pods/binding", name, "", f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+                )
+            if pod["metadata"].get("deletionTimestamp"):
+                raise errors.conflict(
+                    "pods/binding", name, "", f"pod {name} is being deleted, cannot be assigned to a host"
+                )
+            spec["nodeName"] = node
+            if annotations:
+                pod["metadata"].setdefault("annotations", {}).update(annotations)
+            status = pod.setdefault("status", {})
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conditions.append(
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now_rfc3339(),
+                }
+            )
+            status["conditions"] = conditions
+            return pod
+
+        # Binding writes spec and status together, so it bypasses the status/spec split of updates.
+        await self.registry.modify(
+            pods, namespace, name, bind, user, subresource="binding", dry_run=self._dry_run(request)
+        )
+        return json_response(SUCCESS_CREATED, 201)
+
+    def _token_request(self, target: Target, body: Any) -> web.Response:
+        account = self.registry.get(target.kind, target.namespace, target.name)
+        spec = spec_of(body, "TokenRequest")
+        seconds = spec.get("expirationSeconds") or 3600
+        audiences = spec.get("audiences") or None
+        if not isinstance(seconds, int) or seconds < 600:
+            raise errors.invalid(
+                "TokenRequest",
+                target.name,
+                "authentication.k8s.io",
+                [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "message": "Invalid value: may not specify a duration less than 10 minutes",
+                        "field": "spec.expirationSeconds",
+                    }
+                ],
+            )
+        if audiences is not None and not (
+            isinstance(audiences, list) and all(isinstance(a, str) for a in audiences)
+        ):
+            raise errors.bad_request("TokenRequest.spec.audiences must be a list of strings")
+        token = self.signer.issue(
+            target.namespace,
+            target.name,
+            account.obj["metadata"].get("uid", ""),
+            expiration_seconds=seconds,
+            **({"audiences": audiences} if audiences else {}),
+        )
+        expires = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)
+        result = {
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": target.name, "namespace": target.namespace, "creationTimestamp": None},
+            "spec": {
+                "audiences": audiences or [],
+                "expirationSeconds": seconds,
+                "boundObjectRef": spec.get("boundObjectRef"),
+            },
+            "status": {"token": token, "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        }
+        return json_response(result, 201)
+
+    async def _self_subject_access_review(self, request: web.Request, user: UserInfo) -> web.Response:
+        body = await self._decode_body(request, allow_protobuf=True)
+        if isinstance(body, bytes):
+            try:
+                body = decode_self_subject_access_review(body)
+            except Exception as exc:  # any malformed protobuf is the client's mistake
+                raise errors.bad_request(f"unable to decode SelfSubjectAccessReview: {exc}") from exc
+        if not isinstance(body, dict):
+            raise errors.bad_request("SelfSubjectAccessReview must be an object")
+        spec = body.get("spec") or {}
+        if not isinstance(spec, dict):
+            raise errors.bad_request("SelfSubjectAccessReview.spec must be an object")
+        resource = spec.get("resourceAttributes")
+        if resource:
+            attributes = Attributes(
+                resource.get("verb", ""),
+                resource.get("group", ""),
+                resource.get("resource", ""),
+                resource.get("subresource", ""),
+                resource.get("namespace", ""),
+                resource.get("name", ""),
+            )
+        else:
+            non_resource = spec.get("nonResourceAttributes") or {}
+            attributes = Attributes(non_resource.get("verb", ""), path=non_resource.get("path", ""))
+        allowed = self.config.authorizer.allowed(user, attributes)
+        result = {
+            "kind": "SelfSubjectAccessReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": {"allowed": allowed},
+        }
+        return json_response(result, 201)
+
+    async def _self_subject_review(self, request: web.Request, user: UserInfo) -> web.Response:
+        """`kubectl auth whoami`: the caller as this server sees it (the body carries nothing else)."""
+        await self._read_body(request)
+        result = {
+            "kind": "SelfSubjectReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "status": {"userInfo": user.as_dict()},
+        }
+        return json_response(result, 201)
+
+    async def _self_subject_rules_review(self, request: web.Request, user: UserInfo) -> web.Response:
+        """`kubectl auth can-i --list`; the rules do not depend on the namespace asked about."""
+        await self._read_body(request)
+        result = {
+            "kind": "SelfSubjectRulesReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": {},
+            "status": self.config.authorizer.rules(user),
+        }
+        return json_response(result, 201)
+
+    async def _token_review(self, request: web.Request) -> web.Response:
+        body = await self._decode_body(request)
+        spec = spec_of(body, "TokenReview")
+        user = self.signer.verify(str(spec.get("token", "")))
+        status: Obj = {"authenticated": user is not None}
+        if user is not None:
+            status["user"] = user.as_dict()
+            status["audiences"] = spec.get("audiences") or ["https://kubernetes.default.svc.cluster.local"]
+        else:
+            status["error"] = "invalid bearer token"
+        result = {
+            "kind": "TokenReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": status,
+        }
+        return json_response(result, 201)
+
+    def _scale_of(self, kind: Kind, obj: Obj) -> Obj:
+        spec_path, status_path, selector_path = SCALE_PATHS[kind.kind]
+        meta = obj["metadata"]
+        status: Obj = {"replicas": get_path(obj, status_path) or 0}
+        selector = get_path(obj, selector_path)
+        if selector:
+            status["selector"] = selector
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta.get("namespace", ""),
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+                "creationTimestamp": meta.get("creationTimestamp"),
+            },
+            "spec": {"replicas": get_path(obj, spec_path) or 0},
+            "status": status,
+        }
+
+    async def _update_scale(self, target: Target, change: Any, user: UserInfo, dry_run: bool) -> web.Response:
+        kind = target.kind
+        spec_path = SCALE_PATHS[kind.kind][0]
+        new_scale: list[Obj] = []
+
+        def rescale(obj: Obj) -> Obj:
+            scale = change(self._scale_of(kind, obj))
+            if not isinstance(scale, dict):
+                raise errors.bad_request("Scale must be a JSON object")
+            replicas = (scale.get("spec") or {}).get("replicas")
+            if not isinstance(replicas, int) or replicas < 0:
+                raise errors.invalid(
+                    "Scale",
+                    target.name,
+                    "autoscaling",
+                    [
+                        {
+                            "reason": "FieldValueInvalid",
+                            "message": "must be greater than or equal to 0",
+                            "field": "spec.replicas",
+                        }
+                    ],
+                )
+            set_path(obj, spec_path, replicas)
+            new_scale.append(scale)
+            return obj
+
+        entry = await self.registry.modify(
+            kind, target.namespace, target.name, rescale, user, dry_run=dry_run
+        )
+        return json_response(self._scale_of(kind, entry.obj))
+
+    async def _pod_log(self, request: web.Request, entry: Entry) -> web.StreamResponse:
+        pod = entry.obj
+        name = pod["metadata"]["name"]
+        containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+        container = request.query.get("container", "")
+        if not container:
+            if len(containers) != 1:
+                raise errors.bad_request(
+                    f"a container name must be specified for pod {name}, "
+                    f"choose one of: [{' '.join(containers)}]"
+                )
+            container = containers[0]
+        init = [c.get("name", "") for c in (pod.get("spec") or {}).get("initContainers") or []]
+        if container not in containers and container not in init:
+            raise errors.bad_request(f"container {container} is not valid for pod {name}")
+        node = (pod.get("spec") or {}).get("nodeName")
+        source = self.config.log_source
+        if not node or source is None:
+            raise errors.bad_request(
+                f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+            )
+        options = LogOptions(
+            container,
+            query_flag(request.query, "follow"),
+            query_flag(request.query, "previous"),
+            query_int(request.query, "tailLines"),
+            query_flag(request.query, "timestamps"),
+            query_int(request.query, "sinceSeconds"),
+            query_int(request.query, "limitBytes"),
+        )
+        stream = source.stream(pod, options)
+        first = await anext(stream, b"")  # errors before any byte become a Status
+        response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            await response.write(first)
+            async for chunk in stream:
+                await response.write(chunk)
+            await response.write_eof()
+        return response

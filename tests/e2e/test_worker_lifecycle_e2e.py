@@ -1,0 +1,58 @@
+"""A worker's Lease is what keeps its Node Ready: stop it and the node lifecycle controller marks it Unknown."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from apiserver_harness import BackgroundLoop, RunningAPIServer
+
+from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
+from tenantgpu.gpushare import SharingConfig
+from tenantgpu.hami.device_plugin import GPUSpec
+from tenantgpu.kubeclient import KubeClient
+from tenantgpu.node.worker import Worker
+
+pytestmark = pytest.mark.slow
+
+
+async def _ready(client: KubeClient, name: str) -> str:
+    node = await client.get("nodes", name)
+    return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+
+async def _until_ready_is(client: KubeClient, name: str, status: str, timeout: float = 15.0) -> None:
+    async with asyncio.timeout(timeout):
+        while await _ready(client, name) != status:
+            await asyncio.sleep(0.1)
+
+
+def test_stopped_worker_goes_unknown_and_recovers(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop
+) -> None:
+    async def scenario() -> list[str]:
+        seen = []
+        client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+        cfg = SharingConfig()
+        controller = NodeLifecycleController(client, grace_seconds=2.0, monitor_seconds=0.2)
+        flaky = Worker(client, "flaky", [GPUSpec("NVIDIA L4", 23034)], cfg, lease_duration_seconds=2,
+                       status_report_seconds=1)  # fmt: skip
+        await flaky.start()
+        await controller.start()
+        try:
+            seen.append(await _ready(client, "flaky"))
+            await flaky.stop()
+            await _until_ready_is(client, "flaky", "Unknown")
+            seen.append("Unknown")
+            again = Worker(client, "flaky", [GPUSpec("NVIDIA L4", 23034)], cfg, lease_duration_seconds=2,
+                           status_report_seconds=1)  # fmt: skip
+            await again.start()
+            await _until_ready_is(client, "flaky", "True")
+            seen.append("True")
+            await again.stop()
+        finally:
+            await controller.stop()
+            await client.close()
+        return seen
+
+    assert background_loop.run(scenario(), timeout=60) == ["True", "Unknown", "True"]
