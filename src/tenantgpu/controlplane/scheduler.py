@@ -81,11 +81,14 @@ class DefaultScheduler:
         self._wake = asyncio.Event()
         self._assumed: dict[tuple[str, str], str] = {}
         self._reported: dict[tuple[str, str], str] = {}
+        # Pods that want this scheduler, kept by the watch: a round looks at them, not at every pod, and
+        # with none pending a change elsewhere (HAMi's pods, heartbeats) does not start a round at all.
+        self._pending: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self.pods.add_handler(self._changed)
-        self.nodes.add_handler(self._changed)
+        self.pods.add_handler(self._pod_changed)
+        self.nodes.add_handler(self._node_changed)
         await self.nodes.start()
         await self.pods.start()
         self._task = asyncio.create_task(self._loop(), name="default-scheduler")
@@ -99,10 +102,20 @@ class DefaultScheduler:
         await self.pods.stop()
         await self.nodes.stop()
 
-    def _changed(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if obj.get("kind") == "Pod" and node_name(obj):
-            self._assumed.pop(pod_key(obj), None)
-        self._wake.set()
+    def _pod_changed(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = pod_key(pod)
+        if node_name(pod):
+            self._assumed.pop(key, None)
+        if event != "DELETED" and wants_default_scheduler(pod):
+            self._pending.add(key)
+        else:
+            self._pending.discard(key)
+        if self._pending:
+            self._wake.set()
+
+    def _node_changed(self, event: str, node: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if self._pending:
+            self._wake.set()
 
     async def _loop(self) -> None:
         while True:
@@ -116,8 +129,9 @@ class DefaultScheduler:
 
     async def schedule_pending(self) -> None:
         """One round: every pending pod in creation order, each placement counting for the next."""
+        candidates = (self.pods.get(*key) for key in list(self._pending) if key not in self._assumed)
         pending = sorted(
-            (p for p in self.pods.items() if wants_default_scheduler(p) and pod_key(p) not in self._assumed),
+            (p for p in candidates if p is not None and wants_default_scheduler(p)),
             key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", pod_key(p)),
         )
         if not pending:

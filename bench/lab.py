@@ -1,0 +1,450 @@
+"""The running lab under load: pods/s from create to Running, p50/p99 startup, and Allocate time per node.
+
+`python -m bench lab` starts a lab with `tenantgpu up -d` (10 tenants × 2 workers × 8 L4, deviceSplitCount
+20), then creates 2,000 fractional pods spread over the tenants as fast as 50 requests in flight allow,
+each through the whole way of one pod: the tenant API server, HAMi's webhook through the konnectivity
+tunnel, HAMi's scheduler (filter, score, node lock, bind), the kubelet and the device plugin's Allocate.
+
+What is measured, all on this process's monotonic clock from watch arrival times (Kubernetes timestamps
+have one-second resolution, too coarse here):
+- startup latency: the create request sent → the first watch event showing the pod `Running`;
+- pods/s: pods Running / (last Running − first create sent), and the sustained rate between the 10th and
+  the 90th percentile of Running arrivals;
+- Allocate per node: the pod seen bound (`spec.nodeName`, `bind-phase: allocating`) → seen with
+  `hami.io/bind-phase: success`; and how long each node lock (`hami.io/mutex.lock`) was seen held.
+
+Environment: TENANTS, PODS, IN_FLIGHT to scale; PROFILE=1 runs py-spy (dev extra) against the lab
+process during the load and prints where its time goes (needs ptrace rights). The `up -d` figures of the
+seed and a 100-tenant lab are bench/kamaji.py's; they are shown here from bench/results/kamaji.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+NODE_LOCK = "hami.io/mutex.lock"
+BIND_PHASE = "hami.io/bind-phase"
+WAIT_SECONDS = 180.0
+
+
+def lab_yaml(tenants: int, workers: int, gpus: int, split: int) -> str:
+    lines = [
+        "apiVersion: tenantgpu.io/v1alpha1",
+        "kind: Lab",
+        "metadata:",
+        "  name: bench-lab",
+        "spec:",
+        "  hami:",
+        f"    deviceSplitCount: {split}",
+        "  tenants:",
+    ]
+    for t in range(tenants):
+        lines += [f"    - name: tenant-{t:02d}", "      workers:"]
+        for w in range(workers):
+            lines += [
+                f"        - name: worker-{t:02d}-{w}",
+                "          gpus:",
+                "            - type: NVIDIA L4",
+                "              memory: 23034",
+                f"              count: {gpus}",
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def fractional_pod(name: str) -> dict[str, Any]:
+    """One slice: 1,000 MiB and 5 % of an L4 (20 fit a card, so deviceSplitCount is the limit)."""
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "5"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "cuda", "image": "cuda-sample", "resources": {"limits": limits}}]},
+    }
+
+
+@dataclass
+class PodTimes:
+    sent: float = 0.0
+    created: float = 0.0
+    bound: float | None = None
+    allocated: float | None = None
+    running: float | None = None
+    node: str = ""
+
+
+@dataclass
+class Observations:
+    pods: dict[tuple[str, str], PodTimes] = field(default_factory=dict)
+    lock_since: dict[str, float] = field(default_factory=dict)
+    lock_held: dict[str, list[float]] = field(default_factory=lambda: collections.defaultdict(list))
+    create_errors: list[str] = field(default_factory=list)
+    all_running: asyncio.Event = field(default_factory=asyncio.Event)
+    expected: int = 0
+    running: int = 0
+
+    def on_pod(self, tenant: str, obj: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        times = self.pods.get((tenant, obj["metadata"]["name"]))
+        if times is None:
+            return
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node and times.bound is None:
+            times.bound, times.node = now, f"{tenant}/{node}"
+        phase = (obj["metadata"].get("annotations") or {}).get(BIND_PHASE)
+        if phase == "success" and times.allocated is None:
+            times.allocated = now
+        if (obj.get("status") or {}).get("phase") == "Running" and times.running is None:
+            times.running = now
+            self.running += 1
+            if self.running >= self.expected:
+                self.all_running.set()
+
+    def on_node(self, tenant: str, obj: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        name = f"{tenant}/{obj['metadata']['name']}"
+        locked = NODE_LOCK in (obj["metadata"].get("annotations") or {})
+        if locked and name not in self.lock_since:
+            self.lock_since[name] = now
+        elif not locked and name in self.lock_since:
+            self.lock_held[name].append(now - self.lock_since.pop(name))
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+async def _follow(client: Any, resource: str, tenant: str, handler: Any, ready: asyncio.Event) -> None:
+    """List + watch one resource, calling `handler(tenant, obj)` on every event as it arrives."""
+    listing = await client.list(resource, "default" if resource == "pods" else None)
+    rv = listing["metadata"]["resourceVersion"]
+    ready.set()
+    while True:
+        async for event in client.watch(
+            resource, "default" if resource == "pods" else None, resource_version=rv, timeout_seconds=600
+        ):
+            rv = event.object.get("metadata", {}).get("resourceVersion", rv)
+            if event.type in ("ADDED", "MODIFIED"):
+                handler(tenant, event.object)
+
+
+async def _load(state: Path, tenants: list[str], pods: int, in_flight: int) -> dict[str, Any]:
+    from tenantgpu.kubeclient import KubeClient
+
+    clients = {
+        t: KubeClient.from_kubeconfig(state / "kubeconfigs" / f"{t}.kubeconfig", pool_size=in_flight)
+        for t in tenants
+    }
+    seen = Observations(expected=pods)
+    followers: list[asyncio.Task[None]] = []
+    for tenant, client in clients.items():
+        for resource, handler in (("pods", seen.on_pod), ("nodes", seen.on_node)):
+            ready = asyncio.Event()
+            followers.append(asyncio.create_task(_follow(client, resource, tenant, handler, ready)))
+            await ready.wait()
+    requests_before = {t: await _request_counts(c) for t, c in clients.items()}
+    names = [(tenants[i % len(tenants)], f"bench-{i:05d}") for i in range(pods)]
+    for key in names:
+        seen.pods[key] = PodTimes()
+    slots = asyncio.Semaphore(in_flight)
+
+    async def create(tenant: str, name: str) -> None:
+        async with slots:
+            times = seen.pods[(tenant, name)]
+            times.sent = time.perf_counter()
+            try:
+                await clients[tenant].create("pods", fractional_pod(name), "default")
+            except Exception as err:  # a refused pod is a result, reported below
+                seen.create_errors.append(f"{tenant}/{name}: {err}")
+                seen.expected -= 1
+            times.created = time.perf_counter()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(create(t, n) for t, n in names))
+    created_at = time.perf_counter()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(seen.all_running.wait(), WAIT_SECONDS)
+    await asyncio.sleep(0.5)  # let the last events and the watchers' writes land
+    per_call: collections.Counter[str] = collections.Counter()
+    for tenant, client in clients.items():
+        per_call.update(await _request_counts(client))
+        per_call.subtract(requests_before[tenant])
+    leftover_locks = 0
+    stuck: collections.Counter[str] = collections.Counter()
+    for tenant, client in clients.items():
+        for node in (await client.list("nodes"))["items"]:
+            leftover_locks += NODE_LOCK in (node["metadata"].get("annotations") or {})
+        for pod in (await client.list("pods", "default"))["items"]:
+            times = seen.pods.get((tenant, pod["metadata"]["name"]))
+            if times is not None and times.running is None:
+                stuck[_stuck_reason(pod)] += 1
+    for task in followers:
+        task.cancel()
+    await asyncio.gather(*followers, return_exceptions=True)
+    for client in clients.values():
+        await client.close()
+    summary = _summarise(seen, start, created_at, pods, leftover_locks)
+    summary["api_requests_per_pod"] = {
+        call: round(n / pods, 2) for call, n in per_call.most_common() if n / pods >= 0.05
+    }
+    summary["not_running"] = dict(stuck)
+    summary["api_requests_per_pod_total"] = round(sum(per_call.values()) / pods, 2)
+    return summary
+
+
+def _stuck_reason(pod: dict[str, Any]) -> str:
+    """Where a pod that never ran got to: phase, node, bind-phase and the PodScheduled message."""
+    annotations = pod["metadata"].get("annotations") or {}
+    status = pod.get("status") or {}
+    scheduled = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {})
+    return (
+        f"phase={status.get('phase')} node={(pod.get('spec') or {}).get('nodeName') or '-'} "
+        f"bind-phase={annotations.get(BIND_PHASE, '-')} scheduled={scheduled.get('message', '-')[:80]}"
+    )
+
+
+async def _request_counts(client: Any) -> collections.Counter[str]:
+    """`apiserver_request_total` by verb and resource, from the tenant API server's /metrics."""
+    counts: collections.Counter[str] = collections.Counter()
+    for line in (await client.get_text("/metrics")).splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, _, value = line[len("apiserver_request_total{") :].rpartition("} ")
+        labels = dict(part.split("=", 1) for part in labels_text.split(",") if "=" in part)
+        verb, resource = labels.get("verb", "").strip('"'), labels.get("resource", "").strip('"')
+        counts[f"{verb} {resource}"] += int(float(value))
+    return counts
+
+
+def _summarise(
+    seen: Observations, start: float, created_at: float, pods: int, leftover_locks: int
+) -> dict[str, Any]:
+    done = [p for p in seen.pods.values() if p.running is not None]
+    running_at = sorted(p.running for p in done if p.running is not None)
+    latencies = [p.running - p.sent for p in done if p.running is not None]
+    admission = [p.created - p.sent for p in seen.pods.values() if p.created]
+    elapsed = (running_at[-1] - start) if running_at else float("nan")
+    lo, hi = int(0.1 * len(running_at)), int(0.9 * len(running_at)) - 1
+    sustained = (hi - lo) / (running_at[hi] - running_at[lo]) if hi > lo else float("nan")
+    per_node: dict[str, dict[str, Any]] = {}
+    by_node: dict[str, list[PodTimes]] = collections.defaultdict(list)
+    for p in done:
+        by_node[p.node].append(p)
+    for node, placed in sorted(by_node.items()):
+        allocate = [p.allocated - p.bound for p in placed if p.allocated and p.bound]
+        first = min(p.bound for p in placed if p.bound)
+        last = max(p.allocated for p in placed if p.allocated) if allocate else first
+        per_node[node] = {
+            "pods": len(placed),
+            "allocate_p50_ms": round(1000 * statistics.median(allocate), 1) if allocate else None,
+            "allocate_p99_ms": round(1000 * _percentile(allocate, 0.99), 1) if allocate else None,
+            "lock_held_p50_ms": round(1000 * statistics.median(seen.lock_held[node]), 1)
+            if seen.lock_held[node]
+            else None,
+            "pods_per_second": round(len(placed) / (last - first), 1) if last > first else None,
+        }
+    allocate_all = [p.allocated - p.bound for p in done if p.allocated and p.bound]
+    return {
+        "pods": pods,
+        "running": len(done),
+        "create_errors": len(seen.create_errors),
+        "first_create_errors": seen.create_errors[:3],
+        "create_phase_s": round(created_at - start, 3),
+        "creates_per_second": round(pods / (created_at - start), 1),
+        "create_request_p50_ms": round(1000 * statistics.median(admission), 1) if admission else None,
+        "create_request_p99_ms": round(1000 * _percentile(admission, 0.99), 1) if admission else None,
+        "seconds_to_all_running": round(elapsed, 3),
+        "pods_per_second": round(len(done) / elapsed, 1) if done else 0.0,
+        "sustained_pods_per_second_p10_p90": round(sustained, 1),
+        "startup_p50_s": round(_percentile(latencies, 0.5), 3),
+        "startup_p99_s": round(_percentile(latencies, 0.99), 3),
+        "startup_max_s": round(max(latencies), 3) if latencies else None,
+        "allocate_p50_ms": round(1000 * statistics.median(allocate_all), 1) if allocate_all else None,
+        "allocate_p99_ms": round(1000 * _percentile(allocate_all, 0.99), 1) if allocate_all else None,
+        "leftover_node_locks": leftover_locks,
+        "per_node": per_node,
+    }
+
+
+def _tenantgpu(*args: str, cwd: Path) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "tenantgpu", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"tenantgpu {' '.join(args)}: {done.stderr.strip()}")
+    return time.perf_counter() - start
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (its threads included), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        print("PROFILE=1 needs py-spy (pip install -e '.[dev]')")
+        return None
+    return subprocess.Popen(
+        [spy, "record", "--pid", str(pid), "--rate", "200", "--gil", "--format", "raw", "--output", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def summarise_profile(collapsed: Path, top: int = 25) -> dict[str, Any]:
+    """Self time per function and inclusive time per project module from py-spy's collapsed stacks."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        frames = stack.split(";")
+        own[frames[-1]] += count
+        modules = set()
+        for frame in frames:
+            # a frame reads "function (path/to/file.py:line)"
+            where = frame.rpartition("(")[2].split(":")[0]
+            if "tenantgpu/" in where:
+                modules.add("tenantgpu/" + where.split("tenantgpu/", 1)[1])
+            elif "site-packages/" in where:
+                modules.add(where.split("site-packages/", 1)[1].split("/", 1)[0])
+            elif where.endswith(".py"):
+                modules.add("stdlib:" + Path(where).name)
+        for module in modules:
+            inclusive[module] += count
+    share = (lambda n: round(100 * n / total, 1)) if total else (lambda n: 0.0)
+    return {
+        "samples": total,
+        "self_top": [(frame, share(n)) for frame, n in own.most_common(top)],
+        "inclusive_by_module": [(module, share(n)) for module, n in inclusive.most_common(top)],
+    }
+
+
+def run(tenants: int, pods: int, in_flight: int, profile: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="tenantgpu-bench-lab-") as tmp:
+        work = Path(tmp)
+        spec = work / "lab.yaml"
+        spec.write_text(lab_yaml(tenants, workers=2, gpus=8, split=20))
+        state = work / "state"
+        up = _tenantgpu("up", "-d", "-f", str(spec), "--state-dir", str(state), cwd=work)
+        profiler = None
+        try:
+            if profile:
+                profiler = _start_profiler(int((state / "lab.pid").read_text()), work / "profile.txt")
+            names = [f"tenant-{t:02d}" for t in range(tenants)]
+            pid = int((state / "lab.pid").read_text())
+            cpu_before = _cpu_seconds(pid)
+            result = asyncio.run(_load(state, names, pods, in_flight))
+            result["lab_cpu_ms_per_pod"] = round(1000 * (_cpu_seconds(pid) - cpu_before) / pods, 2)
+        finally:
+            if profiler is not None:
+                profiler.send_signal(2)  # py-spy writes its output on SIGINT
+                try:
+                    _, err = profiler.communicate(timeout=60)
+                except subprocess.TimeoutExpired:
+                    profiler.kill()
+                    err = b""
+            _tenantgpu("down", "--state-dir", str(state), cwd=work)
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(state / "logs" / "lab.log", RESULTS / "lab-bench.log")
+        result = {"tenants": tenants, "nodes": 2 * tenants, "gpus": 16 * tenants, "in_flight": in_flight,
+                  "up_detached_bench_lab_s": round(up, 2), **result}  # fmt: skip
+        if profiler is not None:
+            collapsed = work / "profile.txt"
+            if collapsed.exists():
+                result["profile"] = summarise_profile(collapsed)
+                RESULTS.mkdir(parents=True, exist_ok=True)
+                shutil.copy(collapsed, RESULTS / "lab-profile.collapsed")
+            else:
+                result["profile_error"] = err.decode(errors="replace").strip()[-500:]
+    return result
+
+
+def _print(result: dict[str, Any]) -> None:
+    rows = [
+        ("lab", f"{result['tenants']} tenants × 2 nodes × 8 L4, deviceSplitCount 20"),
+        ("pods created / Running", f"{result['pods']} / {result['running']}"),
+        ("create errors", str(result["create_errors"])),
+        ("creates/s (admission through the tunnel)", str(result["creates_per_second"])),
+        ("create request p50 / p99", f"{result['create_request_p50_ms']} / {result['create_request_p99_ms']} ms"),
+        ("pods/s create → Running (goal ≥ 200)", str(result["pods_per_second"])),
+        ("sustained pods/s (p10 → p90)", str(result["sustained_pods_per_second_p10_p90"])),
+        ("startup p50 / p99 (goal p99 ≤ 1 s)", f"{result['startup_p50_s']} / {result['startup_p99_s']} s"),
+        ("Allocate (bound → bind-phase success) p50 / p99",
+         f"{result['allocate_p50_ms']} / {result['allocate_p99_ms']} ms"),
+        ("node locks left behind", str(result["leftover_node_locks"])),
+        ("pods not Running at the end", json.dumps(result["not_running"]) if result["not_running"] else "none"),
+        ("lab process CPU per pod (all components)", f"{result['lab_cpu_ms_per_pod']} ms"),
+        ("tenantgpu up -d, this lab", f"{result['up_detached_bench_lab_s']} s"),
+    ]  # fmt: skip
+    kamaji = RESULTS / "kamaji.json"
+    if kamaji.exists():
+        figures = json.loads(kamaji.read_text())
+        rows.append(
+            ("tenantgpu up -d, seed lab (bench/kamaji)", f"{figures.get('up_detached_seed_s', 0):.2f} s")
+        )
+        rows.append(
+            (
+                "tenantgpu up -d, 100 tenants (bench/kamaji)",
+                f"{figures.get('up_detached_100_tenants_s', 0):.2f} s",
+            )
+        )
+    width = max(len(r[0]) for r in rows)
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
+    print(f"\n{'node':<22} {'pods':>5} {'Allocate p50':>13} {'p99':>9} {'lock held p50':>14} {'pods/s':>7}")
+    for node, n in result["per_node"].items():
+        print(
+            f"{node:<22} {n['pods']:>5} {n['allocate_p50_ms']!s:>10} ms {n['allocate_p99_ms']!s:>6} ms "
+            f"{n['lock_held_p50_ms']!s:>11} ms {n['pods_per_second']!s:>7}"
+        )
+    print(f"\nAPI requests per pod ({result['api_requests_per_pod_total']} in all):")
+    for call, n in result["api_requests_per_pod"].items():
+        print(f"  {n:6.2f}  {call}")
+    if "profile" in result:
+        profile = result["profile"]
+        print(f"\nprofile of the lab process ({profile['samples']} samples), inclusive by module:")
+        for module, pct in profile["inclusive_by_module"][:15]:
+            print(f"  {pct:5.1f} %  {module}")
+        print("self time, top functions:")
+        for frame, pct in profile["self_top"][:15]:
+            print(f"  {pct:5.1f} %  {frame}")
+    elif "profile_error" in result:
+        print(f"\nprofiler failed: {result['profile_error']}")
+
+
+def main() -> None:
+    tenants = int(os.environ.get("TENANTS", "10"))
+    pods = int(os.environ.get("PODS", "2000"))
+    in_flight = int(os.environ.get("IN_FLIGHT", "50"))
+    profile = os.environ.get("PROFILE", "") == "1"
+    result = run(tenants, pods, in_flight, profile)
+    _print(result)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    name = "lab-profile.json" if profile else "lab.json"
+    (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""Acceptance of the running seed lab: `tenantgpu up -d`, then only the real kubectl, as a user works with it.
+
+tenant-a has one A100 80GB (worker-a1), tenant-b two L4 (worker-b1); deviceSplitCount 10, GPU policy
+spread. Covered elsewhere and not repeated here: one pod through the tunnelled webhook, `kubectl logs`,
+resume after `down` and kill -9 without pods (test_lab_lifecycle.py); the validation suite's checks on the
+seed lab (test_validate_lab.py); HAMi's components against one API server (test_hami_e2e.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+A100 = "NVIDIA A100-SXM4-80GB"
+NODE_LOCK = "hami.io/mutex.lock"
+ALLOCATED = "hami.io/vgpu-devices-allocated"
+
+
+@dataclass
+class RunningLab:
+    root: Path
+    state: Path
+    home: Path
+
+    def tenantgpu(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tenantgpu", *args, "--state-dir", str(self.state)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+        )
+
+    def kubectl(
+        self, tenant: str, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        kubeconfig = self.state / "kubeconfigs" / f"{tenant}.kubeconfig"
+        result = subprocess.run(
+            ["kubectl", "--kubeconfig", str(kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=60,
+            env={**os.environ, "HOME": str(self.home)},
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+        return result
+
+    def pods(self, tenant: str, selector: str) -> list[dict[str, Any]]:
+        out = self.kubectl(tenant, "get", "pods", "-l", selector, "-o", "json").stdout
+        return sorted(json.loads(out)["items"], key=lambda p: p["metadata"]["name"])
+
+    def pod(self, tenant: str, name: str) -> dict[str, Any]:
+        return json.loads(self.kubectl(tenant, "get", "pod", name, "-o", "json").stdout)
+
+    def node(self, tenant: str, name: str) -> dict[str, Any]:
+        return json.loads(self.kubectl(tenant, "get", "node", name, "-o", "json").stdout)
+
+    def create(self, tenant: str, *manifests: dict[str, Any]) -> None:
+        """All manifests in one `kubectl create -f -` (a List), so they arrive at once."""
+        listing = {"apiVersion": "v1", "kind": "List", "items": list(manifests)}
+        self.kubectl(tenant, "create", "-f", "-", input=json.dumps(listing))
+
+    def delete(self, tenant: str, selector: str) -> None:
+        self.kubectl(tenant, "delete", "pods", "-l", selector, "--wait=true", "--timeout=60s")
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def gpu_pod(
+    name: str,
+    app: str,
+    *,
+    gpumem: int,
+    gpucores: int | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(gpumem)}
+    if gpucores is not None:
+        limits["nvidia.com/gpucores"] = str(gpucores)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": app}, "annotations": annotations or {}},
+        "spec": {"containers": [{"name": "cuda", "image": "cuda-sample", "resources": {"limits": limits}}]},
+    }
+
+
+def phase(pod: dict[str, Any]) -> str:
+    return (pod.get("status") or {}).get("phase", "")
+
+
+def annotations(obj: dict[str, Any]) -> dict[str, str]:
+    return obj["metadata"].get("annotations") or {}
+
+
+def card_of(pod: dict[str, Any]) -> str:
+    """The GPU UUID of a one-GPU pod, from HAMi's `hami.io/vgpu-devices-allocated` (uuid,type,mem,cores:;)."""
+    return annotations(pod)[ALLOCATED].split(",", 1)[0]
+
+
+def all_running(lab: RunningLab, tenant: str, selector: str, count: int) -> Callable[[], list[dict]]:
+    def probe() -> list[dict]:
+        pods = lab.pods(tenant, selector)
+        return pods if len(pods) == count and all(phase(p) == "Running" for p in pods) else []
+
+    return probe
+
+
+def pending_reason(lab: RunningLab, tenant: str, name: str) -> str:
+    """The reasons a pod waits, as `kubectl get events` shows them to a user."""
+    out = lab.kubectl(
+        tenant, "get", "events", "--field-selector", f"involvedObject.name={name}", "-o", "json"
+    ).stdout
+    return " ".join(f"{e.get('reason')}: {e.get('message')}" for e in json.loads(out)["items"])
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
+    if shutil.which("kubectl") is None:
+        pytest.fail("kubectl must be on PATH for the end-to-end tests")
+    root = tmp_path_factory.mktemp("running-lab")
+    lab = RunningLab(root, root / "state", root / "home")
+    lab.home.mkdir()
+    started = lab.tenantgpu("up", "-d")
+    assert started.returncode == 0, started.stderr + started.stdout
+    yield lab
+    stopped = lab.tenantgpu("down", "--purge")
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def test_ten_8gib_slices_share_the_a100_and_a_deleted_pod_frees_its_slice(lab: RunningLab) -> None:
+    lab.create("tenant-a", *(gpu_pod(f"share-{i}", "share", gpumem=8000, gpucores=10) for i in range(10)))
+    pods = wait_for("ten sharing pods Running", all_running(lab, "tenant-a", "app=share", 10))
+    assert {p["spec"]["nodeName"] for p in pods} == {"worker-a1"}
+    assert {p["spec"]["schedulerName"] for p in pods} == {"hami-scheduler"}
+    assert len({card_of(p) for p in pods}) == 1
+    for pod in pods:
+        assert annotations(pod)["hami.io/bind-phase"] == "success"
+        assert annotations(pod)[ALLOCATED] == f"{card_of(pod)},NVIDIA,8000,10:;"
+    # The device plugin's Allocate gave the container HAMi's environment for its slice.
+    logs = lab.kubectl("tenant-a", "logs", "share-0").stdout
+    assert f"NVIDIA_VISIBLE_DEVICES={card_of(pods[0])}" in logs
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=8000m" in logs
+    assert "CUDA_DEVICE_SM_LIMIT=10" in logs
+    assert A100 in logs  # nvidia-smi inside the container shows the card
+
+    # The card is full (10 of deviceSplitCount 10, 80,000 of 81,920 MiB): an eleventh slice waits ...
+    lab.create("tenant-a", gpu_pod("share-extra", "share-extra", gpumem=8000, gpucores=10))
+    reason = wait_for(
+        "the eleventh pod's FailedScheduling",
+        lambda: "FailedScheduling" in (r := pending_reason(lab, "tenant-a", "share-extra")) and r,
+    )
+    assert "CardTimeSlicingExhausted" in reason or "CardInsufficientMemory" in reason
+    assert phase(lab.pod("tenant-a", "share-extra")) == "Pending"
+    # ... until one pod is deleted and its slice is free again.
+    lab.kubectl("tenant-a", "delete", "pod", "share-3", "--wait=true")
+    extra = wait_for(
+        "the eleventh pod Running", lambda: phase(p := lab.pod("tenant-a", "share-extra")) == "Running" and p
+    )
+    assert card_of(extra) == card_of(pods[0])
+    lab.delete("tenant-a", "app in (share, share-extra)")
+
+
+def test_a_pod_larger_than_any_card_stays_pending_with_card_insufficient_memory(lab: RunningLab) -> None:
+    lab.create("tenant-b", gpu_pod("too-big", "too-big", gpumem=30000))
+    reason = wait_for(
+        "FailedScheduling for the over-size pod",
+        lambda: "FailedScheduling" in (r := pending_reason(lab, "tenant-b", "too-big")) and r,
+    )
+    assert "CardInsufficientMemory" in reason
+    time.sleep(1.0)  # a later retry must not place it either
+    pod = lab.pod("tenant-b", "too-big")
+    assert phase(pod) == "Pending" and not pod["spec"].get("nodeName")
+    assert ALLOCATED not in annotations(pod)
+    lab.delete("tenant-b", "app=too-big")
+
+
+def test_gpu_policy_spreads_by_default_and_binpacks_when_the_pod_asks(lab: RunningLab) -> None:
+    lab.create("tenant-b", *(gpu_pod(f"spread-{i}", "spread", gpumem=4000) for i in range(2)))
+    spread = wait_for("two spread pods Running", all_running(lab, "tenant-b", "app=spread", 2))
+    assert len({card_of(p) for p in spread}) == 2, "the lab's spread policy puts them on both L4"
+
+    binpack = {"hami.io/gpu-scheduler-policy": "binpack"}
+    for i in range(2):  # one at a time, so the second sees the first one's usage
+        lab.create("tenant-b", gpu_pod(f"binpack-{i}", "binpack", gpumem=4000, annotations=binpack))
+        wait_for("binpack pod Running", all_running(lab, "tenant-b", "app=binpack", i + 1))
+    packed = lab.pods("tenant-b", "app=binpack")
+    assert len({card_of(p) for p in packed}) == 1, "binpack puts both on the same card"
+    lab.delete("tenant-b", "app in (spread, binpack)")
+
+
+def test_twenty_pods_at_once_fill_the_twenty_slots_and_leave_no_lock(lab: RunningLab) -> None:
+    lab.create("tenant-b", *(gpu_pod(f"burst-{i:02d}", "burst", gpumem=1000) for i in range(20)))
+    pods = wait_for("twenty pods Running", all_running(lab, "tenant-b", "app=burst", 20), timeout=60)
+    assert {p["spec"]["nodeName"] for p in pods} == {"worker-b1"}
+    assert sorted(Counter(card_of(p) for p in pods).values()) == [10, 10]
+    assert all(annotations(p)["hami.io/bind-phase"] == "success" for p in pods)
+    node = wait_for(
+        "the node lock released",
+        lambda: NODE_LOCK not in annotations(n := lab.node("tenant-b", "worker-b1")) and n,
+    )
+    assert NODE_LOCK not in annotations(node)
+    # Every slot is taken: one more slice waits instead of over-committing a card.
+    lab.create("tenant-b", gpu_pod("burst-21", "burst-extra", gpumem=1000))
+    reason = wait_for(
+        "FailedScheduling for the 21st pod",
+        lambda: "FailedScheduling" in (r := pending_reason(lab, "tenant-b", "burst-21")) and r,
+    )
+    assert "CardTimeSlicingExhausted" in reason
+    lab.delete("tenant-b", "app in (burst, burst-extra)")
+
+
+def _lab_control(lab: RunningLab, tenant: str, component: str, desired: str) -> None:
+    """Stop or start a lab component through the lab-control ConfigMap, then wait until the lab says so."""
+    patch = json.dumps({"data": {f"{component}.desired": desired}})
+    lab.kubectl(
+        tenant,
+        "-n",
+        "kube-system",
+        "patch",
+        "configmap",
+        "tenantgpu-lab-control",
+        "--type",
+        "merge",
+        "-p",
+        patch,
+    )
+
+    def observed() -> bool:
+        out = lab.kubectl(
+            tenant, "-n", "kube-system", "get", "configmap", "tenantgpu-lab-control", "-o", "json"
+        ).stdout
+        return json.loads(out)["data"].get(f"{component}.observed") == desired
+
+    wait_for(f"{component} {desired}", observed, timeout=20)
+
+
+def test_without_the_tunnel_agent_gpu_pods_are_admitted_unmutated_and_the_path_comes_back(
+    lab: RunningLab,
+) -> None:
+    configuration = json.loads(
+        lab.kubectl("tenant-a", "get", "mutatingwebhookconfigurations", "-o", "json").stdout
+    )
+    hami = [w for c in configuration["items"] for w in c["webhooks"] if "hami" in w["name"]]
+    assert hami and {w.get("failurePolicy") for w in hami} == {"Ignore"}  # as HAMi's chart installs it
+
+    _lab_control(lab, "tenant-a", "konnectivity-agent", "stopped")
+    try:
+        lab.create("tenant-a", gpu_pod("no-agent", "no-agent", gpumem=1000))
+        pod = lab.pod("tenant-a", "no-agent")
+        # failurePolicy Ignore: admitted, but nothing of HAMi's mutation happened.
+        assert pod["spec"]["schedulerName"] == "default-scheduler"
+        assert not [k for k in annotations(pod) if k.startswith("hami.io/")]
+    finally:
+        _lab_control(lab, "tenant-a", "konnectivity-agent", "running")
+    lab.create("tenant-a", gpu_pod("agent-back", "agent-back", gpumem=1000))
+    back = wait_for(
+        "the pod after the agent came back Running",
+        lambda: phase(p := lab.pod("tenant-a", "agent-back")) == "Running" and p,
+    )
+    assert back["spec"]["schedulerName"] == "hami-scheduler"
+    assert annotations(back)["hami.io/bind-phase"] == "success"
+    lab.delete("tenant-a", "app in (no-agent, agent-back)")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_kill_9_and_up_again_loses_no_pod_and_over_commits_no_gpu(lab: RunningLab) -> None:
+    lab.create("tenant-b", *(gpu_pod(f"keep-{i:02d}", "keep", gpumem=2000) for i in range(20)))
+    before = wait_for("twenty pods Running", all_running(lab, "tenant-b", "app=keep", 20), timeout=60)
+    placed = {p["metadata"]["name"]: (p["spec"]["nodeName"], card_of(p)) for p in before}
+
+    pid = int((lab.state / "lab.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    wait_for("the killed lab to be gone", lambda: not _alive(pid), timeout=10)
+    restarted = lab.tenantgpu("up", "-d")
+    assert restarted.returncode == 0, restarted.stderr
+
+    after = wait_for("the pods Running again", all_running(lab, "tenant-b", "app=keep", 20), timeout=60)
+    assert {p["metadata"]["name"]: (p["spec"]["nodeName"], card_of(p)) for p in after} == placed
+    # The restarted scheduler rebuilt each card's usage from the pods: both L4 are full, nothing fits.
+    lab.create("tenant-b", gpu_pod("one-too-many", "one-too-many", gpumem=1000))
+    reason = wait_for(
+        "FailedScheduling after the restart",
+        lambda: "FailedScheduling" in (r := pending_reason(lab, "tenant-b", "one-too-many")) and r,
+    )
+    assert "CardTimeSlicingExhausted" in reason
+    assert not lab.pod("tenant-b", "one-too-many")["spec"].get("nodeName")
+    lab.delete("tenant-b", "app in (keep, one-too-many)")
