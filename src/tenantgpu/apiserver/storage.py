@@ -6,7 +6,6 @@ etcd). Writes are committed before they return, so an acknowledged write survive
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sqlite3
 import threading
@@ -74,11 +73,8 @@ class SQLiteDatastore:
     """One SQLite file (WAL) holding every tenant's keys and a single monotonically rising revision.
 
     Statements run inline on the event loop: each is tens of microseconds, far cheaper than a hop to a
-    thread, and a single writer keeps compare-and-swap trivially atomic. Writes are group-committed:
-    the first write of a loop iteration opens a transaction, every write of that iteration joins it,
-    and one COMMIT at the end of the iteration acknowledges them all, so a burst of creates pays for
-    one commit instead of one each (a write returns only after its COMMIT, so an acknowledged write
-    still survives `kill -9`). Each row carries its revision; deletes also record the revision they
+    thread, and a single writer keeps compare-and-swap trivially atomic. Creates and updates are one
+    auto-committed statement (the row carries its revision); deletes also record the revision they
     consumed, so revisions never go back after a restart. WAL checkpoints, which fsync, run in a
     background thread so they never stall the loop.
     """
@@ -103,7 +99,6 @@ class SQLiteDatastore:
         self._revision = max(row[0] if row else 0, kv_max)
         if row is None:
             self._db.execute("INSERT INTO meta (id, revision) VALUES (1, ?)", (self._revision,))
-        self._batch: asyncio.Future[None] | None = None
         self._stop = threading.Event()
         self._checkpointer = threading.Thread(
             target=self._checkpoint_loop, args=(checkpoint_interval,), name="sqlite-checkpoint", daemon=True
@@ -134,36 +129,7 @@ class SQLiteDatastore:
         row = self._db.execute("SELECT revision FROM kv WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
-    def _join_batch(self) -> asyncio.Future[None]:
-        """The transaction of this loop iteration, opened by its first write and committed after it."""
-        if self._batch is None:
-            loop = asyncio.get_running_loop()
-            self._db.execute("BEGIN IMMEDIATE")
-            self._batch = loop.create_future()
-            loop.call_soon(self._commit_batch)
-        return self._batch
-
-    def _commit_batch(self) -> None:
-        batch, self._batch = self._batch, None
-        if batch is None:
-            return
-        try:
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                self._db.execute("ROLLBACK")
-            if not batch.done():
-                batch.set_exception(exc)
-            return
-        if not batch.done():
-            batch.set_result(None)
-
-    async def _acknowledged(self, batch: asyncio.Future[None]) -> None:
-        # shield: a caller that gives up must not cancel the commit the other writers wait for.
-        await asyncio.shield(batch)
-
     async def create(self, key: str, encode: Encoder) -> int:
-        batch = self._join_batch()
         revision = self._revision + 1
         try:
             self._db.execute(
@@ -172,11 +138,9 @@ class SQLiteDatastore:
         except sqlite3.IntegrityError as exc:
             raise KeyExists(key) from exc
         self._revision = revision
-        await self._acknowledged(batch)
         return revision
 
     async def update(self, key: str, encode: Encoder, expected_revision: int) -> int:
-        batch = self._join_batch()
         revision = self._revision + 1
         cursor = self._db.execute(
             "UPDATE kv SET value = ?, revision = ? WHERE key = ? AND revision = ?",
@@ -188,16 +152,20 @@ class SQLiteDatastore:
                 raise KeyNotFound(key)
             raise RevisionMismatch(current)
         self._revision = revision
-        await self._acknowledged(batch)
         return revision
 
-    async def _delete_where(self, clause: str, args: tuple[str, ...]) -> int:
-        batch = self._join_batch()
+    def _delete_where(self, clause: str, args: tuple[str, ...]) -> int:
         revision = self._revision + 1
-        cursor = self._db.execute(f"DELETE FROM kv WHERE {clause}", args)
-        self._db.execute("UPDATE meta SET revision = ? WHERE id = 1", (revision,))
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            cursor = db.execute(f"DELETE FROM kv WHERE {clause}", args)
+            db.execute("UPDATE meta SET revision = ? WHERE id = 1", (revision,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
         self._revision = revision
-        await self._acknowledged(batch)
         return cursor.rowcount
 
     async def delete(self, key: str, expected_revision: int) -> int:
@@ -206,16 +174,15 @@ class SQLiteDatastore:
             raise KeyNotFound(key)
         if current != expected_revision:
             raise RevisionMismatch(current)
-        await self._delete_where("key = ?", (key,))
+        self._delete_where("key = ?", (key,))
         return self._revision
 
     async def delete_prefix(self, prefix: str) -> int:
         """Drops a whole tenant (Kamaji deletes the etcd prefix when a tenant goes away)."""
-        await self._delete_where("key >= ? AND key < ?", (prefix, _prefix_end(prefix)))
+        self._delete_where("key >= ? AND key < ?", (prefix, _prefix_end(prefix)))
         return self._revision
 
     def close(self) -> None:
-        self._commit_batch()
         self._stop.set()
         self._checkpointer.join(5)
         with contextlib.suppress(sqlite3.Error):
