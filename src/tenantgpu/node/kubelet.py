@@ -404,7 +404,12 @@ class Kubelet:
                     pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at, codes
                 )
                 record.finished = True
-                await self._patch_status(record, status)
+                try:
+                    await self._patch_status(record, status)
+                except ApiError as err:
+                    # The final status is a courtesy; the deletion below is what the user waits for.
+                    if err.code != 409:
+                        raise
             record.finished = True
             uid = _meta(pod).get("uid")
             await self.client.delete("pods", record.name, record.namespace, grace_period_seconds=0, uid=uid)
