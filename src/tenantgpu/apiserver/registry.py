@@ -462,23 +462,7 @@ class Registry:
         ):
             # The last finalizer is gone: the deletion that waited for it completes now.
             return await self._remove(kind, namespace, name, current, dry_run)
-        if dry_run:
-            return Entry(obj, encode(obj), current.revision)
-        key = self._key(kind, namespace, name)
-        holder: list[bytes] = []
-
-        def render(revision: int) -> bytes:
-            obj["metadata"]["resourceVersion"] = str(revision)
-            holder.append(encode(obj))
-            return holder[-1]
-
-        try:
-            revision = await self.datastore.update(self._storage_key(kind, key), render, current.revision)
-        except KeyNotFound as exc:
-            raise errors.not_found(kind.plural, name, kind.group) from exc
-        entry = Entry(obj, holder[-1], revision)
-        self.cache(kind).record(key, Event("MODIFIED", entry, current))
-        return entry
+        return await self._store_update(kind, namespace, name, obj, current, dry_run)
 
     async def _remove(self, kind: Kind, namespace: str, name: str, current: Entry, dry_run: bool) -> Entry:
         if dry_run:
@@ -570,7 +554,10 @@ class Registry:
             holder.append(encode(obj))
             return holder[-1]
 
-        revision = await self.datastore.update(self._storage_key(kind, key), render, current.revision)
+        try:
+            revision = await self.datastore.update(self._storage_key(kind, key), render, current.revision)
+        except KeyNotFound as exc:
+            raise errors.not_found(kind.plural, name, kind.group) from exc
         entry = Entry(obj, holder[-1], revision)
         self.cache(kind).record(key, Event("MODIFIED", entry, current))
         return entry
