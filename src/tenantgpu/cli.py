@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from tenantgpu import __version__
+from tenantgpu import __version__, eventloop
 
 
 class UserError(click.ClickException):
@@ -339,7 +339,6 @@ def down(state_dir: str, purge: bool) -> None:
 @click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def status(state_dir: str, output: str) -> None:
     """Tenants with endpoint and state; nodes, GPUs and pods per tenant."""
-    import asyncio
     import json
 
     from rich.console import Console
@@ -348,7 +347,7 @@ def status(state_dir: str, output: str) -> None:
     from tenantgpu.lab.state import StateDir
     from tenantgpu.lab.status import collect_status
 
-    result = asyncio.run(collect_status(StateDir.at(state_dir)))
+    result = eventloop.run(collect_status(StateDir.at(state_dir)))
     if output == "json":
         click.echo(json.dumps(result, indent=2))
     else:

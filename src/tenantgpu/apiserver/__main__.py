@@ -13,6 +13,7 @@ import logging
 import signal
 from pathlib import Path
 
+from tenantgpu import eventloop
 from tenantgpu.apiserver.kinds import KAMAJI_KINDS
 from tenantgpu.apiserver.pki import ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
@@ -56,7 +57,7 @@ def main() -> None:
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level)
-    asyncio.run(serve(args.state_dir, args.name, args.port, args.kubernetes_version, args.management))
+    eventloop.run(serve(args.state_dir, args.name, args.port, args.kubernetes_version, args.management))
 
 
 if __name__ == "__main__":

@@ -289,17 +289,20 @@ class APIServer(SubresourceHandlers):
         transport = request.transport
         cert_user: UserInfo | bool | None = None
         if transport is not None:
+            # The TLS object lives exactly as long as the connection and, unlike uvloop's transport,
+            # can be weakly referenced: one certificate check per connection, not per request.
+            ssl_object = transport.get_extra_info("ssl_object")
+            key = ssl_object if ssl_object is not None else transport
             try:
-                cert_user = self._users[transport]
-            except KeyError:
+                cert_user = self._users[key]
+            except (KeyError, TypeError):
                 peercert = transport.get_extra_info("peercert")
-                ssl_object = transport.get_extra_info("ssl_object")
                 der = (
                     ssl_object.getpeercert(binary_form=True) if ssl_object is not None and peercert else None
                 )
                 cert_user = self._authenticator.from_certificate(peercert, der)
                 with contextlib.suppress(TypeError):
-                    self._users[transport] = cert_user
+                    self._users[key] = cert_user
         if isinstance(cert_user, UserInfo):
             return cert_user
         if header is not None:

@@ -9,6 +9,7 @@ import logging
 import signal
 from pathlib import Path
 
+from tenantgpu import eventloop
 from tenantgpu.konnectivity.agent import ProxyAgent, mapped_dial_policy
 from tenantgpu.konnectivity.wire import AgentIdentifiers, split_address
 
@@ -72,7 +73,7 @@ def main() -> None:
     agent.add_argument("--log-level", default="WARNING")
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level)
-    asyncio.run(_run_agent(args))
+    eventloop.run(_run_agent(args))
 
 
 if __name__ == "__main__":

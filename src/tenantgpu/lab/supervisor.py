@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tenantgpu import eventloop
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.plane import ManagementPlane
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
@@ -268,6 +269,6 @@ def run_foreground(
     except LabLockedError as err:
         raise LabAlreadyRunning(already_running_message(state, err.pid)) from None
     try:
-        asyncio.run(serve(state, lab, progress, on_ready))
+        eventloop.run(serve(state, lab, progress, on_ready))
     finally:
         lock.release()

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import aiohttp
 
+from tenantgpu import eventloop
 from tenantgpu.gpushare import SharingConfig
 from tenantgpu.hami.device_plugin import GPUSpec
 from tenantgpu.kubeclient import ApiError, KubeClient
@@ -55,7 +56,7 @@ def run_node(
         client = KubeClient.from_kubeconfig(kubeconfig)
     except (OSError, ValueError, KeyError) as err:
         raise NodeRunError(f"kubeconfig {kubeconfig}: {err}") from None
-    asyncio.run(
+    eventloop.run(
         _serve(client, name, specs, sharing, cpu, memory, pods, node_labels, host_ip, kubelet_port, echo)
     )
 
