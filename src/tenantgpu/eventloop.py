@@ -8,6 +8,8 @@ uvloop (Windows) working.
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -20,7 +22,20 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on every platform it supports
         return asyncio.run(main)
-    return uvloop.run(main)
+    # uvloop leaves its own handler on signals given to `add_signal_handler` after the loop closes,
+    # which would swallow a later Ctrl-C in the same process; put back what was there before.
+    saved = _signal_handlers()
+    try:
+        return uvloop.run(main)
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
+
+
+def _signal_handlers() -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
 
 def loop_name() -> str:

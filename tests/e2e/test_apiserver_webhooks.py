@@ -9,6 +9,7 @@ import ssl
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from ssl import SSLContext
 from typing import Any
 
 import pytest
@@ -28,10 +29,13 @@ class FakeTunnel:
         self.dialled: list[tuple[str, int]] = []
 
     async def open_connection(
-        self, host: str, port: int
+        self, host: str, port: int, *, ssl: SSLContext | None = None, server_hostname: str | None = None
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         self.dialled.append((host, port))
-        return await asyncio.open_connection("127.0.0.1", self.port)
+        # TLS still names the service, though the bytes go to the local server.
+        return await asyncio.open_connection(
+            "127.0.0.1", self.port, ssl=ssl, server_hostname=server_hostname or host if ssl else None
+        )
 
 
 class WebhookServer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from ssl import SSLContext
 from typing import Any, Protocol
 
 
@@ -16,24 +17,27 @@ class Egress(Protocol):
     """
 
     async def open_connection(
-        self, host: str, port: int
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]: ...
+        self, host: str, port: int, *, ssl: SSLContext | None = None, server_hostname: str | None = None
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """With `ssl`, TLS runs end to end to `host` (the egress, not the caller, starts it: a
+        tunnelled transport cannot be upgraded by every event loop's `start_tls`)."""
+        ...
 
 
 class DirectEgress:
     """Dials the address itself: right for `url` webhooks and for a lab without a tunnel."""
 
     async def open_connection(
-        self, host: str, port: int
+        self, host: str, port: int, *, ssl: SSLContext | None = None, server_hostname: str | None = None
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.open_connection(host, port)
+        return await asyncio.open_connection(host, port, ssl=ssl, server_hostname=server_hostname)
 
 
 class NoEgress:
     """No route into the tenant yet: service-addressed webhooks fail (their failurePolicy decides)."""
 
     async def open_connection(
-        self, host: str, port: int
+        self, host: str, port: int, *, ssl: SSLContext | None = None, server_hostname: str | None = None
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         raise ConnectionRefusedError(f"no egress to {host}:{port}: the tenant has no tunnel")
 

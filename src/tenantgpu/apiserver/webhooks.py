@@ -91,9 +91,10 @@ class _HTTPClient:
     async def post(
         self, egress: Egress, host: str, port: int, path: str, body: bytes, ca_bundle: str
     ) -> tuple[int, bytes]:
-        reader, writer = await egress.open_connection(host, port)
+        reader, writer = await egress.open_connection(
+            host, port, ssl=self.context(ca_bundle), server_hostname=host
+        )
         try:
-            await writer.start_tls(self.context(ca_bundle), server_hostname=host)
             head = (
                 f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
                 f"Accept: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -257,7 +258,9 @@ class WebhookAdmission:
             )
         except TimeoutError as exc:
             raise WebhookCallError(f"context deadline exceeded (timeout {timeout:g}s)") from exc
-        except (OSError, ssl.SSLError, asyncio.IncompleteReadError, ValueError) as exc:
+        except Exception as exc:
+            # Whatever breaks the call (network, TLS, a broken egress) is a call error that the
+            # webhook's failurePolicy decides, as in kube-apiserver; never the client's 400.
             raise WebhookCallError(f'Post "https://{host}:{port}{path}": {exc}') from exc
         if status != 200:
             raise WebhookCallError(f"received HTTP status {status} from webhook")

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
+from ssl import SSLContext
 from typing import Any
 
 from tenantgpu.apiserver import errors as api_errors
@@ -33,9 +34,9 @@ class SwitchableEgress:
         self.target: Egress = NoEgress()
 
     async def open_connection(
-        self, host: str, port: int
+        self, host: str, port: int, *, ssl: SSLContext | None = None, server_hostname: str | None = None
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await self.target.open_connection(host, port)
+        return await self.target.open_connection(host, port, ssl=ssl, server_hostname=server_hostname)
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random as _random
 import ssl as _ssl
+from asyncio import sslproto
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,42 @@ from tenantgpu.konnectivity.metrics import FAILURE_NO_AGENT
 from tenantgpu.konnectivity.transport import TunnelTransport
 
 STREAM_LIMIT = 2**16
+
+
+async def start_tls(
+    raw: TunnelTransport,
+    protocol: asyncio.BaseProtocol,
+    context: _ssl.SSLContext,
+    server_hostname: str,
+    *,
+    ssl_handshake_timeout: float | None = None,
+) -> asyncio.Transport | None:
+    """Client-side TLS over a tunnelled connection, what `loop.start_tls` does for socket transports.
+
+    uvloop's `start_tls` accepts only its own socket transports, so the handshake is driven here by the
+    standard library's TLS protocol, which works on any event loop and any transport. Returns None when
+    the transport closed during the handshake.
+    """
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    tls = sslproto.SSLProtocol(
+        loop,
+        protocol,
+        context,
+        waiter,
+        server_side=False,
+        server_hostname=server_hostname,
+        call_connection_made=False,
+        ssl_handshake_timeout=ssl_handshake_timeout,
+    )
+    raw.attach(tls)
+    tls.connection_made(raw)
+    try:
+        await waiter
+    except BaseException:
+        raw.close()
+        raise
+    return tls._app_transport  # the transport the application protocol writes to
 
 
 class Dialler:
@@ -42,14 +79,9 @@ class Dialler:
             raw.attach(protocol)
             protocol.connection_made(raw)
             return raw, protocol
-        loop = asyncio.get_running_loop()
         try:
-            secure = await loop.start_tls(
-                raw,
-                protocol,
-                ssl,
-                server_hostname=server_hostname or host,
-                ssl_handshake_timeout=ssl_handshake_timeout,
+            secure = await start_tls(
+                raw, protocol, ssl, server_hostname or host, ssl_handshake_timeout=ssl_handshake_timeout
             )
         except BaseException:
             raw.close()

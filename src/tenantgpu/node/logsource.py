@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
+from ssl import SSLContext
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
@@ -22,15 +23,15 @@ ErrorFactory = Callable[[str], Exception]
 
 class _Egress(Protocol):
     async def open_connection(
-        self, host: str, port: int
+        self, host: str, port: int, *, ssl: SSLContext | None = None, server_hostname: str | None = None
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]: ...
 
 
 class _Direct:
     async def open_connection(
-        self, host: str, port: int
+        self, host: str, port: int, *, ssl: SSLContext | None = None, server_hostname: str | None = None
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.open_connection(host, port)
+        return await asyncio.open_connection(host, port, ssl=ssl, server_hostname=server_hostname)
 
 
 def _insecure_context() -> ssl.SSLContext:
@@ -80,8 +81,9 @@ class KubeletLogSource:
         if query:
             path += "?" + urlencode(query)
         try:
-            reader, writer = await self.egress.open_connection(host, port)
-            await writer.start_tls(self._tls, server_hostname=host)
+            reader, writer = await self.egress.open_connection(
+                host, port, ssl=self._tls, server_hostname=host
+            )
         except OSError as err:
             raise self.error(f"dial kubelet {host}:{port}: {err}") from err
         try:
