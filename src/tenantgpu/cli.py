@@ -247,9 +247,17 @@ _STATE_DIR = click.option(
 @_STATE_DIR
 @click.option("-d", "--detach", is_flag=True, help="Run in the background, like `docker compose up -d`.")
 @click.option(
+    "--worker-processes",
+    metavar="N|auto",
+    help="How many processes run the tenants' worker nodes, HAMi and tunnel agents, beside the process of "
+    "the API servers: a number, or auto (default: one per two cores). 0 runs everything in one process.",
+)
+@click.option(
     "--ready-fd", type=int, hidden=True, help="Internal: the detached child reports readiness here."
 )
-def up(lab_file: str | None, state_dir: str, detach: bool, ready_fd: int | None) -> None:
+def up(
+    lab_file: str | None, state_dir: str, detach: bool, worker_processes: str | None, ready_fd: int | None
+) -> None:
     """Start the management plane and one TenantControlPlane per tenant; return when all are Ready.
 
     On an existing state directory, resume the same lab (tenants, certificates, objects).
@@ -261,6 +269,16 @@ def up(lab_file: str | None, state_dir: str, detach: bool, ready_fd: int | None)
     from tenantgpu.lab.state import StateDir
 
     state = StateDir.at(state_dir)
+    if worker_processes is not None:
+        import os
+
+        from tenantgpu.lab.workerpool import WORKER_PROCESSES_ENV, worker_process_count
+
+        try:
+            worker_process_count(worker_processes, 1)
+        except process.LabError as err:
+            raise UserError(str(err)) from None
+        os.environ[WORKER_PROCESSES_ENV] = worker_processes  # the detached lab process inherits it
     if ready_fd is not None:
         _run_lab_child(state_dir, lab_file, ready_fd)
         return

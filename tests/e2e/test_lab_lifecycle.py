@@ -297,8 +297,15 @@ def test_down_and_up_resume_the_same_lab_even_after_kill_9(lab: LabDir) -> None:
     assert lab.kubectl(saved, "get", "namespace", "kept", "-o", "name").stdout.strip() == "namespace/kept"
     lab.kubectl(saved, "create", "namespace", "acknowledged")
 
-    os.kill(int((lab.state / "lab.pid").read_text()), signal.SIGKILL)
-    time.sleep(0.2)
+    lab_pid = int((lab.state / "lab.pid").read_text())
+    worker_processes = _children(lab_pid)
+    assert worker_processes, "the tenants' workers run in a process of their own"
+    os.kill(lab_pid, signal.SIGKILL)
+    # Workers do not outlive their lab: they notice the supervisor is gone and exit.
+    deadline = time.monotonic() + 20
+    while any(_alive(pid) for pid in worker_processes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in worker_processes)
     restarted = lab.tenantgpu("up", "-d")
     assert restarted.returncode == 0, restarted.stderr
     names = lab.kubectl(saved, "get", "namespaces", "-o", "name").stdout.split()
@@ -308,6 +315,21 @@ def test_down_and_up_resume_the_same_lab_even_after_kill_9(lab: LabDir) -> None:
     assert all(n["ready"] for t in status["tenants"] for n in t["nodes"])
     pods = lab.kubectl(saved, "get", "pods", "-o", "name").stdout.split()
     assert "pod/gpu-pod" in pods
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return [c for c in found if "tenantgpu.lab.workerprocess" in Path(f"/proc/{c}/cmdline").read_text()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent (killed here) would reap it
 
 
 def test_foreground_up_serves_until_ctrl_c(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from tenantgpu.lab.process import (
 )
 from tenantgpu.lab.spec import Lab, TenantSpec, load_lab, parse_lab
 from tenantgpu.lab.state import TENANT_NAMESPACE, LabLock, LabLockedError, StateDir, kubeconfig_file_name
+from tenantgpu.lab.workerpool import WorkerPool, worker_process_count
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +43,24 @@ class LabRuntime:
     plane: ManagementPlane | None = None
     _exporter: Informer | None = None
     data_planes: list[Any] = field(default_factory=list)
+    workers: WorkerPool | None = None
     _ready: dict[str, str] = field(default_factory=dict)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> None:
         self.state.create()
         self.progress(Progress("management plane", "starting"))
+        count = worker_process_count(None, sum(1 for t in self.lab.tenants if t.workers))
+        if count:
+            # The worker processes import and start while the management plane comes up.
+            self.workers = WorkerPool(self.state, count)
+            starting_workers = asyncio.ensure_future(self.workers.start())
         self.plane = ManagementPlane(
             self.state.datastore, self.state.management_pki, self.state.management_kubeconfig
         )
         await self.plane.start()
+        if count:
+            await starting_workers
         client = self.plane.client
         self.progress(Progress("management plane", "ready", self.plane.endpoint))
         await self._ensure_datastore(client)
@@ -94,6 +103,11 @@ class LabRuntime:
         port = model.previous_konnectivity_port(tcp)
         if not port and tenant.workers:
             raise LabError(f"tenant {tenant.name} has no konnectivity server (spec.addons.konnectivity)")
+        self.progress(Progress(f"tenant {tenant.name}", "joining workers"))
+        if self.workers is not None:
+            address = f"{model.advertised_address(tcp)}:{port}"
+            await self.workers.join(tenant.name, address, ready_timeout(), self.progress)
+            return
         path = self.state.tenant_kubeconfig(tenant.name)
         plane = TenantDataPlane(
             tenant,
@@ -104,10 +118,13 @@ class LabRuntime:
             self.progress,
         )
         self.data_planes.append(plane)
-        self.progress(Progress(f"tenant {tenant.name}", "joining workers"))
         await plane.start(ready_timeout())
 
     async def stop(self) -> None:
+        # Workers go first, so their tunnel agents drain while the API servers still answer.
+        if self.workers is not None:
+            await self.workers.stop()
+            self.workers = None
         for data_plane in self.data_planes:
             await data_plane.stop()
         self.data_planes = []
