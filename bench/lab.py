@@ -14,7 +14,7 @@ have one-second resolution, too coarse here):
   `hami.io/bind-phase: success`; and how long each node lock (`hami.io/mutex.lock`) was seen held.
 
 Environment: TENANTS, PODS, IN_FLIGHT to scale; PROFILE=1 runs py-spy (dev extra) against the lab
-process during the load and prints where its time goes (needs ptrace rights). The `up -d` figures of the
+process during the load (PROFILE=workers: against its first worker process) and prints where its time goes (needs ptrace rights). The `up -d` figures of the
 seed and a 100-tenant lab are bench/kamaji.py's; they are shown here from bench/results/kamaji.json.
 """
 
@@ -364,7 +364,10 @@ def run(tenants: int, pods: int, in_flight: int, profile: bool) -> dict[str, Any
         profiler = None
         try:
             if profile:
-                profiler = _start_profiler(int((state / "lab.pid").read_text()), work / "profile.txt")
+                # PROFILE=workers samples the first worker process instead of the API servers' process.
+                lab_pids = _lab_processes(int((state / "lab.pid").read_text()))
+                target = lab_pids[-1] if os.environ.get("PROFILE") == "workers" else lab_pids[0]
+                profiler = _start_profiler(target, work / "profile.txt")
             names = [f"tenant-{t:02d}" for t in range(tenants)]
             pids = _lab_processes(int((state / "lab.pid").read_text()))
             cpu_before = _cpu_by_process(pids)
@@ -458,7 +461,7 @@ def main() -> None:
     tenants = int(os.environ.get("TENANTS", "10"))
     pods = int(os.environ.get("PODS", "2000"))
     in_flight = int(os.environ.get("IN_FLIGHT", "50"))
-    profile = os.environ.get("PROFILE", "") == "1"
+    profile = os.environ.get("PROFILE", "") in ("1", "workers")
     result = run(tenants, pods, in_flight, profile)
     _print(result)
     RESULTS.mkdir(parents=True, exist_ok=True)
