@@ -32,6 +32,9 @@ Mutation = Callable[[Obj], Obj]
 
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _UPDATE_RETRIES = 8
+# Losing to a write that is still being committed is progress (someone else's), so it is not a failed
+# attempt; this only bounds a pathological stream of them.
+_MAX_COMMIT_WAITS = 10_000
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -102,6 +105,34 @@ def _well_formed(kind: Kind) -> Iterator[None]:
         raise errors.bad_request(
             f"unable to decode the {kind.kind}: a field has the wrong type ({exc})"
         ) from exc
+
+
+class _Attempts:
+    """The attempts of one read-modify-write: each lost compare-and-swap waits until the winner is
+    committed (so the next attempt reads it from the cache); only losses to already committed writes
+    count towards `_UPDATE_RETRIES`."""
+
+    def __init__(self, datastore: Datastore) -> None:
+        self._datastore = datastore
+        self._failures = 0
+        self._waits = 0
+        self._started = False
+        self.retry = False  # whether the current attempt follows a lost one
+
+    def __aiter__(self) -> _Attempts:
+        return self
+
+    async def __anext__(self) -> None:
+        if not self._started:
+            self._started = True
+            return
+        self.retry = True
+        if await self._datastore.settled() and self._waits < _MAX_COMMIT_WAITS:
+            self._waits += 1
+            return
+        self._failures += 1
+        if self._failures >= _UPDATE_RETRIES:
+            raise StopAsyncIteration
 
 
 @dataclass
@@ -318,13 +349,18 @@ class Registry:
             holder.append(encode(obj))
             return holder[-1]
 
+        cache = self.cache(kind)
+        entries: list[Entry] = []
+
+        def committed(revision: int) -> None:
+            entries.append(Entry(obj, holder[-1], revision))
+            cache.record(key, Event("ADDED", entries[0]))
+
         try:
-            revision = await self.datastore.create(self._storage_key(kind, key), render)
+            await self.datastore.create(self._storage_key(kind, key), render, committed)
         except KeyExists as exc:
             raise errors.already_exists(kind.plural, obj["metadata"]["name"], kind.group) from exc
-        entry = Entry(obj, holder[-1], revision)
-        self.cache(kind).record(key, Event("ADDED", entry))
-        return entry
+        return entries[0]
 
     def _prepare_update(self, kind: Kind, new: Obj, old: Obj, subresource: str) -> Obj:
         """Carries over what an update of this (sub)resource may not change."""
@@ -390,13 +426,29 @@ class Registry:
             )
         meta["name"] = name
         wanted = meta.get("resourceVersion") or None
-        current = self.get(kind, namespace, name)
-        if wanted is not None and wanted != str(current.revision):
-            raise errors.conflict(kind.plural, name, kind.group)
-        try:
-            return await self._write_update(kind, namespace, name, obj, current, user, subresource, dry_run)
-        except RevisionMismatch as exc:  # another write landed while admission ran
-            raise errors.conflict(kind.plural, name, kind.group) from exc
+        pristine = encode(obj)  # each attempt works on its own copy: an attempt changes what it is given
+        attempts = _Attempts(self.datastore)
+        async for _ in attempts:
+            current = self.get(kind, namespace, name)
+            if wanted is not None and wanted != str(current.revision):
+                raise errors.conflict(kind.plural, name, kind.group)
+            try:
+                return await self._write_update(
+                    kind,
+                    namespace,
+                    name,
+                    loads(pristine) if attempts.retry else obj,
+                    current,
+                    user,
+                    subresource,
+                    dry_run,
+                )
+            except RevisionMismatch as exc:  # another write landed while admission ran
+                if wanted is not None:
+                    raise errors.conflict(kind.plural, name, kind.group) from exc
+                # An unconditional update wins over writes it raced with, once they are committed.
+                continue
+        raise errors.conflict(kind.plural, name, kind.group, "too many concurrent updates")
 
     async def modify(
         self,
@@ -410,7 +462,7 @@ class Registry:
         dry_run: bool = False,
     ) -> Entry:
         """Read-modify-write (PATCH, binding, scale), retried when a concurrent write got there first."""
-        for _ in range(_UPDATE_RETRIES):
+        async for _ in _Attempts(self.datastore):
             current = self.get(kind, namespace, name)
             new = mutation(current.copy())
             meta = self._check_type(kind, new)
@@ -423,6 +475,8 @@ class Registry:
                     kind, namespace, name, new, current, user, subresource, dry_run
                 )
             except RevisionMismatch:
+                # The write that got there first may not be committed yet; the next attempt waits for
+                # it, so it reads the winner from the cache (read-your-writes for the retry loop).
                 continue
         raise errors.conflict(kind.plural, name, kind.group, "too many concurrent updates")
 
@@ -468,13 +522,18 @@ class Registry:
         if dry_run:
             return current
         key = self._key(kind, namespace, name)
+        cache = self.cache(kind)
+        entries: list[Entry] = []
+
+        def committed(revision: int) -> None:
+            entries.append(current.at_revision(revision))
+            cache.record(key, Event("DELETED", entries[0]))
+
         try:
-            revision = await self.datastore.delete(self._storage_key(kind, key), current.revision)
+            await self.datastore.delete(self._storage_key(kind, key), current.revision, committed)
         except KeyNotFound as exc:
             raise errors.not_found(kind.plural, name, kind.group) from exc
-        entry = current.at_revision(revision)
-        self.cache(kind).record(key, Event("DELETED", entry))
-        return entry
+        return entries[0]
 
     async def delete(
         self,
@@ -487,7 +546,7 @@ class Registry:
         dry_run: bool = False,
     ) -> tuple[Entry, bool]:
         """Deletes now, or marks for graceful deletion; returns the object and whether it is gone."""
-        for _ in range(_UPDATE_RETRIES):
+        async for _ in _Attempts(self.datastore):
             current = self.get(kind, namespace, name)
             meta = current.obj["metadata"]
             if options.uid is not None and options.uid != meta.get("uid"):
@@ -554,13 +613,18 @@ class Registry:
             holder.append(encode(obj))
             return holder[-1]
 
+        cache = self.cache(kind)
+        entries: list[Entry] = []
+
+        def committed(revision: int) -> None:
+            entries.append(Entry(obj, holder[-1], revision))
+            cache.record(key, Event("MODIFIED", entries[0], current))
+
         try:
-            revision = await self.datastore.update(self._storage_key(kind, key), render, current.revision)
+            await self.datastore.update(self._storage_key(kind, key), render, current.revision, committed)
         except KeyNotFound as exc:
             raise errors.not_found(kind.plural, name, kind.group) from exc
-        entry = Entry(obj, holder[-1], revision)
-        self.cache(kind).record(key, Event("MODIFIED", entry, current))
-        return entry
+        return entries[0]
 
     async def _delete_namespace(self, current: Entry, dry_run: bool) -> Entry:
         """Marks the namespace Terminating, removes its content, then the namespace (the namespace
