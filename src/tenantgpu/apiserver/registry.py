@@ -364,6 +364,15 @@ class Registry:
 
     def _prepare_update(self, kind: Kind, new: Obj, old: Obj, subresource: str) -> Obj:
         """Carries over what an update of this (sub)resource may not change."""
+        if subresource == "finalize":
+            # Only spec.finalizers may change through the namespace's finalize subresource.
+            merged = {k: v for k, v in old.items()}
+            merged["spec"] = {
+                **(old.get("spec") or {}),
+                "finalizers": (new.get("spec") or {}).get("finalizers") or [],
+            }
+            merged["metadata"] = dict(old["metadata"])
+            return merged
         if subresource == "status":
             merged = {k: v for k, v in old.items()}
             for field in kind.strategy.status_fields:
@@ -513,6 +522,7 @@ class Registry:
             meta.get("deletionTimestamp")
             and not meta.get("finalizers")
             and (kind.strategy.graceful_delete is None or not meta.get("deletionGracePeriodSeconds"))
+            and not (kind.strategy.spec_finalizers and (obj.get("spec") or {}).get("finalizers"))
         ):
             # The last finalizer is gone: the deletion that waited for it completes now.
             return await self._remove(kind, namespace, name, current, dry_run)
@@ -582,8 +592,8 @@ class Registry:
         strategy = kind.strategy
         if name in strategy.protected_names:
             raise errors.forbidden(kind.plural, name, kind.group, "this namespace may not be deleted")
-        if strategy.owns_namespace_content:
-            return await self._delete_namespace(current, dry_run), not dry_run
+        if strategy.spec_finalizers:
+            return await self._delete_terminating(kind, name, current, dry_run)
         grace = None
         if strategy.graceful_delete is not None:
             grace = strategy.graceful_delete(current.obj, options.grace_period_seconds)
@@ -626,27 +636,20 @@ class Registry:
             raise errors.not_found(kind.plural, name, kind.group) from exc
         return entries[0]
 
-    async def _delete_namespace(self, current: Entry, dry_run: bool) -> Entry:
-        """Marks the namespace Terminating, removes its content, then the namespace (the namespace
-        controller's work, done at once here so `kubectl delete ns` returns promptly)."""
-        name = current.obj["metadata"]["name"]
-        ns_kind = self.kinds.resource("", "v1", "namespaces")
-        assert ns_kind is not None
-        if dry_run:
-            return current
-        obj = current.copy()
-        obj["metadata"].setdefault("deletionTimestamp", now_rfc3339())
-        obj.setdefault("status", {})["phase"] = "Terminating"
-        try:
-            terminating = await self._store_update(ns_kind, "", name, obj, current, False)
-        except RevisionMismatch as exc:
-            raise errors.conflict("namespaces", name) from exc
-        for kind in self.kinds:
-            if not kind.namespaced or kind.kind in VIRTUAL_KINDS:
-                continue
-            for entry in self.list(kind, name):
-                await self._remove(kind, name, entry.obj["metadata"]["name"], entry, False)
-        return await self._remove(ns_kind, "", name, terminating, False)
+    async def _delete_terminating(
+        self, kind: Kind, name: str, current: Entry, dry_run: bool
+    ) -> tuple[Entry, bool]:
+        """A namespace's delete: the first marks it Terminating (its controller then empties it and
+        removes its finalizer); it is removed only once no finalizer of either kind is left."""
+        meta = current.obj["metadata"]
+        if not meta.get("deletionTimestamp"):
+            obj = current.copy()
+            obj["metadata"]["deletionTimestamp"] = now_rfc3339()
+            obj.setdefault("status", {})["phase"] = "Terminating"
+            return await self._store_update(kind, "", name, obj, current, dry_run), False
+        if (current.obj.get("spec") or {}).get("finalizers") or meta.get("finalizers"):
+            return current, False
+        return await self._remove(kind, "", name, current, dry_run), not dry_run
 
     async def delete_collection(
         self,

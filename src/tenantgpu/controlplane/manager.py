@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tenantgpu.controlplane.namespaces import NamespaceController
 from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
 from tenantgpu.controlplane.podgc import PodGarbageCollector
 from tenantgpu.controlplane.scheduler import DefaultScheduler
@@ -35,6 +36,7 @@ class ControlPlaneServices:
                 self.client, grace_seconds=self.node_grace_seconds, monitor_seconds=self.node_monitor_seconds
             ),
             PodGarbageCollector(self.client),
+            NamespaceController(self.client),
         ]
         started: list[_Service] = []
         try:
