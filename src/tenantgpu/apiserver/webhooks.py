@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from tenantgpu import eventloop
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionPlugin
 from tenantgpu.apiserver.hooks import DirectEgress, Egress
@@ -91,9 +92,15 @@ class _HTTPClient:
     async def post(
         self, egress: Egress, host: str, port: int, path: str, body: bytes, ca_bundle: str
     ) -> tuple[int, bytes]:
-        reader, writer = await egress.open_connection(host, port)
+        _, plain_writer = await egress.open_connection(host, port)
         try:
-            await writer.start_tls(self.context(ca_bundle), server_hostname=host)
+            reader, writer = await eventloop.start_tls(
+                plain_writer, self.context(ca_bundle), host, _MAX_RESPONSE
+            )
+        except BaseException:
+            plain_writer.close()
+            raise
+        try:
             head = (
                 f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
                 f"Accept: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
+from tenantgpu import eventloop
 from tenantgpu.node.logserver import kubelet_endpoint
 
 NodeLookup = Callable[[str], Awaitable[dict[str, Any] | None]]
@@ -80,8 +81,8 @@ class KubeletLogSource:
         if query:
             path += "?" + urlencode(query)
         try:
-            reader, writer = await self.egress.open_connection(host, port)
-            await writer.start_tls(self._tls, server_hostname=host)
+            _, plain = await self.egress.open_connection(host, port)
+            reader, writer = await eventloop.start_tls(plain, self._tls, host)
         except OSError as err:
             raise self.error(f"dial kubelet {host}:{port}: {err}") from err
         try:
