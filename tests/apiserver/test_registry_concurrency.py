@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 from tenantgpu.apiserver.auth import UserInfo
@@ -55,4 +56,19 @@ async def test_unconditional_updates_racing_each_other_all_succeed(tmp_path: Pat
     bodies = [{"metadata": {"name": "put"}, "data": {"v": str(i)}} for i in range(10)]
     await asyncio.gather(*(registry.update(kind, "default", "put", body, ADMIN) for body in bodies))
     assert registry.get(kind, "default", "put").obj["data"]["v"] in {str(i) for i in range(10)}
+    store.close()
+
+
+async def test_created_objects_get_distinct_version_4_uids(tmp_path: Path) -> None:
+    server, store = await _server(tmp_path)
+    kind = server.registry.kinds.resource("", "v1", "configmaps")
+    assert kind is not None
+    uids = [
+        (await server.registry.create(kind, "default", {"metadata": {"name": f"c{i}"}}, ADMIN)).obj[
+            "metadata"
+        ]["uid"]
+        for i in range(50)
+    ]
+    assert len(set(uids)) == 50
+    assert all(uuid.UUID(uid).version == 4 and str(uuid.UUID(uid)) == uid for uid in uids)
     store.close()
