@@ -261,3 +261,27 @@ def test_pods_of_a_deleted_node_are_removed(core: kubernetes.client.CoreV1Api) -
         "orphan deleted",
         lambda: not [p for p in core.list_namespaced_pod("gc").items if p.metadata.name == "orphan"],
     )
+
+
+def test_a_deleted_namespace_is_emptied_and_removed(core: kubernetes.client.CoreV1Api) -> None:
+    ensure_namespace(core, "short-lived")
+    wait_for(
+        "its default service account",
+        lambda: [
+            a
+            for a in core.list_namespaced_service_account("short-lived").items
+            if a.metadata.name == "default"
+        ],
+    )
+    core.create_namespaced_pod("short-lived", pod_body("unscheduled", "64", scheduler="nobody"))
+    core.delete_namespace("short-lived")
+
+    def gone() -> bool:
+        try:
+            core.read_namespace("short-lived")
+        except kubernetes.client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for("the namespace removed", gone)
+    assert not core.list_namespaced_pod("short-lived").items

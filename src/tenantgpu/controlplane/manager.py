@@ -29,14 +29,16 @@ class ControlPlaneServices:
     services: list[_Service] = field(default_factory=list)
 
     async def start(self) -> None:
+        accounts = ServiceAccountController(self.client)
         self.services = [
-            ServiceAccountController(self.client),
+            accounts,
             DefaultScheduler(self.client),
             NodeLifecycleController(
                 self.client, grace_seconds=self.node_grace_seconds, monitor_seconds=self.node_monitor_seconds
             ),
             PodGarbageCollector(self.client),
-            NamespaceController(self.client),
+            # Both watch namespaces: one informer (one watch per tenant) serves the two.
+            NamespaceController(self.client, namespaces=accounts.namespaces),
         ]
         started: list[_Service] = []
         try:

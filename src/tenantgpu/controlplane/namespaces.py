@@ -147,9 +147,17 @@ def merge_conditions(
 class NamespaceController:
     """Empties and finalizes every namespace that has a deletionTimestamp."""
 
-    def __init__(self, client: KubeClient, *, first_recheck: float = 0.05, max_recheck: float = 1.0) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        namespaces: Informer | None = None,
+        first_recheck: float = 0.05,
+        max_recheck: float = 1.0,
+    ) -> None:
+        """`namespaces`: an informer to share with another controller (one watch instead of two)."""
         self.client = client
-        self.namespaces = Informer(client, NAMESPACES)
+        self.namespaces = namespaces or Informer(client, NAMESPACES)
         self._first_recheck = first_recheck
         self._max_recheck = max_recheck
         self._queue: asyncio.Queue[str] = asyncio.Queue()
