@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -54,4 +56,31 @@ async def test_delete_prefix_removes_one_tenant_only(tmp_path: Path) -> None:
     await store.create("/tenant-ab/pods/x", _value("2"))
     await store.delete_prefix("/tenant-a/")
     assert [kv.key for kv in await store.range("/")] == ["/tenant-ab/pods/x"]
+    store.close()
+
+
+async def test_writes_of_one_loop_turn_are_acknowledged_only_after_their_commit(tmp_path: Path) -> None:
+    store = SQLiteDatastore(tmp_path / "s.db")
+    seen: list[int] = []
+    writes = [store.create(f"/t/cm/{i}", _value(str(i)), seen.append) for i in range(20)]
+    revisions = await asyncio.gather(*writes)
+    assert seen == sorted(revisions) == list(range(1, 21))  # told in revision order, before resuming
+    # Another connection (what a restart after kill -9 would read) sees every acknowledged write.
+    other = sqlite3.connect(tmp_path / "s.db")
+    assert other.execute("SELECT COUNT(*) FROM kv").fetchone()[0] == 20
+    other.close()
+    store.close()
+
+
+async def test_a_lost_compare_and_swap_can_wait_for_the_winner(tmp_path: Path) -> None:
+    store = SQLiteDatastore(tmp_path / "s.db")
+    revision = await store.create("/t/cm/a", _value("1"))
+    committed: list[int] = []
+    winner = asyncio.ensure_future(store.update("/t/cm/a", _value("2"), revision, committed.append))
+    await asyncio.sleep(0)  # the winner's statement ran; its commit is still ahead
+    with pytest.raises(RevisionMismatch):
+        await store.update("/t/cm/a", _value("3"), revision)
+    assert committed == []
+    await store.settled()
+    assert committed == [await winner]
     store.close()

@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer, kubectl_path, start_server
 
+from tenantgpu.controlplane import NamespaceController
+from tenantgpu.kubeclient import KubeClient
+
 
 @pytest.fixture(scope="module")
 def background_loop() -> Iterator[BackgroundLoop]:
@@ -27,6 +30,27 @@ def apiserver(
     yield running
     background_loop.run(running.server.stop())
     running.datastore.close()
+
+
+@pytest.fixture(scope="module")
+def namespace_controller(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop
+) -> Iterator[NamespaceController]:
+    """The namespace controller beside the module's server: without it a deleted namespace stays Terminating."""
+
+    async def up() -> NamespaceController:
+        running = NamespaceController(KubeClient.from_kubeconfig(apiserver.kubeconfig))
+        await running.start()
+        return running
+
+    running = background_loop.run(up())
+    yield running
+
+    async def down() -> None:
+        await running.stop()
+        await running.client.close()
+
+    background_loop.run(down())
 
 
 @pytest.fixture(scope="module")

@@ -249,6 +249,9 @@ def test_delete_waits_for_graceful_deletion_of_a_bound_pod(
 
 
 @pytest.mark.parametrize("version", ["1.31", "1.33"])
+@pytest.mark.usefixtures(
+    "namespace_controller"
+)  # `kubectl delete namespace` waits for it to empty the namespace
 def test_generator_commands_including_protobuf_bodies(kubectl: Kubectl, version: str) -> None:
     """kubectl ≥ 1.32 sends typed creates (`create namespace/configmap/secret/sa/token`) as protobuf."""
     suffix = version.replace(".", "")

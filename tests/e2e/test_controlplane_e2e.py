@@ -125,8 +125,13 @@ def test_pod_is_bound_to_the_least_allocated_node(
     core.create_namespaced_pod("sched", pod_body("web", "500m"))
     pod = wait_for("binding", lambda: (p := core.read_namespaced_pod("web", "sched")).spec.node_name and p)
     assert pod.spec.node_name == "large"
-    events = core.list_namespaced_event("sched", field_selector="involvedObject.name=web").items
-    assert any(e.reason == "Scheduled" and "sched/web to large" in e.message for e in events)
+    wait_for(
+        "a Scheduled event",
+        lambda: any(
+            e.reason == "Scheduled" and "sched/web to large" in e.message
+            for e in core.list_namespaced_event("sched", field_selector="involvedObject.name=web").items
+        ),
+    )
 
 
 def test_pod_that_fits_nowhere_is_unschedulable_then_placed_when_a_node_appears(
@@ -142,8 +147,14 @@ def test_pod_that_fits_nowhere_is_unschedulable_then_placed_when_a_node_appears(
     condition = wait_for("PodScheduled=False", unschedulable)[0]
     assert condition.reason == "Unschedulable"
     assert "nodes are available" in condition.message and "Insufficient cpu" in condition.message
-    events = core.list_namespaced_event("big", field_selector="involvedObject.name=huge").items
-    assert any(e.reason == "FailedScheduling" and e.type == "Warning" for e in events)
+    # The event is a write of its own after the status: it may land a moment later.
+    wait_for(
+        "a FailedScheduling warning",
+        lambda: any(
+            e.reason == "FailedScheduling" and e.type == "Warning"
+            for e in core.list_namespaced_event("big", field_selector="involvedObject.name=huge").items
+        ),
+    )
 
     core.create_node(node_body("giant", "128", "512Gi"))
     pod = wait_for(
@@ -250,3 +261,27 @@ def test_pods_of_a_deleted_node_are_removed(core: kubernetes.client.CoreV1Api) -
         "orphan deleted",
         lambda: not [p for p in core.list_namespaced_pod("gc").items if p.metadata.name == "orphan"],
     )
+
+
+def test_a_deleted_namespace_is_emptied_and_removed(core: kubernetes.client.CoreV1Api) -> None:
+    ensure_namespace(core, "short-lived")
+    wait_for(
+        "its default service account",
+        lambda: [
+            a
+            for a in core.list_namespaced_service_account("short-lived").items
+            if a.metadata.name == "default"
+        ],
+    )
+    core.create_namespaced_pod("short-lived", pod_body("unscheduled", "64", scheduler="nobody"))
+    core.delete_namespace("short-lived")
+
+    def gone() -> bool:
+        try:
+            core.read_namespace("short-lived")
+        except kubernetes.client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for("the namespace removed", gone)
+    assert not core.list_namespaced_pod("short-lived").items

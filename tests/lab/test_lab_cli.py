@@ -35,6 +35,8 @@ def test_up_with_a_broken_lab_file_names_the_line(tmp_path: Path) -> None:
 
 
 def test_a_bad_worker_process_count_is_exit_2_with_one_line(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["up", "-d", "--worker-processes", "lots", "--state-dir", str(tmp_path)])
+    result = CliRunner().invoke(
+        main, ["up", "-d", "--worker-processes", "lots", "--state-dir", str(tmp_path)]
+    )
     assert result.exit_code == 2
     assert result.output.strip() == "error: worker processes: expected a number or auto, got 'lots'"

@@ -14,6 +14,7 @@ import signal
 from pathlib import Path
 
 from tenantgpu import eventloop
+from tenantgpu.apiserver.gcpolicy import CollectorPolicy
 from tenantgpu.apiserver.kinds import KAMAJI_KINDS
 from tenantgpu.apiserver.pki import ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
@@ -35,6 +36,8 @@ async def serve(state_dir: Path, name: str, port: int, version: str, management:
         )
     )
     await server.start()
+    collector = CollectorPolicy()
+    collector.start()
     (state_dir / "admin.kubeconfig").write_text(server.admin_kubeconfig())
     print(f"ready {server.url}", flush=True)
     stop = asyncio.Event()
@@ -43,6 +46,7 @@ async def serve(state_dir: Path, name: str, port: int, version: str, management:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    collector.stop()
     await server.stop()
     datastore.close()
 

@@ -83,10 +83,19 @@ class NamespaceLifecycle:
         if (ns.get("status") or {}).get("phase") == "Terminating" or (ns.get("metadata") or {}).get(
             "deletionTimestamp"
         ):
-            raise errors.forbidden(
+            refused = errors.forbidden(
                 attributes.kind.plural,
                 attributes.name,
                 attributes.kind.group,
                 f"unable to create new content in namespace {attributes.namespace} "
                 "because it is being terminated",
             )
+            assert refused.details is not None
+            refused.details["causes"] = [
+                {
+                    "reason": "NamespaceTerminating",
+                    "message": f"namespace {attributes.namespace} is being terminated",
+                    "field": "metadata.namespace",
+                }
+            ]
+            raise refused

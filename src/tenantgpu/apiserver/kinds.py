@@ -36,9 +36,11 @@ class Strategy:
     on_update: Callable[[Obj, Obj], None] | None = None
     # The grace period a delete gets, from the object and the requested one; None or 0 = at once.
     graceful_delete: Callable[[Obj, int | None], int | None] | None = None
-    # Names that may never be deleted, and whether deleting an object removes its namespace's content.
+    # Names that may never be deleted.
     protected_names: frozenset[str] = frozenset()
-    owns_namespace_content: bool = False
+    # Namespaces: a delete only marks the object Terminating; it goes once `spec.finalizers` (which a
+    # controller empties through the `finalize` subresource) and `metadata.finalizers` are both empty.
+    spec_finalizers: bool = False
     # Kinds with a status subresource start with an empty status, except nodes: kubelets register
     # with theirs.
     keep_status_on_create: bool = False
@@ -148,13 +150,21 @@ def _pod_grace(pod: Obj, requested: int | None) -> int | None:
 
 
 def _namespace_on_create(ns: Obj) -> None:
-    ns.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    finalizers = ns.setdefault("spec", {}).setdefault("finalizers", [])
+    if "kubernetes" not in finalizers:
+        finalizers.append("kubernetes")  # the namespace controller's, always present from the start
     ns.setdefault("status", {})["phase"] = "Active"
     labels = ns.setdefault("metadata", {}).setdefault("labels", {})
     labels["kubernetes.io/metadata.name"] = ns["metadata"].get("name", "")
 
 
 def _namespace_on_update(new: Obj, old: Obj) -> None:
+    # Only the finalize subresource changes spec.finalizers.
+    old_finalizers = (old.get("spec") or {}).get("finalizers")
+    if old_finalizers is None:
+        (new.get("spec") or {}).pop("finalizers", None)
+    else:
+        new.setdefault("spec", {})["finalizers"] = list(old_finalizers)
     new.setdefault("metadata", {}).setdefault("labels", {})["kubernetes.io/metadata.name"] = old["metadata"][
         "name"
     ]
@@ -231,7 +241,7 @@ NAMESPACE = Kind(
         _namespace_on_update,
         # kube's NamespaceLifecycle never lets these go.
         protected_names=frozenset({"default", "kube-system", "kube-public"}),
-        owns_namespace_content=True,
+        spec_finalizers=True,
     ),
 )
 BUILTIN_KINDS: tuple[Kind, ...] = (

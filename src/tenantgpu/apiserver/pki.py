@@ -109,7 +109,9 @@ class CertificateAuthority:
         cert = builder.sign(ca_key, hashes.SHA256())
         return cert.public_bytes(serialization.Encoding.PEM), key_pem(key)
 
-    def issue_serving(self, hosts: Sequence[str] = ("127.0.0.1", "localhost")) -> tuple[bytes, bytes]:
+    def issue_serving(
+        self, hosts: Sequence[str] = ("127.0.0.1", "localhost"), common_name: str = "kube-apiserver"
+    ) -> tuple[bytes, bytes]:
         """A serving certificate (PEM cert, PEM key) whose SANs cover `hosts` (IPs or DNS names)."""
         sans: list[x509.GeneralName] = []
         for host in hosts:
@@ -117,7 +119,7 @@ class CertificateAuthority:
                 sans.append(x509.IPAddress(ipaddress.ip_address(host)))
             except ValueError:
                 sans.append(x509.DNSName(host))
-        return self._issue(_name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, sans)
+        return self._issue(_name(common_name), ExtendedKeyUsageOID.SERVER_AUTH, sans)
 
     def issue_client(self, user: str, groups: Sequence[str] = ()) -> tuple[bytes, bytes]:
         """A client certificate: CN is the user name and each O a group, as kube-apiserver reads them."""

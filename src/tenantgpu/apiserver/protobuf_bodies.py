@@ -10,52 +10,24 @@ import base64
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tenantgpu.apiserver._protowire import BYTES, VARINT, ProtobufError, fields, text
+
 MAGIC = b"k8s\x00"
 
 
-class ProtobufBodyError(ValueError):
-    """The body is not a Kubernetes protobuf envelope of a kind this server can decode."""
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise ProtobufBodyError("truncated varint")
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
+# Malformed bodies raise the wire reader's error; the name says what the server rejects.
+ProtobufBodyError = ProtobufError
 
 
 def _fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
-    at = 0
-    while at < len(data):
-        key, at = _varint(data, at)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, at = _varint(data, at)
+    """(field number, value) of each varint or length-delimited field; fixed-size ones are skipped."""
+    for number, wire, value in fields(data):
+        if wire in (VARINT, BYTES):
             yield number, value
-        elif wire == 2:
-            length, at = _varint(data, at)
-            if at + length > len(data):
-                raise ProtobufBodyError("truncated field")
-            yield number, data[at : at + length]
-            at += length
-        elif wire == 1:
-            at += 8
-        elif wire == 5:
-            at += 4
-        else:
-            raise ProtobufBodyError(f"unsupported wire type {wire}")
 
 
 def _text(value: int | bytes) -> str:
-    if not isinstance(value, bytes):
-        raise ProtobufBodyError("expected a string")
-    return value.decode()
+    return text(value)
 
 
 def _map_entry(value: int | bytes, as_bytes: bool = False) -> tuple[str, str]:

@@ -46,7 +46,15 @@ def parse_quantity(text: str | int | float) -> Decimal:
         raise QuantityError(QUANTITY_FORMAT_MESSAGE)
     if isinstance(text, (int, float)):
         return Decimal(str(text))
-    match = _GRAMMAR.match(text.strip()) if isinstance(text, str) and text == text.strip() else None
+    if not isinstance(text, str):
+        raise QuantityError(QUANTITY_FORMAT_MESSAGE)
+    return _parse_text(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_text(text: str) -> Decimal:
+    # Pods repeat a handful of quantities ("100m", "1Gi"); a Decimal is immutable, so one parse serves all.
+    match = _GRAMMAR.match(text) if text == text.strip() else None
     if not match:
         raise QuantityError(QUANTITY_FORMAT_MESSAGE)
     number = Decimal(match["number"])

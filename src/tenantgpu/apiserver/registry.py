@@ -10,9 +10,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import os
 import secrets
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +32,9 @@ Mutation = Callable[[Obj], Obj]
 
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _UPDATE_RETRIES = 8
+# Losing to a write that is still being committed is progress (someone else's), so it is not a failed
+# attempt; this only bounds a pathological stream of them.
+_MAX_COMMIT_WAITS = 10_000
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -43,6 +46,15 @@ def now_rfc3339() -> str:
 def _format_second(second: int) -> str:
     # Timestamps have whole-second resolution, so each second is formatted once (a hot path).
     return dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _new_uid() -> str:
+    """A random (version 4) UUID string, without the cost of building a `uuid.UUID` (a hot path)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40
+    raw[8] = raw[8] & 0x3F | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _cause(item: Any) -> dict[str, str]:
@@ -102,6 +114,34 @@ def _well_formed(kind: Kind) -> Iterator[None]:
         raise errors.bad_request(
             f"unable to decode the {kind.kind}: a field has the wrong type ({exc})"
         ) from exc
+
+
+class _Attempts:
+    """The attempts of one read-modify-write: each lost compare-and-swap waits until the winner is
+    committed (so the next attempt reads it from the cache); only losses to already committed writes
+    count towards `_UPDATE_RETRIES`."""
+
+    def __init__(self, datastore: Datastore) -> None:
+        self._datastore = datastore
+        self._failures = 0
+        self._waits = 0
+        self._started = False
+        self.retry = False  # whether the current attempt follows a lost one
+
+    def __aiter__(self) -> _Attempts:
+        return self
+
+    async def __anext__(self) -> None:
+        if not self._started:
+            self._started = True
+            return
+        self.retry = True
+        if await self._datastore.settled() and self._waits < _MAX_COMMIT_WAITS:
+            self._waits += 1
+            return
+        self._failures += 1
+        if self._failures >= _UPDATE_RETRIES:
+            raise StopAsyncIteration
 
 
 @dataclass
@@ -286,7 +326,7 @@ class Registry:
             )
         for transient in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(transient, None)
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = _new_uid()
         meta["creationTimestamp"] = now_rfc3339()
         if kind.has_status or kind.group:
             meta["generation"] = 1
@@ -318,16 +358,30 @@ class Registry:
             holder.append(encode(obj))
             return holder[-1]
 
+        cache = self.cache(kind)
+        entries: list[Entry] = []
+
+        def committed(revision: int) -> None:
+            entries.append(Entry(obj, holder[-1], revision))
+            cache.record(key, Event("ADDED", entries[0]))
+
         try:
-            revision = await self.datastore.create(self._storage_key(kind, key), render)
+            await self.datastore.create(self._storage_key(kind, key), render, committed)
         except KeyExists as exc:
             raise errors.already_exists(kind.plural, obj["metadata"]["name"], kind.group) from exc
-        entry = Entry(obj, holder[-1], revision)
-        self.cache(kind).record(key, Event("ADDED", entry))
-        return entry
+        return entries[0]
 
     def _prepare_update(self, kind: Kind, new: Obj, old: Obj, subresource: str) -> Obj:
         """Carries over what an update of this (sub)resource may not change."""
+        if subresource == "finalize":
+            # Only spec.finalizers may change through the namespace's finalize subresource.
+            merged = {k: v for k, v in old.items()}
+            merged["spec"] = {
+                **(old.get("spec") or {}),
+                "finalizers": (new.get("spec") or {}).get("finalizers") or [],
+            }
+            merged["metadata"] = dict(old["metadata"])
+            return merged
         if subresource == "status":
             merged = {k: v for k, v in old.items()}
             for field in kind.strategy.status_fields:
@@ -390,13 +444,29 @@ class Registry:
             )
         meta["name"] = name
         wanted = meta.get("resourceVersion") or None
-        current = self.get(kind, namespace, name)
-        if wanted is not None and wanted != str(current.revision):
-            raise errors.conflict(kind.plural, name, kind.group)
-        try:
-            return await self._write_update(kind, namespace, name, obj, current, user, subresource, dry_run)
-        except RevisionMismatch as exc:  # another write landed while admission ran
-            raise errors.conflict(kind.plural, name, kind.group) from exc
+        pristine = encode(obj)  # each attempt works on its own copy: an attempt changes what it is given
+        attempts = _Attempts(self.datastore)
+        async for _ in attempts:
+            current = self.get(kind, namespace, name)
+            if wanted is not None and wanted != str(current.revision):
+                raise errors.conflict(kind.plural, name, kind.group)
+            try:
+                return await self._write_update(
+                    kind,
+                    namespace,
+                    name,
+                    loads(pristine) if attempts.retry else obj,
+                    current,
+                    user,
+                    subresource,
+                    dry_run,
+                )
+            except RevisionMismatch as exc:  # another write landed while admission ran
+                if wanted is not None:
+                    raise errors.conflict(kind.plural, name, kind.group) from exc
+                # An unconditional update wins over writes it raced with, once they are committed.
+                continue
+        raise errors.conflict(kind.plural, name, kind.group, "too many concurrent updates")
 
     async def modify(
         self,
@@ -410,7 +480,7 @@ class Registry:
         dry_run: bool = False,
     ) -> Entry:
         """Read-modify-write (PATCH, binding, scale), retried when a concurrent write got there first."""
-        for _ in range(_UPDATE_RETRIES):
+        async for _ in _Attempts(self.datastore):
             current = self.get(kind, namespace, name)
             new = mutation(current.copy())
             meta = self._check_type(kind, new)
@@ -423,6 +493,8 @@ class Registry:
                     kind, namespace, name, new, current, user, subresource, dry_run
                 )
             except RevisionMismatch:
+                # The write that got there first may not be committed yet; the next attempt waits for
+                # it, so it reads the winner from the cache (read-your-writes for the retry loop).
                 continue
         raise errors.conflict(kind.plural, name, kind.group, "too many concurrent updates")
 
@@ -459,6 +531,7 @@ class Registry:
             meta.get("deletionTimestamp")
             and not meta.get("finalizers")
             and (kind.strategy.graceful_delete is None or not meta.get("deletionGracePeriodSeconds"))
+            and not (kind.strategy.spec_finalizers and (obj.get("spec") or {}).get("finalizers"))
         ):
             # The last finalizer is gone: the deletion that waited for it completes now.
             return await self._remove(kind, namespace, name, current, dry_run)
@@ -468,13 +541,18 @@ class Registry:
         if dry_run:
             return current
         key = self._key(kind, namespace, name)
+        cache = self.cache(kind)
+        entries: list[Entry] = []
+
+        def committed(revision: int) -> None:
+            entries.append(current.at_revision(revision))
+            cache.record(key, Event("DELETED", entries[0]))
+
         try:
-            revision = await self.datastore.delete(self._storage_key(kind, key), current.revision)
+            await self.datastore.delete(self._storage_key(kind, key), current.revision, committed)
         except KeyNotFound as exc:
             raise errors.not_found(kind.plural, name, kind.group) from exc
-        entry = current.at_revision(revision)
-        self.cache(kind).record(key, Event("DELETED", entry))
-        return entry
+        return entries[0]
 
     async def delete(
         self,
@@ -487,7 +565,7 @@ class Registry:
         dry_run: bool = False,
     ) -> tuple[Entry, bool]:
         """Deletes now, or marks for graceful deletion; returns the object and whether it is gone."""
-        for _ in range(_UPDATE_RETRIES):
+        async for _ in _Attempts(self.datastore):
             current = self.get(kind, namespace, name)
             meta = current.obj["metadata"]
             if options.uid is not None and options.uid != meta.get("uid"):
@@ -523,8 +601,8 @@ class Registry:
         strategy = kind.strategy
         if name in strategy.protected_names:
             raise errors.forbidden(kind.plural, name, kind.group, "this namespace may not be deleted")
-        if strategy.owns_namespace_content:
-            return await self._delete_namespace(current, dry_run), not dry_run
+        if strategy.spec_finalizers:
+            return await self._delete_terminating(kind, name, current, dry_run)
         grace = None
         if strategy.graceful_delete is not None:
             grace = strategy.graceful_delete(current.obj, options.grace_period_seconds)
@@ -554,35 +632,33 @@ class Registry:
             holder.append(encode(obj))
             return holder[-1]
 
+        cache = self.cache(kind)
+        entries: list[Entry] = []
+
+        def committed(revision: int) -> None:
+            entries.append(Entry(obj, holder[-1], revision))
+            cache.record(key, Event("MODIFIED", entries[0], current))
+
         try:
-            revision = await self.datastore.update(self._storage_key(kind, key), render, current.revision)
+            await self.datastore.update(self._storage_key(kind, key), render, current.revision, committed)
         except KeyNotFound as exc:
             raise errors.not_found(kind.plural, name, kind.group) from exc
-        entry = Entry(obj, holder[-1], revision)
-        self.cache(kind).record(key, Event("MODIFIED", entry, current))
-        return entry
+        return entries[0]
 
-    async def _delete_namespace(self, current: Entry, dry_run: bool) -> Entry:
-        """Marks the namespace Terminating, removes its content, then the namespace (the namespace
-        controller's work, done at once here so `kubectl delete ns` returns promptly)."""
-        name = current.obj["metadata"]["name"]
-        ns_kind = self.kinds.resource("", "v1", "namespaces")
-        assert ns_kind is not None
-        if dry_run:
-            return current
-        obj = current.copy()
-        obj["metadata"].setdefault("deletionTimestamp", now_rfc3339())
-        obj.setdefault("status", {})["phase"] = "Terminating"
-        try:
-            terminating = await self._store_update(ns_kind, "", name, obj, current, False)
-        except RevisionMismatch as exc:
-            raise errors.conflict("namespaces", name) from exc
-        for kind in self.kinds:
-            if not kind.namespaced or kind.kind in VIRTUAL_KINDS:
-                continue
-            for entry in self.list(kind, name):
-                await self._remove(kind, name, entry.obj["metadata"]["name"], entry, False)
-        return await self._remove(ns_kind, "", name, terminating, False)
+    async def _delete_terminating(
+        self, kind: Kind, name: str, current: Entry, dry_run: bool
+    ) -> tuple[Entry, bool]:
+        """A namespace's delete: the first marks it Terminating (its controller then empties it and
+        removes its finalizer); it is removed only once no finalizer of either kind is left."""
+        meta = current.obj["metadata"]
+        if not meta.get("deletionTimestamp"):
+            obj = current.copy()
+            obj["metadata"]["deletionTimestamp"] = now_rfc3339()
+            obj.setdefault("status", {})["phase"] = "Terminating"
+            return await self._store_update(kind, "", name, obj, current, dry_run), False
+        if (current.obj.get("spec") or {}).get("finalizers") or meta.get("finalizers"):
+            return current, False
+        return await self._remove(kind, "", name, current, dry_run), not dry_run
 
     async def delete_collection(
         self,

@@ -763,9 +763,8 @@ class APIServer(SubresourceHandlers):
         dry_run = self._dry_run(request)
         if target.subresource == "scale":
             return await self._update_scale(target, lambda _scale: body, user, dry_run)
-        subresource = "" if target.subresource == "finalize" else target.subresource
         entry = await self.registry.update(
-            kind, target.namespace, target.name, body, user, subresource=subresource, dry_run=dry_run
+            kind, target.namespace, target.name, body, user, subresource=target.subresource, dry_run=dry_run
         )
         return self._render(request, kind, entry)
 

@@ -2,17 +2,26 @@
 
 `SQLiteDatastore` is the embedded driver (one WAL-mode file for every tenant, as Kamaji shares one
 etcd). Writes are committed before they return, so an acknowledged write survives `kill -9`.
+
+Writes made in the same turn of the event loop share one transaction (a group commit): each statement
+runs at once, so compare-and-swap checks see every earlier write, and each write's `committed` callback
+runs right after the COMMIT and before any writer resumes, so the caller's view (the watch cache) is
+current when a writer - or a retry waiting in `settled()` - continues.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 
 class StorageError(Exception):
@@ -45,6 +54,9 @@ class KeyValue:
 Encoder = Callable[[int], bytes]
 """Renders the value for the revision the write will get, so the stored bytes carry their version."""
 
+Committed = Callable[[int], None]
+"""Told the write's revision once it is durable, before the writer (or anyone waiting) resumes."""
+
 
 class Datastore(Protocol):
     """What the registry needs from a store; an etcd driver would implement the same calls."""
@@ -54,13 +66,20 @@ class Datastore(Protocol):
 
     async def range(self, prefix: str) -> list[KeyValue]: ...
 
-    async def create(self, key: str, encode: Encoder) -> int: ...
+    async def create(self, key: str, encode: Encoder, committed: Committed | None = None) -> int: ...
 
-    async def update(self, key: str, encode: Encoder, expected_revision: int) -> int: ...
+    async def update(
+        self, key: str, encode: Encoder, expected_revision: int, committed: Committed | None = None
+    ) -> int: ...
 
-    async def delete(self, key: str, expected_revision: int) -> int: ...
+    async def delete(self, key: str, expected_revision: int, committed: Committed | None = None) -> int: ...
 
     async def delete_prefix(self, prefix: str) -> int: ...
+
+    async def settled(self) -> bool:
+        """Returns once every write issued so far is committed (and its `committed` callback ran);
+        true if there was such a write to wait for."""
+        ...
 
     def close(self) -> None: ...
 
@@ -73,10 +92,11 @@ class SQLiteDatastore:
     """One SQLite file (WAL) holding every tenant's keys and a single monotonically rising revision.
 
     Statements run inline on the event loop: each is tens of microseconds, far cheaper than a hop to a
-    thread, and a single writer keeps compare-and-swap trivially atomic. Creates and updates are one
-    auto-committed statement (the row carries its revision); deletes also record the revision they
-    consumed, so revisions never go back after a restart. WAL checkpoints, which fsync, run in a
-    background thread so they never stall the loop.
+    thread, and a single writer keeps compare-and-swap trivially atomic. The writes of one loop turn
+    share a transaction, committed by a callback at the start of the next turn: a COMMIT (a WAL append)
+    costs more than the statements it closes, so under load one commit carries many writes. Rows carry
+    their revision; deletes also record the revision they consumed, so revisions never go back after a
+    restart. WAL checkpoints, which fsync, run in a background thread so they never stall the loop.
     """
 
     def __init__(self, path: str | Path, *, checkpoint_interval: float = 2.0) -> None:
@@ -99,6 +119,8 @@ class SQLiteDatastore:
         self._revision = max(row[0] if row else 0, kv_max)
         if row is None:
             self._db.execute("INSERT INTO meta (id, revision) VALUES (1, ?)", (self._revision,))
+        self._batch: asyncio.Future[None] | None = None
+        self._committed: list[tuple[Committed, int]] = []
         self._stop = threading.Event()
         self._checkpointer = threading.Thread(
             target=self._checkpoint_loop, args=(checkpoint_interval,), name="sqlite-checkpoint", daemon=True
@@ -118,6 +140,55 @@ class SQLiteDatastore:
     def revision(self) -> int:
         return self._revision
 
+    # --- the group commit -----------------------------------------------------------------------
+
+    def _transaction(self) -> asyncio.Future[None]:
+        """The open transaction of this loop turn (begun on first use); resolves when it is committed."""
+        if self._batch is None:
+            loop = asyncio.get_running_loop()
+            self._db.execute("BEGIN IMMEDIATE")
+            self._batch = loop.create_future()
+            loop.call_soon(self._commit)
+        return self._batch
+
+    def _commit(self) -> None:
+        batch, self._batch = self._batch, None
+        committed, self._committed = self._committed, []
+        if batch is None:
+            return
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            # The revisions handed out stay consumed: they never come back, which is all a revision owes.
+            if not batch.done():
+                batch.set_exception(StorageError(f"commit failed: {exc}"))
+            return
+        for callback, revision in committed:
+            try:
+                callback(revision)
+            except Exception:  # one observer's bug must not keep the others (or the writers) waiting
+                log.exception("a commit callback failed for revision %d", revision)
+        if not batch.done():
+            batch.set_result(None)
+
+    async def _acknowledged(
+        self, batch: asyncio.Future[None], revision: int, committed: Committed | None
+    ) -> int:
+        if committed is not None:
+            self._committed.append((committed, revision))
+        await asyncio.shield(batch)
+        return revision
+
+    async def settled(self) -> bool:
+        if self._batch is None:
+            return False
+        await asyncio.shield(self._batch)
+        return True
+
+    # --- reads and writes ----------------------------------------------------------------------
+
     async def range(self, prefix: str) -> list[KeyValue]:
         rows = self._db.execute(
             "SELECT key, value, revision FROM kv WHERE key >= ? AND key < ? ORDER BY key",
@@ -129,7 +200,8 @@ class SQLiteDatastore:
         row = self._db.execute("SELECT revision FROM kv WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
 
-    async def create(self, key: str, encode: Encoder) -> int:
+    async def create(self, key: str, encode: Encoder, committed: Committed | None = None) -> int:
+        batch = self._transaction()
         revision = self._revision + 1
         try:
             self._db.execute(
@@ -138,9 +210,12 @@ class SQLiteDatastore:
         except sqlite3.IntegrityError as exc:
             raise KeyExists(key) from exc
         self._revision = revision
-        return revision
+        return await self._acknowledged(batch, revision, committed)
 
-    async def update(self, key: str, encode: Encoder, expected_revision: int) -> int:
+    async def update(
+        self, key: str, encode: Encoder, expected_revision: int, committed: Committed | None = None
+    ) -> int:
+        batch = self._transaction()
         revision = self._revision + 1
         cursor = self._db.execute(
             "UPDATE kv SET value = ?, revision = ? WHERE key = ? AND revision = ?",
@@ -152,37 +227,33 @@ class SQLiteDatastore:
                 raise KeyNotFound(key)
             raise RevisionMismatch(current)
         self._revision = revision
-        return revision
+        return await self._acknowledged(batch, revision, committed)
 
     def _delete_where(self, clause: str, args: tuple[str, ...]) -> int:
         revision = self._revision + 1
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            cursor = db.execute(f"DELETE FROM kv WHERE {clause}", args)
-            db.execute("UPDATE meta SET revision = ? WHERE id = 1", (revision,))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        self._db.execute(f"DELETE FROM kv WHERE {clause}", args)
+        self._db.execute("UPDATE meta SET revision = ? WHERE id = 1", (revision,))
         self._revision = revision
-        return cursor.rowcount
+        return revision
 
-    async def delete(self, key: str, expected_revision: int) -> int:
+    async def delete(self, key: str, expected_revision: int, committed: Committed | None = None) -> int:
+        batch = self._transaction()
         current = self._current(key)
         if current is None:
             raise KeyNotFound(key)
         if current != expected_revision:
             raise RevisionMismatch(current)
-        self._delete_where("key = ?", (key,))
-        return self._revision
+        return await self._acknowledged(batch, self._delete_where("key = ?", (key,)), committed)
 
     async def delete_prefix(self, prefix: str) -> int:
         """Drops a whole tenant (Kamaji deletes the etcd prefix when a tenant goes away)."""
-        self._delete_where("key >= ? AND key < ?", (prefix, _prefix_end(prefix)))
-        return self._revision
+        batch = self._transaction()
+        return await self._acknowledged(
+            batch, self._delete_where("key >= ? AND key < ?", (prefix, _prefix_end(prefix))), None
+        )
 
     def close(self) -> None:
+        self._commit()
         self._stop.set()
         self._checkpointer.join(5)
         with contextlib.suppress(sqlite3.Error):

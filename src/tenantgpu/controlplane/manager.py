@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tenantgpu.controlplane.namespaces import NamespaceController
 from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
 from tenantgpu.controlplane.podgc import PodGarbageCollector
 from tenantgpu.controlplane.scheduler import DefaultScheduler
@@ -28,13 +29,16 @@ class ControlPlaneServices:
     services: list[_Service] = field(default_factory=list)
 
     async def start(self) -> None:
+        accounts = ServiceAccountController(self.client)
         self.services = [
-            ServiceAccountController(self.client),
+            accounts,
             DefaultScheduler(self.client),
             NodeLifecycleController(
                 self.client, grace_seconds=self.node_grace_seconds, monitor_seconds=self.node_monitor_seconds
             ),
             PodGarbageCollector(self.client),
+            # Both watch namespaces: one informer (one watch per tenant) serves the two.
+            NamespaceController(self.client, namespaces=accounts.namespaces),
         ]
         started: list[_Service] = []
         try:

@@ -12,6 +12,7 @@ from tenantgpu.apiserver.kinds import KAMAJI_KINDS
 from tenantgpu.apiserver.pki import ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import SQLiteDatastore
+from tenantgpu.controlplane.namespaces import NamespaceController
 from tenantgpu.kamaji.controller import TenantControlPlaneController
 from tenantgpu.kamaji.datastores import DataStoreController
 from tenantgpu.kamaji.inprocess import InProcessHost
@@ -44,6 +45,8 @@ class ManagementPlane:
         self.client_trust = SharedClientTrust()
         self.controller: TenantControlPlaneController | None = None
         self.datastores: DataStoreController | None = None
+        # The management cluster's own kube-controller-manager duty: deleting a namespace empties it.
+        self.namespaces: NamespaceController | None = None
         self._client: KubeClient | None = None
 
     @property
@@ -68,6 +71,8 @@ class ManagementPlane:
         await self.controller.start()
         self.datastores = DataStoreController(self._client)
         await self.datastores.start()
+        self.namespaces = NamespaceController(self._client)
+        await self.namespaces.start()
 
     async def _start_server(self, pki: ServerPKI, port: int) -> APIServer:
         assert self.datastore is not None
@@ -115,6 +120,9 @@ class ManagementPlane:
         os.replace(tmp, self.kubeconfig_path)
 
     async def stop(self) -> None:
+        if self.namespaces is not None:
+            await self.namespaces.stop()
+            self.namespaces = None
         if self.datastores is not None:
             await self.datastores.stop()
             self.datastores = None
