@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tenantgpu import eventloop
+from tenantgpu.apiserver.gcpolicy import CollectorPolicy
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.plane import ManagementPlane
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
@@ -252,6 +253,7 @@ async def serve(
 ) -> None:
     """Run the lab until SIGTERM or SIGINT; `on_ready` is called once everything is up."""
     runtime = LabRuntime(state, lab, progress)
+    collector = CollectorPolicy()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -262,6 +264,8 @@ async def serve(
         done, _ = await asyncio.wait({starting, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if starting in done:
             starting.result()
+            # Long-lived state is built now; full collections need not walk it again (see gcpolicy).
+            collector.start()
             on_ready(runtime.endpoints())
             await stop.wait()
         else:
@@ -272,6 +276,7 @@ async def serve(
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+        collector.stop()
         await runtime.stop()
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tenantgpu import eventloop
+from tenantgpu.apiserver.gcpolicy import CollectorPolicy
 from tenantgpu.lab.process import Progress
 from tenantgpu.lab.spec import Lab, parse_lab
 from tenantgpu.lab.state import StateDir
@@ -133,6 +134,8 @@ async def serve(state: StateDir) -> None:
     loop.add_signal_handler(signal.SIGTERM, terminated.set)
     replies = _Replies()
     replies.send({"op": "ready"})
+    collector = CollectorPolicy()
+    collector.start()
     try:
         while not terminated.is_set():
             reading = asyncio.ensure_future(commands.readline())
@@ -154,6 +157,7 @@ async def serve(state: StateDir) -> None:
             if not process.dispatch(command):
                 break
     finally:
+        collector.stop()
         await process.stop()
         replies.send({"op": "stopped"})
 
