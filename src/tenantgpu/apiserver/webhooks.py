@@ -32,6 +32,8 @@ NamespaceLookup = Callable[[str], Obj | None]
 _MAX_RESPONSE = 8 * 1024 * 1024
 # Idle keep-alive connections kept per webhook endpoint (a burst of admissions reuses them).
 _MAX_IDLE_PER_ENDPOINT = 32
+# Dials (with their TLS handshakes) in flight per webhook endpoint; more calls wait for a connection.
+_MAX_DIALS_PER_ENDPOINT = 2
 
 
 class WebhookCallError(Exception):
@@ -168,15 +170,18 @@ class _HTTPClient:
 class _Pool:
     """The kept-alive connections to one webhook endpoint, handed out as Go's http.Transport does.
 
-    A call that finds no idle connection starts a dial and takes whichever comes first: its own dial
-    or a connection another call gives back meanwhile. A dial outlives the call that started it (up
-    to its own timeout) and joins the pool, so when dials are slow (a busy tunnel) calls are served
-    by the connections that are already open instead of all waiting for handshakes of their own.
+    A call that finds no idle connection waits for whichever comes first: a dial made for the
+    waiting calls or a connection another call gives back. Dials outlive the calls they were made
+    for and join the pool. At most `max_dials` run at once: through a tunnel every dial and TLS
+    handshake is several packets in a row on the agent's one shared stream, so when that stream is
+    busy a burst of fresh dials would only queue the calls' own packets behind handshakes, while the
+    connections already open serve them with one packet each way.
     """
 
-    def __init__(self, max_idle: int) -> None:
+    def __init__(self, max_idle: int, max_dials: int = _MAX_DIALS_PER_ENDPOINT) -> None:
         self.idle: list[_Connection] = []
         self._max_idle = max_idle
+        self._max_dials = max_dials
         self._waiters: collections.deque[asyncio.Future[tuple[_Connection, bool]]] = collections.deque()
         self._dials: set[asyncio.Task[None]] = set()
 
@@ -189,12 +194,9 @@ class _Pool:
             if connection.usable:
                 return connection, True
             connection.writer.close()
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[tuple[_Connection, bool]] = loop.create_future()
+        waiter: asyncio.Future[tuple[_Connection, bool]] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
-        task = loop.create_task(self._dial(dial, dial_timeout, waiter))
-        self._dials.add(task)
-        task.add_done_callback(self._dials.discard)
+        self._dial_for_waiters(dial, dial_timeout)
         try:
             return await waiter
         finally:
@@ -212,34 +214,45 @@ class _Pool:
             connection.writer.close()
         self.idle.clear()
 
-    async def _dial(
-        self,
-        dial: Callable[[], Awaitable[_Connection]],
-        timeout: float,
-        waiter: asyncio.Future[tuple[_Connection, bool]],
-    ) -> None:
+    def _dial_for_waiters(self, dial: Callable[[], Awaitable[_Connection]], timeout: float) -> None:
+        waiting = sum(1 for waiter in self._waiters if not waiter.done())
+        loop = asyncio.get_running_loop()
+        while len(self._dials) < min(self._max_dials, waiting):
+            task = loop.create_task(self._dial(dial, timeout))
+            self._dials.add(task)
+
+    async def _dial(self, dial: Callable[[], Awaitable[_Connection]], timeout: float) -> None:
         try:
             async with asyncio.timeout(timeout):
                 connection = await dial()
         except Exception as exc:
-            if not waiter.done():
+            # The call waiting longest learns why (e.g. "No agent available"); the others keep waiting.
+            waiter = self._next_waiter()
+            if waiter is not None:
                 waiter.set_exception(exc)
-            return
-        if not waiter.done():
-            waiter.set_result((connection, False))
-            return
-        self._hand_over(connection, reused=False)
+        else:
+            self._hand_over(connection, reused=False)
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._dials.discard(task)  # type: ignore[arg-type]
+        self._dial_for_waiters(dial, timeout)
+
+    def _next_waiter(self) -> asyncio.Future[tuple[_Connection, bool]] | None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                return waiter
+        return None
 
     def _hand_over(self, connection: _Connection, reused: bool) -> None:
         if not connection.usable:
             connection.writer.close()
             return
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result((connection, reused))
-                return
-        if len(self.idle) < self._max_idle:
+        waiter = self._next_waiter()
+        if waiter is not None:
+            waiter.set_result((connection, reused))
+        elif len(self.idle) < self._max_idle:
             self.idle.append(connection)
         else:
             connection.writer.close()
