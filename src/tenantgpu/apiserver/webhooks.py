@@ -103,10 +103,6 @@ class _HTTPClient:
             self._contexts[ca_bundle] = context
         return context
 
-    @property
-    def idle_connections(self) -> int:
-        return sum(len(pool.idle) for pool in self._pools.values())
-
     async def post(
         self,
         egress: Egress,
