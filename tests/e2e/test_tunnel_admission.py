@@ -229,6 +229,13 @@ async def test_webhook_calls_ride_the_tunnel_and_fail_with_no_agent_available_wi
         assert (code, labels) == (0, "yes")
         assert webhook.reviewed == ["through-tunnel"]
         assert dialled and set(dialled) == {(SERVICE, 443)}
+        # Keep-alive: the next admissions reuse the tunnelled TLS connection instead of dialling again.
+        dials = len(dialled)
+        for name in ("kept-alive-1", "kept-alive-2"):
+            code, out = await _kubectl(tenant.kubeconfig, "create", "-f", "-", stdin=_pod(name))
+            assert code == 0, out
+        assert webhook.reviewed == ["through-tunnel", "kept-alive-1", "kept-alive-2"]
+        assert len(dialled) == dials
 
         # The agent leaves; with failurePolicy Ignore the pod is admitted unmutated.
         await agent.stop()
@@ -249,7 +256,7 @@ async def test_webhook_calls_ride_the_tunnel_and_fail_with_no_agent_available_wi
             tenant.kubeconfig, "get", "pod", "ignored", "-o", "jsonpath={.metadata.labels}"
         )
         assert (code, labels) == (0, "")
-        assert webhook.reviewed == ["through-tunnel"]
+        assert webhook.reviewed == ["through-tunnel", "kept-alive-1", "kept-alive-2"]
     finally:
         await agent.stop()
         await webhook.stop()

@@ -2,17 +2,20 @@
 
 Webhooks addressed by `clientConfig.service` are dialled through the tenant's egress (the tunnel);
 those addressed by `clientConfig.url` are dialled directly. HTTP/1.1 is spoken over whatever stream the
-dialler returns, with TLS started on top, so a tunnel only has to carry bytes.
+dialler returns, with TLS started on top, so a tunnel only has to carry bytes; connections are kept
+alive between calls to the same webhook, as kube-apiserver's HTTP client does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import json
 import ssl
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,6 +30,10 @@ ConfigurationSource = Callable[[bool], list[Obj]]
 NamespaceLookup = Callable[[str], Obj | None]
 
 _MAX_RESPONSE = 8 * 1024 * 1024
+# Idle keep-alive connections kept per webhook endpoint (a burst of admissions reuses them).
+_MAX_IDLE_PER_ENDPOINT = 32
+# Dials (with their TLS handshakes) in flight per webhook endpoint; more calls wait for a connection.
+_MAX_DIALS_PER_ENDPOINT = 2
 
 
 class WebhookCallError(Exception):
@@ -69,10 +76,18 @@ def rule_matches(rule: Obj, attributes: AdmissionAttributes) -> bool:
 
 
 class _HTTPClient:
-    """A small HTTP/1.1 POST over an egress stream with TLS on top."""
+    """A small HTTP/1.1 POST over an egress stream with TLS, keeping connections alive per endpoint.
 
-    def __init__(self) -> None:
+    Like Go's http.Transport in kube-apiserver, a finished exchange leaves its connection idle for the
+    next call to the same webhook, so a burst of admissions pays one tunnel dial and one TLS handshake
+    per connection, not per pod. A reused connection that turns out closed before any byte of an answer
+    arrived (the webhook dropped it while idle) is replaced, and the request sent again.
+    """
+
+    def __init__(self, max_idle_per_endpoint: int = _MAX_IDLE_PER_ENDPOINT) -> None:
         self._contexts: dict[str, ssl.SSLContext] = {}
+        self._pools: dict[_Endpoint, _Pool] = {}
+        self._max_idle = max_idle_per_endpoint
 
     def context(self, ca_bundle: str) -> ssl.SSLContext:
         context = self._contexts.get(ca_bundle)
@@ -89,52 +104,218 @@ class _HTTPClient:
         return context
 
     async def post(
-        self, egress: Egress, host: str, port: int, path: str, body: bytes, ca_bundle: str
+        self,
+        egress: Egress,
+        host: str,
+        port: int,
+        path: str,
+        body: bytes,
+        ca_bundle: str,
+        dial_timeout: float = 10.0,
     ) -> tuple[int, bytes]:
-        reader, writer = await egress.open_connection(
-            host, port, ssl=self.context(ca_bundle), server_hostname=host
-        )
+        endpoint = _Endpoint(id(egress), host, port, ca_bundle)
+        pool = self._pools.get(endpoint)
+        if pool is None:
+            pool = self._pools[endpoint] = _Pool(self._max_idle)
+        context = self.context(ca_bundle)
+
+        async def dial() -> _Connection:
+            reader, writer = await egress.open_connection(host, port, ssl=context, server_hostname=host)
+            return _Connection(reader, writer)
+
+        request = (
+            f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        while True:
+            connection, reused = await pool.acquire(dial, dial_timeout)
+            try:
+                return await self._exchange(pool, connection, request)
+            except _StaleConnection as exc:
+                if not reused:
+                    raise ConnectionResetError("webhook closed the connection without an answer") from exc
+                # Nothing came back: the webhook closed it while idle; the request goes out again.
+
+    async def _exchange(self, pool: _Pool, connection: _Connection, request: bytes) -> tuple[int, bytes]:
+        keep = False
         try:
-            head = (
-                f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-                f"Accept: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-            )
-            writer.write(head.encode() + body)
-            await writer.drain()
-            status_line = await reader.readline()
-            parts = status_line.decode("latin-1").split()
-            if len(parts) < 2 or not parts[1].isdigit():
-                raise WebhookCallError(f"malformed HTTP response: {status_line[:80]!r}")
-            headers: dict[str, str] = {}
-            while True:
-                line = await reader.readline()
-                if line in (b"\r\n", b"\n", b""):
-                    break
-                key, _, value = line.decode("latin-1").partition(":")
-                headers[key.strip().lower()] = value.strip()
-            if headers.get("transfer-encoding", "").lower() == "chunked":
-                chunks = []
-                total = 0
-                while True:
-                    size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
-                    if size == 0:
-                        break
-                    total += size
-                    if total > _MAX_RESPONSE:
-                        raise WebhookCallError("webhook response too large")
-                    chunks.append(await reader.readexactly(size))
-                    await reader.readline()
-                payload = b"".join(chunks)
-            elif "content-length" in headers:
-                length = int(headers["content-length"])
-                if length > _MAX_RESPONSE:
-                    raise WebhookCallError("webhook response too large")
-                payload = await reader.readexactly(length)
-            else:
-                payload = await reader.read(_MAX_RESPONSE)
-            return int(parts[1]), payload
+            try:
+                connection.writer.write(request)
+                await connection.writer.drain()
+                status_line = await connection.reader.readline()
+            except ConnectionError as exc:
+                raise _StaleConnection() from exc
+            if not status_line:
+                raise _StaleConnection()
+            status, payload, keep = await _read_response(connection.reader, status_line)
+            return status, payload
         finally:
-            writer.close()
+            # Anything but a complete exchange (an error, a timeout's cancellation) leaves the
+            # connection in an unknown state: it is closed, never reused.
+            if keep:
+                pool.release(connection)
+            else:
+                connection.writer.close()
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
+
+
+class _Pool:
+    """The kept-alive connections to one webhook endpoint, handed out as Go's http.Transport does.
+
+    A call that finds no idle connection waits for whichever comes first: a dial made for the
+    waiting calls or a connection another call gives back. Dials outlive the calls they were made
+    for and join the pool. At most `max_dials` run at once: through a tunnel every dial and TLS
+    handshake is several packets in a row on the agent's one shared stream, so when that stream is
+    busy a burst of fresh dials would only queue the calls' own packets behind handshakes, while the
+    connections already open serve them with one packet each way.
+    """
+
+    def __init__(self, max_idle: int, max_dials: int = _MAX_DIALS_PER_ENDPOINT) -> None:
+        self.idle: list[_Connection] = []
+        self._max_idle = max_idle
+        self._max_dials = max_dials
+        self._waiters: collections.deque[asyncio.Future[tuple[_Connection, bool]]] = collections.deque()
+        self._dials: set[asyncio.Task[None]] = set()
+
+    async def acquire(
+        self, dial: Callable[[], Awaitable[_Connection]], dial_timeout: float
+    ) -> tuple[_Connection, bool]:
+        """A connection, and whether it carried requests before (so may have been closed while idle)."""
+        while self.idle:
+            connection = self.idle.pop()  # the most recently used: the least likely to have timed out
+            if connection.usable:
+                return connection, True
+            connection.writer.close()
+        waiter: asyncio.Future[tuple[_Connection, bool]] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._dial_for_waiters(dial, dial_timeout)
+        try:
+            return await waiter
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+
+    def release(self, connection: _Connection) -> None:
+        """A connection whose exchange completed: to the longest waiting call, or idle."""
+        self._hand_over(connection, reused=True)
+
+    def close(self) -> None:
+        for task in list(self._dials):
+            task.cancel()
+        for connection in self.idle:
+            connection.writer.close()
+        self.idle.clear()
+
+    def _dial_for_waiters(self, dial: Callable[[], Awaitable[_Connection]], timeout: float) -> None:
+        waiting = sum(1 for waiter in self._waiters if not waiter.done())
+        loop = asyncio.get_running_loop()
+        while len(self._dials) < min(self._max_dials, waiting):
+            task = loop.create_task(self._dial(dial, timeout))
+            self._dials.add(task)
+
+    async def _dial(self, dial: Callable[[], Awaitable[_Connection]], timeout: float) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                connection = await dial()
+        except Exception as exc:
+            # The call waiting longest learns why (e.g. "No agent available"); the others keep waiting.
+            waiter = self._next_waiter()
+            if waiter is not None:
+                waiter.set_exception(exc)
+        else:
+            self._hand_over(connection, reused=False)
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._dials.discard(task)  # type: ignore[arg-type]
+        self._dial_for_waiters(dial, timeout)
+
+    def _next_waiter(self) -> asyncio.Future[tuple[_Connection, bool]] | None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                return waiter
+        return None
+
+    def _hand_over(self, connection: _Connection, reused: bool) -> None:
+        if not connection.usable:
+            connection.writer.close()
+            return
+        waiter = self._next_waiter()
+        if waiter is not None:
+            waiter.set_result((connection, reused))
+        elif len(self.idle) < self._max_idle:
+            self.idle.append(connection)
+        else:
+            connection.writer.close()
+
+
+class _StaleConnection(Exception):
+    """The connection ended before any byte of an answer: the request may be sent again."""
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    """Which idle connections a call may reuse: same egress, destination and trusted CA."""
+
+    egress: int
+    host: str
+    port: int
+    ca_bundle: str
+
+
+@dataclass(frozen=True)
+class _Connection:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+
+    @property
+    def usable(self) -> bool:
+        return not self.reader.at_eof() and not self.writer.is_closing()
+
+
+async def _read_response(reader: asyncio.StreamReader, status_line: bytes) -> tuple[int, bytes, bool]:
+    """Status, body, and whether the connection may carry another request."""
+    parts = status_line.decode("latin-1").split()
+    if len(parts) < 2 or not parts[1].isdigit():
+        raise WebhookCallError(f"malformed HTTP response: {status_line[:80]!r}")
+    headers: dict[str, str] = {}
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b"\n", b""):
+            break
+        key, _, value = line.decode("latin-1").partition(":")
+        headers[key.strip().lower()] = value.strip()
+    reusable = headers.get("connection", "").lower() != "close" and parts[0] != "HTTP/1.0"
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        chunks = []
+        total = 0
+        while True:
+            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                # Trailers, if any, end with an empty line; the connection is ready after it.
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
+                break
+            total += size
+            if total > _MAX_RESPONSE:
+                raise WebhookCallError("webhook response too large")
+            chunks.append(await reader.readexactly(size))
+            await reader.readline()
+        payload = b"".join(chunks)
+    elif "content-length" in headers:
+        length = int(headers["content-length"])
+        if length > _MAX_RESPONSE:
+            raise WebhookCallError("webhook response too large")
+        payload = await reader.readexactly(length)
+    else:
+        payload = await reader.read(_MAX_RESPONSE)
+        reusable = False  # the body ended with the connection
+    return int(parts[1]), payload, reusable
 
 
 class _WebhookPhase:
@@ -165,7 +346,7 @@ class WebhookAdmission:
         return [_WebhookPhase(self, True), _WebhookPhase(self, False)]
 
     async def close(self) -> None:
-        return None
+        self._http.close()
 
     def _selected(self, webhook: Obj, attributes: AdmissionAttributes) -> bool:
         if not any(rule_matches(rule, attributes) for rule in webhook.get("rules") or []):
@@ -254,7 +435,7 @@ class WebhookAdmission:
         timeout = float(webhook.get("timeoutSeconds") or 10)
         try:
             status, payload = await asyncio.wait_for(
-                self._http.post(egress, host, port, path, body, ca_bundle), timeout
+                self._http.post(egress, host, port, path, body, ca_bundle, dial_timeout=timeout), timeout
             )
         except TimeoutError as exc:
             raise WebhookCallError(f"context deadline exceeded (timeout {timeout:g}s)") from exc

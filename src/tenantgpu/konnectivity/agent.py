@@ -304,7 +304,7 @@ class ProxyAgent:
                 chunk = await reader.read(READ_CHUNK_BYTES)
                 if not chunk:
                     break
-                sender.send(wire.data(connection.connect_id, chunk), len(chunk))
+                sender.send_data(connection.connect_id, chunk)
                 if sender.over_high_water:
                     await sender.wait_writable()
         except asyncio.CancelledError:

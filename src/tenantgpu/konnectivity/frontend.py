@@ -30,7 +30,7 @@ class _Relay(asyncio.Protocol):
         self.may_write.set()
 
     def data_received(self, data: bytes) -> None:
-        self._sender.send(wire.data(self._connect_id, data), len(data))
+        self._sender.send_data(self._connect_id, data)
 
     def eof_received(self) -> bool:
         return False

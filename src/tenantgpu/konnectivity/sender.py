@@ -1,4 +1,11 @@
-"""One writer per gRPC stream: many tunnelled connections share it, and it tells them when to hold off."""
+"""One writer per gRPC stream: many tunnelled connections share it, and it tells them when to hold off.
+
+A gRPC write completes only after several turns of the event loop, and a stream takes one write at a
+time, so on a busy loop a stream carries only a few packets per second. Bytes a connection sends while
+its previous DATA packet still waits in the queue therefore join that packet instead of queueing
+behind it: fewer, fuller packets, and a TLS handshake or an HTTP exchange is not starved by the
+packet count of its neighbours.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,8 @@ import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from tenantgpu.konnectivity import wire
+from tenantgpu.konnectivity._proto import client_pb2 as pb
 from tenantgpu.konnectivity.wire import Packet
 
 # A gRPC stream allows one writer at a time, so every connection's packets queue here. Above the
@@ -20,7 +29,9 @@ class PacketSender:
 
     def __init__(self, write: Callable[[Packet], Awaitable[None]]) -> None:
         self._write = write
-        self._queue: deque[tuple[Packet, int]] = deque()
+        self._queue: deque[_Entry] = deque()
+        # The queued, not yet written DATA packet of each connection that later bytes may join.
+        self._open_data: dict[int, _Entry] = {}
         self._ready = asyncio.Event()
         self._queued_bytes = 0
         self._writable = asyncio.Event()
@@ -45,8 +56,38 @@ class PacketSender:
         """Queue `packet`; `size` is the payload size that counts toward flow control."""
         if self._closed:
             return
-        self._queue.append((packet, size))
-        self._queued_bytes += size
+        kind = packet.type
+        if kind == pb.DATA:
+            self._open_data.pop(packet.data.connectID, None)
+        elif kind == pb.CLOSE_REQ:
+            self._open_data.pop(packet.closeRequest.connectID, None)
+        elif kind == pb.CLOSE_RSP:
+            self._open_data.pop(packet.closeResponse.connectID, None)
+        self._enqueue(_Entry(packet, size))
+
+    def send_data(self, connect_id: int, payload: bytes) -> None:
+        """Queue bytes of one connection, joining its DATA packet still waiting in the queue if any.
+
+        Nothing of that connection was queued after that packet (a close ends the joining), so the
+        connection's bytes and its close keep their order; other connections' packets are independent.
+        """
+        if self._closed or not payload:
+            return
+        entry = self._open_data.get(connect_id)
+        if entry is not None and entry.size + len(payload) <= wire.DATA_CHUNK_BYTES:
+            entry.packet.data.data += payload
+            entry.size += len(payload)
+            self._queued_bytes += len(payload)
+            if self._queued_bytes > HIGH_WATER_BYTES:
+                self._writable.clear()
+            return
+        entry = _Entry(wire.data(connect_id, payload), len(payload))
+        self._open_data[connect_id] = entry
+        self._enqueue(entry)
+
+    def _enqueue(self, entry: _Entry) -> None:
+        self._queue.append(entry)
+        self._queued_bytes += entry.size
         if self._queued_bytes > HIGH_WATER_BYTES:
             self._writable.clear()
         self._ready.set()
@@ -62,6 +103,7 @@ class PacketSender:
         """Stop writing; packets still queued are dropped (the stream is going away)."""
         self._closed = True
         self._queue.clear()
+        self._open_data.clear()
         self._release_writers()
         if self._task is not None:
             self._task.cancel()
@@ -83,9 +125,13 @@ class PacketSender:
                     self._ready.clear()
                     await self._ready.wait()
                     continue
-                packet, size = self._queue.popleft()
-                await self._write(packet)
-                self._queued_bytes -= size
+                entry = self._queue.popleft()
+                if entry.packet.type == pb.DATA:
+                    connect_id = entry.packet.data.connectID
+                    if self._open_data.get(connect_id) is entry:
+                        del self._open_data[connect_id]  # being written: later bytes go in a new packet
+                await self._write(entry.packet)
+                self._queued_bytes -= entry.size
                 if self._queued_bytes < LOW_WATER_BYTES and not self._writable.is_set():
                     self._release_writers()
         except asyncio.CancelledError:
@@ -100,3 +146,13 @@ class PacketSender:
         callbacks, self._on_writable = self._on_writable, []
         for callback in callbacks:
             callback()
+
+
+class _Entry:
+    """A queued packet and the payload bytes it counts toward flow control."""
+
+    __slots__ = ("packet", "size")
+
+    def __init__(self, packet: Packet, size: int) -> None:
+        self.packet = packet
+        self.size = size

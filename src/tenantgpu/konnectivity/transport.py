@@ -94,13 +94,11 @@ class TunnelTransport(asyncio.Transport):
         if self._closing or self._lost or self._remote_closed or not data:
             return
         if len(data) <= wire.DATA_CHUNK_BYTES:
-            chunk = data if isinstance(data, bytes) else bytes(data)
-            self._sender.send(wire.data(self.connect_id, chunk), len(chunk))
+            self._sender.send_data(self.connect_id, data if isinstance(data, bytes) else bytes(data))
         else:
             view = memoryview(data)
             for start in range(0, len(view), wire.DATA_CHUNK_BYTES):
-                part = bytes(view[start : start + wire.DATA_CHUNK_BYTES])
-                self._sender.send(wire.data(self.connect_id, part), len(part))
+                self._sender.send_data(self.connect_id, bytes(view[start : start + wire.DATA_CHUNK_BYTES]))
         if self._sender.over_high_water and not self._writing_paused:
             self._writing_paused = True
             self._protocol.pause_writing()
