@@ -239,7 +239,8 @@ async def main():
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(sys.argv[1], sys.argv[2])
     site = web.TCPSite(runner, '127.0.0.1', 0, ssl_context=ctx); await site.start()
     print('ready', site._server.sockets[0].getsockname()[1], flush=True); await asyncio.Event().wait()
-asyncio.run(main())
+import uvloop  # the same event loop as the API server, so the comparison is of the handlers
+uvloop.run(main())
 """
 
 
