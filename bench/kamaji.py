@@ -33,10 +33,20 @@ def _tenantgpu(*args: str, cwd: Path) -> float:
 
 
 def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+    """Resident memory of the lab process and its worker processes together."""
+    total = 0.0
+    for member in [pid, *_children(pid)]:
+        for line in Path(f"/proc/{member}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) / 1024
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
 
 
 def _lab_yaml(tenants: int, workers: bool) -> str:

@@ -250,7 +250,8 @@ _STATE_DIR = click.option(
     "--worker-processes",
     metavar="N|auto",
     help="How many processes run the tenants' worker nodes, HAMi and tunnel agents, beside the process of "
-    "the API servers: a number, or auto (default: one per two cores). 0 runs everything in one process.",
+    "the API servers: a number, or auto (default: one per two cores once the lab has 3 or more worker nodes). "
+    "0 runs everything in one process.",
 )
 @click.option(
     "--ready-fd", type=int, hidden=True, help="Internal: the detached child reports readiness here."
@@ -275,7 +276,7 @@ def up(
         from tenantgpu.lab.workerpool import WORKER_PROCESSES_ENV, worker_process_count
 
         try:
-            worker_process_count(worker_processes, 1)
+            worker_process_count(worker_processes, 1, 1)
         except process.LabError as err:
             raise UserError(str(err)) from None
         os.environ[WORKER_PROCESSES_ENV] = worker_processes  # the detached lab process inherits it

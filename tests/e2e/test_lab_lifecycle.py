@@ -283,7 +283,12 @@ def test_kubectl_apply_makes_a_tenant_that_sleeps_wakes_and_goes(lab: LabDir) ->
     assert not [s for s in secrets if s.startswith("secret/tenant-c-")]
 
 
-def test_down_and_up_resume_the_same_lab_even_after_kill_9(lab: LabDir) -> None:
+def test_down_and_up_resume_the_same_lab_even_after_kill_9(
+    lab: LabDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The seed lab runs in one process by default; here its workers get a process of their own, which
+    # must not outlive the lab.
+    monkeypatch.setenv("TENANTGPU_WORKER_PROCESSES", "1")
     uuids_before = sorted(g["uuid"] for t in _status(lab)["tenants"] for n in t["nodes"] for g in n["gpus"])
     saved = lab.root / "tenant-a-before.kubeconfig"
     shutil.copy(lab.tenant("tenant-a"), saved)

@@ -51,7 +51,11 @@ class LabRuntime:
     async def start(self) -> None:
         self.state.create()
         self.progress(Progress("management plane", "starting"))
-        count = worker_process_count(None, sum(1 for t in self.lab.tenants if t.workers))
+        count = worker_process_count(
+            None,
+            sum(1 for t in self.lab.tenants if t.workers),
+            sum(len(t.workers) for t in self.lab.tenants),
+        )
         if count:
             # The worker processes import and start while the management plane comes up.
             self.workers = WorkerPool(self.state, count)

@@ -23,17 +23,21 @@ from tenantgpu.lab.state import StateDir
 log = logging.getLogger(__name__)
 
 WORKER_PROCESSES_ENV = "TENANTGPU_WORKER_PROCESSES"
+# A worker process costs about half a second of start-up and pays off only when there is load to split;
+# labs with fewer worker nodes than this run in one process under `auto`.
+AUTO_MIN_WORKER_NODES = 3
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 30.0
 
 
-def worker_process_count(setting: str | None, tenants_with_workers: int) -> int:
-    """How many worker processes a lab gets: a number, or `auto` (one per two cores, at least one on a
-    machine with two or more cores, never more than there are tenants with workers)."""
+def worker_process_count(setting: str | None, tenants_with_workers: int, worker_nodes: int) -> int:
+    """How many worker processes a lab gets: a number, or `auto` (one per two cores for a lab of at
+    least AUTO_MIN_WORKER_NODES worker nodes on two or more cores, else none); never more than there are
+    tenants with workers."""
     value = (setting or os.environ.get(WORKER_PROCESSES_ENV) or "auto").strip().lower()
     if value == "auto":
         cores = os.cpu_count() or 1
-        wanted = 0 if cores < 2 else max(1, cores // 2)
+        wanted = 0 if cores < 2 or worker_nodes < AUTO_MIN_WORKER_NODES else max(1, cores // 2)
     else:
         try:
             wanted = int(value)
