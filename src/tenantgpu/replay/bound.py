@@ -1,7 +1,8 @@
 """An offline bound: the most GPU share any placement could allocate for a pod list known in advance.
 
-Two relaxations, each solved exactly as a small integer program (HiGHS via scipy's `milp`); every real
-placement satisfies both, so the smaller optimum is an upper bound on allocated share.
+Three relaxations, each solved as a small integer program (HiGHS via scipy's `milp`, whose dual bound is
+used if a time limit stops it); every real placement satisfies all three, so the smallest optimum is
+an upper bound on allocated share.
 
 Shape bound: nodes are grouped into shapes and pods into request classes; an integer program
 decides how many pods of each class go to each node shape, under per-shape totals that every
@@ -9,10 +10,19 @@ real placement also obeys: cpu, memory and GPU share, whole GPUs for exclusive p
 above 1/2 (at most q shares above 1/(q+1) per GPU for q = 1, 2, 3), and at most one pod per node that
 needs more than half of its GPUs. Per-node and per-GPU packing are relaxed.
 
-GPU-packing bound (cluster-wide, cpu and models relaxed): each GPU holds either whole-GPU pods, or one
-"anchor" share above 1/2 plus smaller shares in its remainder, or only shares of at most 1/2 (at most
-two above 1/3 and three above 1/4). This is where sharing loses capacity: a 0.81 share leaves 0.19
-that only the few tiny requests can fill.
+GPU-pattern bound (cluster-wide, cpu, memory, models and node boundaries relaxed): in any placement
+each GPU holds either exclusive pods' whole GPUs, nothing, or a multiset of shares summing to at most
+one GPU, a "pattern". Every pattern is enumerated (at most as many copies of a share as there are
+such pods); with x_P = the GPUs holding pattern P and w = the GPUs held by exclusive pods, a
+placement satisfies Σ_P x_P·(copies of share t in P) ≤ (pods asking t), Σ_P x_P + w ≤ GPUs and
+w ≤ (whole GPUs asked), and allocates Σ_P x_P·|P| + w GPUs' worth. The integer program maximises that
+over all such (x, w), so no placement allocates more. This is exact per-GPU packing, where sharing
+loses its capacity (a 0.81 share leaves 0.19 that only the few tiny requests can fill, two 0.47s leave
+0.06), and is skipped (the next bound still holds) if a trace has too many patterns.
+
+GPU-packing bound (the pattern bound's coarser predecessor, kept as a fallback): each GPU holds either
+whole-GPU pods, or one "anchor" share above 1/2 plus smaller shares in its remainder, or only shares of
+at most 1/2 (at most two above 1/3 and three above 1/4), with remainders pooled across GPUs.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
 from tenantgpu.replay.trace import ANY_MODEL, MILLI, NodeList, PodList
+
+MAX_PATTERNS = 200_000  # beyond this many one-GPU share patterns the pattern bound is skipped
 
 
 @dataclass(frozen=True)
@@ -47,9 +59,13 @@ def arrived_prefix(pods: PodList, gpu_capacity: int, arrived_pct: float = 100.0)
 
 
 def offline_bound(nodes: NodeList, pods: PodList, time_limit: float = 60.0) -> OfflineBound:
-    """The smaller of the shape bound and the GPU-packing bound for `pods` on `nodes`."""
+    """The smallest of the shape, GPU-pattern and GPU-packing bounds for `pods` on `nodes`."""
     shape = _shape_bound(nodes, pods, time_limit)
     packing_milli, packing_optimal = _gpu_packing_bound(nodes, pods, time_limit)
+    pattern = _gpu_pattern_bound(nodes, pods, time_limit)
+    if pattern is not None:
+        packing_milli = min(packing_milli, pattern[0])
+        packing_optimal = packing_optimal and pattern[1]
     capacity = nodes.gpu_capacity * MILLI
     best = min(shape[0], packing_milli, float(pods.total_milli.sum()), float(capacity))
     pct = 100.0 * best / capacity
@@ -85,6 +101,49 @@ def _solve_max(
             raise RuntimeError(f"offline bound: solver failed ({result.message})")
         dual = result.fun
     return -float(dual), result.status == 0
+
+
+def gpu_patterns(counts: dict[int, int], limit: int = MAX_PATTERNS) -> list[tuple[int, ...]] | None:
+    """Every non-empty multiset of the shares in `counts` (at most `counts[s]` copies of s) that fits one
+    GPU, as copies per share in descending share order; None when there are more than `limit`."""
+    sizes = sorted(counts, reverse=True)
+    found: list[tuple[int, ...]] = []
+    copies: list[int] = []
+
+    def extend(i: int, room: int) -> bool:
+        if i == len(sizes):
+            if any(copies):
+                found.append(tuple(copies))
+            return len(found) <= limit
+        for m in range(min(counts[sizes[i]], room // sizes[i]) + 1):
+            copies.append(m)
+            ok = extend(i + 1, room - m * sizes[i])
+            copies.pop()
+            if not ok:
+                return False
+        return True
+
+    return found if extend(0, MILLI) else None
+
+
+def _gpu_pattern_bound(nodes: NodeList, pods: PodList, time_limit: float) -> tuple[float, bool] | None:
+    shared = (pods.num_gpu == 1) & (pods.gpu_milli > 0) & (pods.gpu_milli < MILLI)
+    counts = Counter(pods.gpu_milli[shared].tolist())
+    whole_gpus = float(pods.num_gpu[(pods.num_gpu > 0) & (pods.gpu_milli == MILLI)].sum())
+    patterns = gpu_patterns(dict(counts))
+    if patterns is None:
+        return None
+    sizes = sorted(counts, reverse=True)
+    value = [float(sum(m * s for m, s in zip(p, sizes, strict=True))) for p in patterns]
+    whole = len(value)
+    value.append(float(MILLI))
+    rows: list[tuple[dict[int, float], float]] = [
+        ({v: float(p[i]) for v, p in enumerate(patterns) if p[i]}, float(counts[size]))
+        for i, size in enumerate(sizes)
+    ]
+    rows.append(({v: 1.0 for v in range(len(value))}, float(nodes.gpu_capacity)))
+    rows.append(({whole: 1.0}, whole_gpus))
+    return _solve_max(np.array(value), rows, time_limit)
 
 
 def _gpu_packing_bound(nodes: NodeList, pods: PodList, time_limit: float) -> tuple[float, bool]:

@@ -7,13 +7,14 @@ from tenantgpu.replay.policies.best_fit import BestFitPolicy, WholeGpuPolicy
 from tenantgpu.replay.policies.dot_product import DotProductPolicy
 from tenantgpu.replay.policies.fgd import FgdPolicy
 from tenantgpu.replay.policies.fgd_pack import FgdPackPolicy
+from tenantgpu.replay.policies.fgd_strand import FgdStrandPolicy
 from tenantgpu.replay.policies.gpu_clustering import GpuClusteringPolicy
 from tenantgpu.replay.policies.gpu_packing import GpuPackingPolicy
 from tenantgpu.replay.policies.random_fit import RandomPolicy
 
 PAPER_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
 HAMI_POLICIES = ("hami-binpack", "hami-spread")
-DEFAULT_CAPACITY_POLICIES = ("whole-gpu", "bestfit", "fgd", "fgd-pack")
+DEFAULT_CAPACITY_POLICIES = ("whole-gpu", "bestfit", "fgd", "fgd-pack", "fgd-strand")
 
 _FACTORIES = {
     "random": RandomPolicy,
@@ -24,6 +25,7 @@ _FACTORIES = {
     "fgd": FgdPolicy,
     "whole-gpu": WholeGpuPolicy,
     "fgd-pack": FgdPackPolicy,
+    "fgd-strand": FgdStrandPolicy,
 }
 
 
