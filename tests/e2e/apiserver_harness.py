@@ -12,6 +12,7 @@ import ssl
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,3 +156,15 @@ class RawClient:
             return RawResponse(response.status, dict(response.getheaders()), response.read())
         finally:
             connection.close()
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> Any:
+    """Poll `probe` until it returns something truthy; fail naming `what` and the last value seen."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}")

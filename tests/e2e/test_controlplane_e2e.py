@@ -7,12 +7,12 @@ reach the API only over the wire.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
 import pytest
-from apiserver_harness import BackgroundLoop, RunningAPIServer
+from apiserver_harness import BackgroundLoop, RunningAPIServer, wait_for
 
 from tenantgpu.controlplane import ControlPlaneServices, NodeLifecycleController
 from tenantgpu.kubeclient import KubeClient
@@ -44,17 +44,6 @@ def services(apiserver: RunningAPIServer, background_loop: BackgroundLoop) -> It
 def core(apiserver: RunningAPIServer, services: ControlPlaneServices) -> kubernetes.client.CoreV1Api:
     api_client = kubernetes.config.new_client_from_config(str(apiserver.kubeconfig))
     return kubernetes.client.CoreV1Api(api_client)
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}")
 
 
 def node_body(name: str, cpu: str, memory: str, *, taints: list[dict] | None = None) -> dict:

@@ -7,13 +7,12 @@ namespace to go); a pod bound to a node leaves only when "its kubelet" (here: th
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import kubernetes
 import pytest
 from apiserver_harness import Kubectl, RawClient, RunningAPIServer
+from apiserver_harness import wait_for as _wait_for
 
 from tenantgpu.controlplane import NamespaceController
 
@@ -30,17 +29,6 @@ def core(
 @pytest.fixture(scope="module")
 def raw(apiserver: RunningAPIServer) -> RawClient:
     return RawClient(apiserver.kubeconfig)
-
-
-def _wait_for(what: str, probe: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}")
 
 
 def _pod(name: str, node: str | None = None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from apiserver_harness import wait_for as harness_wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -81,14 +82,7 @@ class RunningLab:
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+    return harness_wait_for(what, probe, timeout, interval=0.25)
 
 
 def gpu_pod(
