@@ -38,6 +38,8 @@ from tenantgpu.node import podstatus
 
 log = logging.getLogger(__name__)
 
+_REMOVE_ATTEMPTS = 12  # about 15 s of backoff
+
 
 @dataclass
 class ContainerLog:
@@ -391,6 +393,40 @@ class Kubelet:
         record.finished = True
         await self._patch_status(record, status)
 
+    async def _remove(self, record: PodRecord, uid: str | None) -> None:
+        """Delete the pod object now, retrying as the kubelet's status manager does until it is gone:
+        a conflict with a write still in flight, or a dropped connection, must not leave it behind."""
+        delay = 0.1
+        for _ in range(_REMOVE_ATTEMPTS):
+            try:
+                await self.client.delete(
+                    "pods", record.name, record.namespace, grace_period_seconds=0, uid=uid
+                )
+                return
+            except ApiError as err:
+                if err.code == 404:
+                    return
+                if err.code == 409:
+                    try:
+                        current = await self.client.get("pods", record.name, record.namespace)
+                    except ApiError as missing:
+                        if missing.code == 404:
+                            return
+                        raise
+                    if _meta(current).get("uid") != uid:
+                        return  # a new pod of the same name: not ours to delete
+                else:
+                    log.warning(
+                        "kubelet %s: deleting %s/%s: %s", self.node_name, record.namespace, record.name, err
+                    )
+            except OSError as err:
+                log.warning(
+                    "kubelet %s: deleting %s/%s: %s", self.node_name, record.namespace, record.name, err
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        log.warning("kubelet %s: gave up deleting %s/%s", self.node_name, record.namespace, record.name)
+
     async def _terminate(self, pod: dict[str, Any], record: PodRecord) -> None:
         """Graceful deletion: stop the containers, report them terminated, then remove the pod object."""
         try:
@@ -411,13 +447,7 @@ class Kubelet:
                     if err.code != 409:
                         raise
             record.finished = True
-            uid = _meta(pod).get("uid")
-            await self.client.delete("pods", record.name, record.namespace, grace_period_seconds=0, uid=uid)
-        except ApiError as err:
-            if err.code not in (404, 409):
-                log.warning(
-                    "kubelet %s: deleting %s/%s: %s", self.node_name, record.namespace, record.name, err
-                )
+            await self._remove(record, _meta(pod).get("uid"))
         except asyncio.CancelledError:
             raise
         except Exception:
