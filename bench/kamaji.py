@@ -43,10 +43,9 @@ def _rss_mib(pid: int) -> float:
 
 
 def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
-    return found
+    from bench.lab import lab_processes
+
+    return lab_processes(pid)[1:]
 
 
 def _lab_yaml(tenants: int, workers: bool) -> str:

@@ -296,7 +296,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _lab_processes(pid: int) -> list[int]:
+def lab_processes(pid: int) -> list[int]:
     """The lab process and its worker processes (its children)."""
     children: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -365,11 +365,11 @@ def run(tenants: int, pods: int, in_flight: int, profile: bool) -> dict[str, Any
         try:
             if profile:
                 # PROFILE=workers samples the first worker process instead of the API servers' process.
-                lab_pids = _lab_processes(int((state / "lab.pid").read_text()))
+                lab_pids = lab_processes(int((state / "lab.pid").read_text()))
                 target = lab_pids[-1] if os.environ.get("PROFILE") == "workers" else lab_pids[0]
                 profiler = _start_profiler(target, work / "profile.txt")
             names = [f"tenant-{t:02d}" for t in range(tenants)]
-            pids = _lab_processes(int((state / "lab.pid").read_text()))
+            pids = lab_processes(int((state / "lab.pid").read_text()))
             cpu_before = _cpu_by_process(pids)
             result = asyncio.run(_load(state, names, pods, in_flight))
             cpu_after = _cpu_by_process(pids)

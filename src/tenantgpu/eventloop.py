@@ -36,8 +36,3 @@ def _signal_handlers() -> dict[int, Any]:
     if threading.current_thread() is not threading.main_thread():
         return {}
     return {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-
-
-def loop_name() -> str:
-    """The running loop's implementation, for benchmark reports."""
-    return type(asyncio.get_running_loop()).__module__.split(".")[0]

@@ -168,3 +168,20 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 15.0, interva
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether the process still runs; a zombie has exited (only its parent, perhaps killed, would reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def child_processes(pid: int) -> list[int]:
+    """The direct children of a process, from /proc."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from apiserver_harness import child_processes
+from apiserver_harness import process_alive as _alive
 
 pytestmark = pytest.mark.slow
 
@@ -323,18 +325,11 @@ def test_down_and_up_resume_the_same_lab_even_after_kill_9(
 
 
 def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
-    return [c for c in found if "tenantgpu.lab.workerprocess" in Path(f"/proc/{c}/cmdline").read_text()]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state != "Z"  # a zombie has exited; only its parent (killed here) would reap it
+    return [
+        c
+        for c in child_processes(pid)
+        if "tenantgpu.lab.workerprocess" in Path(f"/proc/{c}/cmdline").read_text()
+    ]
 
 
 def test_foreground_up_serves_until_ctrl_c(tmp_path: Path) -> None:

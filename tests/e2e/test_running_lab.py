@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from apiserver_harness import process_alive as _alive
 from apiserver_harness import wait_for as harness_wait_for
 
 pytestmark = pytest.mark.slow
@@ -280,14 +281,6 @@ def test_without_the_tunnel_agent_gpu_pods_are_admitted_unmutated_and_the_path_c
     assert back["spec"]["schedulerName"] == "hami-scheduler"
     assert annotations(back)["hami.io/bind-phase"] == "success"
     lab.delete("tenant-a", "app in (no-agent, agent-back)")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_kill_9_and_up_again_loses_no_pod_and_over_commits_no_gpu(lab: RunningLab) -> None:

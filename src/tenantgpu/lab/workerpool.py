@@ -1,8 +1,8 @@
 """The supervisor's side of the worker processes: starts them, hands each tenant's workers to one, stops them.
 
 The lab's API servers run in the supervisor's process; the tenants' data planes (worker nodes, HAMi,
-tunnel agents) run in `count` worker processes (`tenantgpu.lab.workerprocess`), tenant i in process
-i mod count, so the two halves of every pod's way use different cores. With `count` 0 the data planes
+tunnel agents) run in `count` worker processes (`tenantgpu.lab.workerprocess`), handed out round robin
+in the order the tenants join, so the two halves of every pod's way use different cores. With `count` 0 the data planes
 run in the supervisor's own event loop, as one process.
 """
 
