@@ -7,11 +7,15 @@ tunnel, HAMi's scheduler (filter, score, node lock, bind), the kubelet and the d
 
 What is measured, all on this process's monotonic clock from watch arrival times (Kubernetes timestamps
 have one-second resolution, too coarse here):
-- startup latency: the create request sent → the first watch event showing the pod `Running`;
+- startup latency: the create request sent → the first watch event showing the pod `Running`; and from
+  the create acknowledged (the pod's creation, where the Kubernetes SLO's clock starts);
 - pods/s: pods Running / (last Running − first create sent), and the sustained rate between the 10th and
   the 90th percentile of Running arrivals;
 - Allocate per node: the pod seen bound (`spec.nodeName`, `bind-phase: allocating`) → seen with
   `hami.io/bind-phase: success`; and how long each node lock (`hami.io/mutex.lock`) was seen held.
+
+After the burst, PACED_PODS more pods (default PODS / 2) are created at RATE pods/s (default 50), the way
+Kubernetes' density tests measure startup latency: at a steady creation rate, not behind a queue.
 
 Environment: TENANTS, PODS, IN_FLIGHT to scale; PROFILE=1 runs py-spy (dev extra) against the lab
 process during the load (PROFILE=workers: against its first worker process) and prints where its time goes (needs ptrace rights). The `up -d` figures of the
@@ -57,6 +61,8 @@ def lab_yaml(tenants: int, workers: int, gpus: int, split: int) -> str:
         for w in range(workers):
             lines += [
                 f"        - name: worker-{t:02d}-{w}",
+                # kubelet's default of 110 pods would cap a node below its 160 GPU slots.
+                "          pods: 250",
                 "          gpus:",
                 "            - type: NVIDIA L4",
                 "              memory: 23034",
@@ -142,27 +148,35 @@ async def _follow(client: Any, resource: str, tenant: str, handler: Any, ready: 
                 handler(tenant, event.object)
 
 
-async def _load(state: Path, tenants: list[str], pods: int, in_flight: int) -> dict[str, Any]:
-    from tenantgpu.kubeclient import KubeClient
+_PACED_FIGURES = (
+    "pods",
+    "running",
+    "create_errors",
+    "creates_per_second",
+    "pods_per_second",
+    "startup_p50_s",
+    "startup_p99_s",
+    "startup_from_created_p50_s",
+    "startup_from_created_p99_s",
+)
 
-    clients = {
-        t: KubeClient.from_kubeconfig(state / "kubeconfigs" / f"{t}.kubeconfig", pool_size=in_flight)
-        for t in tenants
-    }
-    seen = Observations(expected=pods)
-    followers: list[asyncio.Task[None]] = []
-    for tenant, client in clients.items():
-        for resource, handler in (("pods", seen.on_pod), ("nodes", seen.on_node)):
-            ready = asyncio.Event()
-            followers.append(asyncio.create_task(_follow(client, resource, tenant, handler, ready)))
-            await ready.wait()
-    requests_before = {t: await _request_counts(c) for t, c in clients.items()}
-    names = [(tenants[i % len(tenants)], f"bench-{i:05d}") for i in range(pods)]
+
+async def _create_all(
+    clients: dict[str, Any],
+    seen: Observations,
+    names: list[tuple[str, str]],
+    in_flight: int,
+    rate: float | None,
+) -> None:
+    """Creates the pods with at most `in_flight` requests open; `rate` paces the sends (pods/s)."""
     for key in names:
         seen.pods[key] = PodTimes()
     slots = asyncio.Semaphore(in_flight)
 
-    async def create(tenant: str, name: str) -> None:
+    async def create(tenant: str, name: str, due: float) -> None:
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
         async with slots:
             times = seen.pods[(tenant, name)]
             times.sent = time.perf_counter()
@@ -173,37 +187,104 @@ async def _load(state: Path, tenants: list[str], pods: int, in_flight: int) -> d
                 seen.expected -= 1
             times.created = time.perf_counter()
 
+    begin = time.perf_counter()
+    step = 1.0 / rate if rate else 0.0
+    await asyncio.gather(*(create(t, n, begin + i * step) for i, (t, n) in enumerate(names)))
+
+
+async def _load(
+    state: Path,
+    tenants: list[str],
+    pods: int,
+    in_flight: int,
+    pids: list[int],
+    paced_pods: int,
+    paced_rate: float,
+) -> dict[str, Any]:
+    from tenantgpu.kubeclient import KubeClient
+
+    clients = {
+        t: KubeClient.from_kubeconfig(state / "kubeconfigs" / f"{t}.kubeconfig", pool_size=in_flight)
+        for t in tenants
+    }
+    seen = Observations(expected=pods)
+    # The watch handlers feed the phase being measured (the burst, then the paced run).
+    current = [seen]
+    followers: list[asyncio.Task[None]] = []
+    for tenant, client in clients.items():
+        for resource, handler in (
+            ("pods", lambda t, o: current[0].on_pod(t, o)),
+            ("nodes", lambda t, o: current[0].on_node(t, o)),
+        ):
+            ready = asyncio.Event()
+            followers.append(asyncio.create_task(_follow(client, resource, tenant, handler, ready)))
+            await ready.wait()
+    requests_before = {t: await _request_counts(c) for t, c in clients.items()}
+    names = [(tenants[i % len(tenants)], f"bench-{i:05d}") for i in range(pods)]
+    cpu_start, lab_cpu_start = time.process_time(), _cpu_by_process(pids)
     start = time.perf_counter()
-    await asyncio.gather(*(create(t, n) for t, n in names))
+    await _create_all(clients, seen, names, in_flight, rate=None)
     created_at = time.perf_counter()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(seen.all_running.wait(), WAIT_SECONDS)
     await asyncio.sleep(0.5)  # let the last events and the watchers' writes land
+    client_cpu = time.process_time() - cpu_start
+    lab_cpu_end = _cpu_by_process(pids)
     per_call: collections.Counter[str] = collections.Counter()
     for tenant, client in clients.items():
         per_call.update(await _request_counts(client))
         per_call.subtract(requests_before[tenant])
     leftover_locks = 0
-    stuck: collections.Counter[str] = collections.Counter()
-    for tenant, client in clients.items():
+    for client in clients.values():
         for node in (await client.list("nodes"))["items"]:
             leftover_locks += NODE_LOCK in (node["metadata"].get("annotations") or {})
-        for pod in (await client.list("pods", "default"))["items"]:
-            times = seen.pods.get((tenant, pod["metadata"]["name"]))
-            if times is not None and times.running is None:
-                stuck[_stuck_reason(pod)] += 1
+    stuck = await _stuck(clients, seen)
+    summary = _summarise(seen, start, created_at, pods, leftover_locks)
+    summary["bench_client_cpu_ms_per_pod"] = round(1000 * client_cpu / pods, 2)
+    per_process = [1000 * (lab_cpu_end[p] - lab_cpu_start[p]) / pods for p in pids]
+    summary["lab_processes"] = len(pids)
+    summary["lab_cpu_ms_per_pod"] = round(sum(per_process), 2)
+    summary["lab_cpu_ms_per_pod_by_process"] = [round(ms, 2) for ms in per_process]
+    if paced_pods:
+        # Kubernetes measures its startup SLO under a steady pod creation rate, not a burst (its
+        # density tests create pods at a fixed rate): this run shows the latency the pipeline
+        # itself adds when it is not queueing behind thousands of pods created at once.
+        paced = Observations(expected=paced_pods)
+        current[0] = paced
+        more = [(tenants[i % len(tenants)], f"paced-{i:05d}") for i in range(paced_pods)]
+        paced_start = time.perf_counter()
+        await _create_all(clients, paced, more, in_flight, rate=paced_rate)
+        paced_created = time.perf_counter()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(paced.all_running.wait(), WAIT_SECONDS)
+        figures = _summarise(paced, paced_start, paced_created, paced_pods, 0)
+        summary["paced"] = {
+            "rate_per_second": paced_rate,
+            **{k: figures[k] for k in _PACED_FIGURES},
+            "not_running": dict(await _stuck(clients, paced)),
+        }
     for task in followers:
         task.cancel()
     await asyncio.gather(*followers, return_exceptions=True)
     for client in clients.values():
         await client.close()
-    summary = _summarise(seen, start, created_at, pods, leftover_locks)
     summary["api_requests_per_pod"] = {
         call: round(n / pods, 2) for call, n in per_call.most_common() if n / pods >= 0.05
     }
     summary["not_running"] = dict(stuck)
     summary["api_requests_per_pod_total"] = round(sum(per_call.values()) / pods, 2)
     return summary
+
+
+async def _stuck(clients: dict[str, Any], seen: Observations) -> collections.Counter[str]:
+    """How many of the observed pods never ran, by where they got to."""
+    stuck: collections.Counter[str] = collections.Counter()
+    for tenant, client in clients.items():
+        for pod in (await client.list("pods", "default"))["items"]:
+            times = seen.pods.get((tenant, pod["metadata"]["name"]))
+            if times is not None and times.running is None:
+                stuck[_stuck_reason(pod)] += 1
+    return stuck
 
 
 def _stuck_reason(pod: dict[str, Any]) -> str:
@@ -236,6 +317,9 @@ def _summarise(
     done = [p for p in seen.pods.values() if p.running is not None]
     running_at = sorted(p.running for p in done if p.running is not None)
     latencies = [p.running - p.sent for p in done if p.running is not None]
+    # The Kubernetes SLO's clock starts at the pod's creation (the create acknowledged), not when a
+    # client first asked: time spent waiting for admission is not startup time there.
+    from_created = [p.running - p.created for p in done if p.running is not None and p.created]
     admission = [p.created - p.sent for p in seen.pods.values() if p.created]
     elapsed = (running_at[-1] - start) if running_at else float("nan")
     lo, hi = int(0.1 * len(running_at)), int(0.9 * len(running_at)) - 1
@@ -273,6 +357,8 @@ def _summarise(
         "startup_p50_s": round(_percentile(latencies, 0.5), 3),
         "startup_p99_s": round(_percentile(latencies, 0.99), 3),
         "startup_max_s": round(max(latencies), 3) if latencies else None,
+        "startup_from_created_p50_s": round(_percentile(from_created, 0.5), 3),
+        "startup_from_created_p99_s": round(_percentile(from_created, 0.99), 3),
         "allocate_p50_ms": round(1000 * statistics.median(allocate_all), 1) if allocate_all else None,
         "allocate_p99_ms": round(1000 * _percentile(allocate_all, 0.99), 1) if allocate_all else None,
         "leftover_node_locks": leftover_locks,
@@ -354,7 +440,9 @@ def summarise_profile(collapsed: Path, top: int = 25) -> dict[str, Any]:
     }
 
 
-def run(tenants: int, pods: int, in_flight: int, profile: bool) -> dict[str, Any]:
+def run(
+    tenants: int, pods: int, in_flight: int, profile: bool, paced_pods: int = 0, paced_rate: float = 50.0
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tenantgpu-bench-lab-") as tmp:
         work = Path(tmp)
         spec = work / "lab.yaml"
@@ -370,13 +458,7 @@ def run(tenants: int, pods: int, in_flight: int, profile: bool) -> dict[str, Any
                 profiler = _start_profiler(target, work / "profile.txt")
             names = [f"tenant-{t:02d}" for t in range(tenants)]
             pids = lab_processes(int((state / "lab.pid").read_text()))
-            cpu_before = _cpu_by_process(pids)
-            result = asyncio.run(_load(state, names, pods, in_flight))
-            cpu_after = _cpu_by_process(pids)
-            per_process = [1000 * (cpu_after[p] - cpu_before[p]) / pods for p in pids]
-            result["lab_processes"] = len(pids)
-            result["lab_cpu_ms_per_pod"] = round(sum(per_process), 2)
-            result["lab_cpu_ms_per_pod_by_process"] = [round(ms, 2) for ms in per_process]
+            result = asyncio.run(_load(state, names, pods, in_flight, pids, paced_pods, paced_rate))
         finally:
             if profiler is not None:
                 profiler.send_signal(2)  # py-spy writes its output on SIGINT
@@ -410,7 +492,10 @@ def _print(result: dict[str, Any]) -> None:
         ("create request p50 / p99", f"{result['create_request_p50_ms']} / {result['create_request_p99_ms']} ms"),
         ("pods/s create → Running (goal ≥ 200)", str(result["pods_per_second"])),
         ("sustained pods/s (p10 → p90)", str(result["sustained_pods_per_second_p10_p90"])),
-        ("startup p50 / p99 (goal p99 ≤ 1 s)", f"{result['startup_p50_s']} / {result['startup_p99_s']} s"),
+        ("startup p50 / p99 from create sent (goal p99 ≤ 1 s)",
+         f"{result['startup_p50_s']} / {result['startup_p99_s']} s"),
+        ("startup p50 / p99 from creation (the SLO's clock)",
+         f"{result['startup_from_created_p50_s']} / {result['startup_from_created_p99_s']} s"),
         ("Allocate (bound → bind-phase success) p50 / p99",
          f"{result['allocate_p50_ms']} / {result['allocate_p99_ms']} ms"),
         ("node locks left behind", str(result["leftover_node_locks"])),
@@ -419,8 +504,20 @@ def _print(result: dict[str, Any]) -> None:
             f"lab CPU per pod, {result['lab_processes']} processes (API servers; workers…)",
             f"{result['lab_cpu_ms_per_pod']} ms ({' + '.join(map(str, result['lab_cpu_ms_per_pod_by_process']))})",
         ),
+        ("bench client CPU per pod (this process)", f"{result['bench_client_cpu_ms_per_pod']} ms"),
         ("tenantgpu up -d, this lab", f"{result['up_detached_bench_lab_s']} s"),
     ]  # fmt: skip
+    if "paced" in result:
+        paced = result["paced"]
+        rows += [
+            (f"paced: {paced['pods']} more pods at {paced['rate_per_second']:g}/s, Running",
+             f"{paced['running']} ({paced['create_errors']} create errors)"),
+            ("paced: startup p50 / p99 from create sent",
+             f"{paced['startup_p50_s']} / {paced['startup_p99_s']} s"),
+            ("paced: startup p50 / p99 from creation",
+             f"{paced['startup_from_created_p50_s']} / {paced['startup_from_created_p99_s']} s"),
+            ("paced: pods not Running at the end", json.dumps(paced["not_running"]) or "none"),
+        ]  # fmt: skip
     kamaji = RESULTS / "kamaji.json"
     if kamaji.exists():
         figures = json.loads(kamaji.read_text())
@@ -462,7 +559,10 @@ def main() -> None:
     pods = int(os.environ.get("PODS", "2000"))
     in_flight = int(os.environ.get("IN_FLIGHT", "50"))
     profile = os.environ.get("PROFILE", "") in ("1", "workers")
-    result = run(tenants, pods, in_flight, profile)
+    # The paced run needs free slots after the burst: 1,000 more pods fit the default lab (3,200 slots).
+    paced_pods = int(os.environ.get("PACED_PODS", "0" if profile else str(pods // 2)))
+    paced_rate = float(os.environ.get("RATE", "50"))
+    result = run(tenants, pods, in_flight, profile, paced_pods, paced_rate)
     _print(result)
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "lab-profile.json" if profile else "lab.json"

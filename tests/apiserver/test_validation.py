@@ -155,6 +155,31 @@ def test_pod_update_may_change_image_but_not_resources() -> None:
     assert [c.field for c in validate("Pod", removed, old=old)] == ["spec"]
 
 
+def test_update_checks_the_labels_and_annotations_it_adds() -> None:
+    old = pod()
+    old["metadata"]["labels"] = {"app": "web"}
+    old["metadata"]["annotations"] = {"hami.io/vgpu-node": "node-a"}
+    default("Pod", old)
+    new = copy.deepcopy(old)
+    new["metadata"]["annotations"]["hami.io/bind-phase"] = "allocating"
+    assert validate("Pod", new, old=old) == []
+    new["metadata"]["labels"]["app"] = "bad value"
+    new["metadata"]["labels"]["-x"] = "y"
+    new["metadata"]["annotations"]["bad key!"] = "v"
+    fields = [c.field for c in validate("Pod", new, old=old)]
+    assert fields.count("metadata.labels") == 2
+    assert fields.count("metadata.annotations") == 1
+
+
+def test_a_spec_change_is_still_refused_when_only_annotations_look_changed() -> None:
+    old = pod()
+    default("Pod", old)
+    new = copy.deepcopy(old)
+    new["metadata"]["annotations"] = {"a": "b"}
+    new["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
+    assert [c.field for c in validate("Pod", new, old=old)] == ["spec"]
+
+
 def test_rename_on_update_is_refused() -> None:
     old = pod()
     new = copy.deepcopy(old)

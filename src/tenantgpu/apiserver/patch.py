@@ -28,9 +28,12 @@ class PatchError(ValueError):
 # --- RFC 7386 JSON merge patch ------------------------------------------------------------------------
 
 
-def apply_merge_patch(obj: Any, patch: Any) -> Any:
-    """Apply a JSON merge patch: maps merge recursively, `null` deletes, anything else replaces."""
-    return _merge(copy.deepcopy(obj), patch)
+def apply_merge_patch(obj: Any, patch: Any, *, owned: bool = False) -> Any:
+    """Apply a JSON merge patch: maps merge recursively, `null` deletes, anything else replaces.
+
+    `owned` says the caller gives `obj` away (a private copy), so it is changed in place instead of copied.
+    """
+    return _merge(obj if owned else copy.deepcopy(obj), patch)
 
 
 def _merge(target: Any, patch: Any) -> Any:
@@ -283,17 +286,22 @@ def has_strategic_schema(kind: str) -> bool:
     return kind in _SCHEMAS
 
 
-def apply_strategic_merge_patch(obj: dict[str, Any], patch: Any, kind: str) -> dict[str, Any]:
+def apply_strategic_merge_patch(
+    obj: dict[str, Any], patch: Any, kind: str, *, owned: bool = False
+) -> dict[str, Any]:
     """Apply a strategic merge patch as kube-apiserver does for a built-in `kind`.
 
     Lists with a merge key merge element by element, primitive merge lists act as sets, other lists are
     replaced; `$patch`, `$retainKeys`, `$setElementOrder/…` and `$deleteFromPrimitiveList/…` are honoured
-    and `null` deletes a key. Kinds without a schema merge maps and replace every list.
+    and `null` deletes a key. Kinds without a schema merge maps and replace every list. `owned` as in
+    `apply_merge_patch`.
     """
     if not isinstance(patch, dict):
         raise PatchError("json: cannot unmarshal array into Go value of type map[string]interface {}", 400)
     schema = {**_METADATA_LISTS, **_SCHEMAS.get(kind, {})}
-    merged = _Merger(schema).merge_map(copy.deepcopy(obj) if obj else {}, copy.deepcopy(patch), "")
+    merged = _Merger(schema).merge_map(
+        (obj if owned else copy.deepcopy(obj)) if obj else {}, copy.deepcopy(patch), ""
+    )
     return merged if merged is not None else {}
 
 

@@ -785,14 +785,14 @@ class APIServer(SubresourceHandlers):
         elif not isinstance(patch, dict):
             raise errors.bad_request("patch body must be a JSON object")
 
-        def apply(obj: Obj) -> Obj:
+        def apply(obj: Obj, owned: bool = False) -> Obj:
             try:
                 if content_type == "application/json-patch+json":
                     result = apply_json_patch(obj, patch)
                 elif content_type == "application/merge-patch+json":
-                    result = apply_merge_patch(obj, patch)
+                    result = apply_merge_patch(obj, patch, owned=owned)
                 else:
-                    result = apply_strategic_merge_patch(obj, patch, kind.kind)
+                    result = apply_strategic_merge_patch(obj, patch, kind.kind, owned=owned)
             except PatchError as exc:
                 raise errors.APIError(
                     422, "Invalid", f"the server rejected our request due to an error in our request: {exc}"
@@ -815,7 +815,14 @@ class APIServer(SubresourceHandlers):
             entry = await self.registry.create(kind, target.namespace, patch, user, dry_run=dry_run)
             return self._render(request, kind, entry, 201)
         entry = await self.registry.modify(
-            kind, target.namespace, target.name, apply, user, subresource=target.subresource, dry_run=dry_run
+            kind,
+            target.namespace,
+            target.name,
+            # modify hands each attempt its own copy of the object, so the patch may change it in place.
+            lambda obj: apply(obj, owned=True),
+            user,
+            subresource=target.subresource,
+            dry_run=dry_run,
         )
         return self._render(request, kind, entry)
 

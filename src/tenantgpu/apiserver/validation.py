@@ -269,17 +269,26 @@ def _validate_metadata(
         causes.append(_required("metadata.namespace"))
     else:
         causes.extend(_invalid("metadata.namespace", namespace, e) for e in _dns_label_errors(namespace))
+    # On an update, what the stored object already had passed these checks when it was written; only
+    # new label pairs and new annotation keys can be refused (most updates change neither).
+    old_labels = (old_meta or {}).get("labels") or {}
     labels = meta.get("labels") or {}
     for key, value in labels.items():
+        if key in old_labels and old_labels[key] == value:
+            continue
         causes.extend(_invalid("metadata.labels", key, e) for e in qualified_name_errors(key))
         if not isinstance(value, str):
             causes.append(_invalid(f"metadata.labels[{key}]", value, "must be a string"))
         else:
             causes.extend(_invalid("metadata.labels", value, e) for e in label_value_errors(value))
+    old_annotations = (old_meta or {}).get("annotations") or {}
     annotations = meta.get("annotations") or {}
     total = 0
     for key, value in annotations.items():
-        causes.extend(_invalid("metadata.annotations", key, e) for e in qualified_name_errors(key.lower()))
+        if key not in old_annotations:
+            causes.extend(
+                _invalid("metadata.annotations", key, e) for e in qualified_name_errors(key.lower())
+            )
         total += len(key) + len(str(value))
     if total > 256 * 1024:
         causes.append(_too_long("metadata.annotations", 256 * 1024))
@@ -559,6 +568,10 @@ def _differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
 
 def _validate_pod(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     spec = obj.get("spec") or {}
+    if old is not None and spec == (old.get("spec") or {}):
+        # Most pod updates (annotations, status, finalizers) leave the spec alone, and the stored spec
+        # passed validation when it was written: nothing in it can be refused now.
+        return []
     causes = _validate_pod_spec(spec)
     if old is not None:
         old_spec = old.get("spec") or {}

@@ -30,13 +30,20 @@ class ControlPlaneServices:
 
     async def start(self) -> None:
         accounts = ServiceAccountController(self.client)
+        scheduler = DefaultScheduler(self.client)
+        # One watch per resource serves every service here, as client-go's shared informers do within
+        # one binary: each pod and node event is sent and decoded once per tenant, not once per service.
+        # The scheduler starts them; services added later read their caches (PodGC sweeps on start).
         self.services = [
             accounts,
-            DefaultScheduler(self.client),
+            scheduler,
             NodeLifecycleController(
-                self.client, grace_seconds=self.node_grace_seconds, monitor_seconds=self.node_monitor_seconds
+                self.client,
+                grace_seconds=self.node_grace_seconds,
+                monitor_seconds=self.node_monitor_seconds,
+                nodes=scheduler.nodes,
             ),
-            PodGarbageCollector(self.client),
+            PodGarbageCollector(self.client, pods=scheduler.pods, nodes=scheduler.nodes),
             # Both watch namespaces: one informer (one watch per tenant) serves the two.
             NamespaceController(self.client, namespaces=accounts.namespaces),
         ]

@@ -58,12 +58,17 @@ class NodeLifecycleController:
     """Watches nodes and their Leases; marks silent nodes Unknown and taints them unreachable."""
 
     def __init__(
-        self, client: KubeClient, *, grace_seconds: float = 40.0, monitor_seconds: float = 5.0
+        self,
+        client: KubeClient,
+        *,
+        grace_seconds: float = 40.0,
+        monitor_seconds: float = 5.0,
+        nodes: Informer | None = None,
     ) -> None:
         self.client = client
         self.grace_seconds = grace_seconds
         self.monitor_seconds = monitor_seconds
-        self.nodes = Informer(client, "nodes")
+        self.nodes = nodes or Informer(client, "nodes")
         self.leases = Informer(client, "leases", NODE_LEASE_NAMESPACE)
         self._task: asyncio.Task[None] | None = None
 

@@ -12,10 +12,12 @@ from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 class PodGarbageCollector:
     """Deletes (with no grace) every pod whose spec.nodeName names a node that is gone."""
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(
+        self, client: KubeClient, *, pods: Informer | None = None, nodes: Informer | None = None
+    ) -> None:
         self.client = client
-        self.nodes = Informer(client, "nodes")
-        self.pods = Informer(client, "pods")
+        self.nodes = nodes or Informer(client, "nodes")
+        self.pods = pods or Informer(client, "pods")
 
     async def start(self) -> None:
         self.nodes.add_handler(self._node_changed)

@@ -73,11 +73,18 @@ def failure_message(total: int, reasons: Counter[str]) -> str:
 class DefaultScheduler:
     """Schedules pods with schedulerName `default-scheduler` onto the tenant's nodes."""
 
-    def __init__(self, client: KubeClient, *, retry_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        retry_seconds: float = 5.0,
+        pods: Informer | None = None,
+        nodes: Informer | None = None,
+    ) -> None:
         self.client = client
         self.retry_seconds = retry_seconds
-        self.pods = Informer(client, "pods")
-        self.nodes = Informer(client, "nodes")
+        self.pods = pods or Informer(client, "pods")
+        self.nodes = nodes or Informer(client, "nodes")
         self._wake = asyncio.Event()
         self._assumed: dict[tuple[str, str], str] = {}
         self._reported: dict[tuple[str, str], str] = {}
