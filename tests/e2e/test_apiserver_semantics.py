@@ -424,6 +424,31 @@ def test_status_is_reset_on_create_except_for_nodes(raw: RawClient) -> None:
     assert raw.request("POST", "/api/v1/nodes", node).json()["status"]["capacity"] == {"cpu": "4"}
 
 
+def test_status_and_main_resource_each_keep_what_the_other_owns(raw: RawClient) -> None:
+    base = "/api/v1/namespaces/default/pods/owned-parts"
+    raw.request("POST", "/api/v1/namespaces/default/pods", _pod("owned-parts", app="a"))
+    merge = {"Content-Type": "application/merge-patch+json"}
+    # Through /status, only the status changes: the label and the spec change are dropped.
+    through_status = {
+        "metadata": {"labels": {"app": "b"}},
+        "spec": {"activeDeadlineSeconds": 5},
+        "status": {"phase": "Running", "message": "up"},
+    }
+    after_status = raw.request("PATCH", base + "/status", through_status, merge).json()
+    assert after_status["status"]["phase"] == "Running"
+    assert after_status["metadata"]["labels"] == {"app": "a"}
+    assert "activeDeadlineSeconds" not in after_status["spec"]
+    # Through the main resource the status change is dropped and the label change lands.
+    through_main = {"metadata": {"labels": {"app": "c"}}, "status": {"phase": "Failed", "message": None}}
+    after_main = raw.request("PATCH", base, through_main, merge).json()
+    assert after_main["metadata"]["labels"] == {"app": "c"}
+    assert after_main["status"]["phase"] == "Running" and after_main["status"]["message"] == "up"
+    # What was stored is what is read back, and no response shares parts with a later write.
+    stored = raw.request("GET", base).json()
+    assert stored == after_main
+    assert after_status["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]
+
+
 def test_a_taken_port_fails_start_cleanly_and_a_retry_serves(
     apiserver: RunningAPIServer, background_loop: BackgroundLoop, tmp_path: Path
 ) -> None:

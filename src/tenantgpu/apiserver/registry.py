@@ -162,6 +162,29 @@ class DeleteOptions:
         return cls(grace_value, pre.get("uid"), pre.get("resourceVersion"))
 
 
+def _clone(value: Any) -> Any:
+    """A private deep copy of a JSON value."""
+    return loads(encode(value))
+
+
+def _carry_over(new: Obj, old: Obj, field: str) -> None:
+    """Makes `new[field]` what `old` has there (absent if `old` has none), copying only if it differs."""
+    if field not in old:
+        new.pop(field, None)
+    elif field not in new or new[field] != old[field]:
+        new[field] = _clone(old[field])
+
+
+def _binding_base(old: Obj, new: Obj) -> Obj:
+    """The object a binding is validated against: `old` with the new spec.nodeName.
+
+    A binding is the one write allowed to set the otherwise immutable spec.nodeName; everything else in
+    the spec stays as immutable as in any other update.
+    """
+    node = (new.get("spec") or {}).get("nodeName")
+    return {**old, "spec": {**(old.get("spec") or {}), "nodeName": node}}
+
+
 class Registry:
     """All stored resources of one API server (one tenant), under its key prefix in the datastore."""
 
@@ -372,31 +395,27 @@ class Registry:
         return entries[0]
 
     def _prepare_update(self, kind: Kind, new: Obj, old: Obj, subresource: str) -> Obj:
-        """Carries over what an update of this (sub)resource may not change."""
+        """Carries over what an update of this (sub)resource may not change.
+
+        `new` is the caller's own; `old` is the stored object, which must not change and must not be
+        shared with the result (later steps, such as defaulting, change the result in place). What
+        `new` already holds equal to `old` is kept: the stored part is copied only where they differ,
+        which for the usual update (a patch of annotations or of the status) is nowhere.
+        """
         if subresource == "finalize":
             # Only spec.finalizers may change through the namespace's finalize subresource.
-            merged = {k: v for k, v in old.items()}
-            merged["spec"] = {
-                **(old.get("spec") or {}),
-                "finalizers": (new.get("spec") or {}).get("finalizers") or [],
-            }
-            merged["metadata"] = dict(old["metadata"])
+            finalizers = (new.get("spec") or {}).get("finalizers") or []
+            merged = _clone(old)
+            merged.setdefault("spec", {})["finalizers"] = finalizers
             return merged
         if subresource == "status":
-            merged = {k: v for k, v in old.items()}
-            for field in kind.strategy.status_fields:
-                if field in new:
-                    merged[field] = new[field]
-                else:
-                    merged.pop(field, None)
-            merged["metadata"] = dict(old["metadata"])
-            return merged
+            for field in set(new) | set(old):
+                if field not in kind.strategy.status_fields:
+                    _carry_over(new, old, field)
+            return new
         if kind.has_status and subresource == "":
             for field in kind.strategy.status_fields:
-                if field in old:
-                    new[field] = old[field]
-                else:
-                    new.pop(field, None)
+                _carry_over(new, old, field)
         meta = new["metadata"]
         old_meta = old["metadata"]
         for fixed in (
@@ -511,7 +530,7 @@ class Registry:
     ) -> Entry:
         old = current.obj
         with _well_formed(kind):
-            obj = self._prepare_update(kind, obj, current.copy(), subresource)
+            obj = self._prepare_update(kind, obj, old, subresource)
             default_object(kind.kind, obj)
             attributes = AdmissionAttributes(
                 "UPDATE", kind, namespace, name, obj, old, user, subresource=subresource, dry_run=dry_run
@@ -520,8 +539,7 @@ class Registry:
             obj = attributes.obj or obj
             if attributes.mutated:
                 default_object(kind.kind, obj)
-            # A binding is the one write allowed to set the otherwise immutable spec.nodeName.
-            self._validate(kind, obj, None if subresource == "binding" else old)
+            self._validate(kind, obj, _binding_base(old, obj) if subresource == "binding" else old)
             await self.admission.validate(attributes)
             obj["metadata"]["resourceVersion"] = str(current.revision)
         if obj == old:
