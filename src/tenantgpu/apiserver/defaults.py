@@ -112,7 +112,8 @@ def _default_pod(obj: dict[str, Any]) -> None:
             )
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
-    status.setdefault("qosClass", pod_qos_class(spec))
+    if "qosClass" not in status:  # not setdefault: the class is worked out only when it is missing
+        status["qosClass"] = pod_qos_class(spec)
 
 
 def _default_service(obj: dict[str, Any]) -> None:
