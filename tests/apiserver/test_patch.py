@@ -462,3 +462,16 @@ def test_json_patch_add_then_remove_restores_the_document(doc: dict[str, Any], k
     added = apply_json_patch(doc, [{"op": "add", "path": pointer, "value": value}])
     assert added[key] == value
     assert apply_json_patch(added, [{"op": "remove", "path": pointer}]) == doc
+
+
+def test_patches_leave_their_input_alone_and_keep_integers_beyond_64_bits() -> None:
+    big = 2**70
+    obj = {"metadata": {"name": "a", "annotations": {"x": "1"}}, "data": {"n": big}}
+    before = copy.deepcopy(obj)
+    merged = apply_merge_patch(obj, {"metadata": {"annotations": {"y": "2"}}})
+    patched = apply_json_patch(obj, [{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}])
+    strategic = apply_strategic_merge_patch(obj, {"metadata": {"labels": {"c": "d"}}}, "ConfigMap")
+    assert obj == before
+    assert merged["data"]["n"] == patched["data"]["n"] == strategic["data"]["n"] == big
+    assert merged["metadata"]["annotations"] == {"x": "1", "y": "2"}
+    assert patched["metadata"]["labels"] == {"a": "b"} and strategic["metadata"]["labels"] == {"c": "d"}

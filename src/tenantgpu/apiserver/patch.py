@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 __all__ = [
     "PatchError",
     "apply_json_patch",
@@ -25,6 +27,14 @@ class PatchError(ValueError):
         self.code = code
 
 
+def _clone(value: Any) -> Any:
+    """A deep copy of a JSON document; through orjson it costs a fraction of `copy.deepcopy`."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except TypeError:  # what orjson does not encode (an integer beyond 64 bits) takes the slow way
+        return copy.deepcopy(value)
+
+
 # --- RFC 7386 JSON merge patch ------------------------------------------------------------------------
 
 
@@ -33,7 +43,7 @@ def apply_merge_patch(obj: Any, patch: Any, *, owned: bool = False) -> Any:
 
     `owned` says the caller gives `obj` away (a private copy), so it is changed in place instead of copied.
     """
-    return _merge(obj if owned else copy.deepcopy(obj), patch)
+    return _merge(obj if owned else _clone(obj), patch)
 
 
 def _merge(target: Any, patch: Any) -> Any:
@@ -145,7 +155,7 @@ def apply_json_patch(obj: Any, ops: Any) -> Any:
     """Apply an RFC 6902 operation list (add, remove, replace, move, copy, test) to a copy of `obj`."""
     if not isinstance(ops, list):
         raise PatchError("json: cannot unmarshal object into Go value of type jsonpatch.Patch", 400)
-    doc = copy.deepcopy(obj)
+    doc = _clone(obj)
     for number, op in enumerate(ops):
         if not isinstance(op, dict) or not isinstance(op.get("op"), str):
             raise PatchError(f"invalid JSON patch operation at index {number}", 400)
@@ -299,9 +309,7 @@ def apply_strategic_merge_patch(
     if not isinstance(patch, dict):
         raise PatchError("json: cannot unmarshal array into Go value of type map[string]interface {}", 400)
     schema = {**_METADATA_LISTS, **_SCHEMAS.get(kind, {})}
-    merged = _Merger(schema).merge_map(
-        (obj if owned else copy.deepcopy(obj)) if obj else {}, copy.deepcopy(patch), ""
-    )
+    merged = _Merger(schema).merge_map((obj if owned else _clone(obj)) if obj else {}, _clone(patch), "")
     return merged if merged is not None else {}
 
 

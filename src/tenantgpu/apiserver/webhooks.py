@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
-import json
 import ssl
 import uuid
 from collections.abc import Awaitable, Callable
@@ -22,6 +21,7 @@ from urllib.parse import urlsplit
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionPlugin
 from tenantgpu.apiserver.hooks import DirectEgress, Egress
+from tenantgpu.apiserver.jsoncodec import dumps, loads
 from tenantgpu.apiserver.patch import PatchError, apply_json_patch
 from tenantgpu.apiserver.selectors import match_selector_object
 
@@ -446,7 +446,7 @@ class WebhookAdmission:
         if status != 200:
             raise WebhookCallError(f"received HTTP status {status} from webhook")
         try:
-            review = json.loads(payload)
+            review = loads(payload)
         except ValueError as exc:
             raise WebhookCallError(f"webhook returned invalid JSON: {exc}") from exc
         if not isinstance(review, dict) or not isinstance(review.get("response"), dict):
@@ -457,7 +457,7 @@ class WebhookAdmission:
         name = webhook.get("name", "")
         review, uid = self._review(webhook, attributes)
         try:
-            response = await self._post(webhook, json.dumps(review).encode())
+            response = await self._post(webhook, dumps(review))
             if response.get("uid") not in (None, uid):
                 raise WebhookCallError(f"expected response.uid={uid}, got {response.get('uid')}")
         except WebhookCallError as exc:
@@ -481,7 +481,7 @@ class WebhookAdmission:
             if response.get("patchType", "JSONPatch") != "JSONPatch":
                 raise errors.internal(f'webhook "{name}" returned an unsupported patchType')
             try:
-                ops = json.loads(base64.b64decode(patch))
+                ops = loads(base64.b64decode(patch))
                 attributes.obj = apply_json_patch(attributes.obj, ops)
             except (ValueError, PatchError, KeyError, IndexError, TypeError) as exc:
                 if (webhook.get("failurePolicy") or "Fail") == "Ignore":
