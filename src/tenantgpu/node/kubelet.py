@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
+
 from tenantgpu.gpushare import SharingConfig, allocate_env, decode_pod_devices
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import (
@@ -419,9 +421,9 @@ class Kubelet:
                     log.warning(
                         "kubelet %s: deleting %s/%s: %s", self.node_name, record.namespace, record.name, err
                     )
-            except OSError as err:
+            except (OSError, aiohttp.ClientError) as err:  # timeouts are OSErrors too
                 log.warning(
-                    "kubelet %s: deleting %s/%s: %s", self.node_name, record.namespace, record.name, err
+                    "kubelet %s: deleting %s/%s: %r", self.node_name, record.namespace, record.name, err
                 )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
@@ -442,10 +444,16 @@ class Kubelet:
                 record.finished = True
                 try:
                     await self._patch_status(record, status)
-                except ApiError as err:
-                    # The final status is a courtesy; the deletion below is what the user waits for.
-                    if err.code != 409:
-                        raise
+                except Exception as err:
+                    # The final status is a courtesy; the deletion below is what the user waits for,
+                    # so a conflict, a timeout or a dropped connection here must not stop it.
+                    log.warning(
+                        "kubelet %s: final status of %s/%s: %r",
+                        self.node_name,
+                        record.namespace,
+                        record.name,
+                        err,
+                    )
             record.finished = True
             await self._remove(record, _meta(pod).get("uid"))
         except asyncio.CancelledError:
