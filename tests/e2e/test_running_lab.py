@@ -79,7 +79,16 @@ class RunningLab:
         self.kubectl(tenant, "create", "-f", "-", input=json.dumps(listing))
 
     def delete(self, tenant: str, selector: str) -> None:
-        self.kubectl(tenant, "delete", "pods", "-l", selector, "--wait=true", "--timeout=60s")
+        try:
+            self.kubectl(tenant, "delete", "pods", "-l", selector, "--wait=true", "--timeout=45s")
+        except (subprocess.TimeoutExpired, AssertionError) as exc:
+            # Say where the pods got stuck: their state now and what the lab logged about them.
+            left = self.kubectl(tenant, "get", "pods", "-l", selector, "-o", "yaml", check=False).stdout
+            logs = "\n".join(
+                f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-60:])
+                for log in sorted((self.state / "logs").glob("*.log"))
+            )
+            raise AssertionError(f"pods {selector} were not removed: {exc}\n{left}\n{logs}") from exc
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
