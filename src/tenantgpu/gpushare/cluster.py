@@ -37,6 +37,7 @@ from tenantgpu.gpushare.vendor import DeviceVendor
 from tenantgpu.gpushare.webhook import vendors_for
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+_HOLDS_MEMO_SIZE = 4096  # distinct device annotations remembered (about one per placed pod)
 
 
 def pod_key(pod: dict[str, Any]) -> tuple[str, str]:
@@ -62,6 +63,7 @@ class Decision:
         requests_gpu: bool = True,
         details: Callable[[], tuple[dict[str, str], dict[str, float]]] | None = None,
         device_annotations: dict[str, str] | None = None,
+        scores: Callable[[], dict[str, float]] | None = None,
     ) -> None:
         self.node = node
         # every vendor's to-allocate / allocated annotation (NVIDIA's value is also `annotation`)
@@ -79,11 +81,12 @@ class Decision:
         self._failed_nodes = failed_nodes
         self._node_scores = node_scores
         self._details = details
+        self._scores = scores  # node_scores alone, cheaper than all the details (FilteringSucceed needs it)
 
     def _resolve(self) -> None:
         if self._details is not None:
             failed, scores = self._details()
-            self._failed_nodes, self._node_scores, self._details = failed, scores, None
+            self._failed_nodes, self._node_scores, self._details, self._scores = failed, scores, None, None
 
     @property
     def failed_nodes(self) -> dict[str, str]:
@@ -94,6 +97,9 @@ class Decision:
     @property
     def node_scores(self) -> dict[str, float]:
         """Per node that fits: its HAMi node score (usage before the pod)."""
+        if self._details is not None and self._scores is not None:
+            self._node_scores, self._scores = self._scores(), None
+            return self._node_scores
         self._resolve()
         return self._node_scores if self._node_scores is not None else {}
 
@@ -164,6 +170,7 @@ class ClusterState:
             memory_resource=self._gpu.memory_resource,
         )
         self._index: Any = None  # the fast path's arrays, built on demand (see fastpath.py)
+        self._holds_memo: dict[tuple[str, int, bool], tuple[DeviceHold, ...]] = {}
 
     # --- nodes ---------------------------------------------------------------------------------
     def upsert_node(self, node: dict[str, Any]) -> None:
@@ -235,11 +242,10 @@ class ClusterState:
             if gpu_node is not None:
                 try:
                     for vendor in self._vendors.values():
-                        segments = decode_pod_devices(annotations.get(vendor.allocated_annotation, ""))
-                        vendor_holds = (
-                            app_only_usage(segments, init_container_count(pod))
-                            if released_init
-                            else collapse_usage(segments, init_container_count(pod))
+                        vendor_holds = self._holds(
+                            annotations.get(vendor.allocated_annotation, ""),
+                            init_container_count(pod),
+                            released_init,
                         )
                         holds.extend(vendor_holds)
                         quota_usage[vendor.memory_resource] = sum(h.usedmem for h in vendor_holds)
@@ -253,10 +259,25 @@ class ClusterState:
                 demand = PodDemand(0, 0)
             if gpu_node is not None or run_node is not None:
                 record = _Pod(key, gpu_node, holds, run_node, demand, quota_usage)
+        if record is not None and self._pods.get(key) == record:
+            return  # a status or lock update: what the pod holds is what is charged already
         self.remove_pod(*key)
         if record is not None:
             self._pods[key] = record
             self._charge(record, +1)
+
+    def _holds(self, allocated: str, num_init: int, released_init: bool) -> tuple[DeviceHold, ...]:
+        """What a device annotation holds per GPU; memoised, since each of a pod's watch events repeats it."""
+        memo_key = (allocated, num_init, released_init)
+        holds = self._holds_memo.get(memo_key)
+        if holds is None:
+            segments = decode_pod_devices(allocated)  # raises CodecError, which is not memoised
+            usage = app_only_usage if released_init else collapse_usage
+            holds = tuple(usage(segments, num_init))
+            if len(self._holds_memo) >= _HOLDS_MEMO_SIZE:
+                self._holds_memo.clear()
+            self._holds_memo[memo_key] = holds
+        return holds
 
     def remove_pod(self, namespace: str, name: str) -> None:
         record = self._pods.pop((namespace, name), None)

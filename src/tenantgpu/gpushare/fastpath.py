@@ -316,6 +316,7 @@ def schedule_fast(
             return None  # the bound said it fits but the reference disagrees: let the reference decide
         decision = state._decision(ix.names[i], result, {}, {})
         decision._details = lambda: snapshot.details(static_cache)
+        decision._scores = lambda: snapshot.fitting_scores(fits, static_cache)
         return decision
     return Decision(
         None, reason=snapshot.summary(static_cache), details=lambda: snapshot.details(static_cache)
@@ -422,6 +423,18 @@ class _Snapshot:
             if hits:
                 tally[reason] = hits
         return format_summary(tally, int(np.count_nonzero(stage)))
+
+    def fitting_scores(self, fits: np.ndarray, static_cache: dict[int, str | None]) -> dict[str, float]:
+        """details()'s node scores alone: a node fits iff it passed the bound (`fits`) and its static checks."""
+        fitting: dict[str, float] = {}
+        for i in np.flatnonzero(fits).tolist():
+            if i in static_cache:
+                reason = static_cache[i]
+            else:
+                reason = static_reason(self.pod, self.objs[i]) if self.needs_static[i] else None
+            if reason is None:
+                fitting[self.names[i]] = float(self.scores[i])
+        return fitting
 
     def details(self, static_cache: dict[int, str | None]) -> tuple[dict[str, str], dict[str, float]]:
         counts = self._card_counts()
