@@ -5,7 +5,7 @@ from __future__ import annotations
 from tenantgpu.gpushare import ClusterState, SharingConfig
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import GPUSpec, node_devices
-from tenantgpu.hami.scheduler import _capacity_view, _excluding
+from tenantgpu.hami.scheduler import _assume, _capacity_view, _excluding
 
 CFG = SharingConfig()
 
@@ -57,6 +57,25 @@ def test_excluding_keeps_the_pods_own_affinity_terms() -> None:
         {"key": "metadata.name", "operator": "NotIn", "values": ["a"]}
     ]
     assert "matchFields" not in term  # the input pod is left as it was
+    assert pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [term]
+    }
+
+
+def test_assumed_pod_is_bound_and_annotated_without_touching_the_cached_one() -> None:
+    pod = _pod("p")
+    pod["metadata"]["annotations"] = {"keep": "me"}
+    assumed = _assume(pod, "a", {ann.VGPU_NODE: "a", ann.BIND_PHASE: "allocating"})
+    assert assumed["spec"]["nodeName"] == "a"
+    assert assumed["metadata"]["annotations"] == {
+        "keep": "me",
+        ann.VGPU_NODE: "a",
+        ann.BIND_PHASE: "allocating",
+    }
+    assert assumed["spec"]["containers"] == pod["spec"]["containers"]
+    assert "nodeName" not in pod["spec"] and pod["metadata"]["annotations"] == {"keep": "me"}
+    plain = _assume(_pod("q"), "b", {})  # a pod without GPUs is bound, not annotated
+    assert plain["spec"]["nodeName"] == "b" and "annotations" not in plain["metadata"]
 
 
 def test_capacity_view_ignores_lock_and_heartbeat_changes() -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
 import time
 from collections import deque
@@ -382,28 +381,33 @@ class HamiScheduler:
         node = decision.node
         takes_lock = decision.requests_gpu and self._takes_lock(pod)
         if takes_lock and self._node_locked_for(node, key):
-            locked = [n for n in self.state.node_names if self._node_locked_for(n, key)]
-            alternative = self.state.schedule(_excluding(pod, locked)) if self.pipeline_locked_nodes else None
+            alternative = None
+            if self.pipeline_locked_nodes:
+                names = self.state.node_names
+                locked = [n for n in names if self._node_locked_for(n, key)]
+                # with every node locked the pod could only be refused: no need to decide that again
+                if len(locked) < len(names):
+                    alternative = self.state.schedule(_excluding(pod, locked))
             if alternative is None or alternative.node is None:
                 self._park(node, key)
                 return
             decision, node = alternative, alternative.node
         now = int(time.time())
-        assumed = copy.deepcopy(pod)
-        assumed["spec"]["nodeName"] = node
         patch_annotations: dict[str, str] = {}
         if decision.requests_gpu:
             patch_annotations = decision.scheduled_annotations(now)
             patch_annotations[ann.BIND_PHASE] = ann.BIND_PHASE_ALLOCATING
             patch_annotations[ann.BIND_TIME] = str(now)
-            assumed.setdefault("metadata", {}).setdefault("annotations", {}).update(patch_annotations)
             if takes_lock:
                 self._inflight[node] = _InFlight(key, time.monotonic())
+        assumed = _assume(pod, node, patch_annotations)
         self.state.upsert_pod(assumed)
         self._assumed[key] = assumed
-        self._spawn(self._bind(pod, decision, patch_annotations))
+        self._spawn(self._bind(pod, decision, patch_annotations, takes_lock))
 
-    async def _bind(self, pod: dict[str, Any], decision: Decision, annotations: dict[str, str]) -> None:
+    async def _bind(
+        self, pod: dict[str, Any], decision: Decision, annotations: dict[str, str], takes_lock: bool
+    ) -> None:
         key = _key(pod)
         ns, name = key
         node = decision.node or ""
@@ -412,7 +416,6 @@ class HamiScheduler:
             if decision.requests_gpu:
                 # HAMi writes the filter annotations before it locks, so both may go out together.
                 patch = {"metadata": {"annotations": annotations, "labels": {ann.VGPU_NODE: node}}}
-                takes_lock = self._takes_lock(pod)
                 outcome = await asyncio.gather(
                     self.locks.lock(node, ns, name, node=self.nodes.get(None, node))
                     if takes_lock
@@ -508,11 +511,30 @@ class HamiScheduler:
             )
 
 
+def _assume(pod: dict[str, Any], node: str, annotations: dict[str, str]) -> dict[str, Any]:
+    """The pod as the bind will leave it: bound to `node`, with `annotations` added.
+
+    Only the changed levels are copied; the rest is shared with the informer's object, which nobody
+    mutates (the informer replaces objects, it does not edit them).
+    """
+    meta = pod.get("metadata") or {}
+    assumed = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
+    if annotations:
+        assumed["metadata"] = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}
+    return assumed
+
+
 def _excluding(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
-    """A copy of the pod that may not land on `nodes` (a required node affinity on metadata.name)."""
-    clone = copy.deepcopy(pod)
-    affinity = clone.setdefault("spec", {}).setdefault("affinity", {}).setdefault("nodeAffinity", {})
-    required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    """A copy of the pod that may not land on `nodes` (a required node affinity on metadata.name).
+
+    Copied along the path that changes only; scheduling reads the pod and never mutates it.
+    """
+    clone = dict(pod)
+    spec = clone["spec"] = dict(pod.get("spec") or {})
+    affinity = spec["affinity"] = dict(spec.get("affinity") or {})
+    node_affinity = affinity["nodeAffinity"] = dict(affinity.get("nodeAffinity") or {})
+    required_key = "requiredDuringSchedulingIgnoredDuringExecution"
+    required = node_affinity[required_key] = dict(node_affinity.get(required_key) or {})
     terms = required.get("nodeSelectorTerms") or [{}]
     expression = {"key": "metadata.name", "operator": "NotIn", "values": list(nodes)}
     required["nodeSelectorTerms"] = [
