@@ -190,11 +190,8 @@ class ClusterState:
         plain = not spec.get("unschedulable") and not any(
             t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or []
         )
-        try:
-            capacity = node_capacity(node)
-        except QuantityError:
-            capacity = NodeCapacity(None, None, None)
         old = self._nodes.get(name)
+        capacity = self._capacity(node, old)
         record = _Node(name, node, devices, error, capacity, plain)
         if old is not None and old.devices == devices:
             record.usage, record.holders = old.usage, old.holders
@@ -205,11 +202,29 @@ class ClusterState:
             )
             self._nodes[name] = record
             if self._index is not None:
-                self._index.refresh_node(self, name)
+                if (old.capacity, old.plain, _cordon_list(old.obj)) == (capacity, plain, _cordon_list(node)):
+                    self._index.objs[self._index.node_pos[name]] = node  # a lock or heartbeat update
+                else:
+                    self._index.refresh_node(self, name)
             return
         self._nodes[name] = record
         self._recount_node(record)
         self._index = None
+
+    @staticmethod
+    def _capacity(node: dict[str, Any], old: _Node | None) -> NodeCapacity:
+        """The node's allocatable cpu/memory/pods; the old record's when those strings did not change."""
+        status = node.get("status") or {}
+        if old is not None:
+            old_status = old.obj.get("status") or {}
+            old_alloc = old_status.get("allocatable") or old_status.get("capacity") or {}
+            alloc = status.get("allocatable") or status.get("capacity") or {}
+            if all(alloc.get(k) == old_alloc.get(k) for k in ("cpu", "memory", "pods")):
+                return old.capacity
+        try:
+            return node_capacity(node)
+        except QuantityError:
+            return NodeCapacity(None, None, None)
 
     def remove_node(self, name: str) -> None:
         if self._nodes.pop(name, None) is not None:
@@ -519,6 +534,10 @@ class ClusterState:
             node_scores=scores,
             device_annotations=notes,
         )
+
+
+def _cordon_list(node: dict[str, Any]) -> str | None:
+    return ((node.get("metadata") or {}).get("annotations") or {}).get(ann.DEVICE_CORDON)
 
 
 def _constrained(pod: dict[str, Any]) -> bool:

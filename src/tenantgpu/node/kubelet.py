@@ -41,14 +41,20 @@ log = logging.getLogger(__name__)
 _REMOVE_ATTEMPTS = 12  # about 15 s of backoff
 
 
+def log_stamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 @dataclass
 class ContainerLog:
     """One container's output lines with their timestamps."""
 
     lines: list[tuple[str, str]] = field(default_factory=list)
 
-    def write(self, line: str) -> None:
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    def write(self, line: str, stamp: str | None = None) -> None:
+        """Append `line` (split at newlines); `stamp` is the time it was written, now if not given."""
+        if stamp is None:
+            stamp = log_stamp()
         for part in line.splitlines() or [""]:
             self.lines.append((stamp, part))
 
@@ -365,18 +371,19 @@ class Kubelet:
             plan = rt.plan_workload(annotations, env, gpus, self._share(record, name))
             plans[name] = plan
             out = record.logs[name]
+            now = log_stamp()  # the container's start-up output is written at one instant
             if adopted:  # logs live in memory; env and nvidia-smi are deterministic, so rebuild them
-                out.write("(log rebuilt after a kubelet restart)")
-            out.write(f"tenantgpu simulated container {name} on node {self.node_name}")
-            out.write("environment:")
+                out.write("(log rebuilt after a kubelet restart)", now)
+            out.write(f"tenantgpu simulated container {name} on node {self.node_name}", now)
+            out.write("environment:", now)
             for line in rt.container_env_lines(env):
-                out.write(f"  {line}")
+                out.write(f"  {line}", now)
             if gpus:
-                out.write("$ nvidia-smi")
+                out.write("$ nvidia-smi", now)
                 used = int(float(annotations.get(rt.GPU_MEMORY_USED, "0") or 0))
-                out.write(rt.nvidia_smi(gpus, used_mib=0 if plan.fails else used))
+                out.write(rt.nvidia_smi(gpus, used_mib=0 if plan.fails else used), now)
             for line in plan.log_lines:
-                out.write(line)
+                out.write(line, now)
         durations = [p.runs_for for p in plans.values()]
         if any(p.fails for p in plans.values()):
             pass  # a failing container (CUDA OOM) ends the pod at once
