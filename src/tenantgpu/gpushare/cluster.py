@@ -170,6 +170,7 @@ class ClusterState:
             memory_resource=self._gpu.memory_resource,
         )
         self._index: Any = None  # the fast path's arrays, built on demand (see fastpath.py)
+        self._fast: Any = None  # the fastpath module, once imported
         self._holds_memo: dict[tuple[str, int, bool], tuple[DeviceHold, ...]] = {}
 
     # --- nodes ---------------------------------------------------------------------------------
@@ -411,6 +412,14 @@ class ClusterState:
                 self._pods[key] = previous
                 self._charge(previous, +1)
 
+    def _fastpath(self) -> Any:
+        """The fast path, imported on first use: it brings numpy, which starting a CLI need not pay for."""
+        if self._fast is None:
+            from tenantgpu.gpushare import fastpath
+
+            self._fast = fastpath
+        return self._fast
+
     def _schedule(self, pod: dict[str, Any], fast: bool) -> Decision:
         requests = self.pod_requests(pod)
         try:
@@ -424,9 +433,7 @@ class ClusterState:
         except PolicyError as exc:
             return Decision(None, reason=f"calcScore failed {exc} for pod {pod_key(pod)[1]}")
         if fast:
-            from tenantgpu.gpushare.fastpath import schedule_fast
-
-            decision = schedule_fast(self, pod, requests, demand, ctx)
+            decision = self._fastpath().schedule_fast(self, pod, requests, demand, ctx)
             if decision is not None:
                 return decision
         return self._schedule_reference(pod, requests, demand, ctx)
@@ -471,9 +478,7 @@ class ClusterState:
     def _schedule_without_gpu(self, pod: dict[str, Any], demand: PodDemand, fast: bool = True) -> Decision:
         """HAMi passes such pods through; kube-scheduler does: here the first node passing the basics."""
         if fast and not _constrained(pod):
-            from tenantgpu.gpushare.fastpath import first_basic_fit
-
-            decision = first_basic_fit(self, pod, demand)
+            decision = self._fastpath().first_basic_fit(self, pod, demand)
             if decision is not None:
                 return decision
         failed: dict[str, str] = {}

@@ -17,13 +17,14 @@ import numpy as np
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare import reasons as r
 from tenantgpu.gpushare.basics import PodDemand, static_reason
+from tenantgpu.gpushare.cluster import Decision, _constrained, format_summary
 from tenantgpu.gpushare.nvidia import NVIDIA, _policy_contains, cordoned_devices, type_allowed
 from tenantgpu.gpushare.policy import node_policy_of, node_score_of_sums, spreads
 from tenantgpu.gpushare.request import PERCENTAGE_UNSET, ContainerDeviceRequest
 from tenantgpu.gpushare.usage import DeviceHold
 
 if TYPE_CHECKING:
-    from tenantgpu.gpushare.cluster import ClusterState, Decision
+    from tenantgpu.gpushare.cluster import ClusterState
     from tenantgpu.gpushare.fit import PodContext
 
 # Per-card outcome codes, in HAMi's Fit check order; PASS last.
@@ -191,8 +192,6 @@ def first_basic_fit(state: ClusterState, pod: dict[str, Any], demand: PodDemand)
 
     None also when a non-plain node (taints, unschedulable) comes first: the reference path decides.
     """
-    from tenantgpu.gpushare.cluster import Decision
-
     if state._index is None:
         state._index = ClusterIndex(state)
     ix: ClusterIndex = state._index
@@ -245,8 +244,6 @@ def schedule_fast(
     ctx: PodContext,
 ) -> Decision | None:
     """The decision for a simple pod, or None to let the reference path decide."""
-    from tenantgpu.gpushare.cluster import Decision, _constrained
-
     request = _single_request(requests, ctx.num_init)
     annotations = ctx.annotations
     if (
@@ -388,8 +385,6 @@ class _Snapshot:
 
     def summary(self, static_cache: dict[int, str | None]) -> str:
         """summarize(failed_nodes) computed over arrays, without building a string per node."""
-        from tenantgpu.gpushare.cluster import format_summary
-
         counts = self._card_counts()
         nums = self.request.nums
         n = len(self.names)

@@ -82,6 +82,7 @@ class PodRecord:
     logs: dict[str, ContainerLog] = field(default_factory=dict)
     gpus: dict[str, list[str]] = field(default_factory=dict)  # container → GPU UUIDs
     caps: dict[str, int | None] = field(default_factory=dict)  # container → SM cap
+    seq: int = 0  # when the kubelet first saw the pod: the order of `Kubelet.pods`
 
 
 def _meta(pod: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +110,10 @@ class Kubelet:
         self.container_start_seconds = container_start_seconds
         self.pods: dict[str, PodRecord] = {}
         self._by_key: dict[tuple[str, str], str] = {}
+        self._seen = 0
+        # GPU UUID → the pods whose containers use it (by uid), so a GPU's sharers are found without
+        # walking every pod on the node
+        self._gpu_users: dict[str, dict[str, PodRecord]] = {}
         self._subnet = zlib.crc32(node_name.encode()) % 250 + 1
         self._next_ip = 2
         self._admit_lock = asyncio.Lock()  # HAMi's Allocate is serialised by a mutex
@@ -121,6 +126,7 @@ class Kubelet:
         """Sync with the API; pods already running here are adopted (also after a `stop()`)."""
         self.pods.clear()
         self._by_key.clear()
+        self._gpu_users.clear()
         await self.node_informer.start()
         await self.informer.start()
 
@@ -197,10 +203,12 @@ class Kubelet:
                 self.pods.pop(uid, None)
                 if self._by_key.get((record.namespace, record.name)) == uid:
                     self._by_key.pop((record.namespace, record.name), None)
+                self._forget_gpus(record)
             return
         if record is None:
             phase = (pod.get("status") or {}).get("phase")
-            record = PodRecord(uid, meta.get("namespace", ""), meta.get("name", ""))
+            self._seen += 1
+            record = PodRecord(uid, meta.get("namespace", ""), meta.get("name", ""), seq=self._seen)
             self.pods[uid] = record
             self._by_key[(record.namespace, record.name)] = uid
             if meta.get("deletionTimestamp"):
@@ -293,6 +301,15 @@ class Kubelet:
             record.gpus[name] = [d.uuid for d in allocation.devices.get(name, [])]
             record.caps[name] = rt.sm_limit(env) if record.gpus[name] else None
             record.logs.setdefault(name, ContainerLog())
+            for uuid in record.gpus[name]:
+                self._gpu_users.setdefault(uuid, {})[record.uid] = record
+
+    def _forget_gpus(self, record: PodRecord) -> None:
+        for uuids in record.gpus.values():
+            for uuid in uuids:
+                users = self._gpu_users.get(uuid)
+                if users is not None and users.get(record.uid) is record:
+                    del users[record.uid]
 
     def _device_table(self) -> dict[str, tuple[str, int]]:
         return {d.id: (d.type, d.devmem) for d in self.device_plugin.devices}
@@ -302,7 +319,11 @@ class Kubelet:
         best = 1.0
         for uuid in record.gpus.get(container, []):
             caps: dict[str, int | None] = {}
-            for other in self.pods.values():
+            # the pods using this GPU, in the order of self.pods (the shares' float sums depend on it)
+            users = sorted(self._gpu_users.get(uuid, {}).values(), key=lambda r: r.seq)
+            for other in users:
+                if self.pods.get(other.uid) is not other:
+                    continue
                 if other is not record and (other.finished or other.terminating or other.started_at is None):
                     continue
                 for cname, uuids in other.gpus.items():
