@@ -299,6 +299,7 @@ def schedule_fast(
 
     static_cache: dict[int, str | None] = {}
     snapshot = _Snapshot(ix, pod, request, memreq, cores, type_ok, mutex, capacity_code, needs_static, scores)
+    snapshot.passing = passing
     while True:
         i = int(np.argmin(ranked))
         if ranked[i] == np.inf:
@@ -352,6 +353,7 @@ class _Snapshot:
         self.pod, self.request, self.memreq, self.cores = pod, request, memreq, cores
         self.type_ok, self.mutex = type_ok, mutex
         self.capacity_code, self.needs_static, self.scores = capacity_code, needs_static, scores
+        self.passing: np.ndarray | None = None  # per node, cards passing every check (= _card_counts' PASS)
 
     def _card_counts(self) -> np.ndarray:
         """Per node and outcome code, how many of its cards end there (first failing check wins)."""
@@ -384,12 +386,16 @@ class _Snapshot:
         return out
 
     def summary(self, static_cache: dict[int, str | None]) -> str:
-        """summarize(failed_nodes) computed over arrays, without building a string per node."""
-        counts = self._card_counts()
+        """summarize(failed_nodes) computed over arrays, without building a string per node.
+
+        The per-card outcomes are counted only when some node fails at its cards; a pod every node
+        refuses earlier (taints, affinity, capacity) needs none of them.
+        """
+        counts = None if self.passing is not None else self._card_counts()
         nums = self.request.nums
         n = len(self.names)
         stage = np.zeros(n, dtype=np.int8)  # 0 fits, 1 static, 2 capacity, 3 unregistered, 4 devices, 5 cards
-        passing = counts[:, _PASS]
+        passing = self.passing if counts is None else counts[:, _PASS]
         stage[passing < nums] = 5
         stage[self.n_owned < nums] = 4
         stage[~self.registered] = 3
@@ -408,6 +414,10 @@ class _Snapshot:
             if hits:
                 tally[reason] = hits
         cards = stage == 5
+        if not cards.any():
+            return format_summary(tally, int(np.count_nonzero(stage)))
+        if counts is None:
+            counts = self._card_counts()
         per_reason: dict[str, np.ndarray] = {}
         for code, reason in enumerate(_CARD_REASONS):
             hit = counts[:, code] > 0
