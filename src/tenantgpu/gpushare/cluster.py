@@ -355,12 +355,14 @@ class ClusterState:
     def node_devices(self, name: str) -> list[DeviceUsage]:
         """The node's GPUs with their current usage (empty for an unregistered node)."""
         node = self._nodes[name]
-        out = []
-        for info in node.devices or []:
-            dev = DeviceUsage.of(info)
-            dev.used, dev.usedmem, dev.usedcores = node.usage[info.id]
-            out.append(dev)
-        return out
+        usage = node.usage
+        # positional construction: this runs for every node a pod is fitted on
+        return [
+            DeviceUsage(
+                d.id, d.index, d.count, d.devmem, d.devcore, d.type, d.numa, d.mode, d.health, *usage[d.id]
+            )
+            for d in node.devices or []
+        ]
 
     def node_usage(self, name: str) -> list[DeviceUsageView]:
         node = self._nodes[name]
