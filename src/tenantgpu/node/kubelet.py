@@ -114,6 +114,7 @@ class Kubelet:
         # GPU UUID → the pods whose containers use it (by uid), so a GPU's sharers are found without
         # walking every pod on the node
         self._gpu_users: dict[str, dict[str, PodRecord]] = {}
+        self._ip_users: dict[str, set[str]] = {}  # pod IP → uids of the pods given it
         self._subnet = zlib.crc32(node_name.encode()) % 250 + 1
         self._next_ip = 2
         self._admit_lock = asyncio.Lock()  # HAMi's Allocate is serialised by a mutex
@@ -127,6 +128,7 @@ class Kubelet:
         self.pods.clear()
         self._by_key.clear()
         self._gpu_users.clear()
+        self._ip_users.clear()
         await self.node_informer.start()
         await self.informer.start()
 
@@ -231,13 +233,30 @@ class Kubelet:
 
     def _allocate_ip(self) -> str:
         """The next free address of the node's /24 (skipping those of pods it runs, e.g. after adoption)."""
-        in_use = {r.pod_ip for r in self.pods.values() if r.pod_ip and not r.finished}
         for _ in range(253):
             ip = f"10.244.{self._subnet}.{self._next_ip}"
             self._next_ip = self._next_ip + 1 if self._next_ip < 254 else 2
-            if ip not in in_use:
+            if not self._ip_in_use(ip):
                 return ip
         return ip  # more than 253 live pods on one node: addresses are shared, as a full CIDR would fail
+
+    def _ip_in_use(self, ip: str) -> bool:
+        """Whether a pod the kubelet runs, not finished, has this address (forgetting those that went)."""
+        users = self._ip_users.get(ip)
+        if not users:
+            return False
+        for uid in list(users):
+            record = self.pods.get(uid)
+            if record is None or record.pod_ip != ip:
+                users.discard(uid)
+            elif not record.finished:
+                return True
+        return False
+
+    def _claim_ip(self, record: PodRecord, ip: str | None) -> None:
+        record.pod_ip = ip
+        if ip:
+            self._ip_users.setdefault(ip, set()).add(record.uid)
 
     async def _patch_status(self, record: PodRecord, status: dict[str, Any]) -> bool:
         try:
@@ -345,7 +364,7 @@ class Kubelet:
                 return
             if self.container_start_seconds:
                 await asyncio.sleep(self.container_start_seconds)
-            record.pod_ip = self._allocate_ip()
+            self._claim_ip(record, self._allocate_ip())
             running = podstatus.running_status(pod, self.host_ip, record.pod_ip, record.start_time)
             record.started_at = (
                 running["containerStatuses"][0]["state"]["running"]["startedAt"]
@@ -363,7 +382,7 @@ class Kubelet:
     async def _adopt(self, pod: dict[str, Any], record: PodRecord) -> None:
         """Pick up a pod that was Running before this kubelet (re)started: rebuild env and timers."""
         status = pod.get("status") or {}
-        record.pod_ip = status.get("podIP")
+        self._claim_ip(record, status.get("podIP"))
         record.start_time = status.get("startTime")
         started = None
         for cs in status.get("containerStatuses") or []:

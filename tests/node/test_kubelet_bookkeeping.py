@@ -1,4 +1,4 @@
-"""A container's compute share counts exactly the running containers on its GPUs, however many pods the node has."""
+"""The kubelet's books on many pods: GPU sharers for compute shares, and pod IPs in use."""
 
 from __future__ import annotations
 
@@ -69,4 +69,30 @@ async def test_shares_follow_pods_arriving_running_ending_and_deleted() -> None:
             for name in ("a", "b"):
                 if kubelet.pods[uid].gpus.get(name):
                     assert kubelet._share(kubelet.pods[uid], name) == _walk_every_pod(kubelet, uid, name)
+    await client.close()
+
+
+async def test_pod_ips_skip_live_pods_and_reuse_those_of_finished_or_deleted_ones() -> None:
+    cfg = SharingConfig()
+    client = KubeClient(KubeConfig(server="http://127.0.0.1:9"))  # never contacted here
+    kubelet = Kubelet(client, "w", cfg, DevicePlugin(client, "w", [], cfg))
+    rng = random.Random(3)
+    live: list[str] = []
+    for step in range(700):  # wraps around the /24 more than twice
+        uid = f"p{step}"
+        kubelet._on_pod("ADDED", _pod(uid), None)
+        record = kubelet.pods[uid]
+        if record.task is not None:
+            record.task.cancel()
+        taken = {r.pod_ip for r in kubelet.pods.values() if r.pod_ip and not r.finished}
+        ip = kubelet._allocate_ip()
+        assert ip not in taken and ip.startswith(f"10.244.{kubelet._subnet}.")
+        kubelet._claim_ip(record, ip)
+        live.append(uid)
+        if len(live) > 150 or rng.random() < 0.3:
+            gone = live.pop(rng.randrange(len(live)))
+            if rng.random() < 0.5:
+                kubelet.pods[gone].finished = True  # Succeeded: its address is free again
+            else:
+                kubelet._on_pod("DELETED", _pod(gone), None)
     await client.close()
