@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]
 _TERMINAL = ("Succeeded", "Failed")
 _MAX_BACKOFF = 10.0  # kube-scheduler's podMaxBackoffSeconds
+_ANY_NODE = ""  # where pods wait that found every node locked: for whichever node frees first
 
 
 def _key(obj: dict[str, Any]) -> Key:
@@ -129,6 +130,8 @@ class HamiScheduler:
         self._unschedulable: set[Key] = set()
         self._last_failure: dict[Key, str] = {}
         self._waiting: dict[str, dict[Key, None]] = {}  # node → pods (FIFO) whose best node is locked
+        self._parked: dict[Key, int] = {}  # when each waiting pod was parked: a freed node wakes the oldest
+        self._parkings = 0
         self._assumed: dict[Key, dict[str, Any]] = {}  # pods with a bind in flight, as we will write them
         self._inflight: dict[str, _InFlight] = {}
         self._attempts: dict[Key, int] = {}
@@ -146,6 +149,7 @@ class HamiScheduler:
         self._queue = _WorkQueue()
         for book in (self._unschedulable, self._last_failure, self._waiting, self._assumed, self._inflight):
             book.clear()
+        self._parked.clear()
         self._attempts.clear()
         self._handshaking.clear()
         await self.nodes.start()
@@ -289,25 +293,47 @@ class HamiScheduler:
         self._wake(node)
 
     def _wake(self, node: str, *, everyone: bool = False) -> None:
-        """Let the longest-waiting pod for `node` retry (all of them with `everyone`).
+        """Let the longest-waiting pod for `node` retry (all of them with `everyone`): of those parked on
+        it and those that found every node locked, whichever was parked first.
 
         One at a time: the first one re-locks the node, and re-deciding the others would be wasted work.
         """
-        waiting = self._waiting.get(node)
-        if not waiting:
+        if everyone:
+            for key in self._waiting.pop(node, {}):
+                self._parked.pop(key, None)
+                self._queue.push(key, front=True)
             return
-        keys = list(waiting) if everyone else [next(iter(waiting))]
-        for key in keys:
-            del waiting[key]
-            self._queue.push(key, front=True)
+        oldest: tuple[int, Key, str] | None = None
+        for source in dict.fromkeys((node, _ANY_NODE)):
+            waiting = self._waiting.get(source)
+            if waiting:
+                key = next(iter(waiting))
+                candidate = (self._parked.get(key, 0), key, source)
+                oldest = candidate if oldest is None or candidate < oldest else oldest
+        if oldest is None:
+            return
+        _, key, source = oldest
+        waiting = self._waiting[source]
+        del waiting[key]
         if not waiting:
-            del self._waiting[node]
+            del self._waiting[source]
+        self._parked.pop(key, None)
+        self._queue.push(key, front=True)
 
     def _park(self, node: str, key: Key) -> None:
+        self._parkings += 1
+        self._parked[key] = self._parkings
         self._waiting.setdefault(node, {})[key] = None
 
     def _node_free(self, node: str) -> bool:
+        if node == _ANY_NODE:
+            return any(self._node_free(n) for n in self.state.node_names)
         return node not in self._inflight and NODE_LOCK not in _annotations(self.nodes.get(None, node) or {})
+
+    def _every_node_locked_for(self, pod: dict[str, Any], key: Key) -> bool:
+        """Whether a bind of this pod would meet a lock on every node: deciding now could only park it."""
+        names = self.state.node_names
+        return bool(names) and all(self._node_locked_for(n, key) for n in names) and self._takes_lock(pod)
 
     def _requeue_unschedulable(self) -> None:
         for key in list(self._unschedulable):
@@ -372,6 +398,11 @@ class HamiScheduler:
     def _schedule_one(self, key: Key) -> None:
         pod = self.pods.get(*key)
         if pod is None or not self._ours(pod) or key in self._assumed:
+            return
+        if self.pipeline_locked_nodes and self._every_node_locked_for(pod, key):
+            # The decision would either park the pod or refuse it; both wait for the first node
+            # to free, when it is decided on what the cluster then holds.
+            self._park(_ANY_NODE, key)
             return
         decision = self._decide(pod)
         if decision.node is None:
