@@ -442,7 +442,9 @@ class _Snapshot:
         return fitting
 
     def details(self, static_cache: dict[int, str | None]) -> tuple[dict[str, str], dict[str, float]]:
-        counts = self._card_counts()
+        # the per-card outcomes are counted once, and only if some node fails at its cards
+        counts = None if self.passing is not None else self._card_counts()
+        pass_counts = self.passing if counts is None else counts[:, _PASS]
         nums = self.request.nums
         failed: dict[str, str] = {}
         fitting: dict[str, float] = {}
@@ -457,8 +459,10 @@ class _Snapshot:
                 reason = r.NODE_UNREGISTERED
             if reason is None and self.n_owned[i] < nums:
                 reason = r.NODE_INSUFFICIENT_DEVICE
-            passing = int(counts[i, _PASS])
+            passing = int(pass_counts[i])
             if reason is None and passing < nums:
+                if counts is None:
+                    counts = self._card_counts()
                 tally: dict[str, int] = {}
                 for code in np.flatnonzero(counts[i, :_PASS]):
                     tally[_CARD_REASONS[code]] = tally.get(_CARD_REASONS[code], 0) + int(counts[i, code])
