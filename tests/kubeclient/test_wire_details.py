@@ -100,3 +100,18 @@ async def test_events_are_named_like_client_go_and_never_collide(
     assert first["metadata"]["namespace"] == "ns" and first["involvedObject"]["uid"] == "u1"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", first["firstTimestamp"])
     assert first["firstTimestamp"] == first["lastTimestamp"]
+
+
+async def test_a_result_nobody_reads_is_not_decoded_but_errors_still_raise(
+    event_sink: tuple[KubeClient, list[dict]],
+) -> None:
+    from tenantgpu.kubeclient import ApiError
+
+    client, received = event_sink
+    pod = {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p", "namespace": "ns", "uid": "u1"}}
+    assert await client.create_event(pod, reason="Scheduled", message="m", decode=False) == {}
+    assert received[-1]["reason"] == "Scheduled"  # sent all the same
+    assert (await client.create_event(pod, reason="Again", message="m"))["reason"] == "Again"
+    with pytest.raises(ApiError) as caught:
+        await client.request("POST", "/api/v1/namespaces/ns/nothing-here", body={}, decode=False)
+    assert caught.value.code == 404

@@ -107,7 +107,12 @@ async def emit(
     """Record an event on the pod; events are best effort and never fail the caller."""
     try:
         await client.create_event(
-            pod, reason=reason, message=message, type="Warning" if warning else "Normal", component=COMPONENT
+            pod,
+            reason=reason,
+            message=message,
+            type="Warning" if warning else "Normal",
+            component=COMPONENT,
+            decode=False,
         )
     except Exception as err:
         log.debug("event %s on %s: %s", reason, (pod.get("metadata") or {}).get("name"), err)

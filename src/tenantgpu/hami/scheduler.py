@@ -451,7 +451,7 @@ class HamiScheduler:
                     self.locks.lock(node, ns, name, node=self.nodes.get(None, node))
                     if takes_lock
                     else asyncio.sleep(0),
-                    self.client.patch("pods", name, patch, ns),
+                    self.client.patch("pods", name, patch, ns, decode=False),
                     return_exceptions=True,
                 )
                 locked = takes_lock and not isinstance(outcome[0], BaseException)

@@ -103,8 +103,13 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float = 30.0,
+        decode: bool = True,
     ) -> dict[str, Any]:
-        """One request; returns the decoded JSON body or raises ApiError with the server's Status."""
+        """One request; returns the decoded JSON body or raises ApiError with the server's Status.
+
+        `decode=False` is for callers that do not look at the object the server sends back (status
+        updates, events, bindings): it is read but not parsed, and {} is returned.
+        """
         data = None if body is None else (body if isinstance(body, bytes | str) else orjson.dumps(body))
         headers = None
         if data is not None:
@@ -118,7 +123,7 @@ class KubeClient:
             raw = await resp.read()
             if resp.status >= 400:
                 raise ApiError.from_response(resp.status, raw)
-            return orjson.loads(raw) if raw else {}
+            return orjson.loads(raw) if raw and decode else {}
 
     async def get_text(self, path: str, params: dict[str, str] | None = None) -> str:
         """GET a non-JSON body (e.g. pod logs)."""
@@ -195,7 +200,9 @@ class KubeClient:
         patch_type: PatchType = "merge",
         subresource: str | None = None,
         field_manager: str | None = None,
+        decode: bool = True,
     ) -> dict[str, Any]:
+        """PATCH; returns the patched object ({} with `decode=False`, see `request`)."""
         rk = resource_kind(resource)
         params = {"fieldManager": field_manager} if field_manager else None
         return await self.request(
@@ -204,6 +211,7 @@ class KubeClient:
             params=params,
             body=patch,
             content_type=_PATCH_CONTENT_TYPES[patch_type],
+            decode=decode,
         )
 
     async def delete(
@@ -279,7 +287,9 @@ class KubeClient:
             "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        await self.request("POST", resource_kind("pods").path(namespace, pod, "binding"), body=body)
+        await self.request(
+            "POST", resource_kind("pods").path(namespace, pod, "binding"), body=body, decode=False
+        )
 
     async def create_event(
         self,
@@ -290,8 +300,10 @@ class KubeClient:
         type: str = "Normal",
         component: str = "tenantgpu",
         host: str | None = None,
+        decode: bool = True,
     ) -> dict[str, Any]:
-        """Record a core/v1 Event about `involved` (an object as returned by the API)."""
+        """Record a core/v1 Event about `involved` (an object as returned by the API); returns the Event
+        ({} with `decode=False`)."""
         meta = involved.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
         name, now = self._event_names.next(meta.get("name", "object"))
@@ -321,7 +333,7 @@ class KubeClient:
             "reportingComponent": component,
             "reportingInstance": host or "",
         }
-        return await self.request("POST", resource_kind("events").path(namespace), body=body)
+        return await self.request("POST", resource_kind("events").path(namespace), body=body, decode=decode)
 
 
 class _EventNames:

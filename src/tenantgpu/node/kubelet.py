@@ -261,7 +261,7 @@ class Kubelet:
     async def _patch_status(self, record: PodRecord, status: dict[str, Any]) -> bool:
         try:
             await self.client.patch(
-                "pods", record.name, {"status": status}, record.namespace, subresource="status"
+                "pods", record.name, {"status": status}, record.namespace, subresource="status", decode=False
             )
             return True
         except ApiError as err:
