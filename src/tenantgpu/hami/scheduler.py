@@ -578,10 +578,11 @@ def _capacity_view(node: dict[str, Any]) -> tuple[Any, ...]:
     """What of a node can change whether a pod fits (not heartbeats, not the lock)."""
     a = _annotations(node)
     status = node.get("status") or {}
+    # the values themselves: tuples compare them by value, without formatting them first
     return (
         a.get(ann.NODE_REGISTER),
         a.get(ann.DEVICE_CORDON),
-        repr(status.get("allocatable")),
-        repr(node.get("spec")),
-        repr((node.get("metadata") or {}).get("labels")),
+        status.get("allocatable"),
+        node.get("spec"),
+        (node.get("metadata") or {}).get("labels"),
     )
