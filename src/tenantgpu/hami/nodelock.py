@@ -203,14 +203,21 @@ async def release_node_lock(
 ) -> bool:
     """The device plugin's and the scheduler's release: owner-checked merge patch setting the key to null.
 
-    `node` is a recent view of the Node (saves a GET); a stale one is corrected by a fresh read.
+    `node` is a recent view of the Node (saves a GET); a stale one is corrected by a fresh read, also
+    when it shows no lock or another pod's: a watched view may not show the lock this pod took yet, and
+    giving up on it would leave the node locked until the lock expires.
     """
+    fresh = node is None
     for _ in range(_RETRY_STEPS):
         if node is None:
             node = await client.get("nodes", node_name)
+            fresh = True
         value = _lock_value(node)
         if value is None or not (force or owned_by(value, namespace, pod)):
-            return False
+            if fresh:
+                return False
+            node = None
+            continue
         patch = {
             "metadata": {
                 "annotations": {NODE_LOCK: None},
