@@ -104,7 +104,11 @@ def test_fast_and_reference_paths_agree(case: tuple[ClusterState, ClusterState, 
     for i, p in enumerate(pending):
         a, b = fast.schedule(p, fast=True), ref.schedule(p, fast=False)
         assert (a.node, a.annotation, a.reason) == (b.node, b.annotation, b.reason)
-        assert a.failed_nodes == b.failed_nodes
+        if i % 2:  # the scores alone (FilteringSucceed's message) are worked out without the failures
+            assert a.node_scores == b.node_scores
+            assert a.failed_nodes == b.failed_nodes
+        else:
+            assert a.failed_nodes == b.failed_nodes
         assert a.node_scores == b.node_scores
         if a.node is not None:  # placing it must keep both states (and the index) in step
             for s, d in ((fast, a), (ref, b)):

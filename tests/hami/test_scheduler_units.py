@@ -5,7 +5,7 @@ from __future__ import annotations
 from tenantgpu.gpushare import ClusterState, SharingConfig
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import GPUSpec, node_devices
-from tenantgpu.hami.scheduler import _capacity_view, _excluding
+from tenantgpu.hami.scheduler import _assume, _capacity_view, _excluding
 
 CFG = SharingConfig()
 
@@ -57,6 +57,25 @@ def test_excluding_keeps_the_pods_own_affinity_terms() -> None:
         {"key": "metadata.name", "operator": "NotIn", "values": ["a"]}
     ]
     assert "matchFields" not in term  # the input pod is left as it was
+    assert pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [term]
+    }
+
+
+def test_assumed_pod_is_bound_and_annotated_without_touching_the_cached_one() -> None:
+    pod = _pod("p")
+    pod["metadata"]["annotations"] = {"keep": "me"}
+    assumed = _assume(pod, "a", {ann.VGPU_NODE: "a", ann.BIND_PHASE: "allocating"})
+    assert assumed["spec"]["nodeName"] == "a"
+    assert assumed["metadata"]["annotations"] == {
+        "keep": "me",
+        ann.VGPU_NODE: "a",
+        ann.BIND_PHASE: "allocating",
+    }
+    assert assumed["spec"]["containers"] == pod["spec"]["containers"]
+    assert "nodeName" not in pod["spec"] and pod["metadata"]["annotations"] == {"keep": "me"}
+    plain = _assume(_pod("q"), "b", {})  # a pod without GPUs is bound, not annotated
+    assert plain["spec"]["nodeName"] == "b" and "annotations" not in plain["metadata"]
 
 
 def test_capacity_view_ignores_lock_and_heartbeat_changes() -> None:
@@ -80,3 +99,48 @@ def test_gpu_pod_on_a_tenant_without_gpus_is_unschedulable_with_a_reason() -> No
     decision = state.schedule(_pod("p"))
     assert decision.node is None
     assert events.unschedulable_message(1, decision) == "0/1 nodes are available: 1 node unregistered."
+
+
+def _locked(node: dict, holder: str) -> dict:
+    from datetime import UTC, datetime
+
+    from tenantgpu.hami.nodelock import format_lock
+
+    node["metadata"]["annotations"][ann.NODE_LOCK] = format_lock(datetime.now(UTC), "default", holder)
+    return node
+
+
+async def test_a_pod_finding_every_node_locked_waits_for_the_first_node_to_free() -> None:
+    from tenantgpu.hami.scheduler import HamiScheduler
+    from tenantgpu.kubeclient import KubeClient, KubeConfig
+
+    client = KubeClient(KubeConfig(server="http://127.0.0.1:9"))  # binds fail fast: only queues matter here
+    scheduler = HamiScheduler(client, CFG)
+    holders = {"a": "holder-a", "b": "holder-b"}
+    for name, holder in holders.items():
+        node = _locked(_node(name), holder)
+        scheduler.nodes.cache[("", name)] = node
+        scheduler.state.upsert_node(node)
+        scheduler.pods.cache[("default", holder)] = {"metadata": {"name": holder, "namespace": "default"}}
+    for name in ("early", "late"):
+        scheduler.pods.cache[("default", name)] = _pod(name)
+    scheduler._schedule_one(("default", "early"))
+    scheduler._park("a", ("default", "parked-on-a"))  # as if decided earlier, its best node being a
+    scheduler._schedule_one(("default", "late"))
+    assert scheduler._waiting == {"": {("default", "early"): None, ("default", "late"): None},
+                                  "a": {("default", "parked-on-a"): None}}  # fmt: skip
+    assert not scheduler._assumed  # nothing was decided while every node was locked
+
+    # b frees: the oldest pod that can use it goes first; a's own waiter stays for a
+    scheduler.nodes.cache[("", "b")] = _node("b")
+    scheduler._wake("b")
+    assert len(scheduler._queue) == 1 and await scheduler._queue.pop() == ("default", "early")
+    scheduler._schedule_one(("default", "early"))
+    assert scheduler._assumed[("default", "early")]["spec"]["nodeName"] == "b"
+    # a frees: its own waiter was parked before "late"
+    scheduler.nodes.cache[("", "a")] = _node("a")
+    scheduler._wake("a")
+    assert await scheduler._queue.pop() == ("default", "parked-on-a")
+    assert scheduler._waiting == {"": {("default", "late"): None}}
+    await scheduler.stop()
+    await client.close()

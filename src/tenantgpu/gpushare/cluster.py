@@ -37,6 +37,7 @@ from tenantgpu.gpushare.vendor import DeviceVendor
 from tenantgpu.gpushare.webhook import vendors_for
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+_HOLDS_MEMO_SIZE = 4096  # distinct device annotations remembered (about one per placed pod)
 
 
 def pod_key(pod: dict[str, Any]) -> tuple[str, str]:
@@ -62,6 +63,7 @@ class Decision:
         requests_gpu: bool = True,
         details: Callable[[], tuple[dict[str, str], dict[str, float]]] | None = None,
         device_annotations: dict[str, str] | None = None,
+        scores: Callable[[], dict[str, float]] | None = None,
     ) -> None:
         self.node = node
         # every vendor's to-allocate / allocated annotation (NVIDIA's value is also `annotation`)
@@ -79,11 +81,12 @@ class Decision:
         self._failed_nodes = failed_nodes
         self._node_scores = node_scores
         self._details = details
+        self._scores = scores  # node_scores alone, cheaper than all the details (FilteringSucceed needs it)
 
     def _resolve(self) -> None:
         if self._details is not None:
             failed, scores = self._details()
-            self._failed_nodes, self._node_scores, self._details = failed, scores, None
+            self._failed_nodes, self._node_scores, self._details, self._scores = failed, scores, None, None
 
     @property
     def failed_nodes(self) -> dict[str, str]:
@@ -94,6 +97,9 @@ class Decision:
     @property
     def node_scores(self) -> dict[str, float]:
         """Per node that fits: its HAMi node score (usage before the pod)."""
+        if self._details is not None and self._scores is not None:
+            self._node_scores, self._scores = self._scores(), None
+            return self._node_scores
         self._resolve()
         return self._node_scores if self._node_scores is not None else {}
 
@@ -164,6 +170,8 @@ class ClusterState:
             memory_resource=self._gpu.memory_resource,
         )
         self._index: Any = None  # the fast path's arrays, built on demand (see fastpath.py)
+        self._fast: Any = None  # the fastpath module, once imported
+        self._holds_memo: dict[tuple[str, int, bool], tuple[DeviceHold, ...]] = {}
 
     # --- nodes ---------------------------------------------------------------------------------
     def upsert_node(self, node: dict[str, Any]) -> None:
@@ -183,11 +191,8 @@ class ClusterState:
         plain = not spec.get("unschedulable") and not any(
             t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or []
         )
-        try:
-            capacity = node_capacity(node)
-        except QuantityError:
-            capacity = NodeCapacity(None, None, None)
         old = self._nodes.get(name)
+        capacity = self._capacity(node, old)
         record = _Node(name, node, devices, error, capacity, plain)
         if old is not None and old.devices == devices:
             record.usage, record.holders = old.usage, old.holders
@@ -198,11 +203,29 @@ class ClusterState:
             )
             self._nodes[name] = record
             if self._index is not None:
-                self._index.refresh_node(self, name)
+                if (old.capacity, old.plain, _cordon_list(old.obj)) == (capacity, plain, _cordon_list(node)):
+                    self._index.objs[self._index.node_pos[name]] = node  # a lock or heartbeat update
+                else:
+                    self._index.refresh_node(self, name)
             return
         self._nodes[name] = record
         self._recount_node(record)
         self._index = None
+
+    @staticmethod
+    def _capacity(node: dict[str, Any], old: _Node | None) -> NodeCapacity:
+        """The node's allocatable cpu/memory/pods; the old record's when those strings did not change."""
+        status = node.get("status") or {}
+        if old is not None:
+            old_status = old.obj.get("status") or {}
+            old_alloc = old_status.get("allocatable") or old_status.get("capacity") or {}
+            alloc = status.get("allocatable") or status.get("capacity") or {}
+            if all(alloc.get(k) == old_alloc.get(k) for k in ("cpu", "memory", "pods")):
+                return old.capacity
+        try:
+            return node_capacity(node)
+        except QuantityError:
+            return NodeCapacity(None, None, None)
 
     def remove_node(self, name: str) -> None:
         if self._nodes.pop(name, None) is not None:
@@ -235,11 +258,10 @@ class ClusterState:
             if gpu_node is not None:
                 try:
                     for vendor in self._vendors.values():
-                        segments = decode_pod_devices(annotations.get(vendor.allocated_annotation, ""))
-                        vendor_holds = (
-                            app_only_usage(segments, init_container_count(pod))
-                            if released_init
-                            else collapse_usage(segments, init_container_count(pod))
+                        vendor_holds = self._holds(
+                            annotations.get(vendor.allocated_annotation, ""),
+                            init_container_count(pod),
+                            released_init,
                         )
                         holds.extend(vendor_holds)
                         quota_usage[vendor.memory_resource] = sum(h.usedmem for h in vendor_holds)
@@ -253,10 +275,25 @@ class ClusterState:
                 demand = PodDemand(0, 0)
             if gpu_node is not None or run_node is not None:
                 record = _Pod(key, gpu_node, holds, run_node, demand, quota_usage)
+        if record is not None and self._pods.get(key) == record:
+            return  # a status or lock update: what the pod holds is what is charged already
         self.remove_pod(*key)
         if record is not None:
             self._pods[key] = record
             self._charge(record, +1)
+
+    def _holds(self, allocated: str, num_init: int, released_init: bool) -> tuple[DeviceHold, ...]:
+        """What a device annotation holds per GPU; memoised, since each of a pod's watch events repeats it."""
+        memo_key = (allocated, num_init, released_init)
+        holds = self._holds_memo.get(memo_key)
+        if holds is None:
+            segments = decode_pod_devices(allocated)  # raises CodecError, which is not memoised
+            usage = app_only_usage if released_init else collapse_usage
+            holds = tuple(usage(segments, num_init))
+            if len(self._holds_memo) >= _HOLDS_MEMO_SIZE:
+                self._holds_memo.clear()
+            self._holds_memo[memo_key] = holds
+        return holds
 
     def remove_pod(self, namespace: str, name: str) -> None:
         record = self._pods.pop((namespace, name), None)
@@ -318,12 +355,14 @@ class ClusterState:
     def node_devices(self, name: str) -> list[DeviceUsage]:
         """The node's GPUs with their current usage (empty for an unregistered node)."""
         node = self._nodes[name]
-        out = []
-        for info in node.devices or []:
-            dev = DeviceUsage.of(info)
-            dev.used, dev.usedmem, dev.usedcores = node.usage[info.id]
-            out.append(dev)
-        return out
+        usage = node.usage
+        # positional construction: this runs for every node a pod is fitted on
+        return [
+            DeviceUsage(
+                d.id, d.index, d.count, d.devmem, d.devcore, d.type, d.numa, d.mode, d.health, *usage[d.id]
+            )
+            for d in node.devices or []
+        ]
 
     def node_usage(self, name: str) -> list[DeviceUsageView]:
         node = self._nodes[name]
@@ -375,6 +414,14 @@ class ClusterState:
                 self._pods[key] = previous
                 self._charge(previous, +1)
 
+    def _fastpath(self) -> Any:
+        """The fast path, imported on first use: it brings numpy, which starting a CLI need not pay for."""
+        if self._fast is None:
+            from tenantgpu.gpushare import fastpath
+
+            self._fast = fastpath
+        return self._fast
+
     def _schedule(self, pod: dict[str, Any], fast: bool) -> Decision:
         requests = self.pod_requests(pod)
         try:
@@ -388,9 +435,7 @@ class ClusterState:
         except PolicyError as exc:
             return Decision(None, reason=f"calcScore failed {exc} for pod {pod_key(pod)[1]}")
         if fast:
-            from tenantgpu.gpushare.fastpath import schedule_fast
-
-            decision = schedule_fast(self, pod, requests, demand, ctx)
+            decision = self._fastpath().schedule_fast(self, pod, requests, demand, ctx)
             if decision is not None:
                 return decision
         return self._schedule_reference(pod, requests, demand, ctx)
@@ -435,9 +480,7 @@ class ClusterState:
     def _schedule_without_gpu(self, pod: dict[str, Any], demand: PodDemand, fast: bool = True) -> Decision:
         """HAMi passes such pods through; kube-scheduler does: here the first node passing the basics."""
         if fast and not _constrained(pod):
-            from tenantgpu.gpushare.fastpath import first_basic_fit
-
-            decision = first_basic_fit(self, pod, demand)
+            decision = self._fastpath().first_basic_fit(self, pod, demand)
             if decision is not None:
                 return decision
         failed: dict[str, str] = {}
@@ -498,6 +541,10 @@ class ClusterState:
             node_scores=scores,
             device_annotations=notes,
         )
+
+
+def _cordon_list(node: dict[str, Any]) -> str | None:
+    return ((node.get("metadata") or {}).get("annotations") or {}).get(ann.DEVICE_CORDON)
 
 
 def _constrained(pod: dict[str, Any]) -> bool:

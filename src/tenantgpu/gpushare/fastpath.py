@@ -17,13 +17,14 @@ import numpy as np
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare import reasons as r
 from tenantgpu.gpushare.basics import PodDemand, static_reason
+from tenantgpu.gpushare.cluster import Decision, _constrained, format_summary
 from tenantgpu.gpushare.nvidia import NVIDIA, _policy_contains, cordoned_devices, type_allowed
 from tenantgpu.gpushare.policy import node_policy_of, node_score_of_sums, spreads
 from tenantgpu.gpushare.request import PERCENTAGE_UNSET, ContainerDeviceRequest
 from tenantgpu.gpushare.usage import DeviceHold
 
 if TYPE_CHECKING:
-    from tenantgpu.gpushare.cluster import ClusterState, Decision
+    from tenantgpu.gpushare.cluster import ClusterState
     from tenantgpu.gpushare.fit import PodContext
 
 # Per-card outcome codes, in HAMi's Fit check order; PASS last.
@@ -191,8 +192,6 @@ def first_basic_fit(state: ClusterState, pod: dict[str, Any], demand: PodDemand)
 
     None also when a non-plain node (taints, unschedulable) comes first: the reference path decides.
     """
-    from tenantgpu.gpushare.cluster import Decision
-
     if state._index is None:
         state._index = ClusterIndex(state)
     ix: ClusterIndex = state._index
@@ -245,8 +244,6 @@ def schedule_fast(
     ctx: PodContext,
 ) -> Decision | None:
     """The decision for a simple pod, or None to let the reference path decide."""
-    from tenantgpu.gpushare.cluster import Decision, _constrained
-
     request = _single_request(requests, ctx.num_init)
     annotations = ctx.annotations
     if (
@@ -302,6 +299,7 @@ def schedule_fast(
 
     static_cache: dict[int, str | None] = {}
     snapshot = _Snapshot(ix, pod, request, memreq, cores, type_ok, mutex, capacity_code, needs_static, scores)
+    snapshot.passing = passing
     while True:
         i = int(np.argmin(ranked))
         if ranked[i] == np.inf:
@@ -316,6 +314,7 @@ def schedule_fast(
             return None  # the bound said it fits but the reference disagrees: let the reference decide
         decision = state._decision(ix.names[i], result, {}, {})
         decision._details = lambda: snapshot.details(static_cache)
+        decision._scores = lambda: snapshot.fitting_scores(fits, static_cache)
         return decision
     return Decision(
         None, reason=snapshot.summary(static_cache), details=lambda: snapshot.details(static_cache)
@@ -354,6 +353,7 @@ class _Snapshot:
         self.pod, self.request, self.memreq, self.cores = pod, request, memreq, cores
         self.type_ok, self.mutex = type_ok, mutex
         self.capacity_code, self.needs_static, self.scores = capacity_code, needs_static, scores
+        self.passing: np.ndarray | None = None  # per node, cards passing every check (= _card_counts' PASS)
 
     def _card_counts(self) -> np.ndarray:
         """Per node and outcome code, how many of its cards end there (first failing check wins)."""
@@ -386,14 +386,16 @@ class _Snapshot:
         return out
 
     def summary(self, static_cache: dict[int, str | None]) -> str:
-        """summarize(failed_nodes) computed over arrays, without building a string per node."""
-        from tenantgpu.gpushare.cluster import format_summary
+        """summarize(failed_nodes) computed over arrays, without building a string per node.
 
-        counts = self._card_counts()
+        The per-card outcomes are counted only when some node fails at its cards; a pod every node
+        refuses earlier (taints, affinity, capacity) needs none of them.
+        """
+        counts = None if self.passing is not None else self._card_counts()
         nums = self.request.nums
         n = len(self.names)
         stage = np.zeros(n, dtype=np.int8)  # 0 fits, 1 static, 2 capacity, 3 unregistered, 4 devices, 5 cards
-        passing = counts[:, _PASS]
+        passing = self.passing if counts is None else counts[:, _PASS]
         stage[passing < nums] = 5
         stage[self.n_owned < nums] = 4
         stage[~self.registered] = 3
@@ -412,6 +414,10 @@ class _Snapshot:
             if hits:
                 tally[reason] = hits
         cards = stage == 5
+        if not cards.any():
+            return format_summary(tally, int(np.count_nonzero(stage)))
+        if counts is None:
+            counts = self._card_counts()
         per_reason: dict[str, np.ndarray] = {}
         for code, reason in enumerate(_CARD_REASONS):
             hit = counts[:, code] > 0
@@ -423,8 +429,22 @@ class _Snapshot:
                 tally[reason] = hits
         return format_summary(tally, int(np.count_nonzero(stage)))
 
+    def fitting_scores(self, fits: np.ndarray, static_cache: dict[int, str | None]) -> dict[str, float]:
+        """details()'s node scores alone: a node fits iff it passed the bound (`fits`) and its static checks."""
+        fitting: dict[str, float] = {}
+        for i in np.flatnonzero(fits).tolist():
+            if i in static_cache:
+                reason = static_cache[i]
+            else:
+                reason = static_reason(self.pod, self.objs[i]) if self.needs_static[i] else None
+            if reason is None:
+                fitting[self.names[i]] = float(self.scores[i])
+        return fitting
+
     def details(self, static_cache: dict[int, str | None]) -> tuple[dict[str, str], dict[str, float]]:
-        counts = self._card_counts()
+        # the per-card outcomes are counted once, and only if some node fails at its cards
+        counts = None if self.passing is not None else self._card_counts()
+        pass_counts = self.passing if counts is None else counts[:, _PASS]
         nums = self.request.nums
         failed: dict[str, str] = {}
         fitting: dict[str, float] = {}
@@ -439,8 +459,10 @@ class _Snapshot:
                 reason = r.NODE_UNREGISTERED
             if reason is None and self.n_owned[i] < nums:
                 reason = r.NODE_INSUFFICIENT_DEVICE
-            passing = int(counts[i, _PASS])
+            passing = int(pass_counts[i])
             if reason is None and passing < nums:
+                if counts is None:
+                    counts = self._card_counts()
                 tally: dict[str, int] = {}
                 for code in np.flatnonzero(counts[i, :_PASS]):
                     tally[_CARD_REASONS[code]] = tally.get(_CARD_REASONS[code], 0) + int(counts[i, code])

@@ -24,6 +24,7 @@ from tenantgpu.gpushare.vendor import AdmissionDenied, FitContext, FitResult
 
 NVIDIA = "NVIDIA"
 _INT32_MAX = 2**31 - 1
+_REGISTER_MEMO_SIZE = 256  # distinct register annotations remembered (a node has one at a time)
 
 
 def _policy_contains(policy: str, name: str) -> bool:
@@ -85,6 +86,9 @@ class NvidiaGPUs:
         self.cfg = cfg
         self.memory_resource = cfg.resource_memory_name
         self.core_resource = cfg.resource_core_name
+        # Register annotation text -> its devices (or why it is refused). Every node-lock PATCH brings the
+        # node again with the same registration; decoding it once per distinct text saves the JSON work.
+        self._registered: dict[str, list[DeviceInfo] | CodecError] = {}
 
     # --- requests ------------------------------------------------------------------------------
     def container_request(self, container: dict[str, Any]) -> ContainerDeviceRequest | None:
@@ -187,10 +191,24 @@ class NvidiaGPUs:
         raw = notes.get(ann.NODE_REGISTER)
         if raw is None:
             return None
-        devices = decode_node_register(raw, decode_legacy=False)  # v2.10 reads JSON only
+        devices = self._decode_register(raw)
         if ann.NODE_SCORE in notes:
             pair_scores(node)  # GetNodeDevices fails the node on a malformed score annotation too
         return devices
+
+    def _decode_register(self, raw: str) -> list[DeviceInfo]:
+        known = self._registered.get(raw)
+        if known is None:
+            if len(self._registered) >= _REGISTER_MEMO_SIZE:
+                self._registered.clear()  # registrations rarely change: a full memo is stale, not hot
+            try:
+                known = decode_node_register(raw, decode_legacy=False)  # v2.10 reads JSON only
+            except CodecError as exc:
+                known = exc
+            self._registered[raw] = known
+        if isinstance(known, CodecError):
+            raise CodecError(str(known))
+        return list(known)  # DeviceInfo is frozen; the list is the caller's own
 
     def owns(self, device: DeviceUsage) -> bool:
         return "nvidia" in device.type.lower()

@@ -193,7 +193,9 @@ async def report_allocation(
 
     async def mark_pod() -> None:
         try:
-            await client.patch("pods", meta["name"], {"metadata": {"annotations": patch}}, meta["namespace"])
+            await client.patch(
+                "pods", meta["name"], {"metadata": {"annotations": patch}}, meta["namespace"], decode=False
+            )
         except ApiError as err:
             if err.code != 404:
                 raise

@@ -41,9 +41,12 @@ def filtering_succeed_message(total_nodes: int, decision: Decision, *, spread: b
     HAMi lists the nodes in its sorted order, the chosen one last: scores ascending under binpack,
     descending under spread (NodeScoreList.Less).
     """
-    scores = sorted(decision.node_scores.items(), key=lambda kv: (-kv[1] if spread else kv[1], kv[0]))
-    # HAMi counts the nodes kube-scheduler passed to the extender (len(args.NodeNames))
-    total_nodes -= sum(1 for text in decision.failed_nodes.values() if text in _KUBE_SCHEDULER_REASONS)
+    fitting = decision.node_scores
+    scores = sorted(fitting.items(), key=lambda kv: (-kv[1] if spread else kv[1], kv[0]))
+    # HAMi counts the nodes kube-scheduler passed to the extender (len(args.NodeNames)); when every
+    # node fits, none failed, and the failures need not be worked out at all
+    if len(fitting) < total_nodes:
+        total_nodes -= sum(1 for text in decision.failed_nodes.values() if text in _KUBE_SCHEDULER_REASONS)
     listed = ",".join(f"{name}:{score:.2f}" for name, score in scores)
     return (
         f"find fit node({decision.node}), {total_nodes - len(scores)} nodes not fit, "
@@ -104,7 +107,12 @@ async def emit(
     """Record an event on the pod; events are best effort and never fail the caller."""
     try:
         await client.create_event(
-            pod, reason=reason, message=message, type="Warning" if warning else "Normal", component=COMPONENT
+            pod,
+            reason=reason,
+            message=message,
+            type="Warning" if warning else "Normal",
+            component=COMPONENT,
+            decode=False,
         )
     except Exception as err:
         log.debug("event %s on %s: %s", reason, (pod.get("metadata") or {}).get("name"), err)

@@ -112,7 +112,12 @@ def _lock_value(node: dict[str, Any]) -> str | None:
 
 
 async def _patch_lock(
-    client: KubeClient, node_name: str, value: str | None, node: dict[str, Any] | None = None
+    client: KubeClient,
+    node_name: str,
+    value: str | None,
+    node: dict[str, Any] | None = None,
+    *,
+    decode: bool = True,
 ) -> dict[str, Any]:
     """Merge-patch the lock with the node's resourceVersion (optimistic concurrency), retried like HAMi.
 
@@ -128,7 +133,7 @@ async def _patch_lock(
             if value is not None and _lock_value(node) is not None:
                 raise NodeLockError(f"node {node_name} is locked: node lock contention")
             patch = {"metadata": {"annotations": {NODE_LOCK: value}, "resourceVersion": rv}}
-            return await client.patch("nodes", node_name, patch)
+            return await client.patch("nodes", node_name, patch, decode=decode)
         except ApiError as err:
             last, node = err, None
             if err.code == 404:
@@ -178,7 +183,8 @@ class NodeLocks:
                 raise NodeLockError(contention_message(node_name, self.timeout))
             if verdict is LockVerdict.EXPIRED:
                 node = await _patch_lock(self.client, node_name, None, node)
-            await _patch_lock(self.client, node_name, format_lock(datetime.now(UTC), namespace, pod), node)
+            lock = format_lock(datetime.now(UTC), namespace, pod)
+            await _patch_lock(self.client, node_name, lock, node, decode=False)
 
     async def release(self, node_name: str, namespace: str, pod: str, *, force: bool = False) -> bool:
         """Release if held by namespace/pod (or `force`); returns whether a lock was removed."""
@@ -197,14 +203,21 @@ async def release_node_lock(
 ) -> bool:
     """The device plugin's and the scheduler's release: owner-checked merge patch setting the key to null.
 
-    `node` is a recent view of the Node (saves a GET); a stale one is corrected by a fresh read.
+    `node` is a recent view of the Node (saves a GET); a stale one is corrected by a fresh read, also
+    when it shows no lock or another pod's: a watched view may not show the lock this pod took yet, and
+    giving up on it would leave the node locked until the lock expires.
     """
+    fresh = node is None
     for _ in range(_RETRY_STEPS):
         if node is None:
             node = await client.get("nodes", node_name)
+            fresh = True
         value = _lock_value(node)
         if value is None or not (force or owned_by(value, namespace, pod)):
-            return False
+            if fresh:
+                return False
+            node = None
+            continue
         patch = {
             "metadata": {
                 "annotations": {NODE_LOCK: None},
@@ -212,7 +225,7 @@ async def release_node_lock(
             }
         }
         try:
-            await client.patch("nodes", node_name, patch)
+            await client.patch("nodes", node_name, patch, decode=False)
             return True
         except ApiError as err:
             if err.code != 409:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
 import time
 from collections import deque
@@ -46,6 +45,7 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]
 _TERMINAL = ("Succeeded", "Failed")
 _MAX_BACKOFF = 10.0  # kube-scheduler's podMaxBackoffSeconds
+_ANY_NODE = ""  # where pods wait that found every node locked: for whichever node frees first
 
 
 def _key(obj: dict[str, Any]) -> Key:
@@ -130,6 +130,8 @@ class HamiScheduler:
         self._unschedulable: set[Key] = set()
         self._last_failure: dict[Key, str] = {}
         self._waiting: dict[str, dict[Key, None]] = {}  # node → pods (FIFO) whose best node is locked
+        self._parked: dict[Key, int] = {}  # when each waiting pod was parked: a freed node wakes the oldest
+        self._parkings = 0
         self._assumed: dict[Key, dict[str, Any]] = {}  # pods with a bind in flight, as we will write them
         self._inflight: dict[str, _InFlight] = {}
         self._attempts: dict[Key, int] = {}
@@ -147,6 +149,7 @@ class HamiScheduler:
         self._queue = _WorkQueue()
         for book in (self._unschedulable, self._last_failure, self._waiting, self._assumed, self._inflight):
             book.clear()
+        self._parked.clear()
         self._attempts.clear()
         self._handshaking.clear()
         await self.nodes.start()
@@ -290,25 +293,47 @@ class HamiScheduler:
         self._wake(node)
 
     def _wake(self, node: str, *, everyone: bool = False) -> None:
-        """Let the longest-waiting pod for `node` retry (all of them with `everyone`).
+        """Let the longest-waiting pod for `node` retry (all of them with `everyone`): of those parked on
+        it and those that found every node locked, whichever was parked first.
 
         One at a time: the first one re-locks the node, and re-deciding the others would be wasted work.
         """
-        waiting = self._waiting.get(node)
-        if not waiting:
+        if everyone:
+            for key in self._waiting.pop(node, {}):
+                self._parked.pop(key, None)
+                self._queue.push(key, front=True)
             return
-        keys = list(waiting) if everyone else [next(iter(waiting))]
-        for key in keys:
-            del waiting[key]
-            self._queue.push(key, front=True)
+        oldest: tuple[int, Key, str] | None = None
+        for source in dict.fromkeys((node, _ANY_NODE)):
+            waiting = self._waiting.get(source)
+            if waiting:
+                key = next(iter(waiting))
+                candidate = (self._parked.get(key, 0), key, source)
+                oldest = candidate if oldest is None or candidate < oldest else oldest
+        if oldest is None:
+            return
+        _, key, source = oldest
+        waiting = self._waiting[source]
+        del waiting[key]
         if not waiting:
-            del self._waiting[node]
+            del self._waiting[source]
+        self._parked.pop(key, None)
+        self._queue.push(key, front=True)
 
     def _park(self, node: str, key: Key) -> None:
+        self._parkings += 1
+        self._parked[key] = self._parkings
         self._waiting.setdefault(node, {})[key] = None
 
     def _node_free(self, node: str) -> bool:
+        if node == _ANY_NODE:
+            return any(self._node_free(n) for n in self.state.node_names)
         return node not in self._inflight and NODE_LOCK not in _annotations(self.nodes.get(None, node) or {})
+
+    def _every_node_locked_for(self, pod: dict[str, Any], key: Key) -> bool:
+        """Whether a bind of this pod would meet a lock on every node: deciding now could only park it."""
+        names = self.state.node_names
+        return bool(names) and all(self._node_locked_for(n, key) for n in names) and self._takes_lock(pod)
 
     def _requeue_unschedulable(self) -> None:
         for key in list(self._unschedulable):
@@ -374,6 +399,11 @@ class HamiScheduler:
         pod = self.pods.get(*key)
         if pod is None or not self._ours(pod) or key in self._assumed:
             return
+        if self.pipeline_locked_nodes and self._every_node_locked_for(pod, key):
+            # The decision would either park the pod or refuse it; both wait for the first node
+            # to free, when it is decided on what the cluster then holds.
+            self._park(_ANY_NODE, key)
+            return
         decision = self._decide(pod)
         if decision.node is None:
             self._unschedulable.add(key)
@@ -382,28 +412,33 @@ class HamiScheduler:
         node = decision.node
         takes_lock = decision.requests_gpu and self._takes_lock(pod)
         if takes_lock and self._node_locked_for(node, key):
-            locked = [n for n in self.state.node_names if self._node_locked_for(n, key)]
-            alternative = self.state.schedule(_excluding(pod, locked)) if self.pipeline_locked_nodes else None
+            alternative = None
+            if self.pipeline_locked_nodes:
+                names = self.state.node_names
+                locked = [n for n in names if self._node_locked_for(n, key)]
+                # with every node locked the pod could only be refused: no need to decide that again
+                if len(locked) < len(names):
+                    alternative = self.state.schedule(_excluding(pod, locked))
             if alternative is None or alternative.node is None:
                 self._park(node, key)
                 return
             decision, node = alternative, alternative.node
         now = int(time.time())
-        assumed = copy.deepcopy(pod)
-        assumed["spec"]["nodeName"] = node
         patch_annotations: dict[str, str] = {}
         if decision.requests_gpu:
             patch_annotations = decision.scheduled_annotations(now)
             patch_annotations[ann.BIND_PHASE] = ann.BIND_PHASE_ALLOCATING
             patch_annotations[ann.BIND_TIME] = str(now)
-            assumed.setdefault("metadata", {}).setdefault("annotations", {}).update(patch_annotations)
             if takes_lock:
                 self._inflight[node] = _InFlight(key, time.monotonic())
+        assumed = _assume(pod, node, patch_annotations)
         self.state.upsert_pod(assumed)
         self._assumed[key] = assumed
-        self._spawn(self._bind(pod, decision, patch_annotations))
+        self._spawn(self._bind(pod, decision, patch_annotations, takes_lock))
 
-    async def _bind(self, pod: dict[str, Any], decision: Decision, annotations: dict[str, str]) -> None:
+    async def _bind(
+        self, pod: dict[str, Any], decision: Decision, annotations: dict[str, str], takes_lock: bool
+    ) -> None:
         key = _key(pod)
         ns, name = key
         node = decision.node or ""
@@ -412,12 +447,11 @@ class HamiScheduler:
             if decision.requests_gpu:
                 # HAMi writes the filter annotations before it locks, so both may go out together.
                 patch = {"metadata": {"annotations": annotations, "labels": {ann.VGPU_NODE: node}}}
-                takes_lock = self._takes_lock(pod)
                 outcome = await asyncio.gather(
                     self.locks.lock(node, ns, name, node=self.nodes.get(None, node))
                     if takes_lock
                     else asyncio.sleep(0),
-                    self.client.patch("pods", name, patch, ns),
+                    self.client.patch("pods", name, patch, ns, decode=False),
                     return_exceptions=True,
                 )
                 locked = takes_lock and not isinstance(outcome[0], BaseException)
@@ -508,11 +542,30 @@ class HamiScheduler:
             )
 
 
+def _assume(pod: dict[str, Any], node: str, annotations: dict[str, str]) -> dict[str, Any]:
+    """The pod as the bind will leave it: bound to `node`, with `annotations` added.
+
+    Only the changed levels are copied; the rest is shared with the informer's object, which nobody
+    mutates (the informer replaces objects, it does not edit them).
+    """
+    meta = pod.get("metadata") or {}
+    assumed = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
+    if annotations:
+        assumed["metadata"] = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}
+    return assumed
+
+
 def _excluding(pod: dict[str, Any], nodes: list[str]) -> dict[str, Any]:
-    """A copy of the pod that may not land on `nodes` (a required node affinity on metadata.name)."""
-    clone = copy.deepcopy(pod)
-    affinity = clone.setdefault("spec", {}).setdefault("affinity", {}).setdefault("nodeAffinity", {})
-    required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    """A copy of the pod that may not land on `nodes` (a required node affinity on metadata.name).
+
+    Copied along the path that changes only; scheduling reads the pod and never mutates it.
+    """
+    clone = dict(pod)
+    spec = clone["spec"] = dict(pod.get("spec") or {})
+    affinity = spec["affinity"] = dict(spec.get("affinity") or {})
+    node_affinity = affinity["nodeAffinity"] = dict(affinity.get("nodeAffinity") or {})
+    required_key = "requiredDuringSchedulingIgnoredDuringExecution"
+    required = node_affinity[required_key] = dict(node_affinity.get(required_key) or {})
     terms = required.get("nodeSelectorTerms") or [{}]
     expression = {"key": "metadata.name", "operator": "NotIn", "values": list(nodes)}
     required["nodeSelectorTerms"] = [
@@ -525,10 +578,11 @@ def _capacity_view(node: dict[str, Any]) -> tuple[Any, ...]:
     """What of a node can change whether a pod fits (not heartbeats, not the lock)."""
     a = _annotations(node)
     status = node.get("status") or {}
+    # the values themselves: tuples compare them by value, without formatting them first
     return (
         a.get(ann.NODE_REGISTER),
         a.get(ann.DEVICE_CORDON),
-        repr(status.get("allocatable")),
-        repr(node.get("spec")),
-        repr((node.get("metadata") or {}).get("labels")),
+        status.get("allocatable"),
+        node.get("spec"),
+        (node.get("metadata") or {}).get("labels"),
     )

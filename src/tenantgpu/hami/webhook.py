@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from tenantgpu.gpushare import ClusterState, SharingConfig, mutate_pod
@@ -48,7 +48,7 @@ def review_response(
         }
     elif admission.patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(json.dumps(admission.patch).encode()).decode()
+        response["patch"] = base64.b64encode(orjson.dumps(admission.patch)).decode()
     return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
 
 
@@ -139,9 +139,12 @@ class HamiWebhook:
 
     async def _review(self, request: web.Request) -> web.Response:
         try:
-            review = await request.json()
-        except ValueError:
+            review = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return web.Response(status=400, text="request body is not an AdmissionReview")
+        if not isinstance(review, dict):
             return web.Response(status=400, text="request body is not an AdmissionReview")
         self.reviews += 1
         quotas = self.quotas() if self.quotas else None
-        return web.json_response(review_response(review, self.sharing, quotas))
+        body = orjson.dumps(review_response(review, self.sharing, quotas))
+        return web.Response(body=body, content_type="application/json")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import uuid
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +25,7 @@ _PATCH_CONTENT_TYPES = {
     "json": "application/json-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+_BODY_CONTENT_TYPES = ("application/json", *_PATCH_CONTENT_TYPES.values())
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,10 @@ class KubeClient:
         self._user_agent = user_agent
         self._pool_size = pool_size
         self._session: aiohttp.ClientSession | None = None
+        # Built once, not per request: the per-call timeouts and the Content-Type headers.
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        self._body_headers = {kind: {"Content-Type": kind} for kind in _BODY_CONTENT_TYPES}
+        self._event_names = _EventNames()
 
     @classmethod
     def from_kubeconfig(
@@ -67,7 +72,12 @@ class KubeClient:
                 headers["Authorization"] = f"Bearer {self.config.token}"
             connector = aiohttp.TCPConnector(ssl=self._ssl, limit=self._pool_size, keepalive_timeout=60)
             self._session = aiohttp.ClientSession(
-                base_url=None, headers=headers, connector=connector, timeout=aiohttp.ClientTimeout(total=None)
+                base_url=None,
+                headers=headers,
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=None),
+                # the API server sets no cookies; a real jar would be consulted on every request
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
         return self._session
 
@@ -93,22 +103,27 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float = 30.0,
+        decode: bool = True,
     ) -> dict[str, Any]:
-        """One request; returns the decoded JSON body or raises ApiError with the server's Status."""
+        """One request; returns the decoded JSON body or raises ApiError with the server's Status.
+
+        `decode=False` is for callers that do not look at the object the server sends back (status
+        updates, events, bindings): it is read but not parsed, and {} is returned.
+        """
         data = None if body is None else (body if isinstance(body, bytes | str) else orjson.dumps(body))
-        headers = {"Content-Type": content_type} if data is not None else None
+        headers = None
+        if data is not None:
+            headers = self._body_headers.get(content_type) or {"Content-Type": content_type}
+        limit = self._timeouts.get(timeout)
+        if limit is None:
+            limit = self._timeouts[timeout] = aiohttp.ClientTimeout(total=timeout)
         async with self.session.request(
-            method,
-            self.config.server + path,
-            params=params,
-            data=data,
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout),
+            method, self.config.server + path, params=params, data=data, headers=headers, timeout=limit
         ) as resp:
             raw = await resp.read()
             if resp.status >= 400:
                 raise ApiError.from_response(resp.status, raw)
-            return orjson.loads(raw) if raw else {}
+            return orjson.loads(raw) if raw and decode else {}
 
     async def get_text(self, path: str, params: dict[str, str] | None = None) -> str:
         """GET a non-JSON body (e.g. pod logs)."""
@@ -185,7 +200,9 @@ class KubeClient:
         patch_type: PatchType = "merge",
         subresource: str | None = None,
         field_manager: str | None = None,
+        decode: bool = True,
     ) -> dict[str, Any]:
+        """PATCH; returns the patched object ({} with `decode=False`, see `request`)."""
         rk = resource_kind(resource)
         params = {"fieldManager": field_manager} if field_manager else None
         return await self.request(
@@ -194,6 +211,7 @@ class KubeClient:
             params=params,
             body=patch,
             content_type=_PATCH_CONTENT_TYPES[patch_type],
+            decode=decode,
         )
 
     async def delete(
@@ -242,10 +260,14 @@ class KubeClient:
                 raise ApiError.from_response(resp.status, await resp.read())
             buffer = b""
             async for chunk in resp.content.iter_any():
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
+                if b"\n" not in chunk:
+                    buffer += chunk
+                    continue
+                # one split per chunk: a chunk often carries several events, or the end of a big one
+                *lines, rest = (buffer + chunk).split(b"\n")
+                buffer = rest
+                for line in lines:
+                    if line and not line.isspace():
                         yield _decode_event(line, rk)
             if buffer.strip():
                 yield _decode_event(buffer, rk)
@@ -265,7 +287,9 @@ class KubeClient:
             "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        await self.request("POST", resource_kind("pods").path(namespace, pod, "binding"), body=body)
+        await self.request(
+            "POST", resource_kind("pods").path(namespace, pod, "binding"), body=body, decode=False
+        )
 
     async def create_event(
         self,
@@ -276,21 +300,20 @@ class KubeClient:
         type: str = "Normal",
         component: str = "tenantgpu",
         host: str | None = None,
+        decode: bool = True,
     ) -> dict[str, Any]:
-        """Record a core/v1 Event about `involved` (an object as returned by the API)."""
+        """Record a core/v1 Event about `involved` (an object as returned by the API); returns the Event
+        ({} with `decode=False`)."""
         meta = involved.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
-        now = now_rfc3339()
+        name, now = self._event_names.next(meta.get("name", "object"))
         source: dict[str, str] = {"component": component}
         if host:
             source["host"] = host
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {
-                "name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}",
-                "namespace": namespace,
-            },
+            "metadata": {"name": name, "namespace": namespace},
             "involvedObject": {
                 "apiVersion": involved.get("apiVersion", "v1"),
                 "kind": involved.get("kind", "Pod"),
@@ -310,7 +333,27 @@ class KubeClient:
             "reportingComponent": component,
             "reportingInstance": host or "",
         }
-        return await self.request("POST", resource_kind("events").path(namespace), body=body)
+        return await self.request("POST", resource_kind("events").path(namespace), body=body, decode=decode)
+
+
+class _EventNames:
+    """Event names as client-go's recorder makes them, `<object>.<unix nanoseconds in hex>`, with the
+    event's RFC 3339 time (formatted once per second). Strictly increasing per client, so two events
+    on one object within a clock tick still get distinct names."""
+
+    def __init__(self) -> None:
+        self._last_ns = 0
+        self._second = -1
+        self._stamp = ""
+
+    def next(self, object_name: str) -> tuple[str, str]:
+        ns = max(time.time_ns(), self._last_ns + 1)
+        self._last_ns = ns
+        second = ns // 1_000_000_000
+        if second != self._second:
+            self._second = second
+            self._stamp = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"{object_name}.{ns:x}", self._stamp
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:

@@ -162,7 +162,7 @@ class Informer:
         for handler in self._handlers:
             try:
                 result = handler(kind, obj, old)
-                if inspect.isawaitable(result):
+                if result is not None and inspect.isawaitable(result):  # most handlers are plain functions
                     await result
             except Exception:  # a faulty handler must not stop the informer
                 log.exception("informer %s handler failed", self.resource.plural)

@@ -43,14 +43,20 @@ log = logging.getLogger(__name__)
 _REMOVE_ATTEMPTS = 12  # about 15 s of backoff
 
 
+def log_stamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 @dataclass
 class ContainerLog:
     """One container's output lines with their timestamps."""
 
     lines: list[tuple[str, str]] = field(default_factory=list)
 
-    def write(self, line: str) -> None:
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    def write(self, line: str, stamp: str | None = None) -> None:
+        """Append `line` (split at newlines); `stamp` is the time it was written, now if not given."""
+        if stamp is None:
+            stamp = log_stamp()
         for part in line.splitlines() or [""]:
             self.lines.append((stamp, part))
 
@@ -78,6 +84,7 @@ class PodRecord:
     logs: dict[str, ContainerLog] = field(default_factory=dict)
     gpus: dict[str, list[str]] = field(default_factory=dict)  # container → GPU UUIDs
     caps: dict[str, int | None] = field(default_factory=dict)  # container → SM cap
+    seq: int = 0  # when the kubelet first saw the pod: the order of `Kubelet.pods`
 
 
 def _meta(pod: dict[str, Any]) -> dict[str, Any]:
@@ -105,6 +112,11 @@ class Kubelet:
         self.container_start_seconds = container_start_seconds
         self.pods: dict[str, PodRecord] = {}
         self._by_key: dict[tuple[str, str], str] = {}
+        self._seen = 0
+        # GPU UUID → the pods whose containers use it (by uid), so a GPU's sharers are found without
+        # walking every pod on the node
+        self._gpu_users: dict[str, dict[str, PodRecord]] = {}
+        self._ip_users: dict[str, set[str]] = {}  # pod IP → uids of the pods given it
         self._subnet = zlib.crc32(node_name.encode()) % 250 + 1
         self._next_ip = 2
         self._admit_lock = asyncio.Lock()  # HAMi's Allocate is serialised by a mutex
@@ -117,6 +129,8 @@ class Kubelet:
         """Sync with the API; pods already running here are adopted (also after a `stop()`)."""
         self.pods.clear()
         self._by_key.clear()
+        self._gpu_users.clear()
+        self._ip_users.clear()
         await self.node_informer.start()
         await self.informer.start()
 
@@ -193,10 +207,12 @@ class Kubelet:
                 self.pods.pop(uid, None)
                 if self._by_key.get((record.namespace, record.name)) == uid:
                     self._by_key.pop((record.namespace, record.name), None)
+                self._forget_gpus(record)
             return
         if record is None:
             phase = (pod.get("status") or {}).get("phase")
-            record = PodRecord(uid, meta.get("namespace", ""), meta.get("name", ""))
+            self._seen += 1
+            record = PodRecord(uid, meta.get("namespace", ""), meta.get("name", ""), seq=self._seen)
             self.pods[uid] = record
             self._by_key[(record.namespace, record.name)] = uid
             if meta.get("deletionTimestamp"):
@@ -219,18 +235,35 @@ class Kubelet:
 
     def _allocate_ip(self) -> str:
         """The next free address of the node's /24 (skipping those of pods it runs, e.g. after adoption)."""
-        in_use = {r.pod_ip for r in self.pods.values() if r.pod_ip and not r.finished}
         for _ in range(253):
             ip = f"10.244.{self._subnet}.{self._next_ip}"
             self._next_ip = self._next_ip + 1 if self._next_ip < 254 else 2
-            if ip not in in_use:
+            if not self._ip_in_use(ip):
                 return ip
         return ip  # more than 253 live pods on one node: addresses are shared, as a full CIDR would fail
+
+    def _ip_in_use(self, ip: str) -> bool:
+        """Whether a pod the kubelet runs, not finished, has this address (forgetting those that went)."""
+        users = self._ip_users.get(ip)
+        if not users:
+            return False
+        for uid in list(users):
+            record = self.pods.get(uid)
+            if record is None or record.pod_ip != ip:
+                users.discard(uid)
+            elif not record.finished:
+                return True
+        return False
+
+    def _claim_ip(self, record: PodRecord, ip: str | None) -> None:
+        record.pod_ip = ip
+        if ip:
+            self._ip_users.setdefault(ip, set()).add(record.uid)
 
     async def _patch_status(self, record: PodRecord, status: dict[str, Any]) -> bool:
         try:
             await self.client.patch(
-                "pods", record.name, {"status": status}, record.namespace, subresource="status"
+                "pods", record.name, {"status": status}, record.namespace, subresource="status", decode=False
             )
             return True
         except ApiError as err:
@@ -289,6 +322,15 @@ class Kubelet:
             record.gpus[name] = [d.uuid for d in allocation.devices.get(name, [])]
             record.caps[name] = rt.sm_limit(env) if record.gpus[name] else None
             record.logs.setdefault(name, ContainerLog())
+            for uuid in record.gpus[name]:
+                self._gpu_users.setdefault(uuid, {})[record.uid] = record
+
+    def _forget_gpus(self, record: PodRecord) -> None:
+        for uuids in record.gpus.values():
+            for uuid in uuids:
+                users = self._gpu_users.get(uuid)
+                if users is not None and users.get(record.uid) is record:
+                    del users[record.uid]
 
     def _device_table(self) -> dict[str, tuple[str, int]]:
         return {d.id: (d.type, d.devmem) for d in self.device_plugin.devices}
@@ -298,7 +340,11 @@ class Kubelet:
         best = 1.0
         for uuid in record.gpus.get(container, []):
             caps: dict[str, int | None] = {}
-            for other in self.pods.values():
+            # the pods using this GPU, in the order of self.pods (the shares' float sums depend on it)
+            users = sorted(self._gpu_users.get(uuid, {}).values(), key=lambda r: r.seq)
+            for other in users:
+                if self.pods.get(other.uid) is not other:
+                    continue
                 if other is not record and (other.finished or other.terminating or other.started_at is None):
                     continue
                 for cname, uuids in other.gpus.items():
@@ -320,7 +366,7 @@ class Kubelet:
                 return
             if self.container_start_seconds:
                 await asyncio.sleep(self.container_start_seconds)
-            record.pod_ip = self._allocate_ip()
+            self._claim_ip(record, self._allocate_ip())
             running = podstatus.running_status(pod, self.host_ip, record.pod_ip, record.start_time)
             record.started_at = (
                 running["containerStatuses"][0]["state"]["running"]["startedAt"]
@@ -338,7 +384,7 @@ class Kubelet:
     async def _adopt(self, pod: dict[str, Any], record: PodRecord) -> None:
         """Pick up a pod that was Running before this kubelet (re)started: rebuild env and timers."""
         status = pod.get("status") or {}
-        record.pod_ip = status.get("podIP")
+        self._claim_ip(record, status.get("podIP"))
         record.start_time = status.get("startTime")
         started = None
         for cs in status.get("containerStatuses") or []:
@@ -367,18 +413,19 @@ class Kubelet:
             plan = rt.plan_workload(annotations, env, gpus, self._share(record, name))
             plans[name] = plan
             out = record.logs[name]
+            now = log_stamp()  # the container's start-up output is written at one instant
             if adopted:  # logs live in memory; env and nvidia-smi are deterministic, so rebuild them
-                out.write("(log rebuilt after a kubelet restart)")
-            out.write(f"tenantgpu simulated container {name} on node {self.node_name}")
-            out.write("environment:")
+                out.write("(log rebuilt after a kubelet restart)", now)
+            out.write(f"tenantgpu simulated container {name} on node {self.node_name}", now)
+            out.write("environment:", now)
             for line in rt.container_env_lines(env):
-                out.write(f"  {line}")
+                out.write(f"  {line}", now)
             if gpus:
-                out.write("$ nvidia-smi")
+                out.write("$ nvidia-smi", now)
                 used = int(float(annotations.get(rt.GPU_MEMORY_USED, "0") or 0))
-                out.write(rt.nvidia_smi(gpus, used_mib=0 if plan.fails else used))
+                out.write(rt.nvidia_smi(gpus, used_mib=0 if plan.fails else used), now)
             for line in plan.log_lines:
-                out.write(line)
+                out.write(line, now)
         durations = [p.runs_for for p in plans.values()]
         if any(p.fails for p in plans.values()):
             pass  # a failing container (CUDA OOM) ends the pod at once
