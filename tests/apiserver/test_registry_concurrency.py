@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tenantgpu.apiserver.auth import UserInfo
 from tenantgpu.apiserver.pki import ServerPKI
+from tenantgpu.apiserver.registry import DeleteOptions
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import SQLiteDatastore
 
@@ -71,4 +72,26 @@ async def test_created_objects_get_distinct_version_4_uids(tmp_path: Path) -> No
     ]
     assert len(set(uids)) == 50
     assert all(uuid.UUID(uid).version == 4 and str(uuid.UUID(uid)) == uid for uid in uids)
+    store.close()
+
+
+async def test_a_watch_from_a_list_taken_while_a_delete_is_staged_sees_the_delete(tmp_path: Path) -> None:
+    # kubectl delete --wait lists the object, then watches from the list's resourceVersion: a list served
+    # in the loop turn where the kubelet's final DELETE is staged but not committed must not report a
+    # revision that already covers that DELETE, or the watch never sees it and the wait times out.
+    server, store = await _server(tmp_path)
+    registry = server.registry
+    kind = registry.kinds.resource("", "v1", "configmaps")
+    assert kind is not None
+    await registry.create(kind, "default", {"metadata": {"name": "going"}}, ADMIN)
+    options = DeleteOptions.parse(None, {})
+    deleting = asyncio.create_task(registry.delete(kind, "default", "going", options, ADMIN))
+    await asyncio.sleep(0)  # the DELETE is staged in this turn's transaction
+    listed = [e.obj["metadata"]["name"] for e in registry.list(kind, "default", None)]
+    list_revision = registry.revision
+    assert listed == ["going"]  # the cache still has it: the delete is not committed
+    await deleting
+    # The watch request arrives after the commit: the event must come from the backlog.
+    _, backlog = registry.watch(kind, "default", None, list_revision)
+    assert [(e.type, e.entry.obj["metadata"]["name"]) for e in backlog] == [("DELETED", "going")]
     store.close()

@@ -84,3 +84,21 @@ async def test_a_lost_compare_and_swap_can_wait_for_the_winner(tmp_path: Path) -
     await store.settled()
     assert committed == [await winner]
     store.close()
+
+
+async def test_a_staged_write_is_not_visible_in_the_revision_until_its_commit(tmp_path: Path) -> None:
+    store = SQLiteDatastore(tmp_path / "s.db")
+    seen_at_commit: list[int] = []
+
+    def committed(revision: int) -> None:
+        seen_at_commit.append(store.revision)  # what a reader in the commit callback would see
+
+    write = asyncio.create_task(store.create("/t/pods/a", _value("a"), committed))
+    await asyncio.sleep(0)  # the write is staged in this loop turn's transaction, not yet committed
+    # A list served now reads the cache, which has no event for the staged write yet: the revision it
+    # reports must not cover that write, or a watch resumed from it would never see the write's event.
+    assert store.revision == 0
+    assert await write == 1
+    assert store.revision == 1
+    assert seen_at_commit == [0]  # made visible only after every commit callback ran
+    store.close()

@@ -62,7 +62,9 @@ class Datastore(Protocol):
     """What the registry needs from a store; an etcd driver would implement the same calls."""
 
     @property
-    def revision(self) -> int: ...
+    def revision(self) -> int:
+        """The revision readers see: every write up to it is committed and its commit callback ran."""
+        ...
 
     async def range(self, prefix: str) -> list[KeyValue]: ...
 
@@ -117,6 +119,9 @@ class SQLiteDatastore:
         row = self._db.execute("SELECT revision FROM meta WHERE id = 1").fetchone()
         kv_max = self._db.execute("SELECT MAX(revision) FROM kv").fetchone()[0] or 0
         self._revision = max(row[0] if row else 0, kv_max)
+        # Revisions are handed out when a write is staged, but only a commit makes them visible: a
+        # list or watch must never name a revision whose events the watch cache has not seen yet.
+        self._visible = self._revision
         if row is None:
             self._db.execute("INSERT INTO meta (id, revision) VALUES (1, ?)", (self._revision,))
         self._batch: asyncio.Future[None] | None = None
@@ -138,7 +143,7 @@ class SQLiteDatastore:
 
     @property
     def revision(self) -> int:
-        return self._revision
+        return self._visible
 
     # --- the group commit -----------------------------------------------------------------------
 
@@ -154,6 +159,7 @@ class SQLiteDatastore:
     def _commit(self) -> None:
         batch, self._batch = self._batch, None
         committed, self._committed = self._committed, []
+        staged = self._revision  # every revision handed out so far belongs to this transaction
         if batch is None:
             return
         try:
@@ -170,6 +176,7 @@ class SQLiteDatastore:
                 callback(revision)
             except Exception:  # one observer's bug must not keep the others (or the writers) waiting
                 log.exception("a commit callback failed for revision %d", revision)
+        self._visible = staged
         if not batch.done():
             batch.set_result(None)
 
