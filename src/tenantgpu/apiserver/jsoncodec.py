@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -19,3 +20,11 @@ def dumps(obj: Any) -> bytes:
 def loads(data: bytes | str) -> Any:
     """Parses JSON; raises ValueError on malformed input."""
     return orjson.loads(data)
+
+
+def clone(value: Any) -> Any:
+    """A private deep copy of a JSON document; through orjson it costs a fraction of `copy.deepcopy`."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except TypeError:  # what orjson does not encode (an integer beyond 64 bits) takes the exact, slow way
+        return copy.deepcopy(value)

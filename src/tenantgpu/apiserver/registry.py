@@ -20,7 +20,7 @@ from typing import Any
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionChain
 from tenantgpu.apiserver.auth import UserInfo
-from tenantgpu.apiserver.jsoncodec import loads
+from tenantgpu.apiserver.jsoncodec import clone, loads
 from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable
 from tenantgpu.apiserver.storage import Datastore, KeyExists, KeyNotFound, RevisionMismatch
 from tenantgpu.apiserver.validation import default as default_object
@@ -162,17 +162,12 @@ class DeleteOptions:
         return cls(grace_value, pre.get("uid"), pre.get("resourceVersion"))
 
 
-def _clone(value: Any) -> Any:
-    """A private deep copy of a JSON value."""
-    return loads(encode(value))
-
-
 def _carry_over(new: Obj, old: Obj, field: str) -> None:
     """Makes `new[field]` what `old` has there (absent if `old` has none), copying only if it differs."""
     if field not in old:
         new.pop(field, None)
     elif field not in new or new[field] != old[field]:
-        new[field] = _clone(old[field])
+        new[field] = clone(old[field])
 
 
 def _binding_base(old: Obj, new: Obj) -> Obj:
@@ -405,7 +400,7 @@ class Registry:
         if subresource == "finalize":
             # Only spec.finalizers may change through the namespace's finalize subresource.
             finalizers = (new.get("spec") or {}).get("finalizers") or []
-            merged = _clone(old)
+            merged = clone(old)
             merged.setdefault("spec", {})["finalizers"] = finalizers
             return merged
         if subresource == "status":
