@@ -6,9 +6,7 @@ import asyncio
 import base64
 import json
 import ssl
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from ssl import SSLContext
 from typing import Any
 
@@ -17,6 +15,7 @@ from aiohttp import web
 from apiserver_harness import BackgroundLoop, RawClient, RunningAPIServer, start_server
 
 from tenantgpu.apiserver.pki import CertificateAuthority
+from tenantgpu.kubeclient.config import load_cert_chain
 
 pytestmark = pytest.mark.slow  # real TLS webhook servers and timeouts
 
@@ -56,10 +55,7 @@ class WebhookServer:
         await self._runner.setup()
         cert, key = self.ca.issue_serving(["127.0.0.1", "hook.kube-system.svc"])
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "c").write_bytes(cert)
-            (Path(tmp) / "k").write_bytes(key)
-            context.load_cert_chain(Path(tmp) / "c", Path(tmp) / "k")
+        load_cert_chain(context, cert, key)
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=context)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

@@ -7,10 +7,8 @@ import asyncio
 import base64
 import json
 import ssl
-import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +16,7 @@ from aiohttp import web
 from apiserver_harness import BackgroundLoop, RawClient, RunningAPIServer, start_server
 
 from tenantgpu.apiserver.pki import CertificateAuthority
+from tenantgpu.kubeclient.config import load_cert_chain
 
 
 class CountingTunnel:
@@ -65,10 +64,7 @@ class MutatingHook:
         await self.runner.setup()
         cert, key = self.ca.issue_serving(["hook.kube-system.svc"])
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "c").write_bytes(cert)
-            (Path(tmp) / "k").write_bytes(key)
-            context.load_cert_chain(Path(tmp) / "c", Path(tmp) / "k")
+        load_cert_chain(context, cert, key)
         site = web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=context)
         await site.start()
         return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

@@ -5,14 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import ssl
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tenantgpu.kubeclient.config import load_cert_chain
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -70,11 +70,7 @@ class ServingCert:
 
     def server_context(self) -> ssl.SSLContext:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        with tempfile.TemporaryDirectory(prefix="tenantgpu-tls-") as tmp:
-            cert_path, key_path = Path(tmp) / "c.pem", Path(tmp) / "k.pem"
-            cert_path.write_bytes(self.cert_pem)
-            key_path.write_bytes(self.key_pem)
-            ctx.load_cert_chain(str(cert_path), str(key_path))
+        load_cert_chain(ctx, self.cert_pem, self.key_pem)
         return ctx
 
 

@@ -41,11 +41,12 @@ class KubeConfig:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         if self.client_cert_data and self.client_key_data:
-            _load_cert_chain(ctx, self.client_cert_data, self.client_key_data)
+            load_cert_chain(ctx, self.client_cert_data, self.client_key_data)
         return ctx
 
 
-def _load_cert_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+def load_cert_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """Load a PEM certificate and key given as bytes into `ctx`."""
     # ssl only loads a certificate chain from files; keep them private and short-lived.
     with tempfile.TemporaryDirectory(prefix="tenantgpu-kc-") as tmp:
         cert_path, key_path = Path(tmp) / "c.pem", Path(tmp) / "k.pem"
