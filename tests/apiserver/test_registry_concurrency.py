@@ -7,26 +7,27 @@ import uuid
 from pathlib import Path
 
 from tenantgpu.apiserver.auth import UserInfo
+from tenantgpu.apiserver.kinds import Kind
 from tenantgpu.apiserver.pki import ServerPKI
-from tenantgpu.apiserver.registry import DeleteOptions
+from tenantgpu.apiserver.registry import DeleteOptions, Registry
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import SQLiteDatastore
 
 ADMIN = UserInfo("admin", ("system:masters",))
 
 
-async def _server(tmp_path: Path) -> tuple[APIServer, SQLiteDatastore]:
+async def _configmaps(tmp_path: Path) -> tuple[Registry, Kind, SQLiteDatastore]:
+    """A loaded registry of a fresh server, the configmaps kind, and the store to close."""
     store = SQLiteDatastore(tmp_path / "s.db")
     server = APIServer(APIServerConfig(name="t", datastore=store, pki=ServerPKI.create("t")))
     await server.registry.load()
-    return server, store
+    kind = server.registry.kinds.resource("", "v1", "configmaps")
+    assert kind is not None
+    return server.registry, kind, store
 
 
 async def test_concurrent_patches_of_one_object_all_land(tmp_path: Path) -> None:
-    server, store = await _server(tmp_path)
-    registry = server.registry
-    kind = registry.kinds.resource("", "v1", "configmaps")
-    assert kind is not None
+    registry, kind, store = await _configmaps(tmp_path)
     await registry.create(kind, "default", {"metadata": {"name": "shared"}, "data": {}}, ADMIN)
     watcher, _ = registry.watch(kind, "default", None, registry.revision)
 
@@ -49,10 +50,7 @@ async def test_concurrent_patches_of_one_object_all_land(tmp_path: Path) -> None
 
 
 async def test_unconditional_updates_racing_each_other_all_succeed(tmp_path: Path) -> None:
-    server, store = await _server(tmp_path)
-    registry = server.registry
-    kind = registry.kinds.resource("", "v1", "configmaps")
-    assert kind is not None
+    registry, kind, store = await _configmaps(tmp_path)
     await registry.create(kind, "default", {"metadata": {"name": "put"}, "data": {}}, ADMIN)
     bodies = [{"metadata": {"name": "put"}, "data": {"v": str(i)}} for i in range(10)]
     await asyncio.gather(*(registry.update(kind, "default", "put", body, ADMIN) for body in bodies))
@@ -61,13 +59,11 @@ async def test_unconditional_updates_racing_each_other_all_succeed(tmp_path: Pat
 
 
 async def test_created_objects_get_distinct_version_4_uids(tmp_path: Path) -> None:
-    server, store = await _server(tmp_path)
-    kind = server.registry.kinds.resource("", "v1", "configmaps")
-    assert kind is not None
+    registry, kind, store = await _configmaps(tmp_path)
     uids = [
-        (await server.registry.create(kind, "default", {"metadata": {"name": f"c{i}"}}, ADMIN)).obj[
-            "metadata"
-        ]["uid"]
+        (await registry.create(kind, "default", {"metadata": {"name": f"c{i}"}}, ADMIN)).obj["metadata"][
+            "uid"
+        ]
         for i in range(50)
     ]
     assert len(set(uids)) == 50
@@ -79,10 +75,7 @@ async def test_a_watch_from_a_list_taken_while_a_delete_is_staged_sees_the_delet
     # kubectl delete --wait lists the object, then watches from the list's resourceVersion: a list served
     # in the loop turn where the kubelet's final DELETE is staged but not committed must not report a
     # revision that already covers that DELETE, or the watch never sees it and the wait times out.
-    server, store = await _server(tmp_path)
-    registry = server.registry
-    kind = registry.kinds.resource("", "v1", "configmaps")
-    assert kind is not None
+    registry, kind, store = await _configmaps(tmp_path)
     await registry.create(kind, "default", {"metadata": {"name": "going"}}, ADMIN)
     options = DeleteOptions.parse(None, {})
     deleting = asyncio.create_task(registry.delete(kind, "default", "going", options, ADMIN))
