@@ -50,6 +50,33 @@ async def test_compare_and_swap(tmp_path: Path) -> None:
     store.close()
 
 
+async def test_a_datastore_made_with_the_earlier_without_rowid_table_keeps_working(tmp_path: Path) -> None:
+    # Labs created before the table became a rowid table resume from their file as it is.
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, revision INTEGER NOT NULL) WITHOUT ROWID"
+    )
+    db.execute("CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 1), revision INTEGER)")
+    db.execute("INSERT INTO kv VALUES ('/t/cm/a', CAST('a@7' AS BLOB), 7)")
+    db.execute("INSERT INTO meta VALUES (1, 7)")
+    db.commit()
+    db.close()
+
+    store = SQLiteDatastore(path)
+    assert store.revision == 7
+    updated = await store.update("/t/cm/a", _value("a2"), 7)
+    created = await store.create("/t/cm/b", _value("b"))
+    assert (updated, created) == (8, 9)
+    assert [(kv.key, kv.value) for kv in await store.range("/t/")] == [
+        ("/t/cm/a", b"a2@8"),
+        ("/t/cm/b", b"b@9"),
+    ]
+    store.close()
+    table = sqlite3.connect(path).execute("SELECT sql FROM sqlite_master WHERE name = 'kv'").fetchone()[0]
+    assert "WITHOUT ROWID" in table
+
+
 async def test_delete_prefix_removes_one_tenant_only(tmp_path: Path) -> None:
     store = SQLiteDatastore(tmp_path / "s.db")
     await store.create("/tenant-a/pods/x", _value("1"))

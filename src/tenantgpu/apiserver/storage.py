@@ -109,9 +109,12 @@ class SQLiteDatastore:
         # can drop the last transactions.
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA wal_autocheckpoint=0")
+        # A rowid table, not WITHOUT ROWID: objects are a kilobyte or more, and a WITHOUT ROWID b-tree
+        # keeps them inside the key's index, so its pages split and fill with a few rows each (measured
+        # with 1.3 kB pods: an INSERT 36 µs and an UPDATE 18 µs there, 5 µs and 7 µs here). Datastores
+        # created with the earlier WITHOUT ROWID table keep it; the statements work on both.
         self._db.execute(
-            "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
-            "revision INTEGER NOT NULL) WITHOUT ROWID"
+            "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, revision INTEGER NOT NULL)"
         )
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS meta (id INTEGER PRIMARY KEY CHECK (id = 1), revision INTEGER)"
