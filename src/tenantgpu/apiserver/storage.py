@@ -127,7 +127,8 @@ class SQLiteDatastore:
         self._visible = self._revision
         if row is None:
             self._db.execute("INSERT INTO meta (id, revision) VALUES (1, ?)", (self._revision,))
-        self._batch: asyncio.Future[None] | None = None
+        self._open = False  # a transaction is open (this loop turn's writes)
+        self._waiters: list[asyncio.Future[None]] = []
         self._committed: list[tuple[Committed, int]] = []
         self._stop = threading.Event()
         self._checkpointer = threading.Thread(
@@ -150,29 +151,29 @@ class SQLiteDatastore:
 
     # --- the group commit -----------------------------------------------------------------------
 
-    def _transaction(self) -> asyncio.Future[None]:
-        """The open transaction of this loop turn (begun on first use); resolves when it is committed."""
-        if self._batch is None:
-            loop = asyncio.get_running_loop()
+    def _transaction(self) -> None:
+        """Opens this loop turn's transaction on first use; the next turn commits it."""
+        if not self._open:
             self._db.execute("BEGIN IMMEDIATE")
-            self._batch = loop.create_future()
-            loop.call_soon(self._commit)
-        return self._batch
+            self._open = True
+            asyncio.get_running_loop().call_soon(self._commit)
 
     def _commit(self) -> None:
-        batch, self._batch = self._batch, None
+        if not self._open:
+            return
+        self._open = False
+        waiters, self._waiters = self._waiters, []
         committed, self._committed = self._committed, []
         staged = self._revision  # every revision handed out so far belongs to this transaction
-        if batch is None:
-            return
         try:
             self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("ROLLBACK")
             # The revisions handed out stay consumed: they never come back, which is all a revision owes.
-            if not batch.done():
-                batch.set_exception(StorageError(f"commit failed: {exc}"))
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_exception(StorageError(f"commit failed: {exc}"))
             return
         for callback, revision in committed:
             try:
@@ -180,21 +181,29 @@ class SQLiteDatastore:
             except Exception:  # one observer's bug must not keep the others (or the writers) waiting
                 log.exception("a commit callback failed for revision %d", revision)
         self._visible = staged
-        if not batch.done():
-            batch.set_result(None)
+        for waiter in waiters:
+            # A writer whose request was cancelled has a cancelled waiter; the write stays committed.
+            if not waiter.done():
+                waiter.set_result(None)
 
-    async def _acknowledged(
-        self, batch: asyncio.Future[None], revision: int, committed: Committed | None
-    ) -> int:
+    def _until_committed(self) -> asyncio.Future[None]:
+        # Each writer waits on a future of its own rather than on a shared one through
+        # `asyncio.shield`: a cancelled writer then cancels only its own, and the commit wakes every
+        # writer in the next loop turn instead of the one after (shield's relay costs a turn).
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        return waiter
+
+    async def _acknowledged(self, revision: int, committed: Committed | None) -> int:
         if committed is not None:
             self._committed.append((committed, revision))
-        await asyncio.shield(batch)
+        await self._until_committed()
         return revision
 
     async def settled(self) -> bool:
-        if self._batch is None:
+        if not self._open:
             return False
-        await asyncio.shield(self._batch)
+        await self._until_committed()
         return True
 
     # --- reads and writes ----------------------------------------------------------------------
@@ -211,7 +220,7 @@ class SQLiteDatastore:
         return None if row is None else row[0]
 
     async def create(self, key: str, encode: Encoder, committed: Committed | None = None) -> int:
-        batch = self._transaction()
+        self._transaction()
         revision = self._revision + 1
         try:
             self._db.execute(
@@ -220,12 +229,12 @@ class SQLiteDatastore:
         except sqlite3.IntegrityError as exc:
             raise KeyExists(key) from exc
         self._revision = revision
-        return await self._acknowledged(batch, revision, committed)
+        return await self._acknowledged(revision, committed)
 
     async def update(
         self, key: str, encode: Encoder, expected_revision: int, committed: Committed | None = None
     ) -> int:
-        batch = self._transaction()
+        self._transaction()
         revision = self._revision + 1
         cursor = self._db.execute(
             "UPDATE kv SET value = ?, revision = ? WHERE key = ? AND revision = ?",
@@ -237,7 +246,7 @@ class SQLiteDatastore:
                 raise KeyNotFound(key)
             raise RevisionMismatch(current)
         self._revision = revision
-        return await self._acknowledged(batch, revision, committed)
+        return await self._acknowledged(revision, committed)
 
     def _delete_where(self, clause: str, args: tuple[str, ...]) -> int:
         revision = self._revision + 1
@@ -247,19 +256,19 @@ class SQLiteDatastore:
         return revision
 
     async def delete(self, key: str, expected_revision: int, committed: Committed | None = None) -> int:
-        batch = self._transaction()
+        self._transaction()
         current = self._current(key)
         if current is None:
             raise KeyNotFound(key)
         if current != expected_revision:
             raise RevisionMismatch(current)
-        return await self._acknowledged(batch, self._delete_where("key = ?", (key,)), committed)
+        return await self._acknowledged(self._delete_where("key = ?", (key,)), committed)
 
     async def delete_prefix(self, prefix: str) -> int:
         """Drops a whole tenant (Kamaji deletes the etcd prefix when a tenant goes away)."""
-        batch = self._transaction()
+        self._transaction()
         return await self._acknowledged(
-            batch, self._delete_where("key >= ? AND key < ?", (prefix, _prefix_end(prefix))), None
+            self._delete_where("key >= ? AND key < ?", (prefix, _prefix_end(prefix))), None
         )
 
     def close(self) -> None:
