@@ -458,7 +458,10 @@ def run(
                 profiler = _start_profiler(target, work / "profile.txt")
             names = [f"tenant-{t:02d}" for t in range(tenants)]
             pids = lab_processes(int((state / "lab.pid").read_text()))
-            result = asyncio.run(_load(state, names, pods, in_flight, pids, paced_pods, paced_rate))
+            from tenantgpu import eventloop
+
+            # The load generator shares the lab's two cores: it runs on uvloop like the lab's processes.
+            result = eventloop.run(_load(state, names, pods, in_flight, pids, paced_pods, paced_rate))
         finally:
             if profiler is not None:
                 profiler.send_signal(2)  # py-spy writes its output on SIGINT

@@ -17,6 +17,7 @@ import orjson
 from tenantgpu.kubeclient.config import KubeConfig, load_kubeconfig
 from tenantgpu.kubeclient.errors import ApiError
 from tenantgpu.kubeclient.resources import ResourceKind, resource_kind
+from tenantgpu.kubeclient.transport import Http1Pool
 
 PatchType = Literal["merge", "strategic", "json", "apply"]
 _PATCH_CONTENT_TYPES = {
@@ -25,7 +26,6 @@ _PATCH_CONTENT_TYPES = {
     "json": "application/json-patch+json",
     "apply": "application/apply-patch+yaml",
 }
-_BODY_CONTENT_TYPES = ("application/json", *_PATCH_CONTENT_TYPES.values())
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,8 @@ class KubeClient:
         self._ssl = config.ssl_context()
         self._user_agent = user_agent
         self._pool_size = pool_size
-        self._session: aiohttp.ClientSession | None = None
-        # Built once, not per request: the per-call timeouts and the Content-Type headers.
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
-        self._body_headers = {kind: {"Content-Type": kind} for kind in _BODY_CONTENT_TYPES}
+        self._session: aiohttp.ClientSession | None = None  # watches
+        self._pool: Http1Pool | None = None  # every other request
         self._event_names = _EventNames()
 
     @classmethod
@@ -64,12 +62,24 @@ class KubeClient:
     ) -> KubeClient:
         return cls(load_kubeconfig(path, context), **kw)
 
+    def _headers(self) -> dict[str, str]:
+        headers = {"User-Agent": self._user_agent, "Accept": "application/json"}
+        if self.config.token:
+            headers["Authorization"] = f"Bearer {self.config.token}"
+        return headers
+
+    @property
+    def pool(self) -> Http1Pool:
+        if self._pool is None:
+            self._pool = Http1Pool(
+                self.config.server, self._ssl, headers=self._headers(), size=self._pool_size
+            )
+        return self._pool
+
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            headers = {"User-Agent": self._user_agent, "Accept": "application/json"}
-            if self.config.token:
-                headers["Authorization"] = f"Bearer {self.config.token}"
+            headers = self._headers()
             connector = aiohttp.TCPConnector(ssl=self._ssl, limit=self._pool_size, keepalive_timeout=60)
             self._session = aiohttp.ClientSession(
                 base_url=None,
@@ -82,6 +92,9 @@ class KubeClient:
         return self._session
 
     async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -110,28 +123,25 @@ class KubeClient:
         `decode=False` is for callers that do not look at the object the server sends back (status
         updates, events, bindings): it is read but not parsed, and {} is returned.
         """
-        data = None if body is None else (body if isinstance(body, bytes | str) else orjson.dumps(body))
-        headers = None
-        if data is not None:
-            headers = self._body_headers.get(content_type) or {"Content-Type": content_type}
-        limit = self._timeouts.get(timeout)
-        if limit is None:
-            limit = self._timeouts[timeout] = aiohttp.ClientTimeout(total=timeout)
-        async with self.session.request(
-            method, self.config.server + path, params=params, data=data, headers=headers, timeout=limit
-        ) as resp:
-            raw = await resp.read()
-            if resp.status >= 400:
-                raise ApiError.from_response(resp.status, raw)
-            return orjson.loads(raw) if raw and decode else {}
+        if body is None:
+            data = None
+        elif isinstance(body, bytes):
+            data = body
+        else:
+            data = body.encode() if isinstance(body, str) else orjson.dumps(body)
+        resp = await self.pool.request(
+            method, path, params=params, body=data, content_type=content_type, timeout=timeout
+        )
+        if resp.status >= 400:
+            raise ApiError.from_response(resp.status, resp.body)
+        return orjson.loads(resp.body) if resp.body and decode else {}
 
     async def get_text(self, path: str, params: dict[str, str] | None = None) -> str:
         """GET a non-JSON body (e.g. pod logs)."""
-        async with self.session.get(self.config.server + path, params=params) as resp:
-            raw = await resp.read()
-            if resp.status >= 400:
-                raise ApiError.from_response(resp.status, raw)
-            return raw.decode("utf-8", "replace")
+        resp = await self.pool.request("GET", path, params=params)
+        if resp.status >= 400:
+            raise ApiError.from_response(resp.status, resp.body)
+        return resp.body.decode("utf-8", "replace")
 
     # --- verbs --------------------------------------------------------------------------------
 
