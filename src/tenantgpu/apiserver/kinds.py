@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 Obj = dict[str, Any]
@@ -48,7 +49,10 @@ class Strategy:
 
 @dataclass(frozen=True)
 class Kind:
-    """One served resource: naming, scope and discovery facts plus its strategy."""
+    """One served resource: naming, scope and discovery facts plus its strategy.
+
+    Its derived names are cached: every request and every stored write asks for some of them.
+    """
 
     group: str
     version: str
@@ -62,23 +66,23 @@ class Kind:
     strategy: Strategy = field(default_factory=Strategy)
     storage_name: str = ""
 
-    @property
+    @cached_property
     def singular(self) -> str:
         return self.kind.lower()
 
-    @property
+    @cached_property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    @property
+    @cached_property
     def list_kind(self) -> str:
         return self.kind + "List"
 
-    @property
+    @cached_property
     def group_resource(self) -> str:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
-    @property
+    @cached_property
     def key_segment(self) -> str:
         """The part of a storage key that names the resource, e.g. `pods` or `coordination.k8s.io/leases`."""
         return self.storage_name or (f"{self.group}/{self.plural}" if self.group else self.plural)
@@ -89,7 +93,7 @@ class Kind:
                 return sub
         return None
 
-    @property
+    @cached_property
     def has_status(self) -> bool:
         return self.subresource("status") is not None
 

@@ -73,7 +73,7 @@ from tenantgpu.apiserver.selectors import (
 from tenantgpu.apiserver.storage import Datastore
 from tenantgpu.apiserver.subresources import SubresourceHandlers
 from tenantgpu.apiserver.tables import to_table, watch_event_table
-from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, encode
+from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, ResourceCache, encode
 from tenantgpu.apiserver.webhooks import WebhookAdmission
 
 log = logging.getLogger(__name__)
@@ -147,6 +147,7 @@ class APIServer(SubresourceHandlers):
             self.admission,
             window=config.watch_window,
         )
+        self._webhook_caches: dict[bool, ResourceCache] = {}  # filled on first use, after the registry loads
         quota_usage = QuotaUsage(self.registry)
         self.admission.plugins.append(ResourceQuotaAdmission(quota_usage))
         self._quota_controller = QuotaController(self.registry, quota_usage)
@@ -268,10 +269,14 @@ class APIServer(SubresourceHandlers):
         return self.registry.get_object(kind, "", name)
 
     def _webhook_configurations(self, mutating: bool) -> list[Obj]:
-        plural = "mutatingwebhookconfigurations" if mutating else "validatingwebhookconfigurations"
-        kind = self.kinds.resource("admissionregistration.k8s.io", "v1", plural)
-        assert kind is not None
-        return [entry.obj for entry in self.registry.list(kind, None)]
+        # Asked on every write: straight from the cache (the webhook chain orders them by name).
+        cache = self._webhook_caches.get(mutating)
+        if cache is None:
+            plural = "mutatingwebhookconfigurations" if mutating else "validatingwebhookconfigurations"
+            kind = self.kinds.resource("admissionregistration.k8s.io", "v1", plural)
+            assert kind is not None
+            cache = self._webhook_caches[mutating] = self.registry.cache(kind)
+        return [entry.obj for entry in cache.objects.values()] if cache.objects else []
 
     def _storage_counts(self) -> list[tuple[str, int, int]]:
         counts = []

@@ -373,7 +373,9 @@ class WebhookAdmission:
         return True
 
     async def run(self, attributes: AdmissionAttributes, mutating: bool) -> None:
-        configurations = sorted(self._configurations(mutating), key=lambda c: c["metadata"]["name"])
+        configurations = self._configurations(mutating)
+        if len(configurations) > 1:
+            configurations = sorted(configurations, key=lambda c: c["metadata"]["name"])
         for configuration in configurations:
             for webhook in configuration.get("webhooks") or []:
                 if not self._selected(webhook, attributes):
