@@ -4,27 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
 from aiohttp import web
+from served import serve
 
 from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig
-
-
-async def _serve(app: web.Application, prefix: str = "") -> AsyncIterator[KubeClient]:
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}{prefix}"), pool_size=3)
-    try:
-        yield client
-    finally:
-        await client.close()
-        await runner.cleanup()
 
 
 def _pod(name: str) -> dict[str, object]:
@@ -64,7 +51,7 @@ async def api() -> AsyncIterator[tuple[KubeClient, dict[str, object]]]:
     app.router.add_get("/prefix/api/v1/namespaces/default/pods", list_chunked)
     app.router.add_get("/prefix/api/v1/namespaces/default/pods/x", missing)
     app.router.add_get("/prefix/api/v1/namespaces/default/pods/{name}", slow)
-    async for client in _serve(app, "/prefix"):
+    async for client in serve(app, "/prefix", pool_size=3):
         yield client, seen
 
 
@@ -137,50 +124,42 @@ async def test_an_unreachable_server_is_a_client_error_naming_it() -> None:
         await client.close()
 
 
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-async def _raw_server(answers_before_drop: int) -> tuple[asyncio.Server, list[int]]:
-    """Answers `answers_before_drop` requests on each connection, then drops it when the next one
-    arrives without answering: a keep-alive connection the server closed just as a request went out."""
+@pytest.fixture
+async def dropping_server() -> AsyncIterator[tuple[KubeClient, list[int]]]:
+    """Answers one request on each connection, then drops it when the next one arrives without
+    answering: a keep-alive connection the server closed just as a request went out."""
     connections: list[int] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connections.append(1)
-        for _ in range(answers_before_drop):
-            await reader.readuntil(b"\r\n\r\n")
-            body = json.dumps(_pod("ok")).encode()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
-            writer.write(f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        await reader.readuntil(b"\r\n\r\n")
+        body = json.dumps(_pod("ok")).encode()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+        writer.write(f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         await reader.readuntil(b"\r\n\r\n")
         writer.close()
 
-    return await asyncio.start_server(handle, "127.0.0.1", 0), connections
-
-
-async def test_a_read_on_a_dropped_keep_alive_connection_is_sent_again() -> None:
-    server, connections = await _raw_server(answers_before_drop=1)
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
     try:
-        await client.get("pods", "a", "default")
-        assert (await client.get("pods", "a", "default"))["metadata"]["name"] == "ok"
-        assert len(connections) == 2
+        yield client, connections
     finally:
         await client.close()
         server.close()
 
 
-async def test_a_write_on_a_dropped_connection_is_not_sent_again_but_reported() -> None:
-    server, connections = await _raw_server(answers_before_drop=1)
-    port = server.sockets[0].getsockname()[1]
-    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
-    try:
-        await client.get("pods", "a", "default")
-        # The server may have applied it: the caller must find out, not a second copy be sent.
-        with pytest.raises(aiohttp.ServerDisconnectedError):
-            await client.create("pods", _pod("b"), "default")
-        assert len(connections) == 1
-    finally:
-        await client.close()
-        server.close()
+async def test_a_read_on_a_dropped_keep_alive_connection_is_sent_again(dropping_server) -> None:  # type: ignore[no-untyped-def]
+    client, connections = dropping_server
+    await client.get("pods", "a", "default")
+    assert (await client.get("pods", "a", "default"))["metadata"]["name"] == "ok"
+    assert len(connections) == 2
+
+
+async def test_a_write_on_a_dropped_connection_is_not_sent_again_but_reported(dropping_server) -> None:  # type: ignore[no-untyped-def]
+    client, connections = dropping_server
+    await client.get("pods", "a", "default")
+    # The server may have applied it: the caller must find out, not a second copy be sent.
+    with pytest.raises(aiohttp.ServerDisconnectedError):
+        await client.create("pods", _pod("b"), "default")
+    assert len(connections) == 1

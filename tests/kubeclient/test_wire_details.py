@@ -9,27 +9,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+from served import serve
 
-from tenantgpu.kubeclient import KubeClient, KubeConfig
+from tenantgpu.kubeclient import KubeClient
 
 
 def _line(kind: str, name: str, rv: int) -> bytes:
     obj = {"metadata": {"name": name, "namespace": "default", "resourceVersion": str(rv)}}
     return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
-
-
-async def _serve(app: web.Application) -> AsyncIterator[KubeClient]:
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
-    try:
-        yield client
-    finally:
-        await client.close()
-        await runner.cleanup()
 
 
 @pytest.fixture
@@ -55,7 +42,7 @@ async def chunked_watch() -> AsyncIterator[KubeClient]:
 
     app = web.Application()
     app.router.add_get("/api/v1/pods", watch)
-    async for client in _serve(app):
+    async for client in serve(app):
         yield client
 
 
@@ -82,7 +69,7 @@ async def event_sink() -> AsyncIterator[tuple[KubeClient, list[dict]]]:
 
     app = web.Application()
     app.router.add_post("/api/v1/namespaces/{ns}/events", create)
-    async for client in _serve(app):
+    async for client in serve(app):
         yield client, received
 
 
