@@ -163,3 +163,92 @@ async def test_a_write_on_a_dropped_connection_is_not_sent_again_but_reported(dr
     with pytest.raises(aiohttp.ServerDisconnectedError):
         await client.create("pods", _pod("b"), "default")
     assert len(connections) == 1
+
+
+def _event_line(i: int) -> bytes:
+    obj = {
+        "metadata": {"name": f"p{i}", "namespace": "default", "resourceVersion": str(i)},
+        "pad": "x" * 2000,
+    }
+    return json.dumps({"type": "ADDED", "object": obj}).encode() + b"\n"
+
+
+@pytest.fixture
+async def watches() -> AsyncIterator[KubeClient]:
+    async def flood(request: web.Request) -> web.StreamResponse:
+        # 20,000 events of 2 kB as fast as the server can write them: more than the reader buffers.
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        for start in range(0, 20_000, 500):
+            await resp.write(b"".join(_event_line(i) for i in range(start, start + 500)))
+        await resp.write_eof()
+        return resp
+
+    async def cut(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        await resp.write(_event_line(1))
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.close()  # gone without the last chunk
+        return resp
+
+    async def gone(request: web.Request) -> web.Response:
+        status = {"kind": "Status", "status": "Failure", "reason": "Expired", "code": 410,
+                  "message": "too old resource version: 1 (500)"}  # fmt: skip
+        return web.json_response(status, status=410)
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        await resp.write(_event_line(1))
+        await asyncio.sleep(30)
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", flood)
+    app.router.add_get("/api/v1/nodes", cut)
+    app.router.add_get("/api/v1/namespaces/default/pods", gone)
+    app.router.add_get("/api/v1/namespaces/default/configmaps", endless)
+    async for client in serve(app):
+        yield client
+
+
+async def test_a_watch_faster_than_its_reader_loses_nothing_and_keeps_order(watches: KubeClient) -> None:
+    names = []
+    async for event in watches.watch("pods"):
+        names.append(event.object["metadata"]["name"])
+        if len(names) % 1000 == 0:
+            await asyncio.sleep(0.01)  # a slow reader: the connection pauses reading meanwhile
+    assert names == [f"p{i}" for i in range(20_000)]
+
+
+async def test_a_watch_cut_off_mid_stream_is_an_error_not_an_end(watches: KubeClient) -> None:
+    seen = []
+    with pytest.raises(aiohttp.ClientError):
+        async for event in watches.watch("nodes"):
+            seen.append(event.object["metadata"]["name"])
+    assert seen == ["p1"]
+
+
+async def test_a_watch_refused_with_410_is_an_api_error_to_relist_on(watches: KubeClient) -> None:
+    with pytest.raises(ApiError) as err:
+        async for _ in watches.watch("pods", "default", resource_version="1"):
+            pass
+    assert (err.value.code, err.value.reason) == (410, "Expired")
+
+
+async def test_closing_the_client_ends_its_open_watches(watches: KubeClient) -> None:
+    seen = []
+
+    async def follow() -> None:
+        async for event in watches.watch("configmaps", "default"):
+            seen.append(event.object["metadata"]["name"])
+
+    task = asyncio.create_task(follow())
+    while not seen:
+        await asyncio.sleep(0.01)
+    await watches.close()
+    with pytest.raises(aiohttp.ClientError):
+        await asyncio.wait_for(task, 5)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-import aiohttp
 import orjson
 
 from tenantgpu.kubeclient.config import KubeConfig, load_kubeconfig
@@ -52,8 +51,7 @@ class KubeClient:
         self._ssl = config.ssl_context()
         self._user_agent = user_agent
         self._pool_size = pool_size
-        self._session: aiohttp.ClientSession | None = None  # watches
-        self._pool: Http1Pool | None = None  # every other request
+        self._pool: Http1Pool | None = None
         self._event_names = _EventNames()
 
     @classmethod
@@ -76,28 +74,10 @@ class KubeClient:
             )
         return self._pool
 
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            headers = self._headers()
-            connector = aiohttp.TCPConnector(ssl=self._ssl, limit=self._pool_size, keepalive_timeout=60)
-            self._session = aiohttp.ClientSession(
-                base_url=None,
-                headers=headers,
-                connector=connector,
-                timeout=aiohttp.ClientTimeout(total=None),
-                # the API server sets no cookies; a real jar would be consulted on every request
-                cookie_jar=aiohttp.DummyCookieJar(),
-            )
-        return self._session
-
     async def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -261,15 +241,11 @@ class KubeClient:
             params["resourceVersion"] = resource_version
         # Like client-go, end each watch after 5-10 minutes so stale connections cannot linger forever.
         params["timeoutSeconds"] = str(timeout_seconds or random.randint(300, 600))
-        async with self.session.get(
-            self.config.server + rk.path(namespace),
-            params=params,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=None),
-        ) as resp:
-            if resp.status >= 400:
-                raise ApiError.from_response(resp.status, await resp.read())
+        async with self.pool.stream("GET", rk.path(namespace), params=params) as (status, body):
+            if status >= 400:
+                raise ApiError.from_response(status, await body.read())
             buffer = b""
-            async for chunk in resp.content.iter_any():
+            async for chunk in body:
                 if b"\n" not in chunk:
                     buffer += chunk
                     continue

@@ -1,21 +1,26 @@
-"""Keep-alive HTTP/1.1 connections for the kube client's plain requests (everything but watches).
+"""HTTP/1.1 connections for the kube client: keep-alive requests, and streamed responses for watches.
 
 Every lab component is a Kubernetes client, and the lab is CPU-bound: a worker process spends a third
 of its time sending its API writes. aiohttp's client request path (URL objects, header multidicts,
 timers, payload objects, the connector's bookkeeping) costs about 300 µs of CPU per PATCH on this
 machine; a protocol that writes the request in one call and lets httptools (llhttp) parse the response
-costs about 100 µs. Watches stay on aiohttp: a stream is opened once and its cost is in its events.
+costs about 100 µs. A watch gets a connection of its own whose body chunks are handed over as they
+arrive.
 
 Failures surface as the exceptions aiohttp raises, so callers' handling is the same for both paths:
 `aiohttp.ClientOSError` when a connection cannot be opened, `aiohttp.ServerDisconnectedError` when the
-server drops one mid-request, `TimeoutError` when a request outlives its timeout.
+server drops one mid-request, `aiohttp.ClientPayloadError` when a streamed body is cut off, `TimeoutError`
+when a request outlives its timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import time
+from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -41,6 +46,7 @@ class _Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[Response] | None = None
         self._body: list[bytes] = []
+        self._stream: _Stream | None = None  # set while the connection carries a streamed response
         self.lost = False
         self.reused = False
         self.answered = False  # some of the current response has arrived
@@ -54,6 +60,8 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         self._fail(aiohttp.ServerDisconnectedError(f"the server closed the connection: {exc or 'EOF'}"))
+        if self._stream is not None:
+            self._stream.cut_off(exc)
 
     def data_received(self, data: bytes) -> None:
         self.answered = True
@@ -68,10 +76,22 @@ class _Connection(asyncio.Protocol):
 
     # httptools callbacks
 
+    def on_headers_complete(self) -> None:
+        if self._stream is not None:
+            waiter, self._waiter = self._waiter, None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(Response(self._parser.get_status_code(), b""))
+
     def on_body(self, body: bytes) -> None:
-        self._body.append(body)
+        if self._stream is not None:
+            self._stream.feed(body)
+        else:
+            self._body.append(body)
 
     def on_message_complete(self) -> None:
+        if self._stream is not None:
+            self._stream.finish()
+            return
         waiter, self._waiter = self._waiter, None
         body = b"".join(self._body)
         self._body = []
@@ -81,6 +101,12 @@ class _Connection(asyncio.Protocol):
             waiter.set_result(Response(self._parser.get_status_code(), body))
 
     # the pool's side
+
+    def stream(self, request: bytes) -> tuple[asyncio.Future[Response], _Stream]:
+        """Send a request whose response body is handed over chunk by chunk; the future has its status."""
+        assert self._transport is not None
+        self._stream = _Stream(self._transport)
+        return self.send(request), self._stream
 
     def send(self, request: bytes) -> asyncio.Future[Response]:
         assert self._transport is not None
@@ -100,6 +126,68 @@ class _Connection(asyncio.Protocol):
             self._transport.close()
 
 
+class _Stream:
+    """The body of a streamed response, chunk by chunk; reading pauses while the reader is behind."""
+
+    HIGH_WATER = 4 * 1024 * 1024
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._chunks: deque[bytes] = deque()
+        self._buffered = 0
+        self._paused = False
+        self._ended = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+        self._buffered += len(chunk)
+        if self._buffered > self.HIGH_WATER and not self._paused:
+            self._paused = True
+            self._transport.pause_reading()
+        self._wake()
+
+    def finish(self) -> None:
+        self._ended = True
+        self._wake()
+
+    def cut_off(self, exc: Exception | None) -> None:
+        if not self._ended:
+            self._error = aiohttp.ClientPayloadError(
+                f"the response was cut off: {exc or 'connection closed'}"
+            )
+        self._ended = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def __aiter__(self) -> _Stream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while not self._chunks:
+            if self._ended:
+                if self._error is not None:
+                    raise self._error
+                raise StopAsyncIteration
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        # Everything that arrived so far, at once: a watch line often spans several chunks.
+        chunk = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
+        self._chunks.clear()
+        self._buffered = 0
+        if self._paused:
+            self._paused = False
+            self._transport.resume_reading()
+        return chunk
+
+    async def read(self) -> bytes:
+        return b"".join([chunk async for chunk in self])
+
+
 class Http1Pool:
     """Keep-alive connections to one API server; at most `size` requests in flight, the rest wait."""
 
@@ -115,6 +203,7 @@ class Http1Pool:
         lines = [f"Host: {host}:{self._port}"] + [f"{k}: {v}" for k, v in headers.items()]
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         self._idle: list[_Connection] = []
+        self._streaming: set[_Connection] = set()
         self._slots = asyncio.Semaphore(size)
         self._closed = False
 
@@ -128,14 +217,7 @@ class Http1Pool:
         content_type: str | None = None,
         timeout: float = 30.0,
     ) -> Response:
-        # %20 rather than +: set-based label selectors have spaces, and not every server reads + as one.
-        target = self._base + path + ("?" + urlencode(params, quote_via=quote) if params else "")
-        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._head
-        if body is not None:
-            head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode("latin-1")
-            message = head + body
-        else:
-            message = head + b"\r\n"
+        message = self._message(method, path, params, body, content_type)
         async with asyncio.timeout(timeout):
             async with self._slots:
                 connection = await self._connection()
@@ -148,6 +230,52 @@ class Http1Pool:
                     if method != "GET" or not connection.reused or connection.answered:
                         raise
                     return await self._exchange(await self._connection(fresh=True), message)
+
+    def _message(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str] | None,
+        body: bytes | None,
+        content_type: str | None,
+    ) -> bytes:
+        # %20 rather than +: set-based label selectors have spaces, and not every server reads + as one.
+        target = self._base + path + ("?" + urlencode(params, quote_via=quote) if params else "")
+        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._head
+        if body is None:
+            return head + b"\r\n"
+        return (
+            head
+            + f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode("latin-1")
+            + body
+        )
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        connect_timeout: float = 30.0,
+    ) -> AsyncIterator[tuple[int, _Stream]]:
+        """A request on a connection of its own whose body is read as it comes (a watch): yields the
+        status and the body's chunks; the connection is closed when the block ends."""
+        message = self._message(method, path, params, None, None)
+        async with asyncio.timeout(connect_timeout):
+            connection = await self._connection(fresh=True)
+            try:
+                head, body = connection.stream(message)
+                response = await head
+            except BaseException:
+                connection.close()
+                raise
+        self._streaming.add(connection)
+        try:
+            yield response.status, body
+        finally:
+            self._streaming.discard(connection)
+            connection.close()
 
     async def _exchange(self, connection: _Connection, message: bytes) -> Response:
         try:
@@ -186,7 +314,8 @@ class Http1Pool:
         return connection
 
     def close(self) -> None:
+        """Close every connection, the open watches' too (their readers see the body cut off)."""
         self._closed = True
-        for connection in self._idle:
+        for connection in [*self._idle, *self._streaming]:
             connection.close()
         self._idle.clear()
