@@ -164,6 +164,7 @@ class APIServer(SubresourceHandlers):
 
     async def start(self) -> None:
         await self.registry.load()
+        self._webhook_caches.clear()  # the load made new caches
         self._quota_controller.start()
         # aiohttp's low-level server: one handler does the routing, so the Application's router and
         # middleware machinery would only cost time on every request.

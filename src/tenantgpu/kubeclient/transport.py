@@ -7,7 +7,7 @@ machine; a protocol that writes the request in one call and lets httptools (llht
 costs about 100 µs. A watch gets a connection of its own whose body chunks are handed over as they
 arrive.
 
-Failures surface as the exceptions aiohttp raises, so callers' handling is the same for both paths:
+Failures surface as the exceptions aiohttp's client raises, which the callers already handle:
 `aiohttp.ClientOSError` when a connection cannot be opened, `aiohttp.ServerDisconnectedError` when the
 server drops one mid-request, `aiohttp.ClientPayloadError` when a streamed body is cut off, `TimeoutError`
 when a request outlives its timeout.
@@ -285,7 +285,9 @@ class Http1Pool:
             # cannot carry another request.
             connection.close()
             raise
-        if not connection.lost and not self._closed:
+        if self._closed:
+            connection.close()  # the pool was closed while this request was in flight
+        elif not connection.lost:
             connection.idle_since = time.monotonic()
             connection.reused = True
             self._idle.append(connection)
