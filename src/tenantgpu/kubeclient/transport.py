@@ -2,10 +2,9 @@
 
 Every lab component is a Kubernetes client, and the lab is CPU-bound: a worker process spends a third
 of its time sending its API writes. aiohttp's client request path (URL objects, header multidicts,
-timers, payload objects, the connector's bookkeeping) costs about 300 µs of CPU per PATCH on this
-machine; a protocol that writes the request in one call and lets httptools (llhttp) parse the response
-costs about 100 µs. A watch gets a connection of its own whose body chunks are handed over as they
-arrive.
+timers, payload objects, the connector's bookkeeping) costs 2.2 times the CPU per PATCH of a protocol
+that writes the request in one call and lets httptools (llhttp) parse the response (`bench/kubeclient`).
+A watch gets a connection of its own whose body chunks are handed over as they arrive.
 
 Failures surface as the exceptions aiohttp's client raises, which the callers already handle:
 `aiohttp.ClientOSError` when a connection cannot be opened, `aiohttp.ServerDisconnectedError` when the
