@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import resource
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -309,24 +311,34 @@ def _idle_memory() -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+@contextlib.contextmanager
+def pinned_server() -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """One tenant API server in a subprocess on CPU 0, this process on CPU 1: yields the server process
+    and the directory its state (`server/`, with `admin.kubeconfig`) is in; stops it afterwards."""
     _pin(1)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         process = _start_server(tmp / "server")
         try:
-            server, context = _ssl_from_kubeconfig(tmp / "server" / "admin.kubeconfig", tmp)
-            # The load generator runs on uvloop too, and watchers parse with orjson: a client that
-            # spends less CPU per request and event measures the server rather than itself.
-            figures = eventloop.run(_bench_server(server, context, process.pid))
-            figures["server_max_rss_mib"] = None
-            with open(f"/proc/{process.pid}/status") as status:
-                for line in status:
-                    if line.startswith("VmHWM:"):
-                        figures["server_max_rss_mib"] = round(int(line.split()[1]) / 1024, 1)
+            yield process, tmp
         finally:
             process.terminate()
             process.wait()
+
+
+def main() -> None:
+    with pinned_server() as (process, tmp):
+        server, context = _ssl_from_kubeconfig(tmp / "server" / "admin.kubeconfig", tmp)
+        # The load generator runs on uvloop too, and watchers parse with orjson: a client that
+        # spends less CPU per request and event measures the server rather than itself.
+        figures = eventloop.run(_bench_server(server, context, process.pid))
+        figures["server_max_rss_mib"] = None
+        with open(f"/proc/{process.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    figures["server_max_rss_mib"] = round(int(line.split()[1]) / 1024, 1)
+        process.terminate()  # the bare handler gets CPU 0 to itself
+        process.wait()
         figures.update(eventloop.run(_bench_bare(tmp / "server" / "pki", context)))
     figures["idle_tenant_mib"] = round(_idle_memory() / (1024 * 1024), 2)
     figures["idle_tenants_measured"] = IDLE_TENANTS

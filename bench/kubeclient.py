@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from bench.apiserver import RESULTS, _pin, _start_server
+from bench.apiserver import RESULTS, pinned_server
 from tenantgpu import eventloop
 from tenantgpu.kubeclient import KubeClient
 
@@ -82,15 +81,8 @@ async def _bench(kubeconfig: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    _pin(1)
-    with tempfile.TemporaryDirectory() as tmp_name:
-        tmp = Path(tmp_name)
-        process = _start_server(tmp / "server")
-        try:
-            figures = eventloop.run(_bench(tmp / "server" / "admin.kubeconfig"))
-        finally:
-            process.terminate()
-            process.wait()
+    with pinned_server() as (_, tmp):
+        figures = eventloop.run(_bench(tmp / "server" / "admin.kubeconfig"))
     ratio = figures["aiohttp_cpu_us_per_patch"] / figures["transport_cpu_us_per_patch"]
     figures["aiohttp_over_transport"] = round(ratio, 2)
     for key, value in figures.items():

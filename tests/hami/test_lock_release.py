@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from served import serve
 from tenantgpu.hami.nodelock import NODE_LOCK, release_node_lock
-from tenantgpu.kubeclient import KubeClient, KubeConfig
+from tenantgpu.kubeclient import KubeClient
 
 
 class _Nodes:
@@ -45,15 +46,8 @@ class _Nodes:
 @pytest.fixture
 async def nodes() -> AsyncIterator[tuple[_Nodes, KubeClient]]:
     api = _Nodes()
-    runner = web.AppRunner(api.app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = KubeClient(KubeConfig(server=f"http://127.0.0.1:{port}"))
-    yield api, client
-    await client.close()
-    await runner.cleanup()
+    async for client in serve(api.app):
+        yield api, client
 
 
 LOCK = "2026-11-30T01:00:00Z,default,{}"
