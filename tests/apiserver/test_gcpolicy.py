@@ -57,3 +57,14 @@ async def test_garbage_cycles_younger_than_a_tick_are_still_reclaimed() -> None:
 
 class _Node:
     partner: object = None
+
+
+async def test_young_collections_wait_for_more_allocations_while_the_policy_runs() -> None:
+    before = gc.get_threshold()
+    policy = CollectorPolicy(check_interval=10.0, young_threshold=12_345)
+    policy.start()
+    try:
+        assert gc.get_threshold() == (12_345, *before[1:])
+    finally:
+        policy.stop()
+    assert gc.get_threshold() == before

@@ -10,6 +10,12 @@ with the API server under 3,000 creates/s: full-collection pauses of 9–17 ms o
 only the survivors of full collections were frozen, none above 2 ms with this). An object frozen that
 later becomes unreachable in a cycle can only be collected after `gc.unfreeze()`, so every
 `thaw_interval` seconds the heap is thawed and the next full collection sees it all again.
+
+The youngest generation is collected after 10,000 net allocations instead of CPython's 700: a server
+allocates and frees thousands of short-lived dicts per request, and a young collection that comes later
+finds most of them already freed by reference counting. Measured with `gc.callbacks` during
+`bench/lab`: the lab process spent 1.6 s of its 29 s of CPU in collections with the default, 0.85 s
+with this (the worker process 0.83 s of 17.6 s, then 0.44 s).
 """
 
 from __future__ import annotations
@@ -21,7 +27,11 @@ import gc
 class CollectorPolicy:
     """Freezes what survives young collections each tick; thaws the heap now and then to reclaim cycles."""
 
-    def __init__(self, *, check_interval: float = 1.0, thaw_interval: float = 600.0) -> None:
+    def __init__(
+        self, *, check_interval: float = 1.0, thaw_interval: float = 600.0, young_threshold: int = 10_000
+    ) -> None:
+        self._young_threshold = young_threshold
+        self._thresholds: tuple[int, int, int] | None = None
         self._check_interval = check_interval
         self._thaw_every = max(1, round(thaw_interval / check_interval))
         self._timer: asyncio.TimerHandle | None = None
@@ -29,6 +39,8 @@ class CollectorPolicy:
 
     def start(self) -> None:
         """After start-up: collect once, freeze what is left (it lives as long as the process)."""
+        self._thresholds = gc.get_threshold()
+        gc.set_threshold(self._young_threshold, *self._thresholds[1:])
         gc.collect()
         gc.freeze()
         self._schedule()
@@ -38,6 +50,9 @@ class CollectorPolicy:
             self._timer.cancel()
             self._timer = None
         gc.unfreeze()
+        if self._thresholds is not None:
+            gc.set_threshold(*self._thresholds)
+            self._thresholds = None
 
     def _schedule(self) -> None:
         self._timer = asyncio.get_running_loop().call_later(self._check_interval, self._tick)
