@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import threading
 import time
@@ -204,6 +205,34 @@ def test_watch_resumed_from_a_resource_version_loses_no_event(core: client.CoreV
     ]
     versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
     assert versions == sorted(versions) and versions[0] > int(start)
+
+
+def test_a_watcher_that_stops_reading_still_gets_every_event_in_order(
+    core: client.CoreV1Api, raw: RawClient
+) -> None:
+    # A watch connection that is not read fills up; its events wait in the server's queue for it,
+    # and none is dropped or reordered.
+    core.create_namespace({"metadata": {"name": "slow-reader"}})
+    core.create_namespaced_config_map("slow-reader", {"metadata": {"name": "big"}, "data": {"n": "-1"}})
+    start = core.list_namespaced_config_map("slow-reader").metadata.resource_version
+    connection = http.client.HTTPSConnection(raw.host, raw.port, context=raw.context, timeout=60)
+    headers = {"Accept": "application/json"}
+    if raw.token:
+        headers["Authorization"] = f"Bearer {raw.token}"
+    path = f"/api/v1/namespaces/slow-reader/configmaps?watch=true&resourceVersion={start}&timeoutSeconds=30"
+    connection.request("GET", path, headers=headers)
+    response = connection.getresponse()  # the headers only: nothing of the stream is read yet
+    pad = "x" * 16_000
+    for i in range(600):  # about 10 MB of events, more than the sockets between us buffer
+        core.patch_namespaced_config_map("big", "slow-reader", {"data": {"n": str(i), "pad": pad}})
+    values = []
+    try:
+        while len(values) < 600:
+            event = json.loads(response.readline())
+            values.append(int(event["object"]["data"]["n"]))
+    finally:
+        connection.close()
+    assert values == list(range(600))
 
 
 def test_watch_with_field_selector_sees_a_pod_arrive_on_its_node(
