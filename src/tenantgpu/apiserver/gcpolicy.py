@@ -14,7 +14,7 @@ later becomes unreachable in a cycle can only be collected after `gc.unfreeze()`
 The youngest generation is collected after 10,000 net allocations instead of CPython's 700: a server
 allocates and frees thousands of short-lived dicts per request, and a young collection that comes later
 finds most of them already freed by reference counting. Measured with `gc.callbacks` during
-`bench/lab`: the lab process spent 1.6 s of its 29 s of CPU in collections with the default, 0.85 s
+`bench/lab`: the lab process spent 1.6 s of its 29 s of CPU in collections with the default, 0.73-0.85 s
 with this (the worker process 0.83 s of 17.6 s, then 0.44 s).
 """
 
