@@ -13,6 +13,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
+_BUCKET_LABELS = (*(floatToGoString(b) for b in _BUCKETS), "+Inf")  # the `le` label of each bucket
 
 
 class _StorageCollector(Collector):
@@ -60,9 +61,8 @@ class _RequestCollector(Collector):
             labels=["verb", "resource"],
         )
         for (verb, resource), (counts, total) in self.latencies.items():
-            cumulative = list(itertools.accumulate(counts))
-            bounds = [*(floatToGoString(b) for b in _BUCKETS), "+Inf"]
-            latency.add_metric([verb, resource], list(zip(bounds, cumulative, strict=True)), total)
+            cumulative = itertools.accumulate(counts)
+            latency.add_metric([verb, resource], list(zip(_BUCKET_LABELS, cumulative, strict=True)), total)
         yield requests
         yield latency
 

@@ -73,7 +73,7 @@ from tenantgpu.apiserver.selectors import (
 from tenantgpu.apiserver.storage import Datastore
 from tenantgpu.apiserver.subresources import SubresourceHandlers
 from tenantgpu.apiserver.tables import to_table, watch_event_table
-from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, ResourceCache, encode
+from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, encode
 from tenantgpu.apiserver.webhooks import WebhookAdmission
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,13 @@ class APIServer(SubresourceHandlers):
             self.admission,
             window=config.watch_window,
         )
-        self._webhook_caches: dict[bool, ResourceCache] = {}  # filled on first use, after the registry loads
+        self._webhook_kinds = {
+            mutating: self.kinds.resource("admissionregistration.k8s.io", "v1", plural)
+            for mutating, plural in (
+                (True, "mutatingwebhookconfigurations"),
+                (False, "validatingwebhookconfigurations"),
+            )
+        }
         quota_usage = QuotaUsage(self.registry)
         self.admission.plugins.append(ResourceQuotaAdmission(quota_usage))
         self._quota_controller = QuotaController(self.registry, quota_usage)
@@ -164,7 +170,6 @@ class APIServer(SubresourceHandlers):
 
     async def start(self) -> None:
         await self.registry.load()
-        self._webhook_caches.clear()  # the load made new caches
         self._quota_controller.start()
         # aiohttp's low-level server: one handler does the routing, so the Application's router and
         # middleware machinery would only cost time on every request.
@@ -271,13 +276,10 @@ class APIServer(SubresourceHandlers):
 
     def _webhook_configurations(self, mutating: bool) -> list[Obj]:
         # Asked on every write: straight from the cache (the webhook chain orders them by name).
-        cache = self._webhook_caches.get(mutating)
-        if cache is None:
-            plural = "mutatingwebhookconfigurations" if mutating else "validatingwebhookconfigurations"
-            kind = self.kinds.resource("admissionregistration.k8s.io", "v1", plural)
-            assert kind is not None
-            cache = self._webhook_caches[mutating] = self.registry.cache(kind)
-        return [entry.obj for entry in cache.objects.values()] if cache.objects else []
+        kind = self._webhook_kinds[mutating]
+        assert kind is not None
+        objects = self.registry.cache(kind).objects
+        return [entry.obj for entry in objects.values()] if objects else []
 
     def _storage_counts(self) -> list[tuple[str, int, int]]:
         counts = []
