@@ -254,10 +254,22 @@ _STATE_DIR = click.option(
     "0 runs everything in one process.",
 )
 @click.option(
+    "--control-plane-processes",
+    metavar="N|auto",
+    help="How many more DataStores a new lab spreads its tenants over, each served by a process of its own "
+    "(the first stays in the lab's process): a number, or auto (default: one per four cores once the lab "
+    "has 4 or more tenants). A resumed tenant stays on the DataStore its data is in.",
+)
+@click.option(
     "--ready-fd", type=int, hidden=True, help="Internal: the detached child reports readiness here."
 )
 def up(
-    lab_file: str | None, state_dir: str, detach: bool, worker_processes: str | None, ready_fd: int | None
+    lab_file: str | None,
+    state_dir: str,
+    detach: bool,
+    worker_processes: str | None,
+    control_plane_processes: str | None,
+    ready_fd: int | None,
 ) -> None:
     """Start the management plane and one TenantControlPlane per tenant; return when all are Ready.
 
@@ -280,6 +292,16 @@ def up(
         except process.LabError as err:
             raise UserError(str(err)) from None
         os.environ[WORKER_PROCESSES_ENV] = worker_processes  # the detached lab process inherits it
+    if control_plane_processes is not None:
+        import os
+
+        from tenantgpu.lab.datastores import CONTROL_PLANE_PROCESSES_ENV, control_plane_process_count
+
+        try:
+            control_plane_process_count(control_plane_processes, 2)
+        except process.LabError as err:
+            raise UserError(str(err)) from None
+        os.environ[CONTROL_PLANE_PROCESSES_ENV] = control_plane_processes
     if ready_fd is not None:
         _run_lab_child(state_dir, lab_file, ready_fd)
         return

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -43,6 +43,7 @@ class LabDir:
     root: Path
     state: Path
     home: Path
+    env: dict[str, str] = field(default_factory=dict)
 
     def tenantgpu(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -51,6 +52,7 @@ class LabDir:
             text=True,
             timeout=timeout,
             cwd=self.root,
+            env={**os.environ, **self.env},
         )
 
     def kubectl(self, kubeconfig: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -106,7 +108,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabDir]:
     if shutil.which("kubectl") is None:
         pytest.fail("kubectl must be on PATH for the end-to-end tests")
     root = tmp_path_factory.mktemp("lab")
-    lab = LabDir(root, root / "state", root / "home")
+    # The seed lab keeps its API servers in one process by default; here tenant-b's DataStore gets a
+    # control-plane process of its own, so every test below also crosses that seam.
+    lab = LabDir(root, root / "state", root / "home", {"TENANTGPU_CONTROL_PLANE_PROCESSES": "1"})
     lab.home.mkdir()
     started = lab.tenantgpu("up", "-d")
     assert started.returncode == 0, started.stderr + started.stdout
@@ -157,9 +161,14 @@ def _with_credentials_of(lab: LabDir, target: Path, owner: Path, name: str) -> P
 
 
 def test_a_tenants_credentials_get_401_from_every_other_server(lab: LabDir) -> None:
-    """Issue 3: a credential from another tenant is rejected everywhere with 401 (not a TLS failure)."""
-    for target, name in ((lab.tenant("tenant-b"), "a-on-b"), (lab.management, "a-on-management")):
-        crossed = _with_credentials_of(lab, target, lab.tenant("tenant-a"), f"{name}.kubeconfig")
+    """Issue 3: a credential from another tenant is rejected everywhere with 401 (not a TLS failure), also
+    between the lab's process and the control-plane process that serves tenant-b."""
+    for target, owner, name in (
+        (lab.tenant("tenant-b"), lab.tenant("tenant-a"), "a-on-b"),
+        (lab.tenant("tenant-a"), lab.tenant("tenant-b"), "b-on-a"),
+        (lab.management, lab.tenant("tenant-a"), "a-on-management"),
+    ):
+        crossed = _with_credentials_of(lab, target, owner, f"{name}.kubeconfig")
         result = lab.kubectl(crossed, "get", "ns", check=False)
         assert result.returncode != 0
         # client-go's words for a 401 Unauthorized; a refused TLS handshake would read "certificate".
@@ -167,6 +176,31 @@ def test_a_tenants_credentials_get_401_from_every_other_server(lab: LabDir) -> N
         assert "certificate" not in result.stderr
     # The same credentials still work at home.
     assert lab.kubectl(lab.tenant("tenant-a"), "get", "ns").returncode == 0
+    assert lab.kubectl(lab.tenant("tenant-b"), "get", "ns").returncode == 0
+
+
+def _keys(store: Path, fragment: str) -> list[str]:
+    import sqlite3
+
+    with sqlite3.connect(store) as db:
+        return [row[0] for row in db.execute("SELECT key FROM kv WHERE key LIKE ?", (f"%{fragment}%",))]
+
+
+def test_tenants_spread_over_datastores_each_served_by_its_own_process(lab: LabDir) -> None:
+    """TENANTGPU_CONTROL_PLANE_PROCESSES=1: the lab makes a second DataStore and puts tenant-b on it, as a
+    Kamaji user would with `spec.dataStore`; its objects live in that store's file."""
+    stores = lab.kubectl(lab.management, "get", "datastores", "-o", "name").stdout.split()
+    assert stores == ["datastore.kamaji.clastix.io/datastore-1", "datastore.kamaji.clastix.io/default"]
+    assert lab.tcp("tenant-a")["status"]["storage"]["dataStoreName"] == "default"
+    assert lab.tcp("tenant-b")["spec"]["dataStore"] == "datastore-1"
+    assert lab.tcp("tenant-b")["status"]["storage"]["dataStoreName"] == "datastore-1"
+    lab.kubectl(lab.tenant("tenant-b"), "create", "configmap", "where-am-i")
+    second = lab.state / "datastores" / "datastore-1.sqlite"
+    assert _keys(second, "where-am-i") and not _keys(lab.state / "datastore.sqlite", "where-am-i")
+    lab_pid = int((lab.state / "lab.pid").read_text())
+    assert _children(lab_pid, "tenantgpu.kamaji.hostprocess"), (
+        "tenant-b's API server has a process of its own"
+    )
 
 
 GPU_POD = """\
@@ -305,14 +339,17 @@ def test_down_and_up_resume_the_same_lab_even_after_kill_9(
     lab.kubectl(saved, "create", "namespace", "acknowledged")
 
     lab_pid = int((lab.state / "lab.pid").read_text())
-    worker_processes = _children(lab_pid)
+    worker_processes = _children(lab_pid, "tenantgpu.lab.workerprocess")
     assert worker_processes, "the tenants' workers run in a process of their own"
+    control_planes = _children(lab_pid, "tenantgpu.kamaji.hostprocess")
+    assert control_planes, "tenant-b's API server runs in a process of its own"
     os.kill(lab_pid, signal.SIGKILL)
-    # Workers do not outlive their lab: they notice the supervisor is gone and exit.
+    # Workers and control planes do not outlive their lab: they notice the supervisor is gone and exit.
+    children = worker_processes + control_planes
     deadline = time.monotonic() + 20
-    while any(_alive(pid) for pid in worker_processes) and time.monotonic() < deadline:
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_alive(pid) for pid in worker_processes)
+    assert not any(_alive(pid) for pid in children)
     restarted = lab.tenantgpu("up", "-d")
     assert restarted.returncode == 0, restarted.stderr
     names = lab.kubectl(saved, "get", "namespaces", "-o", "name").stdout.split()
@@ -324,12 +361,8 @@ def test_down_and_up_resume_the_same_lab_even_after_kill_9(
     assert "pod/gpu-pod" in pods
 
 
-def _children(pid: int) -> list[int]:
-    return [
-        c
-        for c in child_processes(pid)
-        if "tenantgpu.lab.workerprocess" in Path(f"/proc/{c}/cmdline").read_text()
-    ]
+def _children(pid: int, module: str) -> list[int]:
+    return [c for c in child_processes(pid) if module in Path(f"/proc/{c}/cmdline").read_text()]
 
 
 def test_foreground_up_serves_until_ctrl_c(tmp_path: Path) -> None:

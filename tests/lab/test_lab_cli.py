@@ -40,3 +40,11 @@ def test_a_bad_worker_process_count_is_exit_2_with_one_line(tmp_path: Path) -> N
     )
     assert result.exit_code == 2
     assert result.output.strip() == "error: worker processes: expected a number or auto, got 'lots'"
+
+
+def test_a_bad_control_plane_process_count_is_exit_2_with_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["up", "-d", "--control-plane-processes", "-2", "--state-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: control-plane processes: expected 0 or more, got -2"

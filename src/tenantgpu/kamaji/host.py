@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+import base64
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
 from tenantgpu.kamaji.pki import KeyPair
 
@@ -22,6 +23,27 @@ class ControlPlaneInstance:
     ca: KeyPair
     serving: KeyPair
     service_account: KeyPair
+    # The DataStore's endpoint (`sqlite://<path>`); empty means the host's own store.
+    datastore: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe form, to hand the instance to a control-plane process."""
+        data = asdict(self)
+        for name in ("ca", "serving", "service_account"):
+            pair: KeyPair = getattr(self, name)
+            data[name] = {
+                "cert_pem": base64.b64encode(pair.cert_pem).decode(),
+                "key_pem": base64.b64encode(pair.key_pem).decode(),
+            }
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ControlPlaneInstance:
+        pairs = {
+            name: KeyPair(base64.b64decode(data[name]["cert_pem"]), base64.b64decode(data[name]["key_pem"]))
+            for name in ("ca", "serving", "service_account")
+        }
+        return cls(**{**data, **pairs})
 
 
 @dataclass(frozen=True)
@@ -53,6 +75,6 @@ class ControlPlaneHost(Protocol):
 
     async def stop_konnectivity(self, key: str) -> None: ...
 
-    async def purge(self, schema: str) -> None:
-        """Delete every key under the tenant's prefix."""
+    async def purge(self, schema: str, datastore: str = "") -> None:
+        """Delete every key under the tenant's prefix in that DataStore (empty: the host's own store)."""
         ...

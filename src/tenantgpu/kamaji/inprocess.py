@@ -203,7 +203,7 @@ class InProcessHost:
         current = self._running.get(key)
         return None if current is None else self._report(current)
 
-    async def purge(self, schema: str) -> None:
+    async def purge(self, schema: str, datastore: str = "") -> None:
         if not schema:
             return
         await self.datastore.delete_prefix(f"/{key_prefix(schema)}/")

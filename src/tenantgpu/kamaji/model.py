@@ -97,6 +97,12 @@ def datastore_name(tcp: Obj) -> str:
     return str(_get(tcp, "spec", "dataStore") or DEFAULT_DATASTORE)
 
 
+def datastore_endpoint(store: Obj) -> str:
+    """A DataStore's first endpoint (`sqlite://<path>` for the lab's own driver)."""
+    endpoints = (store.get("spec") or {}).get("endpoints") or [""]
+    return str(endpoints[0])
+
+
 def datastore_schema(tcp: Obj) -> str:
     """The tenant's key prefix in the shared store: `spec.dataStoreSchema`, else the UID (Kamaji ≥ #1235)."""
     explicit = _get(tcp, "spec", "dataStoreSchema")

@@ -4,6 +4,7 @@ TenantControlPlane controller that starts a tenant API server per TCP on the sha
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import SQLiteDatastore
 from tenantgpu.controlplane.namespaces import NamespaceController
 from tenantgpu.kamaji.controller import TenantControlPlaneController
+from tenantgpu.kamaji.datastorehosts import DataStoreHosts
 from tenantgpu.kamaji.datastores import DataStoreController
 from tenantgpu.kamaji.inprocess import InProcessHost
 from tenantgpu.kamaji.kubeconfig import kubeconfig_ca, kubeconfig_server
@@ -33,15 +35,20 @@ class ManagementPlane:
         *,
         port: int | None = None,
         concurrency: int = 8,
+        datastore_processes: bool = False,
+        log_hint: str = "",
     ) -> None:
         self.datastore_path = datastore_path
         self.pki_dir = pki_dir
         self.kubeconfig_path = kubeconfig_path
         self._port = port
         self._concurrency = concurrency
+        # With datastore_processes, tenants on another SQLite DataStore are served by a process of its own.
+        self._datastore_processes = datastore_processes
+        self._log_hint = log_hint
         self.datastore: SQLiteDatastore | None = None
         self.server: APIServer | None = None
-        self.host: InProcessHost | None = None
+        self.host: InProcessHost | DataStoreHosts | None = None
         self.client_trust = SharedClientTrust()
         self.controller: TenantControlPlaneController | None = None
         self.datastores: DataStoreController | None = None
@@ -66,7 +73,12 @@ class ManagementPlane:
         self.server = await self._start_server(pki, port)
         self._write_kubeconfig(pki)
         self._client = KubeClient.from_kubeconfig(self.kubeconfig_path, user_agent="kamaji-controller")
-        self.host = InProcessHost(self.datastore, self.client_trust)
+        local = InProcessHost(self.datastore, self.client_trust)
+        if self._datastore_processes:
+            level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+            self.host = DataStoreHosts(local, self.datastore_path, log_hint=self._log_hint, log_level=level)
+        else:
+            self.host = local
         self.controller = TenantControlPlaneController(self._client, self.host, concurrency=self._concurrency)
         await self.controller.start()
         self.datastores = DataStoreController(self._client)

@@ -6,6 +6,7 @@ wanted state and writes its fragment of the derived status; `clean_up` removes i
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -324,7 +325,12 @@ class DataStoreUnit:
         )
 
     async def clean_up(self, r: Reconciliation) -> None:
-        await r.host.purge(model.datastore_schema(r.tcp))
+        store = r.datastore
+        if store is None:
+            with contextlib.suppress(ApiError):
+                store = await r.client.get(model.DATASTORES, model.datastore_name(r.tcp))
+        endpoint = "" if store is None else model.datastore_endpoint(store)
+        await r.host.purge(model.datastore_schema(r.tcp), endpoint)
 
 
 class DataStoreConfigUnit(SecretUnit):
@@ -340,10 +346,9 @@ class DataStoreConfigUnit(SecretUnit):
 
     def _data(self, r: Reconciliation) -> dict[str, bytes]:
         assert r.datastore is not None
-        endpoints = (r.datastore.get("spec") or {}).get("endpoints") or [""]
         schema = model.datastore_schema(r.tcp)
         return {
-            "DB_CONNECTION_STRING": str(endpoints[0]).encode(),
+            "DB_CONNECTION_STRING": model.datastore_endpoint(r.datastore).encode(),
             "DB_SCHEMA": schema.encode(),
             "DB_USER": schema.encode(),
             "DB_PASSWORD": b"",
@@ -415,6 +420,7 @@ class APIServerUnit:
             ca=r.ca,
             serving=r.serving,
             service_account=r.service_account,
+            datastore="" if r.datastore is None else model.datastore_endpoint(r.datastore),
         )
 
     async def clean_up(self, r: Reconciliation) -> None:

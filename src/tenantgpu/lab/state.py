@@ -43,6 +43,11 @@ class StateDir:
         return self.root / "datastore.sqlite"
 
     @property
+    def datastores(self) -> Path:
+        """Where the lab's further DataStores keep their SQLite files (one control-plane process each)."""
+        return self.root / "datastores"
+
+    @property
     def management_pki(self) -> Path:
         return self.root / "management-pki"
 

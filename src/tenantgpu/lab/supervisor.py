@@ -18,6 +18,7 @@ from tenantgpu.apiserver.gcpolicy import CollectorPolicy
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.plane import ManagementPlane
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
+from tenantgpu.lab.datastores import assign_datastore, control_plane_process_count, lab_datastores
 from tenantgpu.lab.process import (
     LabAlreadyRunning,
     LabError,
@@ -46,6 +47,7 @@ class LabRuntime:
     data_planes: list[Any] = field(default_factory=list)
     workers: WorkerPool | None = None
     _ready: dict[str, str] = field(default_factory=dict)
+    _stores: list[model.Obj] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> None:
@@ -60,15 +62,21 @@ class LabRuntime:
             # The worker processes import and start while the management plane comes up.
             self.workers = WorkerPool(self.state, count)
             starting_workers = asyncio.ensure_future(self.workers.start())
+        extra_stores = control_plane_process_count(None, len(self.lab.tenants))
+        self._stores = lab_datastores(self.state, extra_stores)
         self.plane = ManagementPlane(
-            self.state.datastore, self.state.management_pki, self.state.management_kubeconfig
+            self.state.datastore,
+            self.state.management_pki,
+            self.state.management_kubeconfig,
+            datastore_processes=True,
+            log_hint=str(self.state.log_file),
         )
         await self.plane.start()
         if count:
             await starting_workers
         client = self.plane.client
         self.progress(Progress("management plane", "ready", self.plane.endpoint))
-        await self._ensure_datastore(client)
+        await self._ensure_datastores(client)
         # Kubeconfigs of Ready tenants are written for every TCP, also those applied later with kubectl.
         self._exporter = Informer(client, model.TENANT_CONTROL_PLANES)
         self._exporter.add_handler(self._on_tcp)
@@ -79,8 +87,8 @@ class LabRuntime:
         bring_up = [asyncio.ensure_future(self._bring_up(client, tenant)) for tenant in self.lab.tenants]
         try:
             async with asyncio.timeout(ready_timeout()):
-                for tenant in self.lab.tenants:
-                    await self._ensure_tenant(client, tenant.name)
+                for index, tenant in enumerate(self.lab.tenants):
+                    await self._ensure_tenant(client, tenant.name, assign_datastore(self._stores, index))
                 await asyncio.gather(*bring_up)
         except TimeoutError:
             missing = sorted(
@@ -140,16 +148,15 @@ class LabRuntime:
             await self.plane.stop()
             self.plane = None
 
-    async def _ensure_datastore(self, client: KubeClient) -> None:
-        try:
-            await client.create(
-                model.DATASTORES, model.datastore(endpoint=f"sqlite://{self.state.datastore}")
-            )
-        except ApiError as err:
-            if err.code != 409:
-                raise
+    async def _ensure_datastores(self, client: KubeClient) -> None:
+        for store in self._stores:
+            try:
+                await client.create(model.DATASTORES, store)
+            except ApiError as err:
+                if err.code != 409:
+                    raise
 
-    async def _ensure_tenant(self, client: KubeClient, name: str) -> None:
+    async def _ensure_tenant(self, client: KubeClient, name: str, datastore: str) -> None:
         try:
             await client.get(model.TENANT_CONTROL_PLANES, name, TENANT_NAMESPACE)
             self.progress(Progress(f"tenant {name}", "resuming"))
@@ -162,6 +169,7 @@ class LabRuntime:
             TENANT_NAMESPACE,
             version=self.lab.spec.kubernetes_version,
             labels={"tenantgpu.io/lab": "true"},
+            datastore=datastore,
         )
         try:
             await client.create(model.TENANT_CONTROL_PLANES, manifest, TENANT_NAMESPACE)

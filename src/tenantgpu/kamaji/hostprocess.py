@@ -1,0 +1,134 @@
+"""A control-plane process: serves the tenant API servers (and their konnectivity servers) of one DataStore.
+
+One SQLite file has one writer, and one event loop runs on one core; a lab whose tenants are spread over
+several DataStores serves each further store from a process like this one, so the tenants' API servers
+use more than one core. The lab's `DataStoreHosts` drives it with JSON lines (see
+`tenantgpu.childprocess`); each op is a `ControlPlaneHost` method:
+
+    {"id": 1, "op": "start", "instance": {...}}        -> {"id": 1, "ok": true, "result": {"port": ..., "konnectivity_port": ...}}
+    {"id": 2, "op": "start_konnectivity", "key": "<uid>", "port": 0}   -> result {"port": ...}
+    {"id": 3, "op": "stop_instance" | "stop_konnectivity", "key": "<uid>"}
+    {"id": 4, "op": "purge", "schema": "<prefix>"}
+    {"id": 5, "op": "trust", "ca": "<PEM>"}      another tenant's CA: its certificates get 401, not a TLS error
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tenantgpu import eventloop
+from tenantgpu.apiserver.auth import SharedClientTrust
+from tenantgpu.apiserver.gcpolicy import CollectorPolicy
+from tenantgpu.apiserver.storage import SQLiteDatastore
+from tenantgpu.childprocess import CommandLoop, Handler, Message
+from tenantgpu.kamaji.host import ControlPlaneInstance
+from tenantgpu.kamaji.inprocess import InProcessHost
+
+log = logging.getLogger(__name__)
+
+# A process of the previous run that is still shutting down (its lab was killed) holds the store a little
+# longer; the new one waits for it rather than write beside it.
+_STORE_LOCK_TIMEOUT = 30.0
+
+
+def lock_store(path: Path, timeout: float = _STORE_LOCK_TIMEOUT) -> int:
+    """Hold `<store>.lock` for as long as this process lives; the kernel drops it when the process dies."""
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise RuntimeError(f"the datastore {path} is held by another process") from None
+            time.sleep(0.05)
+
+
+class HostCommands:
+    """The ops of one control-plane process, each answered from its `InProcessHost`."""
+
+    def __init__(self, host: InProcessHost) -> None:
+        self.host = host
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "start": self.start,
+            "stop_instance": self.stop,
+            "start_konnectivity": self.start_konnectivity,
+            "stop_konnectivity": self.stop_konnectivity,
+            "purge": self.purge,
+            "trust": self.trust,
+        }
+
+    async def start(self, command: Message, _: Callable[[Message], None]) -> Message:
+        running = await self.host.start(ControlPlaneInstance.from_json(command["instance"]))
+        return {"port": running.port, "konnectivity_port": running.konnectivity_port}
+
+    async def stop(self, command: Message, _: Callable[[Message], None]) -> Message:
+        await self.host.stop(str(command["key"]))
+        return {}
+
+    async def start_konnectivity(self, command: Message, _: Callable[[Message], None]) -> Message:
+        return {"port": await self.host.start_konnectivity(str(command["key"]), int(command["port"]))}
+
+    async def stop_konnectivity(self, command: Message, _: Callable[[Message], None]) -> Message:
+        await self.host.stop_konnectivity(str(command["key"]))
+        return {}
+
+    async def purge(self, command: Message, _: Callable[[Message], None]) -> Message:
+        await self.host.purge(str(command["schema"]))
+        return {}
+
+    async def trust(self, command: Message, _: Callable[[Message], None]) -> Message:
+        self.host.client_trust.add_ca(str(command["ca"]))
+        return {}
+
+
+async def serve(datastore_path: Path) -> None:
+    datastore = SQLiteDatastore(datastore_path)
+    host = InProcessHost(datastore, SharedClientTrust())
+    commands = CommandLoop(HostCommands(host).handlers())
+    collector = CollectorPolicy()
+    collector.start()
+    try:
+        await commands.run()
+    finally:
+        collector.stop()
+        await host.stop_all()
+        datastore.close()
+        commands.stopped()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m tenantgpu.kamaji.hostprocess", description=__doc__)
+    parser.add_argument("--datastore", type=Path, required=True, help="the SQLite file this process serves")
+    parser.add_argument("--name", default="datastore", help="the DataStore's name, for the logs")
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=args.log_level,
+        format=f"%(asctime)s %(levelname)s [{args.name}] %(name)s: %(message)s",
+    )
+    # Ctrl-C reaches the whole process group; the lab alone decides when its control planes stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from tenantgpu.lab.supervisor import tune_for_many_tenants
+
+    tune_for_many_tenants()
+    lock = lock_store(args.datastore)
+    try:
+        eventloop.run(serve(args.datastore))
+    finally:
+        os.close(lock)
+
+
+if __name__ == "__main__":
+    main()
