@@ -245,6 +245,7 @@ async def _load(
     summary["lab_processes"] = len(pids)
     summary["lab_cpu_ms_per_pod"] = round(sum(per_process), 2)
     summary["lab_cpu_ms_per_pod_by_process"] = [round(ms, 2) for ms in per_process]
+    summary["lab_process_roles"] = [process_role(p) for p in pids]
     if paced_pods:
         # Kubernetes measures its startup SLO under a steady pod creation rate, not a burst (its
         # density tests create pods at a fixed rate): this run shows the latency the pipeline
@@ -383,12 +384,25 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def lab_processes(pid: int) -> list[int]:
-    """The lab process and its worker processes (its children)."""
+    """The lab process and its children (worker and control-plane processes)."""
     children: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(OSError):
             children += [int(c) for c in (task / "children").read_text().split()]
     return [pid, *children]
+
+
+def process_role(pid: int) -> str:
+    """What a lab process serves, from its command line: the lab itself, workers, or a DataStore's tenants."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return "gone"
+    if "tenantgpu.lab.workerprocess" in argv:
+        return "workers"
+    if "tenantgpu.kamaji.hostprocess" in argv and "--name" in argv:
+        return argv[argv.index("--name") + 1]
+    return "lab"
 
 
 def _cpu_by_process(pids: list[int]) -> dict[int, float]:
@@ -454,7 +468,8 @@ def run(
             if profile:
                 # PROFILE=workers samples the first worker process instead of the API servers' process.
                 lab_pids = lab_processes(int((state / "lab.pid").read_text()))
-                target = lab_pids[-1] if os.environ.get("PROFILE") == "workers" else lab_pids[0]
+                workers = [p for p in lab_pids if process_role(p) == "workers"]
+                target = workers[0] if os.environ.get("PROFILE") == "workers" and workers else lab_pids[0]
                 profiler = _start_profiler(target, work / "profile.txt")
             names = [f"tenant-{t:02d}" for t in range(tenants)]
             pids = lab_processes(int((state / "lab.pid").read_text()))
@@ -504,8 +519,12 @@ def _print(result: dict[str, Any]) -> None:
         ("node locks left behind", str(result["leftover_node_locks"])),
         ("pods not Running at the end", json.dumps(result["not_running"]) if result["not_running"] else "none"),
         (
-            f"lab CPU per pod, {result['lab_processes']} processes (API servers; workers…)",
-            f"{result['lab_cpu_ms_per_pod']} ms ({' + '.join(map(str, result['lab_cpu_ms_per_pod_by_process']))})",
+            f"lab CPU per pod, {result['lab_processes']} processes",
+            f"{result['lab_cpu_ms_per_pod']} ms ("
+            + " + ".join(f"{role} {ms}" for role, ms in zip(result["lab_process_roles"],
+                                                             result["lab_cpu_ms_per_pod_by_process"],
+                                                             strict=True))
+            + ")",
         ),
         ("bench client CPU per pod (this process)", f"{result['bench_client_cpu_ms_per_pod']} ms"),
         ("tenantgpu up -d, this lab", f"{result['up_detached_bench_lab_s']} s"),
