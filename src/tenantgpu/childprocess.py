@@ -49,7 +49,10 @@ class ChildProcess:
     module: str
     args: list[str]
     log_hint: str = ""  # where the child's own log lines go, for error messages
+    # Called with the exit code when the child exits without having been asked to stop (it crashed).
+    on_exit: Callable[[int], None] | None = None
     process: asyncio.subprocess.Process | None = None
+    _stopping: bool = False
     _calls: dict[int, _Call] = field(default_factory=dict)
     _next_id: int = 0
     _reader: asyncio.Task[None] | None = None
@@ -129,6 +132,8 @@ class ChildProcess:
             for call in self._calls.values():
                 if not call.done.done():
                     call.done.set_exception(ChildError(f"{self.name} exited (code {code}){self._see_log()}"))
+            if not self._stopping and self.on_exit is not None:
+                self.on_exit(code)
 
     def _on_message(self, message: Message) -> None:
         if message.get("op") == "ready":
@@ -149,6 +154,7 @@ class ChildProcess:
         """Ask the child to shut down in order; kill it if it has not exited after `timeout` seconds."""
         if self.process is None:
             return
+        self._stopping = True
         with contextlib.suppress(ChildError, OSError):
             self.send({"op": "stop"})
         try:

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import os
+import signal
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -135,6 +136,31 @@ async def test_deleting_the_tenant_purges_its_keys_from_its_own_store(
                 break
             await asyncio.sleep(0.02)
     assert _keys(second, f"/{schema}/") == []
+
+
+async def test_a_crashed_control_plane_process_is_replaced_and_its_tenant_served_again(
+    plane: ManagementPlane,
+) -> None:
+    away = await _ready(plane, "away", "second")
+    admin = await _admin(plane, "away")
+    await asyncio.to_thread(_core(admin).create_namespace, _namespace("kept"))
+    assert isinstance(plane.host, DataStoreHosts)
+    (crashed,) = plane.host.pids
+    os.kill(crashed, signal.SIGKILL)
+    # The controller starts the tenant again in a new process, on the same endpoint, with its data.
+    async with asyncio.timeout(30):
+        while True:
+            pids = plane.host.pids
+            if pids and pids != [crashed]:
+                try:
+                    names = await asyncio.to_thread(_core(admin).list_namespace)
+                    break
+                except Exception:
+                    pass
+            await asyncio.sleep(0.05)
+    assert "kept" in {n.metadata.name for n in names.items}
+    again = await plane.client.get(model.TENANT_CONTROL_PLANES, "away", "default")
+    assert model.endpoint(again) == model.endpoint(away)
 
 
 async def test_the_control_plane_process_ends_with_the_management_plane(tmp_path: Path) -> None:

@@ -86,6 +86,10 @@ class TenantControlPlaneController:
             self._gone.pop(key, None)
         self._enqueue(key)
 
+    def requeue(self, key: str) -> None:
+        """Reconcile "<namespace>/<name>" again, e.g. after the process that served it was lost."""
+        self._enqueue(key)
+
     def _enqueue(self, key: str) -> None:
         if key in self._active:
             self._dirty.add(key)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -92,7 +93,10 @@ class DataStoreHosts:
         self._processes: dict[Path, ProcessHost] = {}
         self._spawning: dict[Path, asyncio.Lock] = {}
         self._where: dict[str, ControlPlaneHost] = {}
+        self._instances: dict[str, ControlPlaneInstance] = {}
         self._cas: list[str] = []
+        # Told "<namespace>/<name>" of each tenant whose process crashed, so its controller starts it again.
+        self.on_lost: Callable[[str], None] | None = None
 
     @property
     def pids(self) -> list[int]:
@@ -119,6 +123,7 @@ class DataStoreHosts:
             ["--datastore", str(path), "--name", path.stem, "--log-level", self.log_level],
             log_hint=self.log_hint,
         )
+        child.on_exit = lambda code: self._lost(path, code)
         try:
             await child.start(_START_TIMEOUT)
         except ChildError as err:
@@ -129,6 +134,24 @@ class DataStoreHosts:
             await host.trust(ca)
         log.info("DataStore %s: served by process %d", path, child.pid)
         return host
+
+    def _lost(self, path: Path, code: int) -> None:
+        """A control-plane process died under its tenants: forget it; the next start spawns a new one."""
+        host = self._processes.pop(path, None)
+        if host is None:
+            return
+        keys = [key for key, where in self._where.items() if where is host]
+        log.error(
+            "the control-plane process for %s exited (code %d); restarting its %d tenants",
+            path,
+            code,
+            len(keys),
+        )
+        for key in keys:
+            del self._where[key]
+            instance = self._instances.get(key)
+            if instance is not None and self.on_lost is not None:
+                self.on_lost(f"{instance.namespace}/{instance.name}")
 
     async def _trust(self, ca_pem: bytes) -> None:
         """Every server of the lab accepts every tenant's CA at the TLS layer (see SharedClientTrust)."""
@@ -148,6 +171,7 @@ class DataStoreHosts:
             # The tenant moved to another DataStore: it stops where it ran before.
             await previous.stop(instance.key)
         self._where[instance.key] = host
+        self._instances[instance.key] = instance
         return await host.start(instance)
 
     def _host_of(self, key: str) -> ControlPlaneHost:
@@ -156,6 +180,7 @@ class DataStoreHosts:
     async def stop(self, key: str) -> None:
         await self._host_of(key).stop(key)
         self._where.pop(key, None)
+        self._instances.pop(key, None)
 
     def running(self, key: str) -> RunningInstance | None:
         return self._host_of(key).running(key)
@@ -176,4 +201,5 @@ class DataStoreHosts:
         )
         self._processes.clear()
         self._where.clear()
+        self._instances.clear()
         await self.local.stop_all()

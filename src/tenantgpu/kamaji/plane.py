@@ -80,6 +80,8 @@ class ManagementPlane:
         else:
             self.host = local
         self.controller = TenantControlPlaneController(self._client, self.host, concurrency=self._concurrency)
+        if isinstance(self.host, DataStoreHosts):
+            self.host.on_lost = self.controller.requeue
         await self.controller.start()
         self.datastores = DataStoreController(self._client)
         await self.datastores.start()
