@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenantgpu.apiserver.gcpolicy import CollectorPolicy
+
 log = logging.getLogger(__name__)
 
 Message = dict[str, Any]
@@ -254,3 +256,27 @@ class CommandLoop:
 
     def stopped(self) -> None:
         self.send({"op": "stopped"})
+
+
+def prepare_child(label: str, log_level: str) -> None:
+    """The start of every child's `main`: its log lines carry its label, and Ctrl-C is the lab's to handle."""
+    logging.basicConfig(level=log_level, format=f"%(asctime)s %(levelname)s [{label}] %(name)s: %(message)s")
+    # Ctrl-C in the terminal reaches the whole process group; the lab alone decides when a child stops, so
+    # that it shuts down in order (worker processes drain their tunnels first).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from tenantgpu.lab.supervisor import tune_for_many_tenants
+
+    tune_for_many_tenants()
+
+
+async def serve_commands(handlers: dict[str, Handler], shutdown: Callable[[], Awaitable[None]]) -> None:
+    """Serve the lab's commands until it says stop or is gone, then shut down in order and say so."""
+    commands = CommandLoop(handlers)
+    collector = CollectorPolicy()
+    collector.start()
+    try:
+        await commands.run()
+    finally:
+        collector.stop()
+        await shutdown()
+        commands.stopped()

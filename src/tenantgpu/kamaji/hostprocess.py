@@ -18,16 +18,14 @@ import argparse
 import fcntl
 import logging
 import os
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from tenantgpu import eventloop
 from tenantgpu.apiserver.auth import SharedClientTrust
-from tenantgpu.apiserver.gcpolicy import CollectorPolicy
 from tenantgpu.apiserver.storage import SQLiteDatastore
-from tenantgpu.childprocess import CommandLoop, Handler, Message
+from tenantgpu.childprocess import Handler, Message, prepare_child, serve_commands
 from tenantgpu.kamaji.host import ControlPlaneInstance
 from tenantgpu.kamaji.inprocess import InProcessHost
 
@@ -96,16 +94,12 @@ class HostCommands:
 async def serve(datastore_path: Path) -> None:
     datastore = SQLiteDatastore(datastore_path)
     host = InProcessHost(datastore, SharedClientTrust())
-    commands = CommandLoop(HostCommands(host).handlers())
-    collector = CollectorPolicy()
-    collector.start()
-    try:
-        await commands.run()
-    finally:
-        collector.stop()
+
+    async def shutdown() -> None:
         await host.stop_all()
         datastore.close()
-        commands.stopped()
+
+    await serve_commands(HostCommands(host).handlers(), shutdown)
 
 
 def main() -> None:
@@ -114,15 +108,7 @@ def main() -> None:
     parser.add_argument("--name", default="datastore", help="the DataStore's name, for the logs")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args()
-    logging.basicConfig(
-        level=args.log_level,
-        format=f"%(asctime)s %(levelname)s [{args.name}] %(name)s: %(message)s",
-    )
-    # Ctrl-C reaches the whole process group; the lab alone decides when its control planes stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from tenantgpu.lab.supervisor import tune_for_many_tenants
-
-    tune_for_many_tenants()
+    prepare_child(args.name, args.log_level)
     lock = lock_store(args.datastore)
     try:
         eventloop.run(serve(args.datastore))

@@ -18,14 +18,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tenantgpu import eventloop
-from tenantgpu.apiserver.gcpolicy import CollectorPolicy
-from tenantgpu.childprocess import CommandLoop, Message
+from tenantgpu.childprocess import Message, prepare_child, serve_commands
 from tenantgpu.lab.process import LabError
 from tenantgpu.lab.spec import Lab, parse_lab
 from tenantgpu.lab.state import StateDir
@@ -85,15 +83,7 @@ class WorkerProcess:
 async def serve(state: StateDir) -> None:
     lab = parse_lab(state.lab_file.read_text(encoding="utf-8"), source=str(state.lab_file))
     process = WorkerProcess(state, lab)
-    commands = CommandLoop({"join": process.join})
-    collector = CollectorPolicy()
-    collector.start()
-    try:
-        await commands.run()
-    finally:
-        collector.stop()
-        await process.stop()
-        commands.stopped()
+    await serve_commands({"join": process.join}, process.stop)
 
 
 def main() -> None:
@@ -102,16 +92,7 @@ def main() -> None:
     parser.add_argument("--index", type=int, default=0, help="this process's number, for the logs")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args()
-    logging.basicConfig(
-        level=args.log_level,
-        format=f"%(asctime)s %(levelname)s [workers-{args.index}] %(name)s: %(message)s",
-    )
-    # Ctrl-C in the terminal reaches the whole process group; the supervisor alone decides when the
-    # workers stop, so they can drain their tunnels first.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from tenantgpu.lab.supervisor import tune_for_many_tenants
-
-    tune_for_many_tenants()
+    prepare_child(f"workers-{args.index}", args.log_level)
     eventloop.run(serve(StateDir.at(args.state_dir)))
 
 
