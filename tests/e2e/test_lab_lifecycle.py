@@ -194,6 +194,10 @@ def test_tenants_spread_over_datastores_each_served_by_its_own_process(lab: LabD
     assert lab.tcp("tenant-a")["status"]["storage"]["dataStoreName"] == "default"
     assert lab.tcp("tenant-b")["spec"]["dataStore"] == "datastore-1"
     assert lab.tcp("tenant-b")["status"]["storage"]["dataStoreName"] == "datastore-1"
+    assert {t["name"]: t["dataStore"] for t in _status(lab)["tenants"]} == {
+        "tenant-a": "default",
+        "tenant-b": "datastore-1",
+    }
     lab.kubectl(lab.tenant("tenant-b"), "create", "configmap", "where-am-i")
     second = lab.state / "datastores" / "datastore-1.sqlite"
     assert _keys(second, "where-am-i") and not _keys(lab.state / "datastore.sqlite", "where-am-i")

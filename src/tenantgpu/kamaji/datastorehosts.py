@@ -11,6 +11,7 @@ back where its data is.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -124,14 +125,18 @@ class DataStoreHosts:
             log_hint=self.log_hint,
         )
         child.on_exit = lambda code: self._lost(path, code)
+        host = ProcessHost(child)
         try:
             await child.start(_START_TIMEOUT)
-        except ChildError as err:
-            await child.stop(_STOP_TIMEOUT)
-            raise RuntimeError(str(err)) from None
-        host = ProcessHost(child)
-        for ca in self._cas:
-            await host.trust(ca)
+            for ca in self._cas:
+                await host.trust(ca)
+        except BaseException as err:
+            # Also when cancelled (the lab stopping): no process is left behind.
+            with contextlib.suppress(Exception):
+                await child.stop(_STOP_TIMEOUT)
+            if isinstance(err, ChildError | RuntimeError):
+                raise RuntimeError(str(err)) from None
+            raise
         log.info("DataStore %s: served by process %d", path, child.pid)
         return host
 

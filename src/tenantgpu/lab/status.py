@@ -44,6 +44,7 @@ async def _tenant_status(state: StateDir, tcp: Obj) -> Obj:
         "state": model.version_status(tcp) or "Unknown",
         "version": model.kubernetes_version(tcp),
         "endpoint": model.endpoint(tcp),
+        "dataStore": model.datastore_name(tcp),
         "kubeconfig": str(path) if path.exists() else None,
         "nodes": [],
         "pods": [],
