@@ -9,7 +9,6 @@ run in the supervisor's own event loop, as one process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 
@@ -101,9 +100,5 @@ class WorkerPool:
 
     async def stop(self) -> None:
         """Ask every worker process to stop its data planes (tunnels drain), then wait for it to exit."""
-        for child in self._children:
-            with contextlib.suppress(ChildError, OSError):
-                child.send({"op": "stop"})
-        for child in self._children:
-            await child.stop(_STOP_TIMEOUT)
+        await asyncio.gather(*(child.stop(_STOP_TIMEOUT) for child in self._children))
         self._children = []
