@@ -33,7 +33,7 @@ def _tenantgpu(*args: str, cwd: Path) -> float:
 
 
 def _rss_mib(pid: int) -> float:
-    """Resident memory of the lab process and its worker processes together."""
+    """Resident memory of the lab process and its children (worker and control-plane processes) together."""
     total = 0.0
     for member in [pid, *_children(pid)]:
         for line in Path(f"/proc/{member}/status").read_text().splitlines():
