@@ -274,6 +274,44 @@ def test_a_gpu_pod_goes_through_the_tunnelled_webhook_and_hami(lab: LabDir) -> N
     assert "CUDA_DEVICE_SM_LIMIT=30" in logs
 
 
+def test_a_crashed_control_plane_process_is_replaced_with_its_tunnel(lab: LabDir) -> None:
+    """tenant-b's control-plane process dies: the lab starts a new one on the same endpoint, the worker's
+    agent dials its konnectivity server again, and a GPU pod goes through the tunnelled webhook and HAMi."""
+    lab_pid = int((lab.state / "lab.pid").read_text())
+    (crashed,) = _children(lab_pid, "tenantgpu.kamaji.hostprocess")
+    endpoint = lab.tcp("tenant-b")["status"]["controlPlaneEndpoint"]
+    os.kill(crashed, signal.SIGKILL)
+    kubeconfig = lab.tenant("tenant-b")
+    # Until the agent has dialled the new konnectivity server, the webhook is unreachable and a GPU pod
+    # would fall back as failurePolicy Ignore says; `kubectl logs` goes through the same tunnel.
+    deadline = time.monotonic() + 30
+    tunnel_back = False
+    while time.monotonic() < deadline and not tunnel_back:
+        time.sleep(0.2)
+        listed = lab.kubectl(kubeconfig, "get", "pods", "-n", "kube-system", "-o", "name", check=False)
+        agents = [n for n in listed.stdout.split() if "konnectivity-agent" in n]
+        if listed.returncode == 0 and agents:
+            logs = lab.kubectl(kubeconfig, "logs", "-n", "kube-system", agents[0], check=False)
+            tunnel_back = logs.returncode == 0
+    assert tunnel_back, "the tunnel did not come back"
+    assert _children(lab_pid, "tenantgpu.kamaji.hostprocess") not in ([], [crashed])
+    manifest = lab.root / "after-crash.yaml"
+    manifest.write_text(GPU_POD.replace("name: gpu-pod", "name: after-crash"))
+    lab.kubectl(kubeconfig, "create", "-f", str(manifest))
+    pod: dict = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        pod = json.loads(lab.kubectl(kubeconfig, "get", "pod", "after-crash", "-o", "json").stdout)
+        if pod.get("status", {}).get("phase") in ("Running", "Failed"):
+            break
+        time.sleep(0.2)
+    assert pod.get("status", {}).get("phase") == "Running", pod.get("status")
+    # Mutated by HAMi's webhook, reached only through the tunnel the agent dialled again.
+    assert pod["spec"]["schedulerName"] == "hami-scheduler"
+    assert pod["metadata"]["annotations"]["hami.io/bind-phase"] == "success"
+    assert lab.tcp("tenant-b")["status"]["controlPlaneEndpoint"] == endpoint
+
+
 def test_second_up_on_a_running_lab_exits_1(lab: LabDir) -> None:
     again = lab.tenantgpu("up", "-d")
     assert again.returncode == 1
