@@ -21,7 +21,7 @@ import yaml
 from tenantgpu.childprocess import ChildError, ChildProcess
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.datastorehosts import DataStoreHosts, sqlite_path
-from tenantgpu.kamaji.host import ControlPlaneInstance
+from tenantgpu.kamaji.host import CLEANUP_PRIOR_MIGRATION, ControlPlaneInstance, TenantData
 from tenantgpu.kamaji.hostprocess import lock_store
 from tenantgpu.kamaji.pki import KeyPair
 from tenantgpu.kamaji.plane import ManagementPlane
@@ -161,6 +161,80 @@ async def test_a_crashed_control_plane_process_is_replaced_and_its_tenant_served
     assert "kept" in {n.metadata.name for n in names.items}
     again = await plane.client.get(model.TENANT_CONTROL_PLANES, "away", "default")
     assert model.endpoint(again) == model.endpoint(away)
+
+
+async def _settled(plane: ManagementPlane, name: str) -> Obj:
+    """The TCP once the controller has reconciled its latest spec."""
+    async with asyncio.timeout(20):
+        while True:
+            tcp = await plane.client.get(model.TENANT_CONTROL_PLANES, name, "default")
+            status = tcp.get("status") or {}
+            if status.get("observedGeneration") == tcp["metadata"].get("generation") and (
+                model.version_status(tcp) == "Ready"
+            ):
+                return tcp
+            await asyncio.sleep(0.02)
+
+
+async def test_changing_the_datastore_migrates_the_tenant_and_leaves_the_source_copy(
+    plane: ManagementPlane, tmp_path: Path
+) -> None:
+    before = await _ready(plane, "mover", "default")
+    admin = await _admin(plane, "mover")
+    carried = await asyncio.to_thread(_core(admin).create_namespace, _namespace("carried"))
+    await plane.client.patch(
+        model.TENANT_CONTROL_PLANES, "mover", {"spec": {"dataStore": "second"}}, "default"
+    )
+    after = await _settled(plane, "mover")
+    assert after["status"]["storage"]["dataStoreName"] == "second"
+    assert model.endpoint(after) == model.endpoint(before)
+    # The tenant's objects are served from the new store, with revisions above every one it had before.
+    names = {n.metadata.name: n for n in (await asyncio.to_thread(_core(admin).list_namespace)).items}
+    assert "carried" in names
+    assert int(names["carried"].metadata.resource_version) > int(carried.metadata.resource_version)
+    second = tmp_path / "stores" / "second.sqlite"
+    assert _keys(second, "carried")
+    # As in Kamaji, the source keeps its copy.
+    assert _keys(tmp_path / "datastore.sqlite", "carried")
+    config = await plane.client.get(model.SECRETS, "mover-datastore-config", "default")
+    assert base64.b64decode(config["data"]["DB_CONNECTION_STRING"]).decode() == f"sqlite://{second}"
+    # New writes land in the new store.
+    await asyncio.to_thread(_core(admin).create_namespace, _namespace("after-move"))
+    assert _keys(second, "after-move") and not _keys(tmp_path / "datastore.sqlite", "after-move")
+
+
+async def test_a_migration_onto_a_store_holding_the_schema_waits_for_the_cleanup_annotation(
+    plane: ManagementPlane, tmp_path: Path
+) -> None:
+    tcp = await _ready(plane, "stayer", "default")
+    schema = model.datastore_schema(tcp)
+    second = f"sqlite://{tmp_path}/stores/second.sqlite"
+    assert isinstance(plane.host, DataStoreHosts)
+    stale = TenantData(0, [(f"/{schema}/stale", b'{"kind": "Leftover"}')])
+    await plane.host.import_tenant(schema, stale, wipe=False, datastore=second)
+    admin = await _admin(plane, "stayer")
+    await asyncio.to_thread(_core(admin).create_namespace, _namespace("mine"))
+
+    await plane.client.patch(
+        model.TENANT_CONTROL_PLANES, "stayer", {"spec": {"dataStore": "second"}}, "default"
+    )
+    refused = await _settled(plane, "stayer")
+    # Nothing is lost or overwritten: the tenant goes on serving from where its data is.
+    assert refused["status"]["storage"]["dataStoreName"] == "default"
+    assert "mine" in {n.metadata.name for n in (await asyncio.to_thread(_core(admin).list_namespace)).items}
+    assert _keys(tmp_path / "stores" / "second.sqlite", f"/{schema}/stale")
+
+    await plane.client.patch(
+        model.TENANT_CONTROL_PLANES,
+        "stayer",
+        {"metadata": {"annotations": {CLEANUP_PRIOR_MIGRATION: "true"}}},
+        "default",
+    )
+    async with asyncio.timeout(20):
+        while (await _settled(plane, "stayer"))["status"]["storage"]["dataStoreName"] != "second":
+            await asyncio.sleep(0.05)
+    assert "mine" in {n.metadata.name for n in (await asyncio.to_thread(_core(admin).list_namespace)).items}
+    assert not _keys(tmp_path / "stores" / "second.sqlite", f"/{schema}/stale")
 
 
 async def test_the_control_plane_process_ends_with_the_management_plane(tmp_path: Path) -> None:

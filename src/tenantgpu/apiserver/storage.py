@@ -16,7 +16,7 @@ import contextlib
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -77,6 +77,8 @@ class Datastore(Protocol):
     async def delete(self, key: str, expected_revision: int, committed: Committed | None = None) -> int: ...
 
     async def delete_prefix(self, prefix: str) -> int: ...
+
+    async def restore(self, items: Sequence[tuple[str, Encoder]], floor: int) -> int: ...
 
     async def settled(self) -> bool:
         """Returns once every write issued so far is committed (and its `committed` callback ran);
@@ -270,6 +272,24 @@ class SQLiteDatastore:
         return await self._acknowledged(
             self._delete_where("key >= ? AND key < ?", (prefix, _prefix_end(prefix))), None
         )
+
+    async def restore(self, items: Sequence[tuple[str, Encoder]], floor: int) -> int:
+        """Write keys copied from another store (a tenant migrating here), each at a new revision above
+        `floor`, so that revisions its clients saw in the old store stay behind every new one."""
+        # All or nothing: the transaction is shared with this loop turn's other writes, so check first.
+        for key, _ in items:
+            if self._current(key) is not None:
+                raise KeyExists(key)
+        self._transaction()
+        self._revision = max(self._revision, floor)
+        for key, encode in items:
+            revision = self._revision + 1
+            self._db.execute(
+                "INSERT INTO kv (key, value, revision) VALUES (?, ?, ?)", (key, encode(revision), revision)
+            )
+            self._revision = revision
+        self._db.execute("UPDATE meta SET revision = ? WHERE id = 1", (self._revision,))
+        return await self._acknowledged(self._revision, None)
 
     def close(self) -> None:
         self._commit()

@@ -16,9 +16,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tenantgpu.childprocess import ChildError, ChildProcess
-from tenantgpu.kamaji.host import ControlPlaneHost, ControlPlaneInstance, RunningInstance
+from tenantgpu.kamaji.host import (
+    ControlPlaneHost,
+    ControlPlaneInstance,
+    MigrationError,
+    RunningInstance,
+    TenantData,
+)
 from tenantgpu.kamaji.inprocess import InProcessHost
 
 log = logging.getLogger(__name__)
@@ -70,10 +77,19 @@ class ProcessHost:
     async def purge(self, schema: str, datastore: str = "") -> None:
         await self._call("purge", schema=schema)
 
+    async def export_tenant(self, schema: str, datastore: str = "") -> TenantData:
+        return TenantData.from_json(await self._call("export_tenant", schema=schema))
+
+    async def import_tenant(self, schema: str, data: TenantData, *, wipe: bool, datastore: str = "") -> None:
+        try:
+            await self.child.call("import_tenant", schema=schema, data=data.to_json(), wipe=wipe)
+        except ChildError as err:
+            raise MigrationError(str(err)) from None
+
     async def trust(self, ca_pem: str) -> None:
         await self._call("trust", ca=ca_pem)
 
-    async def _call(self, op: str, **fields: object) -> dict[str, object]:
+    async def _call(self, op: str, **fields: object) -> dict[str, Any]:
         try:
             return await self.child.call(op, **fields)
         except ChildError as err:
@@ -198,6 +214,12 @@ class DataStoreHosts:
 
     async def purge(self, schema: str, datastore: str = "") -> None:
         await (await self._host_for(datastore)).purge(schema, datastore)
+
+    async def export_tenant(self, schema: str, datastore: str = "") -> TenantData:
+        return await (await self._host_for(datastore)).export_tenant(schema, datastore)
+
+    async def import_tenant(self, schema: str, data: TenantData, *, wipe: bool, datastore: str = "") -> None:
+        await (await self._host_for(datastore)).import_tenant(schema, data, wipe=wipe, datastore=datastore)
 
     async def stop_all(self) -> None:
         """Stop every control plane: the other processes first shut down their API servers, then exit."""

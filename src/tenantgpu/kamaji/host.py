@@ -46,6 +46,32 @@ class ControlPlaneInstance:
         return cls(**{**data, **pairs})
 
 
+# Kamaji's annotation: a migration may replace what the target DataStore already holds for the schema.
+CLEANUP_PRIOR_MIGRATION = "kamaji.clastix.io/cleanup-prior-migration"
+
+
+class MigrationError(Exception):
+    """A tenant's data could not be moved to its new DataStore; it stays where it was."""
+
+
+@dataclass(frozen=True)
+class TenantData:
+    """A tenant's keys as a migration carries them, with the source store's revision at the time."""
+
+    revision: int
+    rows: list[tuple[str, bytes]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "revision": self.revision,
+            "rows": [[key, base64.b64encode(value).decode()] for key, value in self.rows],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TenantData:
+        return cls(int(data["revision"]), [(key, base64.b64decode(value)) for key, value in data["rows"]])
+
+
 @dataclass(frozen=True)
 class RunningInstance:
     """What the host reports about a started instance: where it listens."""
@@ -77,4 +103,13 @@ class ControlPlaneHost(Protocol):
 
     async def purge(self, schema: str, datastore: str = "") -> None:
         """Delete every key under the tenant's prefix in that DataStore (empty: the host's own store)."""
+        ...
+
+    async def export_tenant(self, schema: str, datastore: str = "") -> TenantData:
+        """Read every key under the tenant's prefix in that DataStore (a migration's source)."""
+        ...
+
+    async def import_tenant(self, schema: str, data: TenantData, *, wipe: bool, datastore: str = "") -> None:
+        """Write a migrating tenant's keys into that DataStore; MigrationError if it holds the schema already
+        (unless `wipe`)."""
         ...

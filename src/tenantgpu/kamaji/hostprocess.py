@@ -8,8 +8,9 @@ use more than one core. The lab's `DataStoreHosts` drives it with JSON lines (se
     {"id": 1, "op": "start", "instance": {...}}        -> {"id": 1, "ok": true, "result": {"port": ..., "konnectivity_port": ...}}
     {"id": 2, "op": "start_konnectivity", "key": "<uid>", "port": 0}   -> result {"port": ...}
     {"id": 3, "op": "stop_instance" | "stop_konnectivity", "key": "<uid>"}
-    {"id": 4, "op": "purge", "schema": "<prefix>"}
-    {"id": 5, "op": "trust", "ca": "<PEM>"}      another tenant's CA: its certificates get 401, not a TLS error
+    {"id": 4, "op": "purge" | "export_tenant", "schema": "<prefix>"}     export: result {"revision", "rows"}
+    {"id": 5, "op": "import_tenant", "schema": "<prefix>", "data": {"revision", "rows"}, "wipe": false}
+    {"id": 6, "op": "trust", "ca": "<PEM>"}      another tenant's CA: its certificates get 401, not a TLS error
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tenantgpu import eventloop
 from tenantgpu.apiserver.auth import SharedClientTrust
 from tenantgpu.apiserver.storage import SQLiteDatastore
 from tenantgpu.childprocess import Handler, Message, prepare_child, serve_commands
-from tenantgpu.kamaji.host import ControlPlaneInstance
+from tenantgpu.kamaji.host import ControlPlaneInstance, TenantData
 from tenantgpu.kamaji.inprocess import InProcessHost
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ class HostCommands:
             "start_konnectivity": self.start_konnectivity,
             "stop_konnectivity": self.stop_konnectivity,
             "purge": self.purge,
+            "export_tenant": self.export_tenant,
+            "import_tenant": self.import_tenant,
             "trust": self.trust,
         }
 
@@ -84,6 +87,14 @@ class HostCommands:
 
     async def purge(self, command: Message, _: Callable[[Message], None]) -> Message:
         await self.host.purge(str(command["schema"]))
+        return {}
+
+    async def export_tenant(self, command: Message, _: Callable[[Message], None]) -> Message:
+        return (await self.host.export_tenant(str(command["schema"]))).to_json()
+
+    async def import_tenant(self, command: Message, _: Callable[[Message], None]) -> Message:
+        data = TenantData.from_json(command["data"])
+        await self.host.import_tenant(str(command["schema"]), data, wipe=bool(command.get("wipe")))
         return {}
 
     async def trust(self, command: Message, _: Callable[[Message], None]) -> Message:

@@ -6,18 +6,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from ssl import SSLContext
 from typing import Any
 
 from tenantgpu.apiserver import errors as api_errors
+from tenantgpu.apiserver import jsoncodec
 from tenantgpu.apiserver.auth import SharedClientTrust
 from tenantgpu.apiserver.hooks import Egress, NoEgress
 from tenantgpu.apiserver.pki import CertificateAuthority, ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import Datastore
 from tenantgpu.controlplane.manager import ControlPlaneServices
-from tenantgpu.kamaji.host import ControlPlaneInstance, RunningInstance
+from tenantgpu.kamaji.host import (
+    CLEANUP_PRIOR_MIGRATION,
+    ControlPlaneInstance,
+    MigrationError,
+    RunningInstance,
+    TenantData,
+)
 from tenantgpu.konnectivity import ProxyServer
 from tenantgpu.kubeclient import KubeClient, KubeConfig
 from tenantgpu.node.logsource import KubeletLogSource
@@ -48,6 +56,22 @@ class _Running:
     services_task: asyncio.Task[None] | None = None
     proxy: ProxyServer | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _at_revision(value: bytes) -> Callable[[int], bytes]:
+    """An object copied to another store carries the revision it gets there as its resourceVersion."""
+
+    def render(revision: int) -> bytes:
+        try:
+            obj = jsoncodec.loads(value)
+        except ValueError:
+            return value
+        if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+            return value
+        obj["metadata"]["resourceVersion"] = str(revision)
+        return jsoncodec.dumps(obj)
+
+    return render
 
 
 def key_prefix(schema: str) -> str:
@@ -207,6 +231,23 @@ class InProcessHost:
         if not schema:
             return
         await self.datastore.delete_prefix(f"/{key_prefix(schema)}/")
+
+    async def export_tenant(self, schema: str, datastore: str = "") -> TenantData:
+        """Every key of the tenant, and the store's revision (a migration's source)."""
+        rows = await self.datastore.range(f"/{key_prefix(schema)}/")
+        return TenantData(self.datastore.revision, [(kv.key, kv.value) for kv in rows])
+
+    async def import_tenant(self, schema: str, data: TenantData, *, wipe: bool, datastore: str = "") -> None:
+        """Take a migrating tenant's keys (a migration's target); its API server must not run here yet."""
+        prefix = f"/{key_prefix(schema)}/"
+        if await self.datastore.range(prefix):
+            if not wipe:
+                raise MigrationError(
+                    f"the target DataStore already holds schema {schema!r}; "
+                    f"annotate the TenantControlPlane {CLEANUP_PRIOR_MIGRATION}=true to replace it"
+                )
+            await self.datastore.delete_prefix(prefix)
+        await self.datastore.restore([(key, _at_revision(value)) for key, value in data.rows], data.revision)
 
     async def stop_all(self) -> None:
         for key in list(self._running):

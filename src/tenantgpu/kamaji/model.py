@@ -97,6 +97,11 @@ def datastore_name(tcp: Obj) -> str:
     return str(_get(tcp, "spec", "dataStore") or DEFAULT_DATASTORE)
 
 
+def current_datastore_name(tcp: Obj) -> str:
+    """The DataStore the tenant's data is in now (`status.storage.dataStoreName`); empty before the first."""
+    return str(_get(tcp, "status", "storage", "dataStoreName") or "")
+
+
 def datastore_endpoint(store: Obj) -> str:
     """A DataStore's first endpoint (`sqlite://<path>` for the lab's own driver)."""
     endpoints = (store.get("spec") or {}).get("endpoints") or [""]

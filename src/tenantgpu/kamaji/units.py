@@ -8,16 +8,26 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from tenantgpu.kamaji import model, pki
-from tenantgpu.kamaji.host import ControlPlaneHost, ControlPlaneInstance, RunningInstance
+from tenantgpu.kamaji.host import (
+    CLEANUP_PRIOR_MIGRATION,
+    ControlPlaneHost,
+    ControlPlaneInstance,
+    MigrationError,
+    RunningInstance,
+)
 from tenantgpu.kamaji.kubeconfig import admin_kubeconfig, current_cluster, dump_kubeconfig
 from tenantgpu.kamaji.model import Obj, TenantRef
 from tenantgpu.kubeclient import ApiError, KubeClient
 
 _LAST_UPDATE = "kamaji.clastix.io/last-update"
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -313,16 +323,58 @@ class DataStoreUnit:
                 raise
             r.failure = f'DataStore "{name}" not found'
             return
+        previous = model.current_datastore_name(r.tcp)
+        if previous and previous != name:
+            store = await self._migrate(r, previous, store)
         r.datastore = store
         schema = model.datastore_schema(r.tcp)
         r.set_status(
             "storage",
             {
-                "driver": (store.get("spec") or {}).get("driver", model.DEFAULT_DRIVER),
-                "dataStoreName": name,
+                "driver": _driver(store),
+                "dataStoreName": store["metadata"]["name"],
                 "setup": {"schema": schema, "user": schema},
             },
         )
+
+    @staticmethod
+    async def _migrate(r: Reconciliation, previous: str, target: Obj) -> Obj:
+        """Kamaji's live migration: `spec.dataStore` changed, so the tenant's keys move to the new store
+        (same driver only; the source keeps its copy). Returns the store the tenant is served from."""
+        try:
+            source = await r.client.get(model.DATASTORES, previous)
+        except ApiError as err:
+            if err.code != 404:
+                raise
+            return target  # the old store is gone: there is nothing left to carry over
+        ref, schema = r.ref, model.datastore_schema(r.tcp)
+        if _driver(source) != _driver(target):
+            log.warning(
+                "tcp %s: DataStore %s is %s, %s is %s: Kamaji migrates only between stores of one driver",
+                ref.key, previous, _driver(source), target["metadata"]["name"], _driver(target),
+            )  # fmt: skip
+            return source
+        wipe = (r.tcp["metadata"].get("annotations") or {}).get(CLEANUP_PRIOR_MIGRATION) == "true"
+        to, source_at = model.datastore_endpoint(target), model.datastore_endpoint(source)
+        try:
+            # Checked before the tenant is stopped, so a refused migration does not take it down.
+            if not wipe and (await r.host.export_tenant(schema, to)).rows:
+                raise MigrationError(
+                    f"the target DataStore already holds schema {schema!r}; "
+                    f"annotate the TenantControlPlane {CLEANUP_PRIOR_MIGRATION}=true to replace it"
+                )
+            # The tenant is frozen while its keys move: its API server stops, and starts on the new store.
+            await r.host.stop(ref.uid)
+            data = await r.host.export_tenant(schema, source_at)
+            await r.host.import_tenant(schema, data, wipe=wipe, datastore=to)
+        except MigrationError as err:
+            log.warning("tcp %s: not migrated to DataStore %s: %s", ref.key, target["metadata"]["name"], err)
+            return source
+        log.info(
+            "tcp %s: migrated %d keys from DataStore %s to %s",
+            ref.key, len(data.rows), previous, target["metadata"]["name"],
+        )  # fmt: skip
+        return target
 
     async def clean_up(self, r: Reconciliation) -> None:
         store = r.datastore
@@ -331,6 +383,10 @@ class DataStoreUnit:
                 store = await r.client.get(model.DATASTORES, model.datastore_name(r.tcp))
         endpoint = "" if store is None else model.datastore_endpoint(store)
         await r.host.purge(model.datastore_schema(r.tcp), endpoint)
+
+
+def _driver(store: Obj) -> str:
+    return str((store.get("spec") or {}).get("driver", model.DEFAULT_DRIVER))
 
 
 class DataStoreConfigUnit(SecretUnit):
