@@ -356,6 +356,8 @@ class DataStoreUnit:
             return source
         wipe = (r.tcp["metadata"].get("annotations") or {}).get(CLEANUP_PRIOR_MIGRATION) == "true"
         to, source_at = model.datastore_endpoint(target), model.datastore_endpoint(source)
+        if to == source_at:
+            return target  # two names for one store: the data is already there
         try:
             # Checked before the tenant is stopped, so a refused migration does not take it down.
             if not wipe and (await r.host.export_tenant(schema, to)).rows:
