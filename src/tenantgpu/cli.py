@@ -231,6 +231,22 @@ class LabConflict(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True, file=file)
 
 
+def _hand_to_lab(value: str | None, env: str, what: str) -> None:
+    """Check a process-count option in the caller's terminal (a bad one is exit 2 here), then hand it to
+    the lab process through the environment, which the detached lab inherits."""
+    if value is None:
+        return
+    import os
+
+    from tenantgpu.lab.process import LabError, process_setting
+
+    try:
+        process_setting(value, env, what)
+    except LabError as err:
+        raise UserError(str(err)) from None
+    os.environ[env] = value
+
+
 _STATE_DIR = click.option(
     "--state-dir",
     default=".tenantgpu",
@@ -282,26 +298,11 @@ def up(
     from tenantgpu.lab.state import StateDir
 
     state = StateDir.at(state_dir)
-    if worker_processes is not None:
-        import os
+    from tenantgpu.lab.datastores import CONTROL_PLANE_PROCESSES_ENV
+    from tenantgpu.lab.workerpool import WORKER_PROCESSES_ENV
 
-        from tenantgpu.lab.workerpool import WORKER_PROCESSES_ENV, worker_process_count
-
-        try:
-            worker_process_count(worker_processes, 1, 1)
-        except process.LabError as err:
-            raise UserError(str(err)) from None
-        os.environ[WORKER_PROCESSES_ENV] = worker_processes  # the detached lab process inherits it
-    if control_plane_processes is not None:
-        import os
-
-        from tenantgpu.lab.datastores import CONTROL_PLANE_PROCESSES_ENV, control_plane_process_count
-
-        try:
-            control_plane_process_count(control_plane_processes, 2)
-        except process.LabError as err:
-            raise UserError(str(err)) from None
-        os.environ[CONTROL_PLANE_PROCESSES_ENV] = control_plane_processes
+    _hand_to_lab(worker_processes, WORKER_PROCESSES_ENV, "worker processes")
+    _hand_to_lab(control_plane_processes, CONTROL_PLANE_PROCESSES_ENV, "control-plane processes")
     if ready_fd is not None:
         _run_lab_child(state_dir, lab_file, ready_fd)
         return

@@ -54,6 +54,14 @@ class MigrationError(Exception):
     """A tenant's data could not be moved to its new DataStore; it stays where it was."""
 
 
+def schema_taken(schema: str) -> MigrationError:
+    """The target DataStore already holds the tenant's schema, and nothing said to replace it."""
+    return MigrationError(
+        f"the target DataStore already holds schema {schema!r}; "
+        f"annotate the TenantControlPlane {CLEANUP_PRIOR_MIGRATION}=true to replace it"
+    )
+
+
 @dataclass(frozen=True)
 class TenantData:
     """A tenant's keys as a migration carries them, with the source store's revision at the time."""

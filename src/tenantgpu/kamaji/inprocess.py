@@ -20,11 +20,10 @@ from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import Datastore
 from tenantgpu.controlplane.manager import ControlPlaneServices
 from tenantgpu.kamaji.host import (
-    CLEANUP_PRIOR_MIGRATION,
     ControlPlaneInstance,
-    MigrationError,
     RunningInstance,
     TenantData,
+    schema_taken,
 )
 from tenantgpu.konnectivity import ProxyServer
 from tenantgpu.kubeclient import KubeClient, KubeConfig
@@ -242,10 +241,7 @@ class InProcessHost:
         prefix = f"/{key_prefix(schema)}/"
         if await self.datastore.range(prefix):
             if not wipe:
-                raise MigrationError(
-                    f"the target DataStore already holds schema {schema!r}; "
-                    f"annotate the TenantControlPlane {CLEANUP_PRIOR_MIGRATION}=true to replace it"
-                )
+                raise schema_taken(schema)
             await self.datastore.delete_prefix(prefix)
         await self.datastore.restore([(key, _at_revision(value)) for key, value in data.rows], data.revision)
 

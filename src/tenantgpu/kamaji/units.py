@@ -19,6 +19,7 @@ from tenantgpu.kamaji.host import (
     ControlPlaneInstance,
     MigrationError,
     RunningInstance,
+    schema_taken,
 )
 from tenantgpu.kamaji.kubeconfig import admin_kubeconfig, current_cluster, dump_kubeconfig
 from tenantgpu.kamaji.model import Obj, TenantRef
@@ -361,10 +362,7 @@ class DataStoreUnit:
         try:
             # Checked before the tenant is stopped, so a refused migration does not take it down.
             if not wipe and (await r.host.export_tenant(schema, to)).rows:
-                raise MigrationError(
-                    f"the target DataStore already holds schema {schema!r}; "
-                    f"annotate the TenantControlPlane {CLEANUP_PRIOR_MIGRATION}=true to replace it"
-                )
+                raise schema_taken(schema)
             # The tenant is frozen while its keys move: its API server stops, and starts on the new store.
             await r.host.stop(ref.uid)
             data = await r.host.export_tenant(schema, source_at)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 
 from tenantgpu.kamaji import model
+from tenantgpu.lab.process import process_setting
 from tenantgpu.lab.state import StateDir
-from tenantgpu.lab.workerpool import process_setting
 
 CONTROL_PLANE_PROCESSES_ENV = "TENANTGPU_CONTROL_PLANE_PROCESSES"
 # A control-plane process costs about half a second of start-up; smaller labs (the seed lab has two

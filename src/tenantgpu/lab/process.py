@@ -27,6 +27,20 @@ class LabError(Exception):
     """The lab could not be started or stopped; the message is one line for the user."""
 
 
+def process_setting(setting: str | None, env: str, what: str) -> int | None:
+    """A process count from the command line or the environment: a number, or None for `auto`."""
+    value = (setting or os.environ.get(env) or "auto").strip().lower()
+    if value == "auto":
+        return None
+    try:
+        wanted = int(value)
+    except ValueError:
+        raise LabError(f"{what}: expected a number or auto, got {value!r}") from None
+    if wanted < 0:
+        raise LabError(f"{what}: expected 0 or more, got {wanted}")
+    return wanted
+
+
 class LabAlreadyRunning(LabError):
     pass
 

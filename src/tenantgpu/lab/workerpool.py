@@ -13,7 +13,7 @@ import logging
 import os
 
 from tenantgpu.childprocess import ChildError, ChildProcess
-from tenantgpu.lab.process import LabError, Progress, ProgressSink
+from tenantgpu.lab.process import LabError, Progress, ProgressSink, process_setting
 from tenantgpu.lab.state import StateDir
 
 log = logging.getLogger(__name__)
@@ -24,20 +24,6 @@ WORKER_PROCESSES_ENV = "TENANTGPU_WORKER_PROCESSES"
 AUTO_MIN_WORKER_NODES = 3
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 30.0
-
-
-def process_setting(setting: str | None, env: str, what: str) -> int | None:
-    """A process count from the command line or the environment: a number, or None for `auto`."""
-    value = (setting or os.environ.get(env) or "auto").strip().lower()
-    if value == "auto":
-        return None
-    try:
-        wanted = int(value)
-    except ValueError:
-        raise LabError(f"{what}: expected a number or auto, got {value!r}") from None
-    if wanted < 0:
-        raise LabError(f"{what}: expected 0 or more, got {wanted}")
-    return wanted
 
 
 def worker_process_count(setting: str | None, tenants_with_workers: int, worker_nodes: int) -> int:
