@@ -291,33 +291,43 @@ def up(
 
     On an existing state directory, resume the same lab (tenants, certificates, objects).
     """
-    from rich.console import Console
-
-    from tenantgpu.lab import display, process
-    from tenantgpu.lab.spec import LabSpecError, load_lab
+    from tenantgpu.lab import process
     from tenantgpu.lab.state import StateDir
 
     state = StateDir.at(state_dir)
-    from tenantgpu.lab.datastores import CONTROL_PLANE_PROCESSES_ENV
-    from tenantgpu.lab.workerpool import WORKER_PROCESSES_ENV
-
-    _hand_to_lab(worker_processes, WORKER_PROCESSES_ENV, "worker processes")
-    _hand_to_lab(control_plane_processes, CONTROL_PLANE_PROCESSES_ENV, "control-plane processes")
+    _hand_to_lab(worker_processes, process.WORKER_PROCESSES_ENV, "worker processes")
+    _hand_to_lab(control_plane_processes, process.CONTROL_PLANE_PROCESSES_ENV, "control-plane processes")
     if ready_fd is not None:
         _run_lab_child(state_dir, lab_file, ready_fd)
         return
+    try:
+        # Detached, the lab process starts first: it imports the lab while this process checks the file.
+        launch = process.DetachedLab(state, lab_file) if detach else None
+    except process.LabError as err:
+        raise LabConflict(str(err)) from None
+    from rich.console import Console
+
+    from tenantgpu.lab import display
+    from tenantgpu.lab.spec import LabSpecError, load_lab
+
     console = Console()
     try:
+        if launch is not None:
+            try:
+                if lab_file is not None:
+                    load_lab(lab_file)  # a broken file is exit 2 here, and the lab process starts nothing
+            except BaseException:
+                launch.abort()
+                raise
+            with display.ProgressView(console) as view:
+                endpoints = launch.run(view)
+            display.print_summary(console, state, endpoints, detached=True)
+            return
         pid = state.running_pid()
         if pid is not None:
             raise LabConflict(process.already_running_message(state, pid))
         if lab_file is not None:
             load_lab(lab_file)  # a broken file is exit 2 here, in the caller's terminal
-        if detach:
-            with display.ProgressView(console) as view:
-                endpoints = process.start_detached(state, lab_file, view)
-            display.print_summary(console, state, endpoints, detached=True)
-            return
         from tenantgpu.lab import supervisor
 
         lab = supervisor.resolve_lab(state, lab_file)
@@ -344,6 +354,8 @@ def _run_lab_child(state_dir: str, lab_file: str | None, ready_fd: int) -> None:
     from tenantgpu.lab.state import StateDir
 
     state = StateDir.at(state_dir)
+    if not process.await_go_ahead(state):
+        return  # the caller found the lab file broken, or went away: nothing was started
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     reporter = process.PipeReporter(ready_fd)
     try:

@@ -1,10 +1,19 @@
 """The lab commands answer a user's mistakes with one line, never a traceback."""
 
+import subprocess
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from tenantgpu.cli import main
+from tenantgpu.lab.process import DetachedLab
+from tenantgpu.lab.state import StateDir
+
+
+def _lab_processes(state_dir: Path) -> list[str]:
+    """Command lines of lab processes serving this state directory."""
+    found = subprocess.run(["pgrep", "-af", f"--state-dir {state_dir}"], capture_output=True, text=True)
+    return [line for line in found.stdout.splitlines() if "tenantgpu" in line and "pgrep" not in line]
 
 
 def test_kubeconfig_of_an_unknown_tenant_is_a_user_error(tmp_path: Path) -> None:
@@ -32,6 +41,17 @@ def test_up_with_a_broken_lab_file_names_the_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert f"{lab}:4" in result.output
     assert "Traceback" not in result.output
+    # The lab process, started while the file was checked, went without creating anything.
+    assert not (tmp_path / "s").exists()
+    assert _lab_processes(tmp_path / "s") == []
+
+
+def test_a_detached_lab_let_go_before_the_go_ahead_starts_nothing(tmp_path: Path) -> None:
+    state = StateDir.at(tmp_path / "lab")
+    launch = DetachedLab(state, None)
+    launch.abort()
+    assert launch.child.returncode == 0
+    assert not state.root.exists()
 
 
 def test_a_bad_worker_process_count_is_exit_2_with_one_line(tmp_path: Path) -> None:

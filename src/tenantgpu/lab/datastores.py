@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 
 from tenantgpu.kamaji import model
-from tenantgpu.lab.process import process_setting
+from tenantgpu.lab.process import CONTROL_PLANE_PROCESSES_ENV, process_setting
 from tenantgpu.lab.state import StateDir
 
-CONTROL_PLANE_PROCESSES_ENV = "TENANTGPU_CONTROL_PLANE_PROCESSES"
 # A control-plane process costs about half a second of start-up; smaller labs (the seed lab has two
 # tenants) keep every API server in the lab's process under `auto`.
 AUTO_MIN_TENANTS = 4

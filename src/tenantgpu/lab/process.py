@@ -17,6 +17,11 @@ from typing import Any
 
 from tenantgpu.lab.state import StateDir
 
+# How many processes serve the lab (see lab.workerpool and lab.datastores); named here, where the CLI
+# reads them without importing the lab.
+WORKER_PROCESSES_ENV = "TENANTGPU_WORKER_PROCESSES"
+CONTROL_PLANE_PROCESSES_ENV = "TENANTGPU_CONTROL_PLANE_PROCESSES"
+
 
 def ready_timeout() -> float:
     """How long `up` waits for everything to be Ready (TENANTGPU_READY_TIMEOUT seconds, default 300)."""
@@ -99,54 +104,104 @@ class PipeReporter:
             self._file.close()
 
 
-def start_detached(
-    state: StateDir, lab_file: str | None, progress: ProgressSink, *, timeout: float | None = None
-) -> dict[str, str]:
-    """Start the lab in a new session with its logs under `DIR/logs/`; return once it is ready."""
-    pid = state.running_pid()
-    if pid is not None:
-        raise LabAlreadyRunning(already_running_message(state, pid))
-    state.create()
-    read_fd, write_fd = os.pipe()
-    argv = [
-        sys.executable,
-        "-m",
-        "tenantgpu",
-        "up",
-        "--state-dir",
-        str(state.root),
-        "--ready-fd",
-        str(write_fd),
-    ]
-    if lab_file is not None:
-        argv += ["-f", str(Path(lab_file).absolute())]
-    with open(state.log_file, "ab") as log_file:
-        child = subprocess.Popen(
+class DetachedLab:
+    """A lab process started in a new session that waits for the go-ahead before it touches anything.
+
+    The child spends most of its start-up importing the lab; the caller checks the lab file meanwhile, so
+    the two overlap. Until `run` sends the go-ahead over the child's stdin, the child has created nothing:
+    `abort` (or the caller exiting) closes that pipe and the child exits quietly.
+    """
+
+    def __init__(self, state: StateDir, lab_file: str | None) -> None:
+        pid = state.running_pid()
+        if pid is not None:
+            raise LabAlreadyRunning(already_running_message(state, pid))
+        self.state = state
+        self._ready_fd, write_fd = os.pipe()
+        go_read, self._go_fd = os.pipe()
+        argv = [
+            sys.executable,
+            "-m",
+            "tenantgpu",
+            "up",
+            "--state-dir",
+            str(state.root),
+            "--ready-fd",
+            str(write_fd),
+        ]
+        if lab_file is not None:
+            argv += ["-f", str(Path(lab_file).absolute())]
+        # Until the go-ahead the child writes to the caller's stderr (an import that fails shows there);
+        # after it, to DIR/logs/lab.log (see await_go_ahead).
+        self.child = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
+            stdin=go_read,
+            stdout=subprocess.DEVNULL,
             pass_fds=(write_fd,),
             start_new_session=True,
             close_fds=True,
         )
-    os.close(write_fd)
-    deadline = time.monotonic() + (timeout or ready_timeout())
-    with os.fdopen(read_fd, "r") as pipe:
-        for line in pipe:
-            message = json.loads(line)
-            event = message.pop("event")
-            if event == "progress":
-                progress(Progress(**message))
-            elif event == "ready":
-                return dict(message.get("endpoints") or {})
-            elif event == "error":
-                _reap(child, 5)
-                raise LabError(message["message"])
-            if time.monotonic() > deadline:
-                break
-    code = _reap(child, 5)
-    raise LabError(f"the lab process exited (code {code}) before it was ready; see {state.log_file}")
+        os.close(write_fd)
+        os.close(go_read)
+
+    def abort(self) -> None:
+        """Let the child go without starting anything."""
+        with contextlib.suppress(OSError):
+            os.close(self._go_fd)
+        with contextlib.suppress(OSError):
+            os.close(self._ready_fd)
+        _reap(self.child, 5)
+
+    def run(self, progress: ProgressSink, *, timeout: float | None = None) -> dict[str, str]:
+        """Create the state directory, let the child start the lab, and return once it is ready."""
+        self.state.create()
+        try:
+            os.write(self._go_fd, GO_AHEAD)
+        except OSError:
+            pass  # the child is gone already; its exit code is reported below
+        finally:
+            os.close(self._go_fd)
+        deadline = time.monotonic() + (timeout or ready_timeout())
+        with os.fdopen(self._ready_fd, "r") as pipe:
+            for line in pipe:
+                message = json.loads(line)
+                event = message.pop("event")
+                if event == "progress":
+                    progress(Progress(**message))
+                elif event == "ready":
+                    return dict(message.get("endpoints") or {})
+                elif event == "error":
+                    _reap(self.child, 5)
+                    raise LabError(message["message"])
+                if time.monotonic() > deadline:
+                    break
+        code = _reap(self.child, 5)
+        raise LabError(f"the lab process exited (code {code}) before it was ready; see {self.state.log_file}")
+
+
+GO_AHEAD = b"go\n"
+
+
+def await_go_ahead(state: StateDir) -> bool:
+    """The detached child's side: wait for the caller's go-ahead, then log to DIR/logs/lab.log.
+
+    False when the caller let go without it (a broken lab file, or the caller died): nothing was started.
+    """
+    received = b""
+    while not received.endswith(b"\n"):
+        chunk = os.read(0, 16)
+        if not chunk:
+            return False
+        received += chunk
+    if received != GO_AHEAD:
+        return False
+    log_fd = os.open(state.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    null_fd = os.open(os.devnull, os.O_RDONLY)
+    for fd, target in ((null_fd, 0), (log_fd, 1), (log_fd, 2)):
+        os.dup2(fd, target)
+    os.close(log_fd)
+    os.close(null_fd)
+    return True
 
 
 def _reap(child: subprocess.Popen[bytes], timeout: float) -> int | None:

@@ -13,12 +13,11 @@ import logging
 import os
 
 from tenantgpu.childprocess import ChildError, ChildProcess
-from tenantgpu.lab.process import LabError, Progress, ProgressSink, process_setting
+from tenantgpu.lab.process import WORKER_PROCESSES_ENV, LabError, Progress, ProgressSink, process_setting
 from tenantgpu.lab.state import StateDir
 
 log = logging.getLogger(__name__)
 
-WORKER_PROCESSES_ENV = "TENANTGPU_WORKER_PROCESSES"
 # A worker process costs about half a second of start-up and pays off only when there is load to split;
 # labs with fewer worker nodes than this run in one process under `auto`.
 AUTO_MIN_WORKER_NODES = 3
