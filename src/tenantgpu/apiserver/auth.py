@@ -8,7 +8,6 @@ import json
 import ssl
 import time
 import uuid
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
+from tenantgpu.apiserver.hashdir import CADirectory
 from tenantgpu.apiserver.pki import load_key
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -164,25 +164,19 @@ class SharedClientTrust:
 
     Without it, a client certificate from another tenant's CA fails the TLS handshake; with it, the
     handshake succeeds and the server answers 401, because users still come only from its own CA.
-    CAs added later reach servers that are already running (their SSL contexts are updated).
+    The CAs sit in one hashed directory that every server's SSL context looks in when a client names
+    an issuer, so a CA added later reaches servers already running, and a new server or CA costs the
+    same however many tenants there are.
     """
 
     def __init__(self) -> None:
-        self._cas: list[str] = []
-        self._contexts: weakref.WeakSet[ssl.SSLContext] = weakref.WeakSet()
+        self._directory = CADirectory()
 
     def add_ca(self, ca_pem: bytes | str) -> None:
-        pem = ca_pem.decode() if isinstance(ca_pem, bytes) else ca_pem
-        if pem in self._cas:
-            return
-        self._cas.append(pem)
-        for context in self._contexts:
-            context.load_verify_locations(cadata=pem)
+        self._directory.add(ca_pem.encode() if isinstance(ca_pem, str) else ca_pem)
 
     def attach(self, context: ssl.SSLContext) -> None:
-        for pem in self._cas:
-            context.load_verify_locations(cadata=pem)
-        self._contexts.add(context)
+        context.load_verify_locations(capath=str(self._directory.path))
 
 
 class Authenticator:
