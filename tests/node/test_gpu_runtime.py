@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tenantgpu.node.gpu_runtime import (
+    GpuView,
     compute_shares,
     nvidia_smi,
     parse_duration,
@@ -39,6 +40,21 @@ def test_nvidia_smi_reports_the_limit_as_total() -> None:
     assert gpus[0].total_mib == 8192
     table = nvidia_smi(gpus)
     assert "0MiB / 8192MiB" in table and "81920MiB" not in table
+
+
+def test_nvidia_smi_shows_whole_uuids_in_an_aligned_table() -> None:
+    gpus = [
+        GpuView(0, "GPU-7d0b2d14-f139-57bd-85ef-05aab570c76e", "NVIDIA A100-SXM4-80GB", 81920, 8000),
+        GpuView(1, "GPU-46986f38-acdc-55e3-9c8a-df32848cf05d", "NVIDIA L4", 23034, None),
+    ]
+    lines = nvidia_smi(gpus, used_mib=3000).splitlines()
+    assert len({len(line) for line in lines}) == 1  # every border and row ends in the same column
+    assert any(
+        "GPU-7d0b2d14-f139-57bd-85ef-05aab570c76e" in line and "3000MiB / 8000MiB" in line for line in lines
+    )
+    assert any(
+        "GPU-46986f38-acdc-55e3-9c8a-df32848cf05d" in line and "3000MiB / 23034MiB" in line for line in lines
+    )
 
 
 def test_multi_gpu_container_sees_each_limit() -> None:

@@ -117,23 +117,23 @@ def compute_shares(caps: dict[str, int | None]) -> dict[str, float]:
 
 def nvidia_smi(gpus: list[GpuView], used_mib: int = 0, driver: str = "550.54.15", cuda: str = "12.4") -> str:
     """A `nvidia-smi`-style table showing the capped memory HAMi-core exposes inside the container."""
-    line = "+-----------------------------------------------------------------------------------------+"
-    out = [
-        line,
-        f"| NVIDIA-SMI {driver}   (tenantgpu simulated)  Driver Version: {driver}   CUDA Version: {cuda}  |",
-        line,
-        "| GPU  Name                              UUID                                  Memory-Usage |",
+    head = ("GPU", "Name", "UUID", "Memory-Usage")
+    rows = [
+        (str(gpu.index), gpu.model, gpu.uuid, f"{min(used_mib, gpu.total_mib)}MiB / {gpu.total_mib}MiB")
+        for gpu in gpus
     ]
-    if not gpus:
-        out.append(
-            "| No devices were found                                                                   |"
-        )
-    for gpu in gpus:
-        used = min(used_mib, gpu.total_mib)
-        mem = f"{used}MiB / {gpu.total_mib}MiB"
-        out.append(f"| {gpu.index:<4} {gpu.model[:33]:<33} {gpu.uuid[:37]:<37} {mem:>12} |")
-    out.append(line)
-    return "\n".join(out)
+    widths = [max(len(cells[i]) for cells in (head, *rows)) for i in range(len(head))]
+
+    def row(cells: tuple[str, ...]) -> str:
+        left = "  ".join(f"{cell:<{width}}" for cell, width in zip(cells[:-1], widths, strict=False))
+        return f"{left}  {cells[-1]:>{widths[-1]}}"
+
+    title = f"NVIDIA-SMI {driver}   (tenantgpu simulated)   Driver Version: {driver}   CUDA Version: {cuda}"
+    body = [row(cells) for cells in rows] if rows else ["No devices were found"]
+    width = max(len(text) for text in (title, row(head), *body))
+    line = "+" + "-" * (width + 2) + "+"
+    framed = [f"| {text:<{width}} |" for text in body]
+    return "\n".join([line, f"| {title:<{width}} |", line, f"| {row(head):<{width}} |", *framed, line])
 
 
 @dataclass(frozen=True)
