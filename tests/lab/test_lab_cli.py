@@ -3,10 +3,11 @@
 import subprocess
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tenantgpu.cli import main
-from tenantgpu.lab.process import DetachedLab
+from tenantgpu.lab.process import DetachedLab, LabError
 from tenantgpu.lab.state import StateDir
 
 
@@ -68,3 +69,15 @@ def test_a_bad_control_plane_process_count_is_exit_2_with_one_line(tmp_path: Pat
     )
     assert result.exit_code == 2
     assert result.output.strip() == "error: control-plane processes: expected 0 or more, got -2"
+
+
+def test_a_lab_process_that_died_before_the_go_ahead_is_reported_and_nothing_is_created(
+    tmp_path: Path,
+) -> None:
+    state = StateDir.at(tmp_path / "lab")
+    launch = DetachedLab(state, None)
+    launch.child.kill()
+    launch.child.wait(10)
+    with pytest.raises(LabError, match=r"exited \(code -9\) before it started"):
+        launch.run(lambda _: None)
+    assert not state.root.exists()

@@ -154,6 +154,12 @@ class DetachedLab:
 
     def run(self, progress: ProgressSink, *, timeout: float | None = None) -> dict[str, str]:
         """Create the state directory, let the child start the lab, and return once it is ready."""
+        code = self.child.poll()
+        if code is not None:
+            os.close(self._go_fd)
+            os.close(self._ready_fd)
+            # It failed before it had a log (its error went to this terminal's stderr).
+            raise LabError(f"the lab process exited (code {code}) before it started")
         self.state.create()
         try:
             os.write(self._go_fd, GO_AHEAD)
