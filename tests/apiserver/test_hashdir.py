@@ -14,7 +14,9 @@ from cryptography.x509.oid import NameOID
 
 from tenantgpu.apiserver.auth import SharedClientTrust
 from tenantgpu.apiserver.hashdir import CADirectory, subject_hash
-from tenantgpu.apiserver.pki import CertificateAuthority
+from tenantgpu.apiserver.pki import CertificateAuthority, ServerPKI
+from tenantgpu.apiserver.server import APIServer, APIServerConfig
+from tenantgpu.apiserver.storage import SQLiteDatastore
 
 
 def _self_signed(name: x509.Name) -> x509.Certificate:
@@ -158,3 +160,21 @@ def test_the_directory_holds_each_ca_once_under_its_hash() -> None:
     directory.add(ca.cert_pem)
     directory.add(ca.cert_pem)
     assert sorted(p.name for p in directory.path.iterdir()) == [f"{subject_hash(ca.certificate)}.0"]
+
+
+def test_tenants_whose_cas_share_a_name_pass_the_handshake_of_each_others_servers(tmp_path: Path) -> None:
+    """Two TenantControlPlanes named tenant-a in two namespaces: both CAs are `CN=tenant-a-ca`. Each
+    server must still let the other's certificate through TLS (to answer 401), and its own."""
+    trust = SharedClientTrust()
+    store = SQLiteDatastore(tmp_path / "s.db")
+    try:
+        servers = []
+        for namespace in ("team-1", "team-2"):
+            pki = ServerPKI.create("tenant-a")
+            config = APIServerConfig(name=namespace, datastore=store, pki=pki, client_trust=trust)
+            servers.append((pki, APIServer(config)._ssl_context()))
+        for _, context in servers:
+            for pki, _ in servers:
+                _handshake(context, _client_context(tmp_path, pki.ca))
+    finally:
+        store.close()

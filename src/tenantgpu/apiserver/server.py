@@ -224,11 +224,16 @@ class APIServer(SubresourceHandlers):
             key_file.touch(0o600)
             key_file.write_bytes(pki.serving_key_pem)
             context.load_cert_chain(cert_file, key_file)
-        cas = b"".join([pki.ca.cert_pem, *self.config.trusted_client_cas]).decode()
-        context.load_verify_locations(cadata=cas)
-        if self.config.client_trust is not None:
-            self.config.client_trust.add_ca(pki.ca.cert_pem)
-            self.config.client_trust.attach(context)
+        trust = self.config.client_trust
+        if trust is not None:
+            # Our own CA, too, is read from the shared directory only: OpenSSL consults the directory for
+            # an issuer name it has none of in memory, and another tenant's CA may carry our CA's name
+            # (a TenantControlPlane of our name in another namespace).
+            trust.add_ca(pki.ca.cert_pem)
+            trust.attach(context)
+        cas = [*([] if trust is not None else [pki.ca.cert_pem]), *self.config.trusted_client_cas]
+        if cas:
+            context.load_verify_locations(cadata=b"".join(cas).decode())
         context.verify_mode = ssl.CERT_OPTIONAL
         context.set_alpn_protocols(["http/1.1"])
         return context
