@@ -1,6 +1,8 @@
 """The lab commands answer a user's mistakes with one line, never a traceback."""
 
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -51,8 +53,36 @@ def test_a_detached_lab_let_go_before_the_go_ahead_starts_nothing(tmp_path: Path
     state = StateDir.at(tmp_path / "lab")
     launch = DetachedLab(state, None)
     launch.abort()
-    assert launch.child.returncode == 0
+    assert launch.child.returncode is not None
     assert not state.root.exists()
+
+
+def test_a_lab_process_whose_caller_died_before_the_go_ahead_exits_by_itself(tmp_path: Path) -> None:
+    # As when `up -d` is interrupted while it checks the lab file: the caller vanishes, no abort.
+    state_dir = tmp_path / "lab"
+    caller = (
+        "import os, sys\n"
+        "from tenantgpu.lab.process import DetachedLab\n"
+        "from tenantgpu.lab.state import StateDir\n"
+        f"launch = DetachedLab(StateDir.at({str(state_dir)!r}), None)\n"
+        "print(launch.child.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", caller], capture_output=True, text=True, timeout=60)
+    child = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 30
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child)
+    assert not state_dir.exists()
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process still runs (a zombie waiting for its reaper counts as ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_a_bad_worker_process_count_is_exit_2_with_one_line(tmp_path: Path) -> None:

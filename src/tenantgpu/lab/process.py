@@ -109,7 +109,7 @@ class DetachedLab:
 
     The child spends most of its start-up importing the lab; the caller checks the lab file meanwhile, so
     the two overlap. Until `run` sends the go-ahead over the child's stdin, the child has created nothing:
-    `abort` (or the caller exiting) closes that pipe and the child exits quietly.
+    `abort` ends it, and if the caller dies instead, the child finds its stdin closed and exits quietly.
     """
 
     def __init__(self, state: StateDir, lab_file: str | None) -> None:
@@ -145,11 +145,13 @@ class DetachedLab:
         os.close(go_read)
 
     def abort(self) -> None:
-        """Let the child go without starting anything."""
+        """End the child without starting anything: before the go-ahead it has nothing to clean up, and
+        killing it spares the caller the rest of its imports."""
         with contextlib.suppress(OSError):
             os.close(self._go_fd)
         with contextlib.suppress(OSError):
             os.close(self._ready_fd)
+        self.child.kill()
         _reap(self.child, 5)
 
     def run(self, progress: ProgressSink, *, timeout: float | None = None) -> dict[str, str]:
