@@ -393,16 +393,13 @@ def lab_processes(pid: int) -> list[int]:
 
 
 def process_role(pid: int) -> str:
-    """What a lab process serves, from its command line: the lab itself, workers, the tenants' controller
-    duties, or a DataStore's tenants."""
+    """What a lab process serves, from its command line: the lab itself, workers, or a DataStore's tenants."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
     except OSError:
         return "gone"
     if "tenantgpu.lab.workerprocess" in argv:
         return "workers"
-    if "tenantgpu.kamaji.servicesprocess" in argv:
-        return "services"
     if "tenantgpu.kamaji.hostprocess" in argv and "--name" in argv:
         return argv[argv.index("--name") + 1]
     return "lab"

@@ -18,14 +18,15 @@ from tenantgpu.apiserver.hooks import Egress, NoEgress
 from tenantgpu.apiserver.pki import CertificateAuthority, ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import Datastore
+from tenantgpu.controlplane.manager import ControlPlaneServices
 from tenantgpu.kamaji.host import (
     ControlPlaneInstance,
     RunningInstance,
     TenantData,
     schema_taken,
 )
-from tenantgpu.kamaji.services import LocalServices, ServicesRunner
 from tenantgpu.konnectivity import ProxyServer
+from tenantgpu.kubeclient import KubeClient, KubeConfig
 from tenantgpu.node.logsource import KubeletLogSource
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class _Running:
     instance: ControlPlaneInstance
     server: APIServer
     egress: SwitchableEgress
+    services: ControlPlaneServices | None = None
     services_task: asyncio.Task[None] | None = None
     proxy: ProxyServer | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -79,15 +81,8 @@ def key_prefix(schema: str) -> str:
 class InProcessHost:
     """Starts each tenant's API server (and, when asked, its konnectivity server) in this event loop."""
 
-    def __init__(
-        self,
-        datastore: Datastore,
-        client_trust: SharedClientTrust | None = None,
-        services: ServicesRunner | None = None,
-    ) -> None:
+    def __init__(self, datastore: Datastore, client_trust: SharedClientTrust | None = None) -> None:
         self.datastore = datastore
-        # Each tenant's kube-scheduler and kube-controller-manager duties: here, or in a process of their own.
-        self.services: ServicesRunner = services or LocalServices()
         # Every server of the lab trusts every tenant's CA at the TLS layer, so a certificate from
         # another tenant gets a clean 401 from the server it does not belong to, not a failed handshake.
         self.client_trust = client_trust or SharedClientTrust()
@@ -142,9 +137,10 @@ class InProcessHost:
             log.info("tenant %s/%s: API server on %s", instance.namespace, instance.name, server.url)
             return self._report(running)
 
-    async def _start_services(self, running: _Running) -> None:
+    @staticmethod
+    async def _start_services(running: _Running) -> None:
         try:
-            await self.services.start(running.instance, running.server.url)
+            running.services = await _start_services(running.instance, running.server)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -220,8 +216,9 @@ class InProcessHost:
             # a watch open, and the API server's shutdown would wait for it.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(running.services_task, _SERVICES_START_TIMEOUT)
-        with contextlib.suppress(Exception):  # a services process that is gone has nothing left to stop
-            await self.services.stop(running.instance.key)
+        if running.services is not None:
+            await running.services.stop()
+            await running.services.client.close()
         await running.server.stop()
         log.info("tenant %s/%s: API server stopped", running.instance.namespace, running.instance.name)
 
@@ -251,7 +248,28 @@ class InProcessHost:
     async def stop_all(self) -> None:
         for key in list(self._running):
             await self.stop(key)
-        await self.services.close()
+
+
+async def _start_services(instance: ControlPlaneInstance, server: APIServer) -> ControlPlaneServices:
+    """kube-scheduler and kube-controller-manager beside the API server, as in Kamaji's control-plane pod,
+    reaching it on its local endpoint with their own client certificate from the tenant CA."""
+    # The lab's API server authorizes by group only (no RBAC), so the component is a member of system:masters.
+    cert, key = CertificateAuthority(instance.ca.cert_pem, instance.ca.key_pem).issue_client(
+        "system:kube-controller-manager", ["system:masters"]
+    )
+    client = KubeClient(
+        KubeConfig(
+            server=server.url, ca_data=instance.ca.cert_pem, client_cert_data=cert, client_key_data=key
+        ),
+        user_agent="kube-controller-manager",
+    )
+    services = ControlPlaneServices(client)
+    try:
+        await services.start()
+    except BaseException:
+        await client.close()
+        raise
+    return services
 
 
 def _token_verifier(server: APIServer):  # type: ignore[no-untyped-def]

@@ -19,7 +19,6 @@ from tenantgpu.kamaji.datastorehosts import DataStoreHosts
 from tenantgpu.kamaji.datastores import DataStoreController
 from tenantgpu.kamaji.inprocess import InProcessHost
 from tenantgpu.kamaji.kubeconfig import kubeconfig_ca, kubeconfig_server
-from tenantgpu.kamaji.servicesprocess import ServicesProcess
 from tenantgpu.kubeclient import KubeClient
 
 MANAGEMENT_NAME = "management"
@@ -37,7 +36,6 @@ class ManagementPlane:
         port: int | None = None,
         concurrency: int = 8,
         datastore_processes: bool = False,
-        services_process: bool = False,
         log_hint: str = "",
     ) -> None:
         self.datastore_path = datastore_path
@@ -47,9 +45,6 @@ class ManagementPlane:
         self._concurrency = concurrency
         # With datastore_processes, tenants on another SQLite DataStore are served by a process of its own.
         self._datastore_processes = datastore_processes
-        # With services_process, the tenants of this process have their scheduler and controller-manager
-        # duties in a process of their own (see kamaji.servicesprocess).
-        self._services_process = services_process
         self._log_hint = log_hint
         self.datastore: SQLiteDatastore | None = None
         self.server: APIServer | None = None
@@ -78,12 +73,9 @@ class ManagementPlane:
         self.server = await self._start_server(pki, port)
         self._write_kubeconfig(pki)
         self._client = KubeClient.from_kubeconfig(self.kubeconfig_path, user_agent="kamaji-controller")
-        level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
-        services = (
-            ServicesProcess(log_hint=self._log_hint, log_level=level) if self._services_process else None
-        )
-        local = InProcessHost(self.datastore, self.client_trust, services)
+        local = InProcessHost(self.datastore, self.client_trust)
         if self._datastore_processes:
+            level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
             self.host = DataStoreHosts(local, self.datastore_path, log_hint=self._log_hint, log_level=level)
         else:
             self.host = local

@@ -69,9 +69,6 @@ class LabRuntime:
             self.state.management_pki,
             self.state.management_kubeconfig,
             datastore_processes=True,
-            # A lab big enough for worker processes also moves its tenants' scheduler and controller-manager
-            # duties off the API servers' core: both ends of their watches were in this process.
-            services_process=count > 0,
             log_hint=str(self.state.log_file),
         )
         await self.plane.start()
