@@ -292,7 +292,7 @@ def up(
     On an existing state directory, resume the same lab (tenants, certificates, objects).
     """
     from tenantgpu.lab import process
-    from tenantgpu.lab.state import StateDir
+    from tenantgpu.lab.state import StateDir, StateDirError
 
     state = StateDir.at(state_dir)
     _hand_to_lab(worker_processes, process.WORKER_PROCESSES_ENV, "worker processes")
@@ -339,7 +339,7 @@ def up(
 
         with view:
             supervisor.run_foreground(state, lab, view, ready)
-    except LabSpecError as err:
+    except (LabSpecError, StateDirError) as err:
         raise UserError(str(err)) from None
     except process.LabError as err:
         raise LabConflict(str(err)) from None

@@ -111,3 +111,15 @@ def test_a_lab_process_that_died_before_the_go_ahead_is_reported_and_nothing_is_
     with pytest.raises(LabError, match=r"exited \(code -9\) before it started"):
         launch.run(lambda _: None)
     assert not state.root.exists()
+
+
+def test_a_state_directory_that_cannot_be_made_is_exit_2_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    state_dir = tmp_path / "a-file" / "lab"
+    for detach in (["-d"], []):
+        result = CliRunner().invoke(main, ["up", *detach, "--state-dir", str(state_dir)])
+        assert result.exit_code == 2
+        assert result.output.strip() == (
+            f"error: cannot create the state directory {state_dir}: Not a directory"
+        )
+    assert _lab_processes(state_dir) == []

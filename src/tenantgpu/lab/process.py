@@ -162,7 +162,11 @@ class DetachedLab:
             os.close(self._ready_fd)
             # It failed before it had a log (its error went to this terminal's stderr).
             raise LabError(f"the lab process exited (code {code}) before it started")
-        self.state.create()
+        try:
+            self.state.create()
+        except BaseException:
+            self.abort()
+            raise
         try:
             os.write(self._go_fd, GO_AHEAD)
         except OSError:

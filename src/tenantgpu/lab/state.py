@@ -23,6 +23,10 @@ class LabLockedError(Exception):
         self.pid = pid
 
 
+class StateDirError(Exception):
+    """The state directory cannot be created; the message is one line for the user."""
+
+
 @dataclass(frozen=True)
 class StateDir:
     """Paths inside one lab's state directory (default `.tenantgpu`)."""
@@ -82,8 +86,13 @@ class StateDir:
         return self.lab_file.exists()
 
     def create(self) -> None:
-        for directory in (self.root, self.kubeconfigs, self.logs):
-            directory.mkdir(parents=True, exist_ok=True)
+        try:
+            for directory in (self.root, self.kubeconfigs, self.logs):
+                directory.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StateDirError(
+                f"cannot create the state directory {self.root}: {err.strerror or err}"
+            ) from None
 
     def read_pid(self) -> int | None:
         try:
