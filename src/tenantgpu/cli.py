@@ -384,8 +384,7 @@ def down(state_dir: str, purge: bool) -> None:
     else:
         click.echo(f"stopped the lab in {state.root} (pid {pid})")
     if purge:
-        state.purge()
-        click.echo(f"deleted {state.root}")
+        click.echo(f"deleted {state.root}" if state.purge() else f"nothing to delete in {state.root}")
 
 
 @main.command()

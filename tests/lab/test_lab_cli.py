@@ -123,3 +123,17 @@ def test_a_state_directory_that_cannot_be_made_is_exit_2_with_one_line(tmp_path:
             f"error: cannot create the state directory {state_dir}: Not a directory"
         )
     assert _lab_processes(state_dir) == []
+
+
+def test_down_purge_says_whether_it_deleted_anything(tmp_path: Path) -> None:
+    missing = CliRunner().invoke(main, ["down", "--purge", "--state-dir", str(tmp_path / "none")])
+    assert missing.exit_code == 0
+    assert missing.output.splitlines() == [
+        f"no lab is running in {tmp_path / 'none'}",
+        f"nothing to delete in {tmp_path / 'none'}",
+    ]
+    (tmp_path / "old" / "logs").mkdir(parents=True)
+    stale = CliRunner().invoke(main, ["down", "--purge", "--state-dir", str(tmp_path / "old")])
+    assert stale.exit_code == 0
+    assert stale.output.splitlines()[-1] == f"deleted {tmp_path / 'old'}"
+    assert not (tmp_path / "old").exists()

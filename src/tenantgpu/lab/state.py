@@ -112,8 +112,12 @@ class StateDir:
                 self.pid_file.unlink()
         return None
 
-    def purge(self) -> None:
+    def purge(self) -> bool:
+        """Delete the directory; False if there was none."""
+        if not self.root.exists():
+            return False
         shutil.rmtree(self.root, ignore_errors=True)
+        return True
 
 
 def _lock_is_held(path: Path) -> bool:
