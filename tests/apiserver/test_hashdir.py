@@ -178,3 +178,14 @@ def test_tenants_whose_cas_share_a_name_pass_the_handshake_of_each_others_server
                 _handshake(context, _client_context(tmp_path, pki.ca))
     finally:
         store.close()
+
+
+def test_a_directory_of_its_own_is_emptied_at_start_and_kept(tmp_path: Path) -> None:
+    # What a process killed with kill -9 left behind is stale; the next process starts from nothing.
+    (tmp_path / "cas").mkdir()
+    (tmp_path / "cas" / "00000000.0").write_text("stale")
+    directory = CADirectory(tmp_path / "cas")
+    ca = CertificateAuthority.create("tenant-d-ca")
+    directory.add(ca.cert_pem)
+    del directory
+    assert sorted(p.name for p in (tmp_path / "cas").iterdir()) == [f"{subject_hash(ca.certificate)}.0"]

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from cryptography import x509
@@ -169,8 +170,10 @@ class SharedClientTrust:
     same however many tenants there are.
     """
 
-    def __init__(self) -> None:
-        self._directory = CADirectory()
+    def __init__(self, directory: Path | None = None) -> None:
+        # The owner's own directory (beside its datastore) is cleared on the next start even after
+        # kill -9; without one, a temporary directory is used.
+        self._directory = CADirectory(directory)
 
     def add_ca(self, ca_pem: bytes | str) -> None:
         self._directory.add(ca_pem.encode() if isinstance(ca_pem, str) else ca_pem)

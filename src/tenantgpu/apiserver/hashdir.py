@@ -69,17 +69,24 @@ def subject_hash(certificate: x509.Certificate) -> str:
 
 
 class CADirectory:
-    """A private temporary directory of CA certificates in OpenSSL's hashed layout, removed with the object.
+    """A directory of CA certificates in OpenSSL's hashed layout, owned by one process.
 
+    `path` is emptied first (what a process killed before left there is stale) and kept afterwards; a
+    process that owns no directory of its own gets a temporary one, removed when it exits in order.
     CAs with one subject (two tenants of one name in different namespaces) get files `.0`, `.1`, …;
     OpenSSL reads all of them the first time a peer names that subject, and after that only the ones it
     has in memory, so a CA added later under a subject already looked up is not seen by that context.
     """
 
-    def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="tenantgpu-cas-"))
+    def __init__(self, path: Path | None = None) -> None:
+        if path is None:
+            self.path = Path(tempfile.mkdtemp(prefix="tenantgpu-cas-"))
+            weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir(parents=True)
+            self.path = path
         self._known: set[bytes] = set()
-        weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
 
     def add(self, ca_pem: bytes) -> None:
         """File the CA under its subject hash, once."""

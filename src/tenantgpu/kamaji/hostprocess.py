@@ -28,7 +28,7 @@ from tenantgpu.apiserver.auth import SharedClientTrust
 from tenantgpu.apiserver.storage import SQLiteDatastore
 from tenantgpu.childprocess import Handler, Message, prepare_child, serve_commands
 from tenantgpu.kamaji.host import ControlPlaneInstance, TenantData
-from tenantgpu.kamaji.inprocess import InProcessHost
+from tenantgpu.kamaji.inprocess import InProcessHost, trust_directory
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class HostCommands:
 
 async def serve(datastore_path: Path) -> None:
     datastore = SQLiteDatastore(datastore_path)
-    host = InProcessHost(datastore, SharedClientTrust())
+    host = InProcessHost(datastore, SharedClientTrust(trust_directory(datastore_path)))
 
     async def shutdown() -> None:
         await host.stop_all()

@@ -8,6 +8,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from ssl import SSLContext
 from typing import Any
 
@@ -71,6 +72,12 @@ def _at_revision(value: bytes) -> Callable[[int], bytes]:
         return jsoncodec.dumps(obj)
 
     return render
+
+
+def trust_directory(datastore: Path) -> Path:
+    """Where the process serving this SQLite file keeps the tenants' CAs its servers trust
+    (`datastore.sqlite` → `datastore.cas/`, see `SharedClientTrust`)."""
+    return datastore.with_suffix(".cas")
 
 
 def key_prefix(schema: str) -> str:

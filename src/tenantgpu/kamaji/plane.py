@@ -17,7 +17,7 @@ from tenantgpu.controlplane.namespaces import NamespaceController
 from tenantgpu.kamaji.controller import TenantControlPlaneController
 from tenantgpu.kamaji.datastorehosts import DataStoreHosts
 from tenantgpu.kamaji.datastores import DataStoreController
-from tenantgpu.kamaji.inprocess import InProcessHost
+from tenantgpu.kamaji.inprocess import InProcessHost, trust_directory
 from tenantgpu.kamaji.kubeconfig import kubeconfig_ca, kubeconfig_server
 from tenantgpu.kubeclient import KubeClient
 
@@ -49,7 +49,7 @@ class ManagementPlane:
         self.datastore: SQLiteDatastore | None = None
         self.server: APIServer | None = None
         self.host: InProcessHost | DataStoreHosts | None = None
-        self.client_trust = SharedClientTrust()
+        self.client_trust: SharedClientTrust | None = None
         self.controller: TenantControlPlaneController | None = None
         self.datastores: DataStoreController | None = None
         # The management cluster's own kube-controller-manager duty: deleting a namespace empties it.
@@ -68,6 +68,7 @@ class ManagementPlane:
 
     async def start(self) -> None:
         self.datastore = SQLiteDatastore(self.datastore_path)
+        self.client_trust = SharedClientTrust(trust_directory(self.datastore_path))
         pki = ServerPKI.load_or_create(self.pki_dir, MANAGEMENT_NAME)
         port = self._port if self._port is not None else self._previous_port(pki)
         self.server = await self._start_server(pki, port)
