@@ -76,8 +76,8 @@ def _at_revision(value: bytes) -> Callable[[int], bytes]:
 
 def trust_directory(datastore: Path) -> Path:
     """Where the process serving this SQLite file keeps the tenants' CAs its servers trust
-    (`datastore.sqlite` → `datastore.cas/`, see `SharedClientTrust`)."""
-    return datastore.with_suffix(".cas")
+    (`datastore.sqlite` → `datastore.sqlite.cas/`, see `SharedClientTrust`)."""
+    return datastore.with_name(datastore.name + ".cas")
 
 
 def key_prefix(schema: str) -> str:
