@@ -14,9 +14,17 @@ from tenantgpu.lab.state import StateDir
 
 
 def _lab_processes(state_dir: Path) -> list[str]:
-    """Command lines of lab processes serving this state directory."""
-    found = subprocess.run(["pgrep", "-af", f"--state-dir {state_dir}"], capture_output=True, text=True)
-    return [line for line in found.stdout.splitlines() if "tenantgpu" in line and "pgrep" not in line]
+    """Command lines of live lab processes serving this state directory."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            zombie = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if "tenantgpu" in argv and str(state_dir) in argv and not zombie:
+            found.append(" ".join(argv))
+    return found
 
 
 def test_kubeconfig_of_an_unknown_tenant_is_a_user_error(tmp_path: Path) -> None:
