@@ -18,7 +18,7 @@ from tenantgpu.hami.install import install_hami
 from tenantgpu.hami.scheduler import HamiScheduler
 from tenantgpu.hami.webhook import HamiWebhook
 from tenantgpu.kubeclient import ApiError, KubeClient
-from tenantgpu.node.logsource import KubeletLogSource
+from tenantgpu.node.kubeletclient import KubeletClient
 from tenantgpu.node.worker import Worker
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ def apiserver(
     background_loop: BackgroundLoop, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningAPIServer]:
     """This module's API server reads pod logs from the simulated kubelets."""
-    source = KubeletLogSource(error=api_errors.bad_request)
+    source = KubeletClient(error=api_errors.bad_request)
     running = start_server(background_loop, tmp_path_factory.mktemp("hami-e2e"), log_source=source)
     running.extra["log_source"] = source
     yield running

@@ -22,7 +22,7 @@ from tenantgpu.hami.scheduler import HamiScheduler
 from tenantgpu.hami.webhook import HamiWebhook
 from tenantgpu.konnectivity import AgentIdentifiers, Backoff, ProxyAgent, ProxyServer, mapped_dial_policy
 from tenantgpu.kubeclient import ApiError, KubeClient
-from tenantgpu.node.logsource import KubeletLogSource
+from tenantgpu.node.kubeletclient import KubeletClient
 from tenantgpu.node.worker import Worker
 
 pytestmark = pytest.mark.slow
@@ -43,7 +43,7 @@ async def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> tu
 async def tenant(tmp_path: Path) -> AsyncIterator[dict]:
     pki = ServerPKI.create("tenant-a")
     proxy = ProxyServer(cert_pem=pki.serving_cert_pem, key_pem=pki.serving_key_pem, dial_timeout=3.0)
-    logs = KubeletLogSource(egress=proxy.egress, error=api_errors.bad_request)
+    logs = KubeletClient(egress=proxy.egress, error=api_errors.bad_request)
     server = APIServer(
         APIServerConfig(
             name="tenant-a", datastore=SQLiteDatastore(tmp_path / "state.db"), pki=pki,

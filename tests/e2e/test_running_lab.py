@@ -48,11 +48,16 @@ class RunningLab:
         )
 
     def kubectl(
-        self, tenant: str, *args: str, input: str | None = None, check: bool = True
+        self,
+        tenant: str,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,
+        binary: str = "kubectl",
     ) -> subprocess.CompletedProcess[str]:
         kubeconfig = self.state / "kubeconfigs" / f"{tenant}.kubeconfig"
         result = subprocess.run(
-            ["kubectl", "--kubeconfig", str(kubeconfig), *args],
+            [binary, "--kubeconfig", str(kubeconfig), *args],
             capture_output=True,
             text=True,
             input=input,
@@ -237,6 +242,76 @@ def test_twenty_pods_at_once_fill_the_twenty_slots_and_leave_no_lock(lab: Runnin
     )
     assert "CardTimeSlicingExhausted" in reason
     lab.delete("tenant-b", "app in (burst, burst-extra)")
+
+
+def versioned_kubectls() -> dict[str, str]:
+    """The kubectl binaries beside the dispatcher on PATH (`kubectl.1.27` … `kubectl.1.33`), by version."""
+    found = shutil.which("kubectl")
+    assert found is not None
+    folder = Path(found).resolve().parent
+    binaries = {p.name.removeprefix("kubectl."): str(p) for p in folder.glob("kubectl.1.*")}
+    assert binaries, f"no versioned kubectl binaries in {folder}"
+    return binaries
+
+
+def test_kubectl_exec_shows_what_hami_gave_the_container_with_every_kubectl(lab: RunningLab) -> None:
+    lab.create("tenant-a", gpu_pod("exec-0", "exec", gpumem=8000, gpucores=10))
+    wait_for("the exec pod Running", all_running(lab, "tenant-a", "app=exec", 1))
+    # kubectl 1.27-1.29 speak SPDY/3.1, 1.30 and newer the WebSocket channel protocol v5.
+    for version, kubectl in sorted(versioned_kubectls().items()):
+        smi = lab.kubectl("tenant-a", "exec", "exec-0", "--", "nvidia-smi", binary=kubectl)
+        assert A100 in smi.stdout and "0MiB / 8000MiB" in smi.stdout, f"kubectl {version}: {smi.stdout}"
+        limit = lab.kubectl(
+            "tenant-a", "exec", "exec-0", "--", "printenv", "CUDA_DEVICE_SM_LIMIT", binary=kubectl
+        )
+        assert limit.stdout == "10\n", f"kubectl {version}"
+        # kubectl's exit code is the command's; its stderr comes through on its own stream
+        failed = lab.kubectl("tenant-a", "exec", "exec-0", "--", "ls", check=False, binary=kubectl)
+        assert failed.returncode == 127, f"kubectl {version}: {failed.stderr}"
+        assert 'exec: "ls": executable file not found' in failed.stderr
+        assert "command terminated with exit code 127" in failed.stderr
+        piped = lab.kubectl("tenant-a", "exec", "-i", "exec-0", "--", "hostname", input="x\n", binary=kubectl)
+        assert (piped.stdout, piped.stderr) == ("exec-0\n", ""), f"kubectl {version}: {piped.stderr}"
+
+    wrong = lab.kubectl("tenant-a", "exec", "exec-0", "-c", "sidecar", "--", "env", check=False)
+    assert wrong.returncode == 1
+    assert "container sidecar is not valid for pod exec-0" in wrong.stderr
+    missing = lab.kubectl("tenant-a", "exec", "no-such-pod", "--", "env", check=False)
+    assert missing.returncode == 1 and 'pods "no-such-pod" not found' in missing.stderr
+
+    # The official Python client speaks v5/v4.channel.k8s.io over its own WebSocket.
+    probe = (
+        "from kubernetes import client, config\n"
+        "from kubernetes.stream import stream\n"
+        f"config.load_kube_config({str(lab.state / 'kubeconfigs' / 'tenant-a.kubeconfig')!r})\n"
+        "api = client.CoreV1Api()\n"
+        "out = stream(api.connect_get_namespaced_pod_exec, 'exec-0', 'default',\n"
+        "             command=['printenv', 'CUDA_DEVICE_MEMORY_LIMIT_0'], stdout=True, stderr=True, stdin=False, tty=False)\n"
+        "resp = stream(api.connect_get_namespaced_pod_exec, 'exec-0', 'default', command=['false'],\n"
+        "              stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False)\n"
+        "resp.run_forever(timeout=10)\n"
+        "print(repr(out), resp.returncode)\n"
+    )
+    python = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert python.returncode == 0, python.stderr
+    assert python.stdout.strip() == "'8000m\\n' 1"
+
+    # exec reaches the kubelet through the tunnel the worker dialled, like the webhook.
+    _lab_control(lab, "tenant-a", "konnectivity-agent", "stopped")
+    try:
+        cut = lab.kubectl("tenant-a", "exec", "exec-0", "--", "hostname", check=False)
+        assert cut.returncode == 1 and "No agent available" in cut.stderr, cut.stderr
+    finally:
+        _lab_control(lab, "tenant-a", "konnectivity-agent", "running")
+    back = wait_for(
+        "exec through the tunnel again",
+        lambda: (
+            (r := lab.kubectl("tenant-a", "exec", "exec-0", "--", "hostname", check=False)).returncode == 0
+            and r
+        ),
+    )
+    assert back.stdout == "exec-0\n"
+    lab.delete("tenant-a", "app=exec")
 
 
 def _lab_control(lab: RunningLab, tenant: str, component: str, desired: str) -> None:

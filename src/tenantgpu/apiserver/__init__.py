@@ -10,6 +10,7 @@ Public entry points:
 - `kinds.KAMAJI_KINDS` for the management plane; any `Kind` can be passed in `extra_kinds`.
 - `auth.SharedClientTrust`: pass one to every server of a process, so a certificate from another tenant
   gets a clean 401 instead of a failed TLS handshake.
-- `hooks.Egress` (dial a tenant service, e.g. through the tunnel) and `hooks.PodLogSource` (`kubectl logs`).
+- `hooks.Egress` (dial a tenant service, e.g. through the tunnel), `hooks.PodLogSource` (`kubectl logs`)
+  and `hooks.PodExecSource` (`kubectl exec`).
 - `python -m tenantgpu.apiserver --state-dir D` runs one server standalone.
 """

@@ -1,4 +1,4 @@
-"""The seams other components plug into an API server: the egress dialler and the pod log source."""
+"""The seams other components plug into an API server: the egress dialler, pod logs and pod exec."""
 
 from __future__ import annotations
 
@@ -60,4 +60,13 @@ class PodLogSource(Protocol):
 
     def stream(self, pod: dict[str, Any], options: LogOptions) -> AsyncIterator[bytes]:
         """Yields the log bytes; raise `APIError` (e.g. 400 for a container not started)."""
+        ...
+
+
+class PodExecSource(Protocol):
+    """Where `pods/exec` runs a command: the kubelet of the pod's node (through the tunnel)."""
+
+    async def exec(self, pod: dict[str, Any], container: str, command: list[str]) -> Any:
+        """The finished command: an object with `stdout`, `stderr` (str) and `exit_code` (int);
+        raise `APIError` when the kubelet cannot run it."""
         ...

@@ -216,6 +216,7 @@ POD = Kind(
         Subresource("binding", "Binding", ("create",)),
         Subresource("eviction", "Eviction", ("create",), "policy", "v1"),
         Subresource("log", "Pod", ("get",)),
+        Subresource("exec", "PodExecOptions", ("create", "get")),
     ),
     strategy=Strategy(_STATUS, graceful_delete=_pod_grace),
 )

@@ -36,7 +36,7 @@ from tenantgpu.apiserver.auth import (
     TokenSigner,
     UserInfo,
 )
-from tenantgpu.apiserver.hooks import Egress, NoEgress, PodLogSource
+from tenantgpu.apiserver.hooks import Egress, NoEgress, PodExecSource, PodLogSource
 from tenantgpu.apiserver.httputil import (
     ACCEPTED_BODY_TYPES,
     ANONYMOUS_PATHS,
@@ -95,6 +95,7 @@ class APIServerConfig:
     extra_kinds: Sequence[Kind] = ()
     egress: Egress = field(default_factory=NoEgress)
     log_source: PodLogSource | None = None
+    exec_source: PodExecSource | None = None
     # Other CAs accepted at the TLS layer, so their certificates get a clean 401 rather than a failed
     # handshake (the lab passes every tenant's CA); users always come from this server's own CA.
     trusted_client_cas: Sequence[bytes] = ()
@@ -547,6 +548,8 @@ class APIServer(SubresourceHandlers):
         entry = self.registry.get(kind, target.namespace, target.name)
         if target.subresource == "log":
             return await self._pod_log(request, entry)
+        if target.subresource == "exec":
+            return await self._pod_exec(request, entry)
         if target.subresource == "scale":
             return json_response(self._scale_of(kind, entry.obj))
         return self._render(request, kind, entry)

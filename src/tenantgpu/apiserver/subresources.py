@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tenantgpu.apiserver import errors
+from tenantgpu.apiserver import errors, podexec, spdy
 from tenantgpu.apiserver.auth import Attributes, UserInfo
 from tenantgpu.apiserver.hooks import LogOptions
 from tenantgpu.apiserver.httputil import (
@@ -59,6 +59,9 @@ class SubresourceHandlers:
     async def _create_subresource(
         self, request: web.Request, target: Target, user: UserInfo
     ) -> web.StreamResponse:
+        if target.subresource == "exec":
+            entry = self.registry.get(target.kind, target.namespace, target.name)
+            return await self._pod_exec(request, entry)
         body = await self._decode_body(request)
         if target.subresource == "binding":
             return await self._bind(request, target.namespace, target.name, body, user)
@@ -301,6 +304,21 @@ class SubresourceHandlers:
             kind, target.namespace, target.name, rescale, user, dry_run=dry_run
         )
         return json_response(self._scale_of(kind, entry.obj))
+
+    async def _pod_exec(self, request: web.Request, entry: Entry) -> web.StreamResponse:
+        """`kubectl exec`: the command runs on the pod's kubelet (through the tunnel), its output is
+        streamed back over the channel protocol, on a WebSocket or SPDY/3.1."""
+        pod = entry.obj
+        options = podexec.ExecOptions.parse(request.query, pod)
+        source = self.config.exec_source
+        if source is None:
+            raise errors.bad_request(f"pod {pod['metadata']['name']}: exec is not served by this API server")
+        if not podexec.wants_websocket(request) and not spdy.wants_spdy(request):
+            raise errors.bad_request("Upgrade request required")
+        result = await source.exec(pod, options.container, options.command)
+        if podexec.wants_websocket(request):
+            return await podexec.stream_result(request, options, result)
+        return await spdy.stream_result(request, options, result)
 
     async def _pod_log(self, request: web.Request, entry: Entry) -> web.StreamResponse:
         pod = entry.obj

@@ -28,7 +28,7 @@ from tenantgpu.kamaji.host import (
 )
 from tenantgpu.konnectivity import ProxyServer
 from tenantgpu.kubeclient import KubeClient, KubeConfig
-from tenantgpu.node.logsource import KubeletLogSource
+from tenantgpu.node.kubeletclient import KubeletClient
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +117,9 @@ class InProcessHost:
                 instance.service_account.key_pem,
             )
             egress = SwitchableEgress()
-            # `kubectl logs` reaches the kubelet the way kube-apiserver does: through the cluster egress.
-            logs = KubeletLogSource(egress=egress, error=api_errors.bad_request)
+            # `kubectl logs` and `kubectl exec` reach the kubelet the way kube-apiserver does: through the
+            # cluster egress.
+            kubelets = KubeletClient(egress=egress, error=api_errors.bad_request)
             config = APIServerConfig(
                 name=instance.name,
                 datastore=self.datastore,
@@ -128,11 +129,12 @@ class InProcessHost:
                 host=instance.address,
                 port=instance.port,
                 egress=egress,
-                log_source=logs,
+                log_source=kubelets,
+                exec_source=kubelets,
                 client_trust=self.client_trust,
             )
             server = APIServer(config)
-            logs.node_lookup = _node_lookup(server)
+            kubelets.node_lookup = _node_lookup(server)
             await server.start()
             running = _Running(instance, server, egress)
             # The API server answering is what makes the tenant Ready; its scheduler and controller-manager

@@ -36,7 +36,7 @@ from tenantgpu.hami.device_plugin import (
 )
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.node import gpu_runtime as rt
-from tenantgpu.node import podstatus
+from tenantgpu.node import podstatus, programs
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,7 @@ class PodRecord:
     logs: dict[str, ContainerLog] = field(default_factory=dict)
     gpus: dict[str, list[str]] = field(default_factory=dict)  # container → GPU UUIDs
     caps: dict[str, int | None] = field(default_factory=dict)  # container → SM cap
+    gpu_used_mib: dict[str, int] = field(default_factory=dict)  # container → what nvidia-smi shows in use
     seq: int = 0  # when the kubelet first saw the pod: the order of `Kubelet.pods`
 
 
@@ -166,6 +167,23 @@ class Kubelet:
             container = next(iter(record.logs))
         clog = record.logs.get(container)
         return None if clog is None else clog.render(tail_lines=tail_lines, timestamps=timestamps)
+
+    def exec_in_container(
+        self, namespace: str, pod: str, container: str, command: list[str]
+    ) -> programs.ExecResult | None:
+        """Run `command` in a running container of a pod here (`kubectl exec`); None if there is none."""
+        uid = self._by_key.get((namespace, pod))
+        record = self.pods.get(uid) if uid else None
+        if record is None or record.finished or record.started_at is None or container not in record.envs:
+            return None
+        env = record.envs[container]
+        view = programs.ContainerView(
+            hostname=pod,
+            env=env,
+            gpus=rt.visible_gpus(env, self._device_table()),
+            gpu_memory_used_mib=record.gpu_used_mib.get(container, 0),
+        )
+        return programs.run(command, view)
 
     async def follow_log(
         self, namespace: str, pod: str, container: str | None, *, tail_lines: int | None = None,
@@ -423,7 +441,8 @@ class Kubelet:
             if gpus:
                 out.write("$ nvidia-smi", now)
                 used = int(float(annotations.get(rt.GPU_MEMORY_USED, "0") or 0))
-                out.write(rt.nvidia_smi(gpus, used_mib=0 if plan.fails else used), now)
+                record.gpu_used_mib[name] = 0 if plan.fails else used
+                out.write(rt.nvidia_smi(gpus, used_mib=record.gpu_used_mib[name]), now)
             for line in plan.log_lines:
                 out.write(line, now)
         durations = [p.runs_for for p in plans.values()]

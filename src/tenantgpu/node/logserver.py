@@ -1,4 +1,10 @@
-"""The kubelet's HTTPS endpoint (`/containerLogs/<ns>/<pod>/<container>`, like :10250) and a client for it."""
+"""The kubelet's HTTPS endpoint (like :10250) and a client for its logs.
+
+It serves `/containerLogs/<ns>/<pod>/<container>` as the real kubelet does, and `/exec/<ns>/<pod>/<container>`
+at the real path but not with its streaming protocol: the simulated container's programs finish at once,
+so a POST there answers with their result as JSON (`stdout`, `stderr`, `exitCode`), and the API server
+streams it on to the client.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +17,14 @@ import aiohttp
 from aiohttp import web
 
 from tenantgpu.hami.tls import ServingCert
+from tenantgpu.node.programs import ExecResult
 
 # (namespace, pod, container | None, tail_lines, timestamps) -> text, or None when unknown
 LogReader = Callable[[str, str, str | None, int | None, bool], str | None]
 # the same arguments -> the text so far, then new text as it is written (kubectl logs -f)
 LogFollower = Callable[[str, str, str | None, int | None, bool], AsyncIterator[str]]
+# (namespace, pod, container, command) -> the finished command, or None when no such container runs
+ExecRunner = Callable[[str, str, str, list[str]], ExecResult | None]
 
 
 def self_signed_context(host: str) -> ssl.SSLContext:
@@ -32,15 +41,18 @@ class KubeletServer:
         host: str = "127.0.0.1",
         port: int = 0,
         follow_log: LogFollower | None = None,
+        run_command: ExecRunner | None = None,
     ) -> None:
         self.read_log = read_log
         self.follow_log = follow_log
+        self.run_command = run_command
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
         app = web.Application()
         app.router.add_get("/containerLogs/{ns}/{pod}/{container}", self._logs)
         app.router.add_get("/containerLogs/{ns}/{pod}", self._logs)
+        app.router.add_post("/exec/{ns}/{pod}/{container}", self._exec)
         app.router.add_get("/healthz", self._healthz)
         self.app = app
 
@@ -58,6 +70,21 @@ class KubeletServer:
 
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok")
+
+    async def _exec(self, request: web.Request) -> web.Response:
+        command = request.query.getall("command", [])
+        if not command:
+            return web.Response(status=400, text="you must specify at least 1 command")
+        result = None
+        if self.run_command is not None:
+            result = self.run_command(
+                request.match_info["ns"], request.match_info["pod"], request.match_info["container"], command
+            )
+        if result is None:
+            return web.Response(status=404, text=f'container not found ("{request.match_info["container"]}")')
+        return web.json_response(
+            {"stdout": result.stdout, "stderr": result.stderr, "exitCode": result.exit_code}
+        )
 
     async def _logs(self, request: web.Request) -> web.StreamResponse:
         tail = request.query.get("tailLines")

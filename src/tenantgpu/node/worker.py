@@ -77,7 +77,13 @@ class Worker:
             host_ip=host_ip,
             container_start_seconds=container_start_seconds,
         )
-        self.server = KubeletServer(self._read_log, host_ip, kubelet_port, follow_log=self._follow_log)
+        self.server = KubeletServer(
+            self._read_log,
+            host_ip,
+            kubelet_port,
+            follow_log=self._follow_log,
+            run_command=self.kubelet.exec_in_container,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._boot_id = str(uuid.uuid4())
         self.node_uid: str | None = None

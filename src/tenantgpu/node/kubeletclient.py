@@ -1,9 +1,10 @@
-"""A pod-log source for an API server: reads `kubectl logs` from the pod's kubelet, through any egress.
+"""How an API server reaches a pod's kubelet, through any egress: `kubectl logs` and `kubectl exec`.
 
-Give it to the API server as its `log_source`. It finds the node's kubelet from the Node object
-(`status.addresses` InternalIP, `status.daemonEndpoints.kubeletEndpoint.Port`), opens a stream with the
-egress (direct, or the tenant's tunnel) and speaks HTTPS GET `/containerLogs/<ns>/<pod>/<container>`,
-as kube-apiserver does with the real kubelet on :10250.
+Give it to the API server as its `log_source` and `exec_source`. It finds the node's kubelet from the
+Node object (`status.addresses` InternalIP, `status.daemonEndpoints.kubeletEndpoint.Port`), opens a
+stream with the egress (direct, or the tenant's tunnel) and speaks HTTPS to it, as kube-apiserver does
+with the real kubelet on :10250: GET `/containerLogs/<ns>/<pod>/<container>` for logs, POST
+`/exec/<ns>/<pod>/<container>?command=…` for a command (answered as JSON by the simulated kubelet).
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from ssl import SSLContext
 from typing import Any, Protocol
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
+
+import orjson
 
 from tenantgpu.node.logserver import kubelet_endpoint
+from tenantgpu.node.programs import ExecResult
 
 NodeLookup = Callable[[str], Awaitable[dict[str, Any] | None]]
 ErrorFactory = Callable[[str], Exception]
@@ -43,8 +47,9 @@ def _insecure_context() -> ssl.SSLContext:
     return ctx
 
 
-class KubeletLogSource:
-    """`stream(pod, options)` yields the container log bytes from the pod's kubelet.
+class KubeletClient:
+    """`stream(pod, options)` yields the container log bytes from the pod's kubelet; `exec(...)` runs a
+    command in one of its containers.
 
     `node_lookup(name)` returns the Node object (may be set after construction); `egress` dials the
     kubelet (default: directly); `error(message)` builds the exception the API server turns into a
@@ -64,11 +69,6 @@ class KubeletLogSource:
 
     async def stream(self, pod: dict[str, Any], options: Any) -> AsyncIterator[bytes]:
         meta = pod.get("metadata") or {}
-        node_name = (pod.get("spec") or {}).get("nodeName") or ""
-        node = await self.node_lookup(node_name) if self.node_lookup else None
-        if node is None:
-            raise self.error(f'node "{node_name}" of pod "{meta.get("name")}" not found')
-        host, port = kubelet_endpoint(node)
         query: dict[str, str] = {}
         if getattr(options, "tail_lines", None) is not None:
             query["tailLines"] = str(options.tail_lines)
@@ -80,27 +80,9 @@ class KubeletLogSource:
         path = f"/containerLogs/{meta.get('namespace')}/{meta.get('name')}/{options.container}"
         if query:
             path += "?" + urlencode(query)
+        reader, writer, authority = await self._open(pod)
         try:
-            reader, writer = await self.egress.open_connection(
-                host, port, ssl=self._tls, server_hostname=host
-            )
-        except OSError as err:
-            raise self.error(f"dial kubelet {host}:{port}: {err}") from err
-        try:
-            request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
-            writer.write(request.encode())
-            await writer.drain()
-            status_line = await reader.readline()
-            parts = status_line.decode("latin-1").split(" ", 2)
-            code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 502
-            length: int | None = None
-            chunked = False
-            while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-                name, _, value = line.decode("latin-1").partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value.strip())
-                elif name.strip().lower() == "transfer-encoding" and "chunked" in value.lower():
-                    chunked = True
+            code, length, chunked = await self._send(reader, writer, "GET", path, authority)
             if code != 200:
                 text = (await _read_body(reader, length, chunked)).decode("utf-8", "replace").strip()
                 raise self.error(
@@ -121,6 +103,63 @@ class KubeletLogSource:
             yield body[:limit] if limit else body
         finally:
             writer.close()
+
+    async def exec(self, pod: dict[str, Any], container: str, command: list[str]) -> ExecResult:
+        """Run `command` in `container` of `pod` on its kubelet; raises `error(...)` when it cannot."""
+        meta = pod.get("metadata") or {}
+        path = f"/exec/{meta.get('namespace')}/{meta.get('name')}/{container}?" + urlencode(
+            [("command", word) for word in command], quote_via=quote
+        )
+        reader, writer, authority = await self._open(pod)
+        try:
+            code, length, chunked = await self._send(reader, writer, "POST", path, authority)
+            body = await _read_body(reader, length, chunked)
+        finally:
+            writer.close()
+        if code != 200:
+            text = body.decode("utf-8", "replace").strip()
+            raise self.error(f"unable to upgrade connection: {text}")
+        answer = orjson.loads(body)
+        return ExecResult(str(answer["stdout"]), str(answer["stderr"]), int(answer["exitCode"]))
+
+    async def _open(self, pod: dict[str, Any]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
+        node_name = (pod.get("spec") or {}).get("nodeName") or ""
+        node = await self.node_lookup(node_name) if self.node_lookup else None
+        if node is None:
+            raise self.error(
+                f'node "{node_name}" of pod "{(pod.get("metadata") or {}).get("name")}" not found'
+            )
+        host, port = kubelet_endpoint(node)
+        try:
+            reader, writer = await self.egress.open_connection(
+                host, port, ssl=self._tls, server_hostname=host
+            )
+        except OSError as err:
+            raise self.error(f"dial kubelet {host}:{port}: {err}") from err
+        return reader, writer, f"{host}:{port}"
+
+    @staticmethod
+    async def _send(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, path: str, authority: str
+    ) -> tuple[int, int | None, bool]:
+        """Send a bodiless request; returns the status code, Content-Length and whether it is chunked."""
+        request = (
+            f"{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        writer.write(request.encode())
+        await writer.drain()
+        status_line = await reader.readline()
+        parts = status_line.decode("latin-1").split(" ", 2)
+        code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 502
+        length: int | None = None
+        chunked = False
+        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value.strip())
+            elif name.strip().lower() == "transfer-encoding" and "chunked" in value.lower():
+                chunked = True
+        return code, length, chunked
 
 
 async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:

@@ -1,0 +1,170 @@
+"""`pods/exec` for clients that speak Kubernetes' WebSocket channel protocol.
+
+kubectl 1.30 and newer and the official Python client open exec as a WebSocket (`v5.channel.k8s.io`,
+`v4.channel.k8s.io`, older `v3`/`v2`/`channel.k8s.io`). Every binary message starts with its channel:
+0 stdin, 1 stdout, 2 stderr, 3 the error channel, 4 terminal resize. From v4 on, the error channel
+carries a `Status`: `Success`, or `Failure` with reason `NonZeroExitCode` and the exit code as the cause
+`ExitCode`, from which kubectl takes its own exit code. Before v4 it carries the error's text only.
+
+The simulated container's programs finish at once and read no input, so the command is run on the
+kubelet before the upgrade: a container that does not run is an ordinary HTTP error, which kubectl shows
+as it would show the kubelet's. SPDY/3.1 (kubectl 1.29 and older) is in `spdy`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+from aiohttp import WSMsgType, web
+from multidict import MultiMapping
+
+from tenantgpu.apiserver import errors
+
+PROTOCOLS = (
+    "v5.channel.k8s.io",
+    "v4.channel.k8s.io",
+    "v3.channel.k8s.io",
+    "v2.channel.k8s.io",
+    "channel.k8s.io",
+)
+STDOUT, STDERR, ERROR, RESIZE = 1, 2, 3, 4
+CLOSE_SIGNAL = 255  # v5: the client closed one of its channels (its stdin)
+CLIENT_GRACE_SECONDS = 1.0
+_STATUS_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
+_TRUE = ("true", "1")
+
+
+class CommandResult(Protocol):
+    stdout: str
+    stderr: str
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class ExecOptions:
+    """The `PodExecOptions` of a request, from its query string."""
+
+    container: str
+    command: list[str]
+    stdin: bool
+    stdout: bool
+    stderr: bool
+    tty: bool
+
+    @classmethod
+    def parse(cls, query: MultiMapping[str], pod: dict[str, Any]) -> ExecOptions:
+        """The options, with the container chosen as kube-apiserver chooses it; 400 when they are wrong."""
+        name = (pod.get("metadata") or {}).get("name", "")
+        spec = pod.get("spec") or {}
+        containers = [c.get("name", "") for c in spec.get("containers") or []]
+        init = [c.get("name", "") for c in spec.get("initContainers") or []]
+        container = query.get("container", "")
+        if not container:
+            if len(containers) != 1:
+                message = f"a container name must be specified for pod {name}"
+                if containers:
+                    message += f", choose one of: [{' '.join(containers)}]"
+                if init:
+                    message += f" or one of the init containers: [{' '.join(init)}]"
+                raise errors.bad_request(message)
+            container = containers[0]
+        elif container not in containers and container not in init:
+            raise errors.bad_request(f"container {container} is not valid for pod {name}")
+        command = query.getall("command", [])
+        if not command:
+            raise errors.bad_request("you must specify at least 1 command")
+        flags = {key: query.get(key, "").lower() in _TRUE for key in ("stdin", "stdout", "stderr", "tty")}
+        if not (flags["stdin"] or flags["stdout"] or flags["stderr"]):
+            raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
+        if not spec.get("nodeName"):
+            raise errors.bad_request(f"pod {name} does not have a host assigned")
+        return cls(container, list(command), **flags)
+
+
+def wants_websocket(request: web.Request) -> bool:
+    return request.headers.get("Upgrade", "").lower() == "websocket"
+
+
+def error_status(protocol: str, command: list[str], result: CommandResult) -> bytes | None:
+    """The error channel's message for a finished command (None: nothing to send)."""
+    if result.exit_code == 0:
+        return orjson.dumps({"metadata": {}, "status": "Success"}) if protocol in _STATUS_PROTOCOLS else None
+    message = (
+        f"command terminated with non-zero exit code: error executing command "
+        f"[{' '.join(command)}], exit code {result.exit_code}"
+    )
+    if protocol not in _STATUS_PROTOCOLS:
+        return message.encode()
+    return orjson.dumps(
+        {
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(result.exit_code)}]},
+        }
+    )
+
+
+def output_frames(options: ExecOptions, result: CommandResult) -> list[bytes]:
+    """The stdout and stderr messages the client asked for, each prefixed with its channel."""
+    frames: list[bytes] = []
+    if options.tty:
+        # A terminal merges stderr into stdout, and its line discipline turns \n into \r\n (kubectl has
+        # put the local terminal in raw mode, so a bare \n would not return the cursor).
+        text = (result.stdout + result.stderr).replace("\r\n", "\n").replace("\n", "\r\n")
+        if text and options.stdout:
+            frames.append(bytes([STDOUT]) + text.encode())
+        return frames
+    if result.stdout and options.stdout:
+        frames.append(bytes([STDOUT]) + result.stdout.encode())
+    if result.stderr and options.stderr:
+        frames.append(bytes([STDERR]) + result.stderr.encode())
+    return frames
+
+
+async def stream_result(
+    request: web.Request, options: ExecOptions, result: CommandResult
+) -> web.StreamResponse:
+    """Upgrade to a WebSocket, send the command's output and its end, and close."""
+    ws = web.WebSocketResponse(protocols=PROTOCOLS, autoping=True)
+    if not ws.can_prepare(request).ok:
+        raise errors.bad_request("the exec request is not a valid WebSocket upgrade")
+    await ws.prepare(request)
+    protocol = ws.ws_protocol or "channel.k8s.io"
+    for frame in output_frames(options, result):
+        await ws.send_bytes(frame)
+    status = error_status(protocol, options.command, result)
+    if status is not None:
+        await ws.send_bytes(bytes([ERROR]) + status)
+    await _until_client_settled(ws, options, protocol)
+    await ws.close()  # waits for the client's close, discarding the stdin or resize it still sends
+    return ws
+
+
+async def _until_client_settled(ws: web.WebSocketResponse, options: ExecOptions, protocol: str) -> None:
+    """Wait (a moment at most) for what the client still sends at the start and end of its input.
+
+    A client with a terminal sends its size first (v3 on), and a v5 client says when its piped stdin has
+    ended. Closing before those arrive makes kubectl report the write it could no longer make.
+    """
+    want_size = options.tty and protocol not in ("v2.channel.k8s.io", "channel.k8s.io")
+    want_stdin_end = options.stdin and not options.tty and protocol == "v5.channel.k8s.io"
+    if not (want_size or want_stdin_end):
+        return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(CLIENT_GRACE_SECONDS):
+            async for message in ws:
+                if message.type != WSMsgType.BINARY:
+                    return
+                channel = message.data[:1]
+                if channel == bytes([RESIZE]):
+                    want_size = False
+                elif channel == bytes([CLOSE_SIGNAL]):
+                    want_stdin_end = False
+                if not (want_size or want_stdin_end):
+                    return

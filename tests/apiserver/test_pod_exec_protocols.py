@@ -1,0 +1,137 @@
+"""`pods/exec` on the wire: options as kube-apiserver reads them, the channel protocol's messages, SPDY frames.
+
+The whole path (kubectl 1.27-1.33 and the Python client, through the tunnel) is in
+tests/e2e/test_running_lab.py; here the pieces a client depends on byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+
+import pytest
+from multidict import MultiDict
+
+from tenantgpu.apiserver import errors, podexec, spdy
+from tenantgpu.node.programs import ExecResult
+
+POD = {
+    "metadata": {"name": "trainer", "namespace": "default"},
+    "spec": {"nodeName": "worker-a1", "containers": [{"name": "cuda"}]},
+}
+TWO = {
+    "metadata": {"name": "pair", "namespace": "default"},
+    "spec": {
+        "nodeName": "worker-a1",
+        "containers": [{"name": "cuda"}, {"name": "sidecar"}],
+        "initContainers": [{"name": "setup"}],
+    },
+}
+
+
+def query(*pairs: tuple[str, str]) -> MultiDict[str]:
+    return MultiDict(pairs)
+
+
+def test_options_default_to_the_only_container_and_keep_every_command_word() -> None:
+    options = podexec.ExecOptions.parse(
+        query(("command", "sh"), ("command", "-c"), ("command", "echo hi"), ("stdout", "true")), POD
+    )
+    assert options.container == "cuda"
+    assert options.command == ["sh", "-c", "echo hi"]
+    assert (options.stdin, options.stdout, options.stderr, options.tty) == (False, True, False, False)
+
+
+@pytest.mark.parametrize(
+    ("pairs", "pod", "message"),
+    [
+        ((("command", "env"), ("stdout", "true")), TWO,
+         "a container name must be specified for pod pair, choose one of: [cuda sidecar] "
+         "or one of the init containers: [setup]"),
+        ((("container", "gpu"), ("command", "env"), ("stdout", "true")), POD,
+         "container gpu is not valid for pod trainer"),
+        ((("stdout", "true"),), POD, "you must specify at least 1 command"),
+        ((("command", "env"),), POD, "you must specify at least 1 of stdin, stdout, stderr"),
+        ((("command", "env"), ("stdout", "true")), {**POD, "spec": {"containers": [{"name": "cuda"}]}},
+         "pod trainer does not have a host assigned"),
+    ],
+)  # fmt: skip
+def test_wrong_options_are_a_bad_request_with_kube_apiservers_words(
+    pairs: tuple[tuple[str, str], ...], pod: dict, message: str
+) -> None:
+    with pytest.raises(errors.APIError) as raised:
+        podexec.ExecOptions.parse(query(*pairs), pod)
+    assert raised.value.code == 400 and raised.value.reason == "BadRequest"
+    assert raised.value.message == message
+
+
+def test_the_error_channel_carries_a_status_from_v4_on_and_text_before() -> None:
+    ok, failed = ExecResult("x\n"), ExecResult(exit_code=3)
+    assert json.loads(podexec.error_status("v5.channel.k8s.io", ["true"], ok) or b"") == {
+        "metadata": {},
+        "status": "Success",
+    }
+    status = json.loads(podexec.error_status("v4.channel.k8s.io", ["sh", "-c", "exit 3"], failed) or b"")
+    assert status["status"] == "Failure" and status["reason"] == "NonZeroExitCode"
+    # kubectl and the Python client take the exit code from this cause
+    assert status["details"]["causes"] == [{"reason": "ExitCode", "message": "3"}]
+    assert status["message"].startswith("command terminated with non-zero exit code")
+    assert podexec.error_status("v3.channel.k8s.io", ["true"], ok) is None
+    assert (podexec.error_status("channel.k8s.io", ["false"], failed) or b"").startswith(
+        b"command terminated"
+    )
+
+
+def test_output_goes_to_its_channels_and_a_terminal_merges_it_with_crlf() -> None:
+    result = ExecResult("a\nb\n", "oops\n", 1)
+    plain = podexec.ExecOptions("c", ["x"], False, True, True, False)
+    assert podexec.output_frames(plain, result) == [b"\x01a\nb\n", b"\x02oops\n"]
+    tty = podexec.ExecOptions("c", ["x"], True, True, False, True)
+    assert podexec.output_frames(tty, result) == [b"\x01a\r\nb\r\noops\r\n"]
+    only_stderr = podexec.ExecOptions("c", ["x"], False, False, True, False)
+    assert podexec.output_frames(only_stderr, result) == [b"\x02oops\n"]
+
+
+def test_spdy_picks_v4_from_what_kubectl_offers_and_names_streams_in_client_go_order() -> None:
+    offered = ["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io"]
+    assert spdy.choose_protocol(offered) == "v4.channel.k8s.io"
+    assert spdy.choose_protocol(["channel.k8s.io"]) == "channel.k8s.io"
+    with pytest.raises(errors.APIError):
+        spdy.choose_protocol(["v9.channel.k8s.io"])
+    piped = podexec.ExecOptions("c", ["x"], True, True, True, False)
+    assert spdy.stream_roles(piped, "v4.channel.k8s.io") == ["error", "stdin", "stdout", "stderr"]
+    tty = podexec.ExecOptions("c", ["x"], True, True, False, True)
+    assert spdy.stream_roles(tty, "v4.channel.k8s.io") == ["error", "stdin", "stdout", "resize"]
+    assert spdy.stream_roles(tty, "v2.channel.k8s.io") == ["error", "stdin", "stdout"]
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.data = b""
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+
+def test_spdy_frames_round_trip_through_the_reader_even_when_split() -> None:
+    sink = _Sink()
+    writer = spdy.FrameWriter(sink)  # type: ignore[arg-type]
+    writer.syn_reply(1)
+    writer.data(3, b"hello", fin=True)
+    writer.data(5, b"x" * 70_000, fin=True)  # more than one frame's worth
+    writer.control(spdy.PING, 0, struct.pack(">I", 7))
+    reader = spdy.FrameReader()
+    for i in range(0, len(sink.data), 1000):  # as TCP may deliver it
+        reader.feed_data(sink.data[i : i + 1000])
+    frames = []
+    while not reader.frames.empty():
+        frames.append(reader.frames.get_nowait())
+    reply, hello, *big, ping = frames
+    assert (reply.control, reply.kind, reply.stream_id) == (True, spdy.SYN_REPLY, 1)
+    # an empty header block, compressed in the connection's zlib stream (readable without SPDY's dictionary)
+    assert zlib.decompressobj().decompress(reply.payload[4:]) == b"\x00\x00\x00\x00"
+    assert (hello.control, hello.stream_id, hello.flags, hello.payload) == (False, 3, spdy.FLAG_FIN, b"hello")
+    assert b"".join(f.payload for f in big) == b"x" * 70_000
+    assert [f.flags for f in big] == [0, 0, spdy.FLAG_FIN]
+    assert (ping.kind, ping.payload) == (spdy.PING, struct.pack(">I", 7))
