@@ -278,6 +278,11 @@ def test_kubectl_exec_shows_what_hami_gave_the_container_with_every_kubectl(lab:
     assert "container sidecar is not valid for pod exec-0" in wrong.stderr
     missing = lab.kubectl("tenant-a", "exec", "no-such-pod", "--", "env", check=False)
     assert missing.returncode == 1 and 'pods "no-such-pod" not found' in missing.stderr
+    # The other streaming subresources say why there is nothing behind them, rather than 404.
+    attach = lab.kubectl("tenant-a", "attach", "exec-0", check=False)
+    assert attach.returncode == 1 and "runs no process to attach to" in attach.stderr
+    forward = lab.kubectl("tenant-a", "port-forward", "pod/exec-0", "18080:80", check=False)
+    assert forward.returncode == 1 and "no pod network" in forward.stderr
 
     # The official Python client speaks v5/v4.channel.k8s.io over its own WebSocket.
     probe = (

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 from fakeapi import FakeApi
-from served import serve
 
+from served import serve
 from tenantgpu.kubeclient import KubeClient
 
 

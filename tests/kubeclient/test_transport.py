@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from aiohttp import web
-from served import serve
 
-from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig
+from served import serve
+from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig, transport
 
 
 def _pod(name: str) -> dict[str, object]:
@@ -96,6 +96,23 @@ async def test_after_a_timeout_the_next_request_gets_its_own_answer(api) -> None
     # The late answer is still to come on that connection: reusing it would hand it to the next request.
     answers = await asyncio.gather(*(client.get("pods", f"q{i}", "default") for i in range(6)))
     assert [a["metadata"]["name"] for a in answers] == [f"q{i}" for i in range(6)]
+
+
+async def test_a_long_timeout_on_a_reused_connection_is_enforced_by_the_sweep(  # type: ignore[no-untyped-def]
+    api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, _ = api
+    await client.get("pods", "warm", "default")  # an idle keep-alive connection to reuse
+    monkeypatch.setattr(transport, "SWEEP_SECONDS", 0.05)  # timeouts from 0.1 s on go to the sweep
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(TimeoutError):
+        await client.request(
+            "GET", "/api/v1/namespaces/default/pods/late", params={"sleep": "1.0"}, timeout=0.2
+        )
+    waited = asyncio.get_running_loop().time() - started
+    assert 0.2 <= waited < 0.6  # the deadline, give or take one sweep, not the 1 s answer
+    answers = await asyncio.gather(*(client.get("pods", f"s{i}", "default") for i in range(6)))
+    assert [a["metadata"]["name"] for a in answers] == [f"s{i}" for i in range(6)]
 
 
 async def test_after_a_cancelled_request_the_next_request_gets_its_own_answer(api) -> None:  # type: ignore[no-untyped-def]

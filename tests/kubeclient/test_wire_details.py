@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
-from served import serve
 
+from served import serve
 from tenantgpu.kubeclient import KubeClient
 
 

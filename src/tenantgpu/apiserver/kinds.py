@@ -217,6 +217,8 @@ POD = Kind(
         Subresource("eviction", "Eviction", ("create",), "policy", "v1"),
         Subresource("log", "Pod", ("get",)),
         Subresource("exec", "PodExecOptions", ("create", "get")),
+        Subresource("attach", "PodAttachOptions", ("create", "get")),
+        Subresource("portforward", "PodPortForwardOptions", ("create", "get")),
     ),
     strategy=Strategy(_STATUS, graceful_delete=_pod_grace),
 )

@@ -32,6 +32,12 @@ PROTOCOLS = (
     "channel.k8s.io",
 )
 STDOUT, STDERR, ERROR, RESIZE = 1, 2, 3, 4
+# The pods' other streaming subresources, which the simulation has nothing behind.
+UNSUPPORTED_STREAMS = {
+    "attach": "a tenantgpu simulated container runs no process to attach to: "
+    "kubectl logs -f follows what it writes, and kubectl exec runs its programs",
+    "portforward": "tenantgpu simulates no pod network, so there is no port to forward to",
+}
 CLOSE_SIGNAL = 255  # v5: the client closed one of its channels (its stdin)
 CLIENT_GRACE_SECONDS = 1.0
 _STATUS_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")

@@ -26,7 +26,7 @@ from urllib.parse import unquote
 import yaml
 from aiohttp import web
 
-from tenantgpu.apiserver import discovery, errors, openapi
+from tenantgpu.apiserver import discovery, errors, openapi, podexec
 from tenantgpu.apiserver.admission import AdmissionChain, AdmissionPlugin, NamespaceLifecycle
 from tenantgpu.apiserver.auth import (
     Attributes,
@@ -550,6 +550,8 @@ class APIServer(SubresourceHandlers):
             return await self._pod_log(request, entry)
         if target.subresource == "exec":
             return await self._pod_exec(request, entry)
+        if target.subresource in podexec.UNSUPPORTED_STREAMS:
+            raise errors.bad_request(podexec.UNSUPPORTED_STREAMS[target.subresource])
         if target.subresource == "scale":
             return json_response(self._scale_of(kind, entry.obj))
         return self._render(request, kind, entry)

@@ -62,6 +62,9 @@ class SubresourceHandlers:
         if target.subresource == "exec":
             entry = self.registry.get(target.kind, target.namespace, target.name)
             return await self._pod_exec(request, entry)
+        if target.subresource in podexec.UNSUPPORTED_STREAMS:
+            self.registry.get(target.kind, target.namespace, target.name)  # a missing pod is a 404 first
+            raise errors.bad_request(podexec.UNSUPPORTED_STREAMS[target.subresource])
         body = await self._decode_body(request)
         if target.subresource == "binding":
             return await self._bind(request, target.namespace, target.name, body, user)

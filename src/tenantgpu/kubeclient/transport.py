@@ -29,6 +29,11 @@ import httptools
 # The lab's API servers close keep-alive connections idle for 75 s (aiohttp's default); a connection
 # idle for longer than this is closed here rather than risked.
 IDLE_SECONDS = 30.0
+# Long timeouts (the default 30 s) are enforced by one sweep a second over the requests in flight
+# rather than a timer per request: under load, arming and cancelling an event-loop timer for each
+# request cost a worker process about a quarter of its requests' client-side CPU. Shorter timeouts get a
+# timer of their own, so they stay exact.
+SWEEP_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -205,6 +210,9 @@ class Http1Pool:
         self._streaming: set[_Connection] = set()
         self._slots = asyncio.Semaphore(size)
         self._closed = False
+        # waiter of a request in flight -> (its deadline on the loop's clock, its connection)
+        self._deadlines: dict[asyncio.Future[Response], tuple[float, _Connection]] = {}
+        self._sweep: asyncio.TimerHandle | None = None
 
     async def request(
         self,
@@ -217,18 +225,30 @@ class Http1Pool:
         timeout: float = 30.0,
     ) -> Response:
         message = self._message(method, path, params, body, content_type)
-        async with asyncio.timeout(timeout):
-            async with self._slots:
-                connection = await self._connection()
-                try:
-                    return await self._exchange(connection, message)
-                except aiohttp.ServerDisconnectedError:
-                    # A reused connection the server closed just as the request went out: nothing was
-                    # answered, so a read is safely sent again on a new connection (a write might have
-                    # been applied, and is not).
-                    if method != "GET" or not connection.reused or connection.answered:
-                        raise
-                    return await self._exchange(await self._connection(fresh=True), message)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        if timeout < 2 * SWEEP_SECONDS or self._slots.locked() or not self._idle:
+            # Waiting for a slot or a new connection, or a short timeout: a timer of its own.
+            async with asyncio.timeout_at(deadline):
+                return await self._request(method, message, None)
+        return await self._request(method, message, deadline)
+
+    async def _request(self, method: str, message: bytes, deadline: float | None) -> Response:
+        async with self._slots:
+            connection = await self._connection()
+            try:
+                return await self._exchange(connection, message, deadline)
+            except aiohttp.ServerDisconnectedError:
+                # A reused connection the server closed just as the request went out: nothing was
+                # answered, so a read is safely sent again on a new connection (a write might have
+                # been applied, and is not).
+                if method != "GET" or not connection.reused or connection.answered:
+                    raise
+                fresh = await self._connection(fresh=True)
+                if deadline is None:
+                    return await self._exchange(fresh, message, None)
+                async with asyncio.timeout_at(deadline):
+                    return await self._exchange(fresh, message, None)
 
     def _message(
         self,
@@ -276,14 +296,23 @@ class Http1Pool:
             self._streaming.discard(connection)
             connection.close()
 
-    async def _exchange(self, connection: _Connection, message: bytes) -> Response:
+    async def _exchange(self, connection: _Connection, message: bytes, deadline: float | None) -> Response:
+        """Send and await the answer; with a `deadline`, the sweep fails the request once it is past."""
+        waiter = connection.send(message)
+        if deadline is not None:
+            self._deadlines[waiter] = (deadline, connection)
+            if self._sweep is None:
+                self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._sweep_deadlines)
         try:
-            response = await connection.send(message)
+            response = await waiter
         except BaseException:
             # Cancelled or timed out mid-request: the response may still come, so the connection
             # cannot carry another request.
             connection.close()
             raise
+        finally:
+            if deadline is not None:
+                self._deadlines.pop(waiter, None)
         if self._closed:
             connection.close()  # the pool was closed while this request was in flight
         elif not connection.lost:
@@ -291,6 +320,18 @@ class Http1Pool:
             connection.reused = True
             self._idle.append(connection)
         return response
+
+    def _sweep_deadlines(self) -> None:
+        self._sweep = None
+        now = asyncio.get_running_loop().time()
+        for waiter, (deadline, connection) in list(self._deadlines.items()):
+            if deadline <= now:
+                del self._deadlines[waiter]
+                if not waiter.done():
+                    waiter.set_exception(TimeoutError())
+                connection.close()
+        if self._deadlines:
+            self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._sweep_deadlines)
 
     async def _connection(self, *, fresh: bool = False) -> _Connection:
         now = time.monotonic()
@@ -317,6 +358,9 @@ class Http1Pool:
     def close(self) -> None:
         """Close every connection, the open watches' too (their readers see the body cut off)."""
         self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for connection in [*self._idle, *self._streaming]:
             connection.close()
         self._idle.clear()
