@@ -17,7 +17,8 @@ have one-second resolution, too coarse here):
 After the burst, PACED_PODS more pods (default PODS / 2) are created at RATE pods/s (default 50), the way
 Kubernetes' density tests measure startup latency: at a steady creation rate, not behind a queue.
 
-Environment: TENANTS, PODS, IN_FLIGHT to scale; PROFILE=1 runs py-spy (dev extra) against the lab
+Environment: TENANTS, PODS, IN_FLIGHT to scale; PIN=1 pins each lab process to a core of its own
+(round robin over the cores this process may use; Linux) before the load; PROFILE=1 runs py-spy (dev extra) against the lab
 process during the load (PROFILE=workers: against its first worker process) and prints where its time goes (needs ptrace rights). The `up -d` figures of the
 seed and a 100-tenant lab are bench/kamaji.py's; they are shown here from bench/results/kamaji.json.
 """
@@ -383,6 +384,15 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _pin_to_alternate_cores(pids: list[int]) -> None:
+    """Each lab process (all its threads) on a core of its own, round robin; the load generator floats."""
+    cores = sorted(os.sched_getaffinity(0))
+    for i, pid in enumerate(pids):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(int(task.name), {cores[i % len(cores)]})
+
+
 def lab_processes(pid: int) -> list[int]:
     """The lab process and its children (worker and control-plane processes)."""
     children: list[int] = []
@@ -473,6 +483,8 @@ def run(
                 profiler = _start_profiler(target, work / "profile.txt")
             names = [f"tenant-{t:02d}" for t in range(tenants)]
             pids = lab_processes(int((state / "lab.pid").read_text()))
+            if os.environ.get("PIN") == "1":
+                _pin_to_alternate_cores(pids)
             from tenantgpu import eventloop
 
             # The load generator shares the lab's two cores: it runs on uvloop like the lab's processes.
