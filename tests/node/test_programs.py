@@ -53,6 +53,9 @@ def test_sh_c_runs_one_simple_command_and_refuses_shell_syntax() -> None:
     piped = run(["sh", "-c", "nvidia-smi | grep MiB"], GPU_CONTAINER)
     assert piped.exit_code == 2 and "without pipes" in piped.stderr
     assert run(["sh", "-c", "ls /"], GPU_CONTAINER).stderr == "sh: 1: ls: not found\n"
+    assert run(["sh", "-c", "exit 3"], GPU_CONTAINER).exit_code == 3
+    assert run(["sh", "-c", "exit"], GPU_CONTAINER).exit_code == 0
+    assert run(["sh", "-c", "exit 300"], GPU_CONTAINER).exit_code == 44  # the status is a byte
     interactive = run(["bash"], GPU_CONTAINER)
     assert interactive.exit_code == COMMAND_NOT_FOUND and "no interactive shell" in interactive.stderr
 

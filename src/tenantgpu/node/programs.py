@@ -3,8 +3,8 @@
 A simulated container has no file system and no processes, so `kubectl exec` offers the few commands
 people run to see what HAMi gave a container: `nvidia-smi` (the memory limit HAMi-core exposes),
 `env` / `printenv` (HAMi's `CUDA_DEVICE_*` and `NVIDIA_VISIBLE_DEVICES`), `hostname`, `echo`, `true`,
-`false`, and `sh -c` / `bash -c` around one of them. Anything else exits 127, as a shell does for a
-command it cannot find, and says what is there instead.
+`false`, and `sh -c` / `bash -c` around one of them or `exit N`. Anything else exits 127, as a shell
+does for a command it cannot find, and says what is there instead.
 """
 
 from __future__ import annotations
@@ -124,6 +124,12 @@ def _shell(shell: str, args: list[str], view: ContainerView) -> ExecResult:
         return ExecResult(stderr=f"{shell}: {err}\n", exit_code=2)
     if not words:
         return ExecResult()
+    if words[0] == "exit":  # the usual way to try an exit code through kubectl exec
+        if len(words) == 1:
+            return ExecResult()
+        if len(words) == 2 and words[1].isdigit():
+            return ExecResult(exit_code=int(words[1]) % 256)
+        return ExecResult(stderr=f"{shell}: 1: exit: Illegal number: {' '.join(words[1:])}\n", exit_code=2)
     if words[0] in SHELLS:
         return _shell(words[0], words[1:], view)
     result = run(words, view)
