@@ -319,6 +319,56 @@ def test_kubectl_exec_shows_what_hami_gave_the_container_with_every_kubectl(lab:
     lab.delete("tenant-a", "app=exec")
 
 
+def test_drain_evicts_workloads_and_leaves_the_nodes_own_components_which_come_back_if_deleted(
+    lab: RunningLab,
+) -> None:
+    """The agent, device plugin and scheduler pods are shown as a kubelet shows static pods: mirror pods
+    owned by their Node, which `kubectl drain` skips and the kubelet re-creates."""
+    system = {p["metadata"]["name"]: p for p in json.loads(
+        lab.kubectl("tenant-b", "get", "pods", "-n", "kube-system", "-o", "json").stdout)["items"]}  # fmt: skip
+    assert {n.rsplit("-", 1)[0] for n in system} == {
+        "konnectivity-agent",
+        "hami-device-plugin",
+        "hami-scheduler",
+    }
+    for pod in system.values():
+        assert "kubernetes.io/config.mirror" in annotations(pod)
+        assert [(o["kind"], o["name"], o.get("controller")) for o in pod["metadata"]["ownerReferences"]] == [
+            ("Node", "worker-b1", True)
+        ]
+    lab.create("tenant-b", gpu_pod("drained", "drained", gpumem=1000))
+    wait_for("the workload Running", all_running(lab, "tenant-b", "app=drained", 1))
+    try:
+        drained = lab.kubectl(
+            "tenant-b", "drain", "worker-b1", "--ignore-daemonsets", "--force", "--timeout=45s"
+        )
+        assert "evicting pod default/drained" in drained.stderr + drained.stdout
+    finally:
+        lab.kubectl("tenant-b", "uncordon", "worker-b1")
+    wait_for("the workload gone", lambda: not lab.pods("tenant-b", "app=drained"))
+    after = json.loads(lab.kubectl("tenant-b", "get", "pods", "-n", "kube-system", "-o", "json").stdout)[
+        "items"
+    ]
+    assert {p["metadata"]["uid"] for p in after} == {p["metadata"]["uid"] for p in system.values()}
+
+    agent = next(name for name in system if name.startswith("konnectivity-agent"))
+    lab.kubectl("tenant-b", "delete", "pod", "-n", "kube-system", agent, "--wait=true")
+    back = wait_for(
+        "the agent's mirror pod back and Running",
+        lambda: (
+            (
+                p := json.loads(
+                    lab.kubectl("tenant-b", "get", "pods", "-n", "kube-system", "-o", "json").stdout
+                )
+            )
+            and next(
+                (q for q in p["items"] if q["metadata"]["name"] == agent and phase(q) == "Running"), None
+            )
+        ),
+    )
+    assert back["metadata"]["uid"] != system[agent]["metadata"]["uid"]
+
+
 def _lab_control(lab: RunningLab, tenant: str, component: str, desired: str) -> None:
     """Stop or start a lab component through the lab-control ConfigMap, then wait until the lab says so."""
     patch = json.dumps({"data": {f"{component}.desired": desired}})

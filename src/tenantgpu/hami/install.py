@@ -19,6 +19,11 @@ _IMAGES = {
     "konnectivity-agent": "registry.k8s.io/kas-network-proxy/proxy-agent:v0.31.0",
 }
 CHART_LABELS = {"app.kubernetes.io/name": "hami", "app.kubernetes.io/instance": "hami"}
+# The components' pods are shown as a kubelet shows its static pods: mirror pods owned by their Node,
+# which `kubectl drain` leaves alone and the kubelet re-creates when they are deleted.
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
+CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 
 
 def webhook_configuration(
@@ -101,7 +106,9 @@ def scheduler_service(
 def system_pod(
     name: str, node: str, component: str, containers: list[str], labels: dict[str, str]
 ) -> dict[str, Any]:
-    """A kube-system pod pinned to `node` (e.g. the konnectivity agent); the worker's kubelet runs it."""
+    """A kube-system pod pinned to `node` (e.g. the konnectivity agent); the worker's kubelet runs it, and
+    shows it as the mirror pod of a static pod."""
+    config_hash = hashlib.sha256(f"{NAMESPACE}/{name}@{node}".encode()).hexdigest()[:32]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -109,6 +116,11 @@ def system_pod(
             "name": name,
             "namespace": NAMESPACE,
             "labels": {"app.kubernetes.io/component": component, WEBHOOK_IGNORE_LABEL: "ignore", **labels},
+            "annotations": {
+                CONFIG_HASH_ANNOTATION: config_hash,
+                MIRROR_POD_ANNOTATION: config_hash,
+                CONFIG_SOURCE_ANNOTATION: "file",
+            },
         },
         "spec": {
             "nodeName": node,
@@ -158,6 +170,25 @@ def konnectivity_agent_pod(node: str) -> dict[str, Any]:
     )
 
 
+async def _owned_by_node(client: KubeClient, pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod with the ownerReference a mirror pod has to its Node (when the Node is there)."""
+    node_name = pod["spec"]["nodeName"]
+    try:
+        node = await client.get("nodes", node_name)
+    except ApiError as err:
+        if err.code != 404:
+            raise
+        return pod
+    owner = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": node_name,
+        "uid": node["metadata"]["uid"],
+        "controller": True,
+    }
+    return {**pod, "metadata": {**pod["metadata"], "ownerReferences": [owner]}}
+
+
 async def _apply(client: KubeClient, resource: str, body: dict[str, Any]) -> dict[str, Any]:
     """Create, or replace an existing object (keeping its resourceVersion)."""
     meta = body["metadata"]
@@ -202,11 +233,11 @@ async def install_hami(
     await _apply(client, "mutatingwebhookconfigurations", webhook_configuration(ca_bundle, url=webhook_url))
     if scheduler_node:
         for pod in system_pods(scheduler_node, device_plugin_nodes or [scheduler_node]):
-            await _apply(client, "pods", pod)
+            await _apply(client, "pods", await _owned_by_node(client, pod))
 
 
 async def show_konnectivity_agents(client: KubeClient, nodes: list[str]) -> None:
     """Record one kube-system pod per worker for its tunnel agent, so `kubectl get pods -n kube-system`
     shows what Kamaji's konnectivity-agent DaemonSet would run there."""
     for node in nodes:
-        await _apply(client, "pods", konnectivity_agent_pod(node))
+        await _apply(client, "pods", await _owned_by_node(client, konnectivity_agent_pod(node)))

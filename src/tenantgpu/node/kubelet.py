@@ -41,6 +41,8 @@ from tenantgpu.node import podstatus, programs
 log = logging.getLogger(__name__)
 
 _REMOVE_ATTEMPTS = 12  # about 15 s of backoff
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+MIRROR_RECREATE_SECONDS = 0.5  # a deleted mirror pod comes back on the kubelet's next sync, not at once
 
 
 def log_stamp() -> str:
@@ -121,6 +123,8 @@ class Kubelet:
         self._subnet = zlib.crc32(node_name.encode()) % 250 + 1
         self._next_ip = 2
         self._admit_lock = asyncio.Lock()  # HAMi's Allocate is serialised by a mutex
+        # Re-creations of deleted mirror pods (the node's components) under way.
+        self._mirror_tasks: set[asyncio.Task[None]] = set()
         self.informer = Informer(client, "pods", field_selector=f"spec.nodeName={node_name}")
         self.informer.add_handler(self._on_pod)
         # Its own Node, watched: the device plugin releases HAMi's lock with a fresh resourceVersion.
@@ -138,6 +142,8 @@ class Kubelet:
     async def stop(self) -> None:
         await self.informer.stop()
         await self.node_informer.stop()
+        for mirror in list(self._mirror_tasks):
+            mirror.cancel()
         tasks = [r.task for r in self.pods.values() if r.task and not r.task.done()]
         for task in tasks:
             task.cancel()
@@ -218,6 +224,10 @@ class Kubelet:
         if (pod.get("spec") or {}).get("nodeName") != self.node_name:
             return
         record = self.pods.get(uid)
+        if kind == "DELETED" and MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}):
+            task = asyncio.create_task(self._recreate_mirror(pod))
+            self._mirror_tasks.add(task)
+            task.add_done_callback(self._mirror_tasks.discard)
         if kind == "DELETED":
             if record is not None:
                 if record.task and not record.task.done():
@@ -248,6 +258,35 @@ class Kubelet:
             if record.task and not record.task.done():
                 record.task.cancel()
             record.task = asyncio.create_task(self._terminate(pod, record))
+
+    async def _recreate_mirror(self, pod: dict[str, Any]) -> None:
+        """Put a deleted mirror pod back, as the kubelet does while its static pod is configured.
+
+        Not when the node itself is gone: the pod garbage collector removes pods of deleted nodes.
+        """
+        await asyncio.sleep(MIRROR_RECREATE_SECONDS)
+        meta = _meta(pod)
+        if self.node_informer.get(None, self.node_name) is None:
+            return
+        fresh = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                k: meta[k]
+                for k in ("name", "namespace", "labels", "annotations", "ownerReferences")
+                if k in meta
+            },
+            "spec": pod.get("spec") or {},
+        }
+        try:
+            await self.client.create("pods", fresh, meta.get("namespace"))
+        except ApiError as err:
+            if err.reason != "AlreadyExists":
+                log.warning(
+                    "kubelet %s: re-creating mirror pod %s: %s", self.node_name, meta.get("name"), err
+                )
+        except (OSError, aiohttp.ClientError) as err:
+            log.warning("kubelet %s: re-creating mirror pod %s: %r", self.node_name, meta.get("name"), err)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
