@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from typing import Any
+from urllib.parse import urlencode
 
 import pytest
-from multidict import MultiDict
+from aiohttp.test_utils import make_mocked_request
 
 from tenantgpu.apiserver import errors, podexec, spdy
 from tenantgpu.node.programs import ExecResult
@@ -30,8 +32,9 @@ TWO = {
 }
 
 
-def query(*pairs: tuple[str, str]) -> MultiDict[str]:
-    return MultiDict(pairs)
+def query(*pairs: tuple[str, str]) -> Any:
+    """The query of an exec request as aiohttp hands it to the server (repeated keys kept)."""
+    return make_mocked_request("GET", "/api/v1/namespaces/default/pods/p/exec?" + urlencode(pairs)).query
 
 
 def test_options_default_to_the_only_container_and_keep_every_command_word() -> None:

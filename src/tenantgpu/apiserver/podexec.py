@@ -16,13 +16,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from aiohttp import WSMsgType, web
-from multidict import MultiMapping
 
 from tenantgpu.apiserver import errors
+
+if TYPE_CHECKING:
+    from multidict import MultiMapping  # what aiohttp's `Request.query` is
 
 PROTOCOLS = (
     "v5.channel.k8s.io",

@@ -176,6 +176,10 @@ async def stream_result(
                 while (frame := await reader.frames.get()) is not None:
                     if frame.control and frame.kind == PING:
                         writer.control(PING, 0, frame.payload)
+                    elif frame.control and frame.kind == SYN_STREAM:
+                        # a stream this side did not expect: answered and ended, so the client need not wait
+                        writer.syn_reply(frame.stream_id)
+                        writer.data(frame.stream_id, b"", fin=True)
                     elif frame.control and frame.kind == GOAWAY:
                         break
     except TimeoutError:
