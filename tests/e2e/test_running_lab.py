@@ -435,6 +435,15 @@ def test_kill_9_and_up_again_loses_no_pod_and_over_commits_no_gpu(lab: RunningLa
 
     after = wait_for("the pods Running again", all_running(lab, "tenant-b", "app=keep", 20), timeout=60)
     assert {p["metadata"]["name"]: (p["spec"]["nodeName"], card_of(p)) for p in after} == placed
+    # The restarted kubelet adopted the running containers with the environment HAMi gave them.
+    inside = wait_for(
+        "exec in an adopted container",
+        lambda: (
+            (r := lab.kubectl("tenant-b", "exec", "keep-00", "--", "nvidia-smi", check=False)).returncode == 0
+            and r
+        ),
+    )
+    assert card_of(after[0]) in inside.stdout and "/ 2000MiB" in inside.stdout
     # The restarted scheduler rebuilt each card's usage from the pods: both L4 are full, nothing fits.
     lab.create("tenant-b", gpu_pod("one-too-many", "one-too-many", gpumem=1000))
     reason = wait_for(
