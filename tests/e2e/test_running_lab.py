@@ -367,6 +367,10 @@ def test_drain_evicts_workloads_and_leaves_the_nodes_own_components_which_come_b
         ),
     )
     assert back["metadata"]["uid"] != system[agent]["metadata"]["uid"]
+    assert "kubernetes.io/config.mirror" in annotations(back)
+    assert [(o["kind"], o["uid"]) for o in back["metadata"]["ownerReferences"]] == [
+        ("Node", lab.node("tenant-b", "worker-b1")["metadata"]["uid"])
+    ]
 
 
 def _lab_control(lab: RunningLab, tenant: str, component: str, desired: str) -> None:

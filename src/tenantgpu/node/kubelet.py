@@ -266,15 +266,16 @@ class Kubelet:
         """
         await asyncio.sleep(MIRROR_RECREATE_SECONDS)
         meta = _meta(pod)
-        if self.node_informer.get(None, self.node_name) is None:
+        node = self.node_informer.get(None, self.node_name)
+        if node is None:
             return
+        owner = {"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": _meta(node).get("uid")}
         fresh = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
-                k: meta[k]
-                for k in ("name", "namespace", "labels", "annotations", "ownerReferences")
-                if k in meta
+                **{k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta},
+                "ownerReferences": [{**owner, "controller": True}],
             },
             "spec": pod.get("spec") or {},
         }
