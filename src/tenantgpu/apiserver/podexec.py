@@ -118,13 +118,17 @@ def error_status(protocol: str, command: list[str], result: CommandResult) -> by
     )
 
 
+def terminal_output(result: CommandResult) -> str:
+    """What a terminal shows: stderr merged into stdout, and \n turned into \r\n by its line discipline
+    (kubectl has put the local terminal in raw mode, so a bare \n would not return the cursor)."""
+    return (result.stdout + result.stderr).replace("\r\n", "\n").replace("\n", "\r\n")
+
+
 def output_frames(options: ExecOptions, result: CommandResult) -> list[bytes]:
     """The stdout and stderr messages the client asked for, each prefixed with its channel."""
     frames: list[bytes] = []
     if options.tty:
-        # A terminal merges stderr into stdout, and its line discipline turns \n into \r\n (kubectl has
-        # put the local terminal in raw mode, so a bare \n would not return the cursor).
-        text = (result.stdout + result.stderr).replace("\r\n", "\n").replace("\n", "\r\n")
+        text = terminal_output(result)
         if text and options.stdout:
             frames.append(bytes([STDOUT]) + text.encode())
         return frames

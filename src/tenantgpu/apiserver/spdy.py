@@ -164,7 +164,7 @@ async def stream_result(
                     writer.control(PING, 0, frame.payload)
         outputs = {"stdout": result.stdout, "stderr": result.stderr}
         if options.tty:
-            outputs = {"stdout": (result.stdout + result.stderr).replace("\r\n", "\n").replace("\n", "\r\n")}
+            outputs = {"stdout": podexec.terminal_output(result)}
         for role in ("stdout", "stderr"):
             if role in streams:
                 writer.data(streams[role], outputs.get(role, "").encode(), fin=True)
