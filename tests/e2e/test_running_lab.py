@@ -273,6 +273,27 @@ def test_kubectl_exec_shows_what_hami_gave_the_container_with_every_kubectl(lab:
         piped = lab.kubectl("tenant-a", "exec", "-i", "exec-0", "--", "hostname", input="x\n", binary=kubectl)
         assert (piped.stdout, piped.stderr) == ("exec-0\n", ""), f"kubectl {version}: {piped.stderr}"
 
+    # With a terminal (-it, under `script` for a pseudo-terminal): one stream, \r\n line ends, and no
+    # complaint from kubectl about the connection closing under its terminal-size or stdin writes.
+    kubeconfig = str(lab.state / "kubeconfigs" / "tenant-a.kubeconfig")
+    for version in ("1.28", "1.31"):
+        kubectl = versioned_kubectls()[version]
+        shown = subprocess.run(
+            [
+                "script",
+                "-qec",
+                f"{kubectl} --kubeconfig {kubeconfig} exec -it exec-0 -- nvidia-smi",
+                "/dev/null",
+            ],
+            capture_output=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "HOME": str(lab.home)},
+        )
+        assert shown.returncode == 0, f"kubectl {version}: {shown.stdout!r}"
+        assert b"0MiB / 8000MiB" in shown.stdout and b"+\r\n|" in shown.stdout, f"kubectl {version}"
+        assert b"Unhandled Error" not in shown.stdout + shown.stderr, f"kubectl {version}: {shown.stdout!r}"
+
     wrong = lab.kubectl("tenant-a", "exec", "exec-0", "-c", "sidecar", "--", "env", check=False)
     assert wrong.returncode == 1
     assert "container sidecar is not valid for pod exec-0" in wrong.stderr
