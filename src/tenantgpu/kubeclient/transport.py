@@ -234,8 +234,10 @@ class Http1Pool:
         return await self._request(method, message, deadline)
 
     async def _request(self, method: str, message: bytes, deadline: float | None) -> Response:
+        """With a `deadline`, the request is bounded by it (a dial under a timer, the answer by the
+        sweep); without, the caller's own timer bounds it all."""
         async with self._slots:
-            connection = await self._connection()
+            connection = await self._connection(deadline=deadline)
             try:
                 return await self._exchange(connection, message, deadline)
             except aiohttp.ServerDisconnectedError:
@@ -244,11 +246,8 @@ class Http1Pool:
                 # been applied, and is not).
                 if method != "GET" or not connection.reused or connection.answered:
                     raise
-                fresh = await self._connection(fresh=True)
-                if deadline is None:
-                    return await self._exchange(fresh, message, None)
-                async with asyncio.timeout_at(deadline):
-                    return await self._exchange(fresh, message, None)
+                fresh = await self._connection(fresh=True, deadline=deadline)
+                return await self._exchange(fresh, message, deadline)
 
     def _message(
         self,
@@ -333,7 +332,8 @@ class Http1Pool:
         if self._deadlines:
             self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._sweep_deadlines)
 
-    async def _connection(self, *, fresh: bool = False) -> _Connection:
+    async def _connection(self, *, fresh: bool = False, deadline: float | None = None) -> _Connection:
+        """An idle keep-alive connection, else a new one (dialled by `deadline` when one is given)."""
         now = time.monotonic()
         while self._idle and not fresh:
             connection = self._idle.pop()
@@ -342,9 +342,10 @@ class Http1Pool:
             connection.close()
         loop = asyncio.get_running_loop()
         try:
-            _, connection = await loop.create_connection(
-                _Connection, self._host, self._port, ssl=self._ssl or None
-            )
+            async with asyncio.timeout_at(deadline):
+                _, connection = await loop.create_connection(
+                    _Connection, self._host, self._port, ssl=self._ssl or None
+                )
         except ssl.SSLError as exc:
             raise aiohttp.ClientOSError(
                 0, f"TLS handshake with {self._host}:{self._port} failed: {exc}"
