@@ -104,6 +104,9 @@ class PipeReporter:
             self._file.close()
 
 
+GO_AHEAD = b"go\n"  # what the caller writes to a detached lab's stdin once the lab file checked out
+
+
 class DetachedLab:
     """A lab process started in a new session that waits for the go-ahead before it touches anything.
 
@@ -189,9 +192,6 @@ class DetachedLab:
                     break
         code = _reap(self.child, 5)
         raise LabError(f"the lab process exited (code {code}) before it was ready; see {self.state.log_file}")
-
-
-GO_AHEAD = b"go\n"
 
 
 def await_go_ahead(state: StateDir) -> bool:
