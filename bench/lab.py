@@ -17,6 +17,11 @@ have one-second resolution, too coarse here):
 After the burst, PACED_PODS more pods (default PODS / 2) are created at RATE pods/s (default 50), the way
 Kubernetes' density tests measure startup latency: at a steady creation rate, not behind a queue.
 
+Then the same burst runs again on a fresh lab from one client per tenant, each creating its pods one
+after another (one request in flight per tenant, as `kubectl apply -f` or a loop over the Python client
+sends them); ONE_PER_TENANT=0 skips it. With 50 requests in flight the creates outrun placement and the
+pods queue before their binding; with one per tenant the creates wait for the lab instead.
+
 Environment: TENANTS, PODS, IN_FLIGHT to scale; PIN=1 pins each lab process to a core of its own
 (round robin over the cores this process may use; Linux) before the load; PROFILE=1 runs py-spy (dev extra) against the lab
 process during the load (PROFILE=workers: against its first worker process) and prints where its time goes (needs ptrace rights). The `up -d` figures of the
@@ -149,6 +154,23 @@ async def _follow(client: Any, resource: str, tenant: str, handler: Any, ready: 
                 handler(tenant, event.object)
 
 
+_PER_TENANT_FIGURES = (
+    "pods",
+    "running",
+    "create_errors",
+    "creates_per_second",
+    "pods_per_second",
+    "sustained_pods_per_second_p10_p90",
+    "startup_p50_s",
+    "startup_p99_s",
+    "startup_from_created_p50_s",
+    "startup_from_created_p99_s",
+    "leftover_node_locks",
+    "lab_cpu_ms_per_pod",
+    "bench_client_cpu_ms_per_pod",
+    "not_running",
+)
+
 _PACED_FIGURES = (
     "pods",
     "running",
@@ -168,17 +190,20 @@ async def _create_all(
     names: list[tuple[str, str]],
     in_flight: int,
     rate: float | None,
+    per_tenant: bool = False,
 ) -> None:
-    """Creates the pods with at most `in_flight` requests open; `rate` paces the sends (pods/s)."""
+    """Creates the pods with at most `in_flight` requests open (with `per_tenant`, that many per tenant's
+    client); `rate` paces the sends (pods/s)."""
     for key in names:
         seen.pods[key] = PodTimes()
-    slots = asyncio.Semaphore(in_flight)
+    shared = asyncio.Semaphore(in_flight)
+    own = {tenant: asyncio.Semaphore(in_flight) for tenant in clients}
 
     async def create(tenant: str, name: str, due: float) -> None:
         delay = due - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        async with slots:
+        async with own[tenant] if per_tenant else shared:
             times = seen.pods[(tenant, name)]
             times.sent = time.perf_counter()
             try:
@@ -201,6 +226,7 @@ async def _load(
     pids: list[int],
     paced_pods: int,
     paced_rate: float,
+    per_tenant: bool = False,
 ) -> dict[str, Any]:
     from tenantgpu.kubeclient import KubeClient
 
@@ -224,7 +250,7 @@ async def _load(
     names = [(tenants[i % len(tenants)], f"bench-{i:05d}") for i in range(pods)]
     cpu_start, lab_cpu_start = time.process_time(), _cpu_by_process(pids)
     start = time.perf_counter()
-    await _create_all(clients, seen, names, in_flight, rate=None)
+    await _create_all(clients, seen, names, in_flight, rate=None, per_tenant=per_tenant)
     created_at = time.perf_counter()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(seen.all_running.wait(), WAIT_SECONDS)
@@ -465,7 +491,13 @@ def summarise_profile(collapsed: Path, top: int = 25) -> dict[str, Any]:
 
 
 def run(
-    tenants: int, pods: int, in_flight: int, profile: bool, paced_pods: int = 0, paced_rate: float = 50.0
+    tenants: int,
+    pods: int,
+    in_flight: int,
+    profile: bool,
+    paced_pods: int = 0,
+    paced_rate: float = 50.0,
+    per_tenant: bool = False,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tenantgpu-bench-lab-") as tmp:
         work = Path(tmp)
@@ -488,7 +520,9 @@ def run(
             from tenantgpu import eventloop
 
             # The load generator shares the lab's two cores: it runs on uvloop like the lab's processes.
-            result = eventloop.run(_load(state, names, pods, in_flight, pids, paced_pods, paced_rate))
+            result = eventloop.run(
+                _load(state, names, pods, in_flight, pids, paced_pods, paced_rate, per_tenant)
+            )
         finally:
             if profiler is not None:
                 profiler.send_signal(2)  # py-spy writes its output on SIGINT
@@ -550,7 +584,24 @@ def _print(result: dict[str, Any]) -> None:
              f"{paced['startup_p50_s']} / {paced['startup_p99_s']} s"),
             ("paced: startup p50 / p99 from creation",
              f"{paced['startup_from_created_p50_s']} / {paced['startup_from_created_p99_s']} s"),
-            ("paced: pods not Running at the end", json.dumps(paced["not_running"]) or "none"),
+            ("paced: pods not Running at the end",
+             json.dumps(paced["not_running"]) if paced["not_running"] else "none"),
+        ]  # fmt: skip
+    if "one_client_per_tenant" in result:
+        one = result["one_client_per_tenant"]
+        rows += [
+            (f"one client per tenant: {one['pods']} pods, Running",
+             f"{one['running']} ({one['create_errors']} create errors, {one['leftover_node_locks']} locks left)"),
+            ("one client per tenant: creates/s, pods/s (sustained)",
+             f"{one['creates_per_second']}, {one['pods_per_second']} ({one['sustained_pods_per_second_p10_p90']})"),
+            ("one client per tenant: startup p50 / p99 from create sent",
+             f"{one['startup_p50_s']} / {one['startup_p99_s']} s"),
+            ("one client per tenant: startup p50 / p99 from creation",
+             f"{one['startup_from_created_p50_s']} / {one['startup_from_created_p99_s']} s"),
+            ("one client per tenant: lab CPU + client CPU per pod",
+             f"{one['lab_cpu_ms_per_pod']} + {one['bench_client_cpu_ms_per_pod']} ms"),
+            ("one client per tenant: pods not Running at the end",
+             json.dumps(one["not_running"]) if one["not_running"] else "none"),
         ]  # fmt: skip
     kamaji = RESULTS / "kamaji.json"
     if kamaji.exists():
@@ -597,6 +648,14 @@ def main() -> None:
     paced_pods = int(os.environ.get("PACED_PODS", "0" if profile else str(pods // 2)))
     paced_rate = float(os.environ.get("RATE", "50"))
     result = run(tenants, pods, in_flight, profile, paced_pods, paced_rate)
+    if not profile and os.environ.get("ONE_PER_TENANT", "1") != "0":
+        # The same burst on a fresh lab from one client per tenant, each creating its pods one after
+        # another, as `kubectl apply -f` or a loop over the Python client does.
+        sequential = run(tenants, pods, 1, False, per_tenant=True)
+        result["one_client_per_tenant"] = {
+            "in_flight_per_tenant": 1,
+            **{k: sequential[k] for k in _PER_TENANT_FIGURES},
+        }
     _print(result)
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "lab-profile.json" if profile else "lab.json"

@@ -44,8 +44,8 @@ def kubectl_path(version: str | None = None) -> str:
 class BackgroundLoop:
     """An asyncio loop in a daemon thread, so synchronous tests (kubectl, Python client) run beside it."""
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+    def __init__(self, new_loop: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop) -> None:
+        self.loop = new_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
 

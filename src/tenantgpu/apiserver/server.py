@@ -37,6 +37,7 @@ from tenantgpu.apiserver.auth import (
     UserInfo,
 )
 from tenantgpu.apiserver.hooks import Egress, NoEgress, PodExecSource, PodLogSource
+from tenantgpu.apiserver.http1 import ChunkedStream, HTTPServer, start_stream
 from tenantgpu.apiserver.httputil import (
     ACCEPTED_BODY_TYPES,
     ANONYMOUS_PATHS,
@@ -159,8 +160,8 @@ class APIServer(SubresourceHandlers):
         self.admission.plugins.append(ResourceQuotaAdmission(quota_usage))
         self._quota_controller = QuotaController(self.registry, quota_usage)
         self.metrics = APIMetrics(self._storage_counts)
-        self._runner: web.ServerRunner | None = None
-        self._site: web.TCPSite | None = None
+        self._http: HTTPServer | None = None
+        self._listener: asyncio.Server | None = None
         self._port = config.port
         self._version = encode(_version_info(config.kubernetes_version))
         self._docs: dict[str, bytes] = {}
@@ -172,43 +173,42 @@ class APIServer(SubresourceHandlers):
     async def start(self) -> None:
         await self.registry.load()
         self._quota_controller.start()
-        # aiohttp's low-level server: one handler does the routing, so the Application's router and
-        # middleware machinery would only cost time on every request.
+        # Plain requests are served by our HTTP/1.1 protocol (`http1`); a connection switching protocols
+        # (exec) goes to aiohttp's low-level server, whose one handler is the same `_handle`.
         limit = self.config.max_body_bytes
 
         def make_request(message, payload, protocol, writer, task):  # type: ignore[no-untyped-def]
             return web.BaseRequest(message, payload, protocol, writer, task, loop, client_max_size=limit)
 
         loop = asyncio.get_running_loop()
-        server = web.Server(
+        fallback = web.Server(
             self._handle,  # type: ignore[arg-type]
             request_factory=make_request,
             handler_cancellation=True,
             access_log=None,
         )
-        self._runner = web.ServerRunner(server)
+        self._http = HTTPServer(self._handle, fallback, limit)
         try:
-            await self._runner.setup()
-            self._site = web.TCPSite(
-                self._runner, self.config.host, self.config.port, ssl_context=self._ssl_context()
+            self._listener = await loop.create_server(
+                self._http, self.config.host, self.config.port, ssl=self._ssl_context(), backlog=128
             )
-            await self._site.start()
         except BaseException:
             # e.g. the port is taken: leave nothing running, so the caller may retry elsewhere.
             await self.stop()
             raise
-        listening = self._site._server
-        assert listening is not None
-        self._port = listening.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._port = self._listener.sockets[0].getsockname()[1]
         self._docs.clear()
 
     async def stop(self) -> None:
         await self._quota_controller.stop()
         self.registry.close()
         await self.webhooks.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
 
     async def delete_storage(self) -> None:
         """Removes every object of this server from the datastore (a deleted tenant); call after `stop()`."""
@@ -620,7 +620,9 @@ class APIServer(SubresourceHandlers):
         meta = obj["metadata"]
         return f"{meta.get('namespace', '')}/{meta['name']}" if kind.namespaced else meta["name"]
 
-    async def _verb_watch(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
+    async def _verb_watch(
+        self, request: web.Request, target: Target, user: UserInfo
+    ) -> web.StreamResponse | ChunkedStream:
         kind = target.kind
         query = request.query
         raw_version = query.get("resourceVersion", "")
@@ -649,13 +651,10 @@ class APIServer(SubresourceHandlers):
             if error.code != 410:
                 raise
             # kube-apiserver answers a too-old version with 200 and one ERROR event, then ends the stream.
-            response = web.StreamResponse(status=200, headers={"Content-Type": JSON})
-            await response.prepare(request)
+            response = await start_stream(request, 200, {"Content-Type": JSON})
             await response.write(encode({"type": "ERROR", "object": error.status()}) + b"\n")
             await response.write_eof()
             return response
-        response = web.StreamResponse(status=200, headers={"Content-Type": JSON})
-        response.enable_chunked_encoding()
 
         def line(event: Event) -> bytes:
             if not table:
@@ -673,8 +672,9 @@ class APIServer(SubresourceHandlers):
             return encode(rows) + b"\n"
 
         deadline = time.monotonic() + timeout
+        response = None
         try:
-            await response.prepare(request)
+            response = await start_stream(request, 200, {"Content-Type": JSON})
             chunk = b"".join(line(e) for e in backlog)
             if initial_events and not table:
                 mark = {
@@ -715,7 +715,7 @@ class APIServer(SubresourceHandlers):
             pass
         finally:
             self.registry.unwatch(kind, watcher)
-        return response
+        return response if response is not None else web.Response(status=200)  # the client left first
 
     async def _read_body(self, request: web.Request) -> bytes:
         length = request.content_length

@@ -14,6 +14,7 @@ from aiohttp import web
 from tenantgpu.apiserver import errors, podexec, spdy
 from tenantgpu.apiserver.auth import Attributes, UserInfo
 from tenantgpu.apiserver.hooks import LogOptions
+from tenantgpu.apiserver.http1 import ChunkedStream, start_stream
 from tenantgpu.apiserver.httputil import (
     SUCCESS_CREATED,
     Target,
@@ -316,14 +317,17 @@ class SubresourceHandlers:
         source = self.config.exec_source
         if source is None:
             raise errors.bad_request(f"pod {pod['metadata']['name']}: exec is not served by this API server")
-        if not podexec.wants_websocket(request) and not spdy.wants_spdy(request):
+        if not isinstance(request, web.BaseRequest) or (
+            not podexec.wants_websocket(request) and not spdy.wants_spdy(request)
+        ):
+            # A switch of protocols reaches aiohttp (see `http1`); a plain request cannot stream exec.
             raise errors.bad_request("Upgrade request required")
         result = await source.exec(pod, options.container, options.command)
         if podexec.wants_websocket(request):
             return await podexec.stream_result(request, options, result)
         return await spdy.stream_result(request, options, result)
 
-    async def _pod_log(self, request: web.Request, entry: Entry) -> web.StreamResponse:
+    async def _pod_log(self, request: web.Request, entry: Entry) -> web.StreamResponse | ChunkedStream:
         pod = entry.obj
         name = pod["metadata"]["name"]
         containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
@@ -355,8 +359,7 @@ class SubresourceHandlers:
         )
         stream = source.stream(pod, options)
         first = await anext(stream, b"")  # errors before any byte become a Status
-        response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
-        await response.prepare(request)
+        response = await start_stream(request, 200, {"Content-Type": "text/plain"})
         with contextlib.suppress(ConnectionError):
             await response.write(first)
             async for chunk in stream:
