@@ -434,3 +434,25 @@ def test_secret_string_data_is_folded_into_data() -> None:
         "a": base64.b64encode(b"wins").decode(),
         "b": base64.b64encode(b"hello").decode(),
     }
+
+
+def test_an_update_skips_only_what_it_keeps_of_name_namespace_and_node_amounts() -> None:
+    """An update rechecks neither the stored name and namespace nor a node's unchanged capacity; a
+    new value still gets every check (the node lock's updates change annotations only)."""
+    old = pod()
+    assert validate("Pod", copy.deepcopy(old), old=old) == []
+    moved = copy.deepcopy(old)
+    moved["metadata"]["namespace"] = "Not_A_Label"
+    assert "metadata.namespace" in " ".join(messages(validate("Pod", moved, old=old)))
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1"},
+        "status": {"capacity": {"cpu": "8", "nvidia.com/gpu": "20"}, "allocatable": {"cpu": "8"}},
+    }
+    locked = copy.deepcopy(node)
+    locked["metadata"]["annotations"] = {"hami.io/mutex.lock": "2026-11-30T12:00:00Z,default,p"}
+    assert validate("Node", locked, old=node) == []
+    broken = copy.deepcopy(node)
+    broken["status"]["allocatable"]["cpu"] = "eight"
+    assert any("status.allocatable[cpu]" in m for m in messages(validate("Node", broken, old=node)))

@@ -247,7 +247,11 @@ def _validate_metadata(
 ) -> list[Cause]:
     causes: list[Cause] = []
     name = meta.get("name") or ""
-    if not name:
+    # On an update the stored name and namespace passed these checks already (and may not change).
+    old_name = (old_meta or {}).get("name")
+    if name and name == old_name:
+        pass
+    elif not name:
         if meta.get("generateName"):
             pass  # the registry fills the name in before it validates
         else:
@@ -267,7 +271,7 @@ def _validate_metadata(
             causes.append(_forbidden("metadata.namespace", "not allowed on this type"))
     elif not namespace:
         causes.append(_required("metadata.namespace"))
-    else:
+    elif namespace != (old_meta or {}).get("namespace"):
         causes.extend(_invalid("metadata.namespace", namespace, e) for e in _dns_label_errors(namespace))
     # On an update, what the stored object already had passed these checks when it was written; only
     # new label pairs and new annotation keys can be refused (most updates change neither).
@@ -609,8 +613,12 @@ def _validate_node(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> lis
         elif effect not in _TAINT_EFFECTS:
             causes.append(_not_supported(f"spec.taints[{i}].effect", effect, _TAINT_EFFECTS))
     status = obj.get("status") or {}
+    old_status = (old or {}).get("status") or {}
     for section in ("capacity", "allocatable"):
-        for name, value in (status.get(section) or {}).items():
+        amounts = status.get(section) or {}
+        if old is not None and amounts == (old_status.get(section) or {}):
+            continue  # unchanged since it passed (the node lock's updates touch annotations only)
+        for name, value in amounts.items():
             _quantity(f"status.{section}[{name}]", value, causes)
     return causes
 
