@@ -189,6 +189,13 @@ def test_garbage_gets_400_and_the_connection_is_closed(wire: Wire) -> None:
     assert wire.closed_by_server()
 
 
+def test_a_head_over_64_kib_gets_400_and_the_connection_is_closed(wire: Wire) -> None:
+    wire.send(b"GET /version HTTP/1.1\r\nHost: test\r\nX-Padding: " + b"a" * (70 * 1024) + b"\r\n\r\n")
+    status, _, body = wire.response()
+    assert status == 400 and b"longer than 65536 bytes" in body
+    assert wire.closed_by_server()
+
+
 def _pod_watchers(apiserver: RunningAPIServer) -> int:
     kind = apiserver.server.kinds.resource("", "v1", "pods")
     assert kind is not None and kind.kind == POD.kind

@@ -36,6 +36,8 @@ IDLE_TIMEOUT = 75.0
 _SWEEP_SECONDS = 15.0
 # Requests a client may send ahead of their answers (pipelining) before the connection stops reading.
 _MAX_QUEUED = 16
+# The request line and headers of one request may not exceed this (aiohttp and Go allow less per line).
+MAX_HEAD_BYTES = 64 * 1024
 _SKIPPED_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "date"})
 
 
@@ -217,6 +219,7 @@ class HTTPConnection(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
         self._body_size = 0
+        self._head_size = 0
 
     # --- asyncio.Protocol -------------------------------------------------------------------------
 
@@ -226,6 +229,8 @@ class HTTPConnection(asyncio.Protocol):
         self._server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return  # answered and closing (a bad request, `Connection: close`): the rest is dropped
         if self._handover is not None:
             self._handover += data
             return
@@ -235,7 +240,8 @@ class HTTPConnection(asyncio.Protocol):
             # The upgrade request is queued; what follows it belongs to the new protocol.
             self._handover = bytearray(data[upgrade.args[0] :])
         except httptools.HttpParserError as exc:
-            self._bad_request(str(exc))
+            # A callback's own error (a head too long) is the reason, not httptools' wrapper of it.
+            self._bad_request(str(exc.__cause__ or exc.__context__ or exc))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -256,12 +262,20 @@ class HTTPConnection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._target, self._headers, self._body, self._body_size = b"", [], [], 0
+        self._head_size = 0
 
     def on_url(self, url: bytes) -> None:
         self._target += url
+        self._count_head(len(url))
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
+        self._count_head(len(name) + len(value))
+
+    def _count_head(self, size: int) -> None:
+        self._head_size += size
+        if self._head_size > MAX_HEAD_BYTES:
+            raise ValueError(f"request line and headers longer than {MAX_HEAD_BYTES} bytes")
 
     def on_headers_complete(self) -> None:
         # A client that asks before sending its body gets the go-ahead, unless answers to requests it
@@ -405,8 +419,8 @@ class HTTPConnection(asyncio.Protocol):
 
     def _bad_request(self, reason: str) -> None:
         transport = self.transport
-        if transport is None:
-            return
+        if transport is None or transport.is_closing():
+            return  # (the bytes after a bad request land here too: answered once)
         body = f"400 Bad Request: {reason}\n".encode()
         transport.write(_plain(400, "Bad Request", body, self._server.date(), False))
         transport.close()
