@@ -1,7 +1,8 @@
 """API server throughput: pod creates/s and GETs/s from 50 TLS clients, 10 watchers, idle tenant memory.
 
 The server runs in a subprocess pinned to CPU 0, the load generator on CPU 1. For scale, the same
-load is also pointed at a bare aiohttp TLS handler that does nothing.
+load is also pointed at two bare TLS handlers that answer `{}` and do nothing else: aiohttp's, and an
+httptools protocol like the API server's own (`apiserver/http1.py`).
 """
 
 from __future__ import annotations
@@ -246,9 +247,32 @@ uvloop.run(main())
 """
 
 
-async def _bench_bare(pki_dir: Path, context: ssl.SSLContext) -> dict[str, Any]:
+_BARE_HTTPTOOLS = """
+import asyncio, ssl, sys
+import httptools
+class Connection(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport, self.parser = transport, httptools.HttpRequestParser(self)
+    def data_received(self, data):
+        self.parser.feed_data(data)
+    def on_message_complete(self):
+        asyncio.get_running_loop().create_task(self.answer())
+    async def answer(self):
+        self.transport.write(b'HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nContent-Length: 2\\r\\n\\r\\n{}')
+async def main():
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+    server = await asyncio.get_running_loop().create_server(Connection, '127.0.0.1', 0, ssl=ctx)
+    print('ready', server.sockets[0].getsockname()[1], flush=True); await asyncio.Event().wait()
+import uvloop
+uvloop.run(main())
+"""
+
+
+async def _bench_bare(
+    pki_dir: Path, context: ssl.SSLContext, script: str = _BARE, prefix: str = "bare"
+) -> dict[str, Any]:
     process = subprocess.Popen(
-        [sys.executable, "-c", _BARE, str(pki_dir / "apiserver.crt"), str(pki_dir / "apiserver.key")],
+        [sys.executable, "-c", script, str(pki_dir / "apiserver.crt"), str(pki_dir / "apiserver.key")],
         stdout=subprocess.PIPE,
         text=True,
         preexec_fn=lambda: _pin(0),
@@ -266,10 +290,10 @@ async def _bench_bare(pki_dir: Path, context: ssl.SSLContext) -> dict[str, Any]:
         )
         post_cpu = _cpu_seconds(process.pid) - cpu_before
         return {
-            "bare_gets_per_s": round(get_rate),
-            "bare_posts_per_s": round(post_rate),
-            "bare_cpu_us_per_get": round(get_cpu / gets * 1e6),
-            "bare_cpu_us_per_post": round(post_cpu / posts * 1e6),
+            f"{prefix}_gets_per_s": round(get_rate),
+            f"{prefix}_posts_per_s": round(post_rate),
+            f"{prefix}_cpu_us_per_get": round(get_cpu / gets * 1e6),
+            f"{prefix}_cpu_us_per_post": round(post_cpu / posts * 1e6),
         }
     finally:
         process.terminate()
@@ -340,6 +364,9 @@ def main() -> None:
         process.terminate()  # the bare handler gets CPU 0 to itself
         process.wait()
         figures.update(eventloop.run(_bench_bare(tmp / "server" / "pki", context)))
+        figures.update(
+            eventloop.run(_bench_bare(tmp / "server" / "pki", context, _BARE_HTTPTOOLS, "bare_httptools"))
+        )
     figures["idle_tenant_mib"] = round(_idle_memory() / (1024 * 1024), 2)
     figures["idle_tenants_measured"] = IDLE_TENANTS
     figures["load_generator_max_rss_mib"] = round(
