@@ -170,8 +170,14 @@ def konnectivity_agent_pod(node: str) -> dict[str, Any]:
     )
 
 
+def owned_by_node(pod: dict[str, Any], node_name: str, node_uid: str) -> dict[str, Any]:
+    """The pod with the ownerReference a mirror pod has to its Node (what `kubectl drain` recognises)."""
+    owner = {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": True}
+    return {**pod, "metadata": {**pod["metadata"], "ownerReferences": [owner]}}
+
+
 async def _owned_by_node(client: KubeClient, pod: dict[str, Any]) -> dict[str, Any]:
-    """The pod with the ownerReference a mirror pod has to its Node (when the Node is there)."""
+    """`owned_by_node` with the Node as the API has it now (the pod as it is when the Node is not there)."""
     node_name = pod["spec"]["nodeName"]
     try:
         node = await client.get("nodes", node_name)
@@ -179,14 +185,7 @@ async def _owned_by_node(client: KubeClient, pod: dict[str, Any]) -> dict[str, A
         if err.code != 404:
             raise
         return pod
-    owner = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "name": node_name,
-        "uid": node["metadata"]["uid"],
-        "controller": True,
-    }
-    return {**pod, "metadata": {**pod["metadata"], "ownerReferences": [owner]}}
+    return owned_by_node(pod, node_name, node["metadata"]["uid"])
 
 
 async def _apply(client: KubeClient, resource: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from tenantgpu.hami.device_plugin import (
     is_binding_pod,
     report_allocation,
 )
+from tenantgpu.hami.install import MIRROR_POD_ANNOTATION, owned_by_node
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.node import gpu_runtime as rt
 from tenantgpu.node import podstatus, programs
@@ -41,7 +42,6 @@ from tenantgpu.node import podstatus, programs
 log = logging.getLogger(__name__)
 
 _REMOVE_ATTEMPTS = 12  # about 15 s of backoff
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 MIRROR_RECREATE_SECONDS = 0.5  # a deleted mirror pod comes back on the kubelet's next sync, not at once
 
 
@@ -269,16 +269,12 @@ class Kubelet:
         node = self.node_informer.get(None, self.node_name)
         if node is None:
             return
-        owner = {"apiVersion": "v1", "kind": "Node", "name": self.node_name, "uid": _meta(node).get("uid")}
-        fresh = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                **{k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta},
-                "ownerReferences": [{**owner, "controller": True}],
-            },
-            "spec": pod.get("spec") or {},
-        }
+        kept = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
+        fresh = owned_by_node(
+            {"apiVersion": "v1", "kind": "Pod", "metadata": kept, "spec": pod.get("spec") or {}},
+            self.node_name,
+            _meta(node).get("uid", ""),
+        )
         try:
             await self.client.create("pods", fresh, meta.get("namespace"))
         except ApiError as err:
