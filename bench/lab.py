@@ -547,6 +547,18 @@ def run(
     return result
 
 
+def _startup_rows(phase: str, figures: dict[str, Any]) -> list[tuple[str, str]]:
+    """The startup latencies of a further run (paced, one client per tenant) and what did not run."""
+    return [
+        (f"{phase}: startup p50 / p99 from create sent",
+         f"{figures['startup_p50_s']} / {figures['startup_p99_s']} s"),
+        (f"{phase}: startup p50 / p99 from creation",
+         f"{figures['startup_from_created_p50_s']} / {figures['startup_from_created_p99_s']} s"),
+        (f"{phase}: pods not Running at the end",
+         json.dumps(figures["not_running"]) if figures["not_running"] else "none"),
+    ]  # fmt: skip
+
+
 def _print(result: dict[str, Any]) -> None:
     rows = [
         ("lab", f"{result['tenants']} tenants × 2 nodes × 8 L4, deviceSplitCount 20"),
@@ -580,12 +592,7 @@ def _print(result: dict[str, Any]) -> None:
         rows += [
             (f"paced: {paced['pods']} more pods at {paced['rate_per_second']:g}/s, Running",
              f"{paced['running']} ({paced['create_errors']} create errors)"),
-            ("paced: startup p50 / p99 from create sent",
-             f"{paced['startup_p50_s']} / {paced['startup_p99_s']} s"),
-            ("paced: startup p50 / p99 from creation",
-             f"{paced['startup_from_created_p50_s']} / {paced['startup_from_created_p99_s']} s"),
-            ("paced: pods not Running at the end",
-             json.dumps(paced["not_running"]) if paced["not_running"] else "none"),
+            *_startup_rows("paced", paced),
         ]  # fmt: skip
     if "one_client_per_tenant" in result:
         one = result["one_client_per_tenant"]
@@ -594,14 +601,9 @@ def _print(result: dict[str, Any]) -> None:
              f"{one['running']} ({one['create_errors']} create errors, {one['leftover_node_locks']} locks left)"),
             ("one client per tenant: creates/s, pods/s (sustained)",
              f"{one['creates_per_second']}, {one['pods_per_second']} ({one['sustained_pods_per_second_p10_p90']})"),
-            ("one client per tenant: startup p50 / p99 from create sent",
-             f"{one['startup_p50_s']} / {one['startup_p99_s']} s"),
-            ("one client per tenant: startup p50 / p99 from creation",
-             f"{one['startup_from_created_p50_s']} / {one['startup_from_created_p99_s']} s"),
             ("one client per tenant: lab CPU + client CPU per pod",
              f"{one['lab_cpu_ms_per_pod']} + {one['bench_client_cpu_ms_per_pod']} ms"),
-            ("one client per tenant: pods not Running at the end",
-             json.dumps(one["not_running"]) if one["not_running"] else "none"),
+            *_startup_rows("one client per tenant", one),
         ]  # fmt: skip
     kamaji = RESULTS / "kamaji.json"
     if kamaji.exists():
