@@ -160,10 +160,20 @@ class HTTPServer:
     """Owns the listening socket's connections; `fallback` makes the aiohttp handlers that take over
     connections switching protocols."""
 
-    def __init__(self, handler: Handler, fallback: web.Server, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        fallback: web.Server,
+        max_body_bytes: int,
+        *,
+        idle_timeout: float = IDLE_TIMEOUT,
+        sweep_seconds: float = _SWEEP_SECONDS,
+    ) -> None:
         self.handler = handler
         self.fallback = fallback
         self.max_body_bytes = max_body_bytes
+        self.idle_timeout = idle_timeout
+        self._sweep_seconds = sweep_seconds
         self.connections: set[HTTPConnection] = set()
         self._date = ""
         self._date_second = -1
@@ -182,7 +192,7 @@ class HTTPServer:
 
     async def _sweep(self) -> None:
         while True:
-            await asyncio.sleep(_SWEEP_SECONDS)
+            await asyncio.sleep(self._sweep_seconds)
             now = time.monotonic()
             for connection in list(self.connections):
                 connection.close_if_idle(now)
@@ -426,7 +436,7 @@ class HTTPConnection(asyncio.Protocol):
         transport.close()
 
     def close_if_idle(self, now: float) -> None:
-        idle = self._task is None and not self._queue and now - self._idle_since > IDLE_TIMEOUT
+        idle = self._task is None and not self._queue and now - self._idle_since > self._server.idle_timeout
         if idle and self.transport is not None:
             self.transport.close()
 
