@@ -29,7 +29,7 @@ from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Any], Awaitable[web.StreamResponse]]
+Handler = Callable[[Any], Awaitable["web.StreamResponse | ChunkedStream"]]
 
 # Connections idle this long are closed, as aiohttp's keep-alive timeout does.
 IDLE_TIMEOUT = 75.0

@@ -22,6 +22,7 @@ import orjson
 from aiohttp import WSMsgType, web
 
 from tenantgpu.apiserver import errors
+from tenantgpu.apiserver.httputil import query_flag
 
 if TYPE_CHECKING:
     from multidict import MultiMapping  # what aiohttp's `Request.query` is
@@ -40,10 +41,11 @@ UNSUPPORTED_STREAMS = {
     "kubectl logs -f follows what it writes, and kubectl exec runs its programs",
     "portforward": "tenantgpu simulates no pod network, so there is no port to forward to",
 }
+# Every streaming subresource of a pod (as kube-apiserver lists them); exec is the one served.
+STREAMS = frozenset({"exec", *UNSUPPORTED_STREAMS})
 CLOSE_SIGNAL = 255  # v5: the client closed one of its channels (its stdin)
 CLIENT_GRACE_SECONDS = 1.0
 _STATUS_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
-_TRUE = ("true", "1")
 
 
 class CommandResult(Protocol):
@@ -85,7 +87,7 @@ class ExecOptions:
         command = query.getall("command", [])
         if not command:
             raise errors.bad_request("you must specify at least 1 command")
-        flags = {key: query.get(key, "").lower() in _TRUE for key in ("stdin", "stdout", "stderr", "tty")}
+        flags = {key: query_flag(query, key) for key in ("stdin", "stdout", "stderr", "tty")}
         if not (flags["stdin"] or flags["stdout"] or flags["stderr"]):
             raise errors.bad_request("you must specify at least 1 of stdin, stdout, stderr")
         if not spec.get("nodeName"):
@@ -124,19 +126,23 @@ def terminal_output(result: CommandResult) -> str:
     return (result.stdout + result.stderr).replace("\r\n", "\n").replace("\n", "\r\n")
 
 
-def output_frames(options: ExecOptions, result: CommandResult) -> list[bytes]:
-    """The stdout and stderr messages the client asked for, each prefixed with its channel."""
-    frames: list[bytes] = []
+def output_texts(options: ExecOptions, result: CommandResult) -> dict[str, str]:
+    """What goes out on the stdout and stderr channels the client asked for (a terminal has no stderr:
+    it shows both on stdout); the same over WebSocket and SPDY."""
     if options.tty:
-        text = terminal_output(result)
-        if text and options.stdout:
-            frames.append(bytes([STDOUT]) + text.encode())
-        return frames
-    if result.stdout and options.stdout:
-        frames.append(bytes([STDOUT]) + result.stdout.encode())
-    if result.stderr and options.stderr:
-        frames.append(bytes([STDERR]) + result.stderr.encode())
-    return frames
+        return {"stdout": terminal_output(result)} if options.stdout else {}
+    texts = {"stdout": result.stdout, "stderr": result.stderr}
+    return {role: text for role, text in texts.items() if getattr(options, role)}
+
+
+def output_frames(options: ExecOptions, result: CommandResult) -> list[bytes]:
+    """The stdout and stderr messages with something to say, each prefixed with its channel."""
+    channels = {"stdout": STDOUT, "stderr": STDERR}
+    return [
+        bytes([channels[role]]) + text.encode()
+        for role, text in output_texts(options, result).items()
+        if text
+    ]
 
 
 async def stream_result(

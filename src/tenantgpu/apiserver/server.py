@@ -548,10 +548,8 @@ class APIServer(SubresourceHandlers):
         entry = self.registry.get(kind, target.namespace, target.name)
         if target.subresource == "log":
             return await self._pod_log(request, entry)
-        if target.subresource == "exec":
-            return await self._pod_exec(request, entry)
-        if target.subresource in podexec.UNSUPPORTED_STREAMS:
-            raise errors.bad_request(podexec.UNSUPPORTED_STREAMS[target.subresource])
+        if target.subresource in podexec.STREAMS:
+            return await self._pod_stream(request, target.subresource, entry)
         if target.subresource == "scale":
             return json_response(self._scale_of(kind, entry.obj))
         return self._render(request, kind, entry)

@@ -162,9 +162,7 @@ async def stream_result(
                     writer.syn_reply(frame.stream_id)
                 elif frame.control and frame.kind == PING:
                     writer.control(PING, 0, frame.payload)
-        outputs = {"stdout": result.stdout, "stderr": result.stderr}
-        if options.tty:
-            outputs = {"stdout": podexec.terminal_output(result)}
+        outputs = podexec.output_texts(options, result)
         for role in ("stdout", "stderr"):
             if role in streams:
                 writer.data(streams[role], outputs.get(role, "").encode(), fin=True)

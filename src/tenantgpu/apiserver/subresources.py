@@ -60,12 +60,9 @@ class SubresourceHandlers:
     async def _create_subresource(
         self, request: web.Request, target: Target, user: UserInfo
     ) -> web.StreamResponse:
-        if target.subresource == "exec":
+        if target.subresource in podexec.STREAMS:  # a missing pod is a 404 first
             entry = self.registry.get(target.kind, target.namespace, target.name)
-            return await self._pod_exec(request, entry)
-        if target.subresource in podexec.UNSUPPORTED_STREAMS:
-            self.registry.get(target.kind, target.namespace, target.name)  # a missing pod is a 404 first
-            raise errors.bad_request(podexec.UNSUPPORTED_STREAMS[target.subresource])
+            return await self._pod_stream(request, target.subresource, entry)
         body = await self._decode_body(request)
         if target.subresource == "binding":
             return await self._bind(request, target.namespace, target.name, body, user)
@@ -309,6 +306,13 @@ class SubresourceHandlers:
         )
         return json_response(self._scale_of(kind, entry.obj))
 
+    async def _pod_stream(self, request: web.Request, subresource: str, entry: Entry) -> web.StreamResponse:
+        """`pods/exec`, `pods/attach`, `pods/portforward`, asked with GET or POST as clients do; only exec
+        has something behind it."""
+        if subresource != "exec":
+            raise errors.bad_request(podexec.UNSUPPORTED_STREAMS[subresource])
+        return await self._pod_exec(request, entry)
+
     async def _pod_exec(self, request: web.Request, entry: Entry) -> web.StreamResponse:
         """`kubectl exec`: the command runs on the pod's kubelet (through the tunnel), its output is
         streamed back over the channel protocol, on a WebSocket or SPDY/3.1."""
@@ -317,15 +321,16 @@ class SubresourceHandlers:
         source = self.config.exec_source
         if source is None:
             raise errors.bad_request(f"pod {pod['metadata']['name']}: exec is not served by this API server")
-        if not isinstance(request, web.BaseRequest) or (
-            not podexec.wants_websocket(request) and not spdy.wants_spdy(request)
-        ):
-            # A switch of protocols reaches aiohttp (see `http1`); a plain request cannot stream exec.
+        # A switch of protocols reaches aiohttp (see `http1`); a plain request cannot stream exec.
+        upgraded = isinstance(request, web.BaseRequest)
+        if upgraded and podexec.wants_websocket(request):
+            stream_result = podexec.stream_result
+        elif upgraded and spdy.wants_spdy(request):
+            stream_result = spdy.stream_result
+        else:
             raise errors.bad_request("Upgrade request required")
         result = await source.exec(pod, options.container, options.command)
-        if podexec.wants_websocket(request):
-            return await podexec.stream_result(request, options, result)
-        return await spdy.stream_result(request, options, result)
+        return await stream_result(request, options, result)
 
     async def _pod_log(self, request: web.Request, entry: Entry) -> web.StreamResponse | ChunkedStream:
         pod = entry.obj
