@@ -24,7 +24,9 @@ pods queue before their binding; with one per tenant the creates wait for the la
 
 Environment: TENANTS, PODS, IN_FLIGHT to scale; PIN=1 pins each lab process to a core of its own
 (round robin over the cores this process may use; Linux) before the load; PROFILE=1 runs py-spy (dev extra) against the lab
-process during the load (PROFILE=workers: against its first worker process) and prints where its time goes (needs ptrace rights). The `up -d` figures of the
+process during the load (PROFILE=workers: against its first worker process) and prints where its time goes (needs ptrace rights);
+PROFILE=native samples every core with Linux perf instead and prints each process's CPU by library:
+the interpreter, the kernel, TLS, uvloop, orjson, SQLite (bench/_native.py). The `up -d` figures of the
 seed and a 100-tenant lab are bench/kamaji.py's; they are shown here from bench/results/kamaji.json.
 """
 
@@ -44,6 +46,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bench import _native as native
 
 RESULTS = Path(__file__).resolve().parent / "results"
 NODE_LOCK = "hami.io/mutex.lock"
@@ -506,8 +510,12 @@ def run(
         state = work / "state"
         up = _tenantgpu("up", "-d", "-f", str(spec), "--state-dir", str(state), cwd=work)
         profiler = None
+        native_profiler = None
+        native_data = work / "perf.data"
         try:
-            if profile:
+            if profile and os.environ.get("PROFILE") == "native":
+                native_profiler = native.start(native_data)
+            elif profile:
                 # PROFILE=workers samples the first worker process instead of the API servers' process.
                 lab_pids = lab_processes(int((state / "lab.pid").read_text()))
                 workers = [p for p in lab_pids if process_role(p) == "workers"]
@@ -523,7 +531,13 @@ def run(
             result = eventloop.run(
                 _load(state, names, pods, in_flight, pids, paced_pods, paced_rate, per_tenant)
             )
+            if native_profiler is not None:
+                roles = {pid: process_role(pid) for pid in pids} | {os.getpid(): "bench client"}
+                result["native_profile"] = native.stop(native_profiler, native_data, roles)
+                native_profiler = None
         finally:
+            if native_profiler is not None:
+                native_profiler.kill()
             if profiler is not None:
                 profiler.send_signal(2)  # py-spy writes its output on SIGINT
                 try:
@@ -639,13 +653,25 @@ def _print(result: dict[str, Any]) -> None:
             print(f"  {pct:5.1f} %  {frame}")
     elif "profile_error" in result:
         print(f"\nprofiler failed: {result['profile_error']}")
+    if "native_profile" in result:
+        _print_native(result["native_profile"])
+
+
+def _print_native(profile: dict[str, Any]) -> None:
+    if "error" in profile:
+        print(f"\nperf failed: {profile['error']}")
+        return
+    print("\nCPU by process and library (perf, every core, during the load):")
+    for role, figures in profile.items():
+        shares = ", ".join(f"{name} {pct}" for name, pct in figures["by_library"][:8])
+        print(f"  {role:<13} {figures['cpu_s']:6.2f} s  % {shares}")
 
 
 def main() -> None:
     tenants = int(os.environ.get("TENANTS", "10"))
     pods = int(os.environ.get("PODS", "2000"))
     in_flight = int(os.environ.get("IN_FLIGHT", "50"))
-    profile = os.environ.get("PROFILE", "") in ("1", "workers")
+    profile = os.environ.get("PROFILE", "") in ("1", "workers", "native")
     # The paced run needs free slots after the burst: 1,000 more pods fit the default lab (3,200 slots).
     paced_pods = int(os.environ.get("PACED_PODS", "0" if profile else str(pods // 2)))
     paced_rate = float(os.environ.get("RATE", "50"))

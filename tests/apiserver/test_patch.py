@@ -70,6 +70,17 @@ def test_merge_patch_replaces_lists_and_non_objects() -> None:
     assert apply_merge_patch({"a": 1}, ["x"]) == ["x"]
 
 
+def test_merge_patch_result_shares_nothing_with_the_patch() -> None:
+    """A conflicting update applies the same patch again: what the first result's admission changed in
+    place (a defaulted container) must not leak into the patch, nor into the second result."""
+    patch = {"spec": {"containers": [{"name": "c", "image": "cuda"}]}}
+    first = apply_merge_patch(live_pod(), patch)
+    first["spec"]["containers"][0]["imagePullPolicy"] = "IfNotPresent"
+    second = apply_merge_patch(live_pod(), patch, owned=True)
+    assert patch == {"spec": {"containers": [{"name": "c", "image": "cuda"}]}}
+    assert second["spec"]["containers"] == [{"name": "c", "image": "cuda"}]
+
+
 _json_leaf = st.one_of(st.integers(-5, 5), st.text(max_size=3), st.booleans())
 _json_value = st.recursive(
     _json_leaf,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -34,13 +33,14 @@ def apply_merge_patch(obj: Any, patch: Any, *, owned: bool = False) -> Any:
     """Apply a JSON merge patch: maps merge recursively, `null` deletes, anything else replaces.
 
     `owned` says the caller gives `obj` away (a private copy), so it is changed in place instead of copied.
+    The patch is copied once, whole (a retried update applies it again), so its values can be taken in.
     """
-    return _merge(obj if owned else clone(obj), patch)
+    return _merge(obj if owned else clone(obj), clone(patch))
 
 
 def _merge(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return patch
     result = target if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -158,13 +158,13 @@ def apply_json_patch(obj: Any, ops: Any) -> Any:
         if kind in ("add", "replace", "test") and "value" not in op:
             raise PatchError(f"operation {kind} at index {number} has no value", 400)
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op["value"]))
+            doc = _add(doc, path, clone(op["value"]))
         elif kind == "remove":
             doc, _ = _remove(doc, path)
         elif kind == "replace":
             _get(doc, path)  # replace needs an existing target
             doc, _ = _remove(doc, path) if _pointer(path) else (doc, None)
-            doc = _add(doc, path, copy.deepcopy(op["value"]))
+            doc = _add(doc, path, clone(op["value"]))
         elif kind in ("move", "copy"):
             source = op.get("from")
             if source is None:
@@ -176,7 +176,7 @@ def apply_json_patch(obj: Any, ops: Any) -> Any:
                     )
                 doc, value = _remove(doc, source)
             else:
-                value = copy.deepcopy(_get(doc, source))
+                value = clone(_get(doc, source))
             doc = _add(doc, path, value)
         elif kind == "test":
             try:
