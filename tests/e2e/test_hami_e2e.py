@@ -704,3 +704,45 @@ def test_kubectl_logs_follow_streams_until_the_container_ends(lab: GpuLab, kubec
     assert time.monotonic() - started > 0.3  # it waited for the end rather than returning at once
     assert "running for 2s" in out and out.endswith("process exited with code 0\n")
     _cleanup(kubectl, "t=follow")
+
+
+def _create_gpu_pod(kubectl: Kubectl, name: str, command: list[str]) -> None:
+    """A GPU pod whose container's `command` is `command`, as a smoke-test manifest has it."""
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000", "nvidia.com/gpucores": "10"}
+    pod = json.loads(_pod_yaml(name, limits=limits, labels={"t": name}))
+    pod["metadata"]["annotations"]["nvidia.com/use-gputype"] = "A100"
+    pod["spec"]["containers"][0]["command"] = command
+    kubectl("create", "--validate=false", "-f", "-", input=json.dumps(pod))
+
+
+def test_a_container_command_runs_and_ends_the_pod(lab: GpuLab, kubectl: Kubectl) -> None:
+    """A pod whose command is `nvidia-smi` completes, with the output in its log and its slice freed;
+    a command that fails ends its pod Failed with the command's status."""
+    before = lab.loop.run(_usage(lab, "gpu-a100"))
+    _create_gpu_pod(kubectl, "smoke", ["nvidia-smi"])
+    _create_gpu_pod(kubectl, "check", ["sh", "-c", "echo checking && false"])
+    _wait_for(lambda: _phase(kubectl, "smoke") == "Succeeded", what="smoke Succeeded")
+    _wait_for(lambda: _phase(kubectl, "check") == "Failed", what="check Failed")
+    smoke = _get(kubectl, "pod", "smoke")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (smoke["reason"], smoke["exitCode"]) == ("Completed", 0)
+    log = kubectl("logs", "smoke").stdout
+    command_output = log.split("$ nvidia-smi\n")[-1]  # after the start-up block, the command's own
+    assert "0MiB / 2000MiB" in command_output and log.endswith("process exited with code 0\n")
+    check = _get(kubectl, "pod", "check")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (check["reason"], check["exitCode"]) == ("Error", 1)
+    assert "$ sh -c 'echo checking && false'\nchecking\n" in kubectl("logs", "check").stdout
+    _wait_for(lambda: lab.loop.run(_usage(lab, "gpu-a100")) == before, what="slices freed")
+    _cleanup(kubectl, "t in (smoke,check)")
+
+
+def test_kubectl_run_with_a_command_ending_in_sleep_runs_that_long(lab: GpuLab, kubectl: Kubectl) -> None:
+    """`kubectl run -- …` writes the command as the container's args (the image has no entrypoint).
+    This lab runs no default scheduler, so the pod names its node."""
+    kubectl("run", "nap", "--image=busybox", "--restart=Never", "--labels=t=nap",
+            '--overrides={"spec": {"nodeName": "gpu-l4"}}', "--", "sh", "-c", "hostname && sleep 2")  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "nap") == "Running", what="nap Running")
+    started = time.monotonic()
+    assert "$ sh -c 'hostname && sleep 2'\nnap\n" in kubectl("logs", "nap").stdout
+    _wait_for(lambda: _phase(kubectl, "nap") == "Succeeded", timeout=15, what="nap Succeeded")
+    assert time.monotonic() - started > 0.5  # it ran for a while rather than ending at once
+    _cleanup(kubectl, "t=nap")

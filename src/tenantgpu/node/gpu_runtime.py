@@ -175,9 +175,12 @@ def plan_workload(
     elif RUN_FOR in annotations:
         runs_for = parse_duration(annotations[RUN_FOR])
         lines.append(f"running for {runs_for:g}s")
-    else:
-        lines.append("running until deleted")
     return WorkloadPlan(runs_for, 0, tuple(lines))
+
+
+def timed(annotations: dict[str, str]) -> bool:
+    """Whether the annotations set the workload's run time (then a container's command does not)."""
+    return GPU_WORK in annotations or RUN_FOR in annotations
 
 
 def container_env_lines(env: dict[str, str]) -> list[str]:

@@ -6,8 +6,13 @@ graceful: containers are stopped, then the pod object is removed with grace peri
 kubelet's status manager does. Container logs are kept in memory for `kubectl logs` (rebuilt when a
 restarted kubelet adopts a running pod).
 
+A container's command (`command` + `args`; see `_command`) runs the simulated programs when it starts (`nvidia-smi`,
+`echo`, `sh -c '… && sleep 30'`; see node/programs.py): its output goes to the log and the container
+ends when the command does, with its status. The `tenantgpu.io/run-for` and `gpu-work` annotations, when
+given, set the run time instead; a command the simulation does not know runs until deleted.
+
 Simplifications: containers are not restarted (a failing workload ends its pod Failed whatever the
-restartPolicy), init containers complete at once, and probes are not run.
+restartPolicy, and one that exits 0 Succeeded), init containers complete at once, and probes are not run.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import shlex
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -88,6 +95,13 @@ class PodRecord:
     caps: dict[str, int | None] = field(default_factory=dict)  # container → SM cap
     gpu_used_mib: dict[str, int] = field(default_factory=dict)  # container → what nvidia-smi shows in use
     seq: int = 0  # when the kubelet first saw the pod: the order of `Kubelet.pods`
+
+
+def _command(container: dict[str, Any]) -> list[str]:
+    """A container's command line: `command` + `args`. With `args` alone (what `kubectl run -- …`
+    writes) the image's entrypoint would run them; the simulation takes the image to have none, as
+    CUDA's base images and busybox do, so `args` are the command."""
+    return [str(word) for word in [*(container.get("command") or []), *(container.get("args") or [])]]
 
 
 def _meta(pod: dict[str, Any]) -> dict[str, Any]:
@@ -461,11 +475,12 @@ class Kubelet:
     ) -> None:
         annotations = _meta(pod).get("annotations") or {}
         devices = self._device_table()
-        plans: dict[str, rt.WorkloadPlan] = {}
+        specs = {c.get("name", ""): c for c in (pod.get("spec") or {}).get("containers") or []}
+        # container → (the seconds it runs, None for until deleted; the status it exits with)
+        fates: dict[str, tuple[float | None, int]] = {}
         for name, env in record.envs.items():
             gpus = rt.visible_gpus(env, devices)
             plan = rt.plan_workload(annotations, env, gpus, self._share(record, name))
-            plans[name] = plan
             out = record.logs[name]
             now = log_stamp()  # the container's start-up output is written at one instant
             if adopted:  # logs live in memory; env and nvidia-smi are deterministic, so rebuild them
@@ -481,14 +496,27 @@ class Kubelet:
                 out.write(rt.nvidia_smi(gpus, used_mib=record.gpu_used_mib[name]), now)
             for line in plan.log_lines:
                 out.write(line, now)
-        durations = [p.runs_for for p in plans.values()]
-        if any(p.fails for p in plans.values()):
-            pass  # a failing container (CUDA OOM) ends the pod at once
-        elif any(d is None for d in durations) or not durations:
+            runs_for, code = plan.runs_for, plan.exit_code
+            command = _command(specs.get(name) or {})
+            view = programs.ContainerView(record.name, env, gpus, record.gpu_used_mib.get(name, 0))
+            main = None if plan.fails else programs.main_command(command, view)
+            if main is not None:
+                out.write(f"$ {shlex.join(command)}", now)
+                for line in (main.output.stdout + main.output.stderr).splitlines():
+                    out.write(line, now)
+                code = main.output.exit_code
+                if not rt.timed(annotations):
+                    runs_for = None if math.isinf(main.runs_for) else main.runs_for
+            if runs_for is None:
+                out.write("running until deleted", now)
+            fates[name] = (runs_for, code)
+        if any(code and not runs_for for runs_for, code in fates.values()):
+            pass  # a container that failed at start (a CUDA OOM, a command's status) ends the pod at once
+        elif any(runs_for is None for runs_for, _ in fates.values()) or not fates:
             await asyncio.Event().wait()  # runs until deleted
         else:
-            await asyncio.sleep(max(0.0, max(d or 0.0 for d in durations) - elapsed))
-        codes = {name: plan.exit_code for name, plan in plans.items()}
+            await asyncio.sleep(max(0.0, max(runs_for or 0.0 for runs_for, _ in fates.values()) - elapsed))
+        codes = {name: code for name, (_, code) in fates.items()}
         for name, code in codes.items():
             record.logs[name].write(f"process exited with code {code}")
         status = podstatus.terminated_status(
