@@ -6,10 +6,11 @@ graceful: containers are stopped, then the pod object is removed with grace peri
 kubelet's status manager does. Container logs are kept in memory for `kubectl logs` (rebuilt when a
 restarted kubelet adopts a running pod).
 
-A container's command (`command` + `args`; see `_command`) runs the simulated programs when it starts (`nvidia-smi`,
-`echo`, `sh -c '… && sleep 30'`; see node/programs.py): its output goes to the log and the container
-ends when the command does, with its status. The `tenantgpu.io/run-for` and `gpu-work` annotations, when
-given, set the run time instead; a command the simulation does not know runs until deleted.
+A container's command (`command` + `args`; see `_command`) runs the simulated programs when it
+starts (`nvidia-smi`, `echo`, `sh -c '… && sleep 30'`; see node/programs.py): its output goes to the
+log and the container ends when the command does, with its status. The `tenantgpu.io/run-for` and
+`gpu-work` annotations, when given, set the run time instead; a command the simulation does not know
+runs until deleted.
 
 Simplifications: containers are not restarted (a failing workload ends its pod Failed whatever the
 restartPolicy, and one that exits 0 Succeeded), init containers complete at once, and probes are not run.
