@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 import pytest
 from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer, start_server
@@ -746,3 +747,24 @@ def test_kubectl_run_with_a_command_ending_in_sleep_runs_that_long(lab: GpuLab, 
     _wait_for(lambda: _phase(kubectl, "nap") == "Succeeded", timeout=15, what="nap Succeeded")
     assert time.monotonic() - started > 0.5  # it ran for a while rather than ending at once
     _cleanup(kubectl, "t=nap")
+
+
+def test_a_restarted_kubelet_keeps_a_sleeping_command_to_its_time(lab: GpuLab, kubectl: Kubectl) -> None:
+    """The adopted container's command runs again into the rebuilt log, and its sleep counts from the
+    container's start, not from the kubelet's restart (the kubelet is down for 2.5 s of the 4)."""
+    _create_gpu_pod(kubectl, "dozer", ["sh", "-c", "hostname && sleep 4"])
+    _wait_for(lambda: _phase(kubectl, "dozer") == "Running", what="dozer Running")
+    worker = next(w for w in lab.workers if w.name == "gpu-a100")
+    lab.loop.run(worker.stop())
+    time.sleep(2.5)
+    replacement = Worker(lab.client, "gpu-a100", worker.gpus, worker.sharing)
+    lab.loop.run(replacement.start())
+    lab.workers[lab.workers.index(worker)] = replacement
+    log = kubectl("logs", "dozer").stdout
+    assert log.startswith("(log rebuilt after a kubelet restart)\n")
+    assert "$ sh -c 'hostname && sleep 4'\ndozer\n" in log
+    _wait_for(lambda: _phase(kubectl, "dozer") == "Succeeded", timeout=15, what="dozer Succeeded")
+    ended = _get(kubectl, "pod", "dozer")["status"]["containerStatuses"][0]["state"]["terminated"]
+    ran = datetime.fromisoformat(ended["finishedAt"]) - datetime.fromisoformat(ended["startedAt"])
+    assert ran.total_seconds() <= 5  # 4 s at one-second resolution; counted from the restart, 6.5 s
+    _cleanup(kubectl, "t=dozer")
