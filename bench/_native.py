@@ -44,14 +44,20 @@ def start(out: Path) -> subprocess.Popen[bytes] | None:
     )
 
 
+def interrupt(recorder: subprocess.Popen[bytes]) -> bytes:
+    """Stop a sampling profiler the way that makes it write its output (SIGINT, for perf and py-spy
+    alike) and wait for it; what it said on stderr."""
+    recorder.send_signal(2)
+    try:
+        return recorder.communicate(timeout=60)[1] or b""
+    except subprocess.TimeoutExpired:
+        recorder.kill()
+        return b""
+
+
 def stop(profiler: subprocess.Popen[bytes], out: Path, roles: Mapping[int, str]) -> dict[str, Any]:
     """Stop sampling and split the samples by process role and library; {"error": …} if perf failed."""
-    profiler.send_signal(2)  # perf writes its file on SIGINT
-    try:
-        _, err = profiler.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        profiler.kill()
-        err = b""
+    err = interrupt(profiler)
     if not out.exists():
         return {"error": err.decode(errors="replace").strip()[-500:] or "perf wrote no data"}
     script = subprocess.run(

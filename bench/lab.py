@@ -539,12 +539,7 @@ def run(
             if native_profiler is not None:
                 native_profiler.kill()
             if profiler is not None:
-                profiler.send_signal(2)  # py-spy writes its output on SIGINT
-                try:
-                    _, err = profiler.communicate(timeout=60)
-                except subprocess.TimeoutExpired:
-                    profiler.kill()
-                    err = b""
+                err = native.interrupt(profiler)
             _tenantgpu("down", "--state-dir", str(state), cwd=work)
             RESULTS.mkdir(parents=True, exist_ok=True)
             shutil.copy(state / "logs" / "lab.log", RESULTS / "lab-bench.log")
