@@ -84,6 +84,14 @@ def test_gpu_work_is_stretched_by_the_compute_share() -> None:
     assert plan_workload({}, ENV, gpus, 1.0).runs_for is None
 
 
+def test_the_annotations_that_set_a_run_time_are_the_ones_a_container_command_gives_way_to() -> None:
+    gpus = visible_gpus(ENV, DEVICES)
+    assert plan_workload({"tenantgpu.io/gpu-work": "3s"}, ENV, gpus, 0.0).timed  # even with no share
+    assert plan_workload({"tenantgpu.io/run-for": "1s"}, ENV, gpus, 1.0).timed
+    assert not plan_workload({"tenantgpu.io/gpu-memory-used": "10"}, ENV, gpus, 1.0).timed
+    assert not plan_workload({}, ENV, gpus, 1.0).timed
+
+
 def test_sm_limit_zero_or_full_is_unthrottled() -> None:
     assert sm_limit({"CUDA_DEVICE_SM_LIMIT": "30"}) == 30
     assert sm_limit({"CUDA_DEVICE_SM_LIMIT": "0"}) is None

@@ -143,6 +143,7 @@ class WorkloadPlan:
     runs_for: float | None  # seconds until it exits, None = until deleted
     exit_code: int
     log_lines: tuple[str, ...]
+    timed: bool = False  # the annotations set the run time (then a container's command does not)
 
     @property
     def fails(self) -> bool:
@@ -166,6 +167,7 @@ def plan_workload(
                 return WorkloadPlan(0.0, OOM_EXIT_CODE, tuple(lines))
             lines.append(f"allocated {mib} MiB on GPU {gpu.index} ({gpu.uuid})")
     runs_for: float | None = None
+    timed = True
     if GPU_WORK in annotations:
         work = parse_duration(annotations[GPU_WORK])
         runs_for = work / share if share > 0 else None
@@ -175,12 +177,9 @@ def plan_workload(
     elif RUN_FOR in annotations:
         runs_for = parse_duration(annotations[RUN_FOR])
         lines.append(f"running for {runs_for:g}s")
-    return WorkloadPlan(runs_for, 0, tuple(lines))
-
-
-def timed(annotations: dict[str, str]) -> bool:
-    """Whether the annotations set the workload's run time (then a container's command does not)."""
-    return GPU_WORK in annotations or RUN_FOR in annotations
+    else:
+        timed = False
+    return WorkloadPlan(runs_for, 0, tuple(lines), timed)
 
 
 def container_env_lines(env: dict[str, str]) -> list[str]:

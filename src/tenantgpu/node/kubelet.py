@@ -506,7 +506,7 @@ class Kubelet:
                 for line in (main.output.stdout + main.output.stderr).splitlines():
                     out.write(line, now)
                 code = main.output.exit_code
-                if not rt.timed(annotations):
+                if not plan.timed:
                     runs_for = None if math.isinf(main.runs_for) else main.runs_for
             if runs_for is None:
                 out.write("running until deleted", now)
