@@ -197,14 +197,17 @@ class Kubelet:
         record = self.pods.get(uid) if uid else None
         if record is None or record.finished or record.started_at is None or container not in record.envs:
             return None
+        return programs.run(command, self._container_view(record, container))
+
+    def _container_view(
+        self, record: PodRecord, container: str, gpus: list[rt.GpuView] | None = None
+    ) -> programs.ContainerView:
+        """What a program in one of the pod's containers sees: the pod's name as hostname, the
+        container's env, its GPUs (`gpus` when the caller has them already) and their memory in use."""
         env = record.envs[container]
-        view = programs.ContainerView(
-            hostname=pod,
-            env=env,
-            gpus=rt.visible_gpus(env, self._device_table()),
-            gpu_memory_used_mib=record.gpu_used_mib.get(container, 0),
-        )
-        return programs.run(command, view)
+        if gpus is None:
+            gpus = rt.visible_gpus(env, self._device_table())
+        return programs.ContainerView(record.name, env, gpus, record.gpu_used_mib.get(container, 0))
 
     async def follow_log(
         self, namespace: str, pod: str, container: str | None, *, tail_lines: int | None = None,
@@ -499,7 +502,7 @@ class Kubelet:
                 out.write(line, now)
             runs_for, code = plan.runs_for, plan.exit_code
             command = _command(specs.get(name) or {})
-            view = programs.ContainerView(record.name, env, gpus, record.gpu_used_mib.get(name, 0))
+            view = self._container_view(record, name, gpus)
             main = None if plan.fails else programs.main_command(command, view)
             if main is not None:
                 out.write(f"$ {shlex.join(command)}", now)
