@@ -154,12 +154,12 @@ async def stream_result(
         raise errors.bad_request("the exec request is not a valid WebSocket upgrade")
     await ws.prepare(request)
     protocol = ws.ws_protocol or "channel.k8s.io"
+    await _until_client_settled(ws, options, protocol)
     for frame in output_frames(options, result):
         await ws.send_bytes(frame)
     status = error_status(protocol, options.command, result)
     if status is not None:
         await ws.send_bytes(bytes([ERROR]) + status)
-    await _until_client_settled(ws, options, protocol)
     await ws.close()  # waits for the client's close, discarding the stdin or resize it still sends
     return ws
 
@@ -168,7 +168,10 @@ async def _until_client_settled(ws: web.WebSocketResponse, options: ExecOptions,
     """Wait (a moment at most) for what the client still sends at the start and end of its input.
 
     A client with a terminal sends its size first (v3 on), and a v5 client says when its piped stdin has
-    ended. Closing before those arrive makes kubectl report the write it could no longer make.
+    ended. Closing before those arrive makes kubectl report the write it could no longer make. Output
+    waits for them too: kubectl up to 1.33 reads the connection before it has set up its streams and
+    drops what arrives for a stream not there yet ("Unknown stream id 1"); a client that has sent
+    its size or its stdin has set them up.
     """
     want_size = options.tty and protocol not in ("v2.channel.k8s.io", "channel.k8s.io")
     want_stdin_end = options.stdin and not options.tty and protocol == "v5.channel.k8s.io"
