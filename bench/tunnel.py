@@ -42,52 +42,13 @@ REVIEW = json.dumps(
 
 
 def _pki() -> dict[str, bytes]:
-    import datetime
-    import ipaddress
+    """One CA, a serving certificate for the proxy server and one for the webhook behind the agent."""
+    from tenantgpu.apiserver.pki import CertificateAuthority
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(1)
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    out = {"ca": ca.public_bytes(serialization.Encoding.PEM)}
+    ca = CertificateAuthority.create("bench-ca")
+    out = {"ca": ca.cert_pem}
     for label, names in (("server", ["konnectivity-server", "127.0.0.1"]), ("webhook", [WEBHOOK_HOST])):
-        key = ec.generate_private_key(ec.SECP256R1())
-        sans: list[x509.GeneralName] = []
-        for name in names:
-            try:
-                sans.append(x509.IPAddress(ipaddress.ip_address(name)))
-            except ValueError:
-                sans.append(x509.DNSName(name))
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        out[f"{label}_cert"] = cert.public_bytes(serialization.Encoding.PEM)
-        out[f"{label}_key"] = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
+        out[f"{label}_cert"], out[f"{label}_key"] = ca.issue_serving(names, common_name=names[0])
     return out
 
 

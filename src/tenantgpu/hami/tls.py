@@ -50,6 +50,10 @@ class ServingCert:
             .not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + dt.timedelta(days=3650))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256())
         )
         key = ec.generate_private_key(ec.SECP256R1())
@@ -63,6 +67,11 @@ class ServingCert:
             .not_valid_after(now + dt.timedelta(days=365))
             .add_extension(x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            # Strict verifiers (Python 3.13's default client context, Go's crypto/x509) look the issuer
+            # up by key identifier; without it the webhook's TLS handshake fails.
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+            )
             .sign(ca_key, hashes.SHA256())
         )
         pem = serialization.Encoding.PEM
