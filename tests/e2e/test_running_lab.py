@@ -244,6 +244,44 @@ def test_twenty_pods_at_once_fill_the_twenty_slots_and_leave_no_lock(lab: Runnin
     lab.delete("tenant-b", "app in (burst, burst-extra)")
 
 
+def test_a_gpu_job_runs_its_pods_through_hami_to_completion_and_delete_collects_them(lab: RunningLab) -> None:
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}
+    container = {
+        "name": "cuda",
+        "image": "cuda-sample",
+        "command": ["nvidia-smi"],
+        "resources": {"limits": limits},
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "smi"},
+        "spec": {
+            "completions": 3,
+            "parallelism": 2,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+        },
+    }
+    lab.kubectl("tenant-b", "create", "-f", "-", input=json.dumps(job))
+    lab.kubectl("tenant-b", "wait", "--for=condition=complete", "job/smi", "--timeout=60s")
+    assert lab.kubectl("tenant-b", "get", "job", "smi", "--no-headers").stdout.split()[1:3] == [
+        "Complete",
+        "3/3",
+    ]
+    pods = lab.pods("tenant-b", "batch.kubernetes.io/job-name=smi")
+    assert len(pods) == 3 and {phase(p) for p in pods} == {"Succeeded"}
+    for pod in pods:  # each went through HAMi's webhook, scheduler and Allocate
+        assert pod["spec"]["schedulerName"] == "hami-scheduler"
+        assert annotations(pod)["hami.io/bind-phase"] == "success"
+        assert annotations(pod)["hami.io/vgpu-node"] == "worker-b1"
+    log = lab.kubectl("tenant-b", "logs", "job/smi").stdout
+    assert "0MiB / 3000MiB" in log, log  # nvidia-smi in the container sees its slice as the card
+    lab.kubectl("tenant-b", "delete", "job", "smi")
+    wait_for(
+        "the job's pods to be collected", lambda: not lab.pods("tenant-b", "batch.kubernetes.io/job-name=smi")
+    )
+
+
 def versioned_kubectls() -> dict[str, str]:
     """The kubectl binaries beside the dispatcher on PATH (`kubectl.1.27` … `kubectl.1.33`), by version."""
     found = shutil.which("kubectl")

@@ -172,7 +172,33 @@ def _default_webhooks(mutating: bool) -> Callable[[dict[str, Any]], None]:
     return apply
 
 
+def _default_pod_template(template: dict[str, Any]) -> None:
+    """A template's pod spec gets a pod's defaults; a template has no status."""
+    spec = template.setdefault("spec", {})
+    restart = spec.get("restartPolicy")
+    _default_pod(template)
+    template.pop("status", None)
+    if restart is None:
+        # Jobs must choose OnFailure or Never; leave it unset so that validation says so.
+        spec.pop("restartPolicy", None)
+    template.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+
+
+def _default_job(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+        spec["parallelism"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    _default_pod_template(spec.setdefault("template", {}))
+
+
 _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "Job": _default_job,
     "Pod": _default_pod,
     "Service": _default_service,
     "Namespace": _default_namespace,

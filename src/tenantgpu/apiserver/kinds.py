@@ -45,6 +45,11 @@ class Strategy:
     # Kinds with a status subresource start with an empty status, except nodes: kubelets register
     # with theirs.
     keep_status_on_create: bool = False
+    # What a delete does to the objects this kind owns (ownerReferences) when the request names no
+    # propagationPolicy: "Background" (the garbage collector deletes them afterwards) or "Orphan"
+    # (batch/v1 Jobs, for compatibility: they are kept and lose their ownerReference). "" = a kind that
+    # owns nothing here, deleted as before whatever the request says.
+    default_propagation: str = ""
 
 
 @dataclass(frozen=True)
@@ -196,6 +201,34 @@ def _tcp_on_create(tcp: Obj) -> None:
     version.setdefault("status", "Provisioning")
 
 
+JOB_CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+def _job_on_create(job: Obj) -> None:
+    """Without `manualSelector`, the selector and the template's labels are generated from the uid."""
+    job["status"] = {}  # a new Job's status is empty, not absent, as kube's strategy leaves it
+    spec = job.setdefault("spec", {})
+    if spec.get("manualSelector") is True:
+        return
+    meta = job["metadata"]
+    uid, name = meta["uid"], meta.get("name") or ""
+    template_meta = spec.setdefault("template", {}).setdefault("metadata", {})
+    labels = template_meta.get("labels") or {}
+    # The legacy keys first, then the prefixed ones, as the batch strategy writes them.
+    labels.update({"controller-uid": uid, "job-name": name, JOB_CONTROLLER_UID: uid, JOB_NAME_LABEL: name})
+    template_meta["labels"] = labels
+    spec["selector"] = {"matchLabels": {JOB_CONTROLLER_UID: uid}}
+
+
+def _job_on_update(new: Obj, old: Obj) -> None:
+    # The generated selector is the server's; an update that leaves it out keeps it.
+    old_spec = old.get("spec") or {}
+    spec = new.setdefault("spec", {})
+    if "selector" not in spec and "selector" in old_spec:
+        spec["selector"] = copy.deepcopy(old_spec["selector"])
+
+
 _STATUS = ("status",)
 
 
@@ -327,6 +360,18 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     ),
 )
 
+JOB = Kind(
+    "batch",
+    "v1",
+    "Job",
+    "jobs",
+    True,
+    categories=("all",),
+    subresources=(_status("Job", "batch", "v1"),),
+    strategy=Strategy(_STATUS, _job_on_create, _job_on_update, default_propagation="Orphan"),
+)
+WORKLOAD_KINDS: tuple[Kind, ...] = (JOB,)
+
 # Kinds answered by a handler rather than stored: create returns a computed object.
 VIRTUAL_KINDS = frozenset(
     {"SelfSubjectAccessReview", "SelfSubjectRulesReview", "SelfSubjectReview", "TokenReview", "Binding"}
@@ -370,7 +415,7 @@ SCALE_PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]
 
 def kind_table(extra: Sequence[Kind] = ()) -> KindTable:
     """The built-in kinds plus `extra` (e.g. `KAMAJI_KINDS` on the management plane)."""
-    return KindTable([*BUILTIN_KINDS, *extra])
+    return KindTable([*BUILTIN_KINDS, *WORKLOAD_KINDS, *extra])
 
 
 def copy_obj(obj: Obj) -> Obj:

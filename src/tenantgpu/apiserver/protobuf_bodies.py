@@ -1,4 +1,4 @@
-"""Decoding the protobuf bodies kubectl ≥ 1.32 sends for typed creates (`create namespace/configmap/…`).
+"""Decoding the protobuf bodies kubectl ≥ 1.32 sends for typed creates (`create namespace/configmap/job/…`).
 
 Protobuf carries field numbers, not names, so each kind needs its schema; only the kinds kubectl's
 generator commands create on this server are described. Unknown fields are skipped.
@@ -63,7 +63,10 @@ def _message(schema: Schema) -> Callable[[Any], dict[str, Any]]:
                 key, item = decoder(part)
                 result.setdefault(name, {})[key] = item
             else:
-                result[name] = decoder(part)
+                decoded = decoder(part)
+                # Go writes a non-pointer string even when empty; JSON would have left it out.
+                if decoded != "":
+                    result[name] = decoded
         return result
 
     return decode
@@ -79,6 +82,11 @@ def _bool(value: int | bytes) -> bool:
     return bool(_int(value))
 
 
+def _flag(value: int | bytes) -> bool | str:
+    """A non-pointer bool, which Go writes even when false: false reads as absent, as in JSON."""
+    return _bool(value) or ""
+
+
 _OBJECT_META = _message(
     {
         1: ("name", _text, "one"),
@@ -87,6 +95,94 @@ _OBJECT_META = _message(
         11: ("labels", _map_entry, "map"),
         12: ("annotations", _map_entry, "map"),
         14: ("finalizers", _text, "list"),
+    }
+)
+
+
+def _quantity_entry(value: int | bytes) -> tuple[str, str]:
+    """A `map<string, Quantity>` entry; a Quantity is a message whose field 1 is its text."""
+    if not isinstance(value, bytes):
+        raise ProtobufBodyError("expected a map entry")
+    key, item = "", ""
+    for number, part in _fields(value):
+        if number == 1:
+            key = _text(part)
+        elif number == 2 and isinstance(part, bytes):
+            item = next((_text(q) for n, q in _fields(part) if n == 1), "")
+    return key, item
+
+
+_LABEL_SELECTOR = _message(
+    {
+        1: ("matchLabels", _map_entry, "map"),
+        2: (
+            "matchExpressions",
+            _message({1: ("key", _text, "one"), 2: ("operator", _text, "one"), 3: ("values", _text, "list")}),
+            "list",
+        ),
+    }
+)
+_CONTAINER = _message(
+    {
+        1: ("name", _text, "one"),
+        2: ("image", _text, "one"),
+        3: ("command", _text, "list"),
+        4: ("args", _text, "list"),
+        5: ("workingDir", _text, "one"),
+        6: (
+            "ports",
+            _message(
+                {
+                    1: ("name", _text, "one"),
+                    2: ("hostPort", lambda v: _int(v) or "", "one"),
+                    3: ("containerPort", _int, "one"),
+                    4: ("protocol", _text, "one"),
+                }
+            ),
+            "list",
+        ),
+        7: ("env", _message({1: ("name", _text, "one"), 2: ("value", _text, "one")}), "list"),
+        8: (
+            "resources",
+            _message({1: ("limits", _quantity_entry, "map"), 2: ("requests", _quantity_entry, "map")}),
+            "one",
+        ),
+        13: ("terminationMessagePath", _text, "one"),
+        14: ("imagePullPolicy", _text, "one"),
+        16: ("stdin", _flag, "one"),
+        17: ("stdinOnce", _flag, "one"),
+        18: ("tty", _flag, "one"),
+        20: ("terminationMessagePolicy", _text, "one"),
+    }
+)
+_POD_SPEC = _message(
+    {
+        2: ("containers", _CONTAINER, "list"),
+        3: ("restartPolicy", _text, "one"),
+        4: ("terminationGracePeriodSeconds", _int, "one"),
+        5: ("activeDeadlineSeconds", _int, "one"),
+        6: ("dnsPolicy", _text, "one"),
+        7: ("nodeSelector", _map_entry, "map"),
+        8: ("serviceAccountName", _text, "one"),
+        10: ("nodeName", _text, "one"),
+        19: ("schedulerName", _text, "one"),
+        20: ("initContainers", _CONTAINER, "list"),
+    }
+)
+_POD_TEMPLATE = _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _POD_SPEC, "one")})
+_JOB_SPEC = _message(
+    {
+        1: ("parallelism", _int, "one"),
+        2: ("completions", _int, "one"),
+        3: ("activeDeadlineSeconds", _int, "one"),
+        4: ("selector", _LABEL_SELECTOR, "one"),
+        5: ("manualSelector", _bool, "one"),
+        6: ("template", _POD_TEMPLATE, "one"),
+        7: ("backoffLimit", _int, "one"),
+        8: ("ttlSecondsAfterFinished", _int, "one"),
+        9: ("completionMode", _text, "one"),
+        10: ("suspend", _bool, "one"),
+        14: ("podReplacementPolicy", _text, "one"),
     }
 )
 _REFERENCE = _message({1: ("kind", _text, "one"), 2: ("namespace", _text, "one"), 3: ("name", _text, "one")})
@@ -138,7 +234,19 @@ _SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
         }
     ),
     "Eviction": _message({1: ("metadata", _OBJECT_META, "one")}),
-    "DeleteOptions": _message({1: ("gracePeriodSeconds", _int, "one")}),
+    "DeleteOptions": _message(
+        {
+            1: ("gracePeriodSeconds", _int, "one"),
+            2: (
+                "preconditions",
+                _message({1: ("uid", _text, "one"), 2: ("resourceVersion", _text, "one")}),
+                "one",
+            ),
+            3: ("orphanDependents", _bool, "one"),
+            4: ("propagationPolicy", _text, "one"),
+        }
+    ),
+    "Job": _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _JOB_SPEC, "one")}),
 }
 
 

@@ -144,11 +144,18 @@ class _Attempts:
             raise StopAsyncIteration
 
 
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+# The finalizers through which the garbage collector finishes a deletion that waits for dependents.
+ORPHAN_FINALIZER = "orphan"
+FOREGROUND_FINALIZER = "foregroundDeletion"
+
+
 @dataclass
 class DeleteOptions:
     grace_period_seconds: int | None = None
     uid: str | None = None
     resource_version: str | None = None
+    propagation_policy: str | None = None
 
     @classmethod
     def parse(cls, body: Obj | None, query: dict[str, str]) -> DeleteOptions:
@@ -159,7 +166,26 @@ class DeleteOptions:
             grace_value = None if grace is None else int(grace)
         except (TypeError, ValueError) as exc:
             raise errors.bad_request(f"invalid gracePeriodSeconds: {grace!r}") from exc
-        return cls(grace_value, pre.get("uid"), pre.get("resourceVersion"))
+        policy = body.get("propagationPolicy", query.get("propagationPolicy"))
+        orphan = body.get("orphanDependents", query.get("orphanDependents"))
+        if policy is not None and policy not in PROPAGATION_POLICIES:
+            raise errors.invalid(
+                "DeleteOptions",
+                "",
+                "meta.k8s.io",
+                [
+                    {
+                        "reason": "FieldValueNotSupported",
+                        "message": f'Unsupported value: "{policy}": supported values: "Foreground", '
+                        '"Background", "Orphan", "nil"',
+                        "field": "propagationPolicy",
+                    }
+                ],
+            )
+        if orphan is not None and policy is None:
+            # The deprecated boolean: true orphans, false lets the garbage collector delete dependents.
+            policy = "Orphan" if orphan in (True, "true") else "Background"
+        return cls(grace_value, pre.get("uid"), pre.get("resourceVersion"), policy)
 
 
 def _carry_over(new: Obj, old: Obj, field: str) -> None:
@@ -616,6 +642,13 @@ class Registry:
             raise errors.forbidden(kind.plural, name, kind.group, "this namespace may not be deleted")
         if strategy.spec_finalizers:
             return await self._delete_terminating(kind, name, current, dry_run)
+        if strategy.default_propagation:
+            policy = options.propagation_policy or strategy.default_propagation
+            finalizer = {"Orphan": ORPHAN_FINALIZER, "Foreground": FOREGROUND_FINALIZER}.get(policy)
+            if finalizer is not None:
+                return await self._delete_through_collector(
+                    kind, namespace, name, current, finalizer, dry_run
+                )
         grace = None
         if strategy.graceful_delete is not None:
             grace = strategy.graceful_delete(current.obj, options.grace_period_seconds)
@@ -630,6 +663,22 @@ class Registry:
         obj["metadata"]["deletionGracePeriodSeconds"] = int(grace or 0)
         if obj == current.obj:
             return current, False
+        return await self._store_update(kind, namespace, name, obj, current, dry_run), False
+
+    async def _delete_through_collector(
+        self, kind: Kind, namespace: str, name: str, current: Entry, finalizer: str, dry_run: bool
+    ) -> tuple[Entry, bool]:
+        """Orphan and Foreground deletes: the object is marked and gets the garbage collector's
+        finalizer; the collector orphans or deletes its dependents, then removes the finalizer."""
+        meta = current.obj["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if meta.get("deletionTimestamp") and (finalizer in finalizers or not finalizers):
+            return current, False
+        obj = current.copy()
+        obj["metadata"].setdefault("deletionTimestamp", now_rfc3339())
+        obj["metadata"]["deletionGracePeriodSeconds"] = 0
+        other = ORPHAN_FINALIZER if finalizer == FOREGROUND_FINALIZER else FOREGROUND_FINALIZER
+        obj["metadata"]["finalizers"] = [f for f in finalizers if f != other] + [finalizer]
         return await self._store_update(kind, namespace, name, obj, current, dry_run), False
 
     async def _store_update(

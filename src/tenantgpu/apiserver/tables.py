@@ -519,8 +519,84 @@ def _tcp_row(tcp: Mapping[str, Any], now: datetime) -> list[Any]:
 
 _CRD_AGE = Column("Age", type="date", description="Age")
 
+
+def _has_condition(obj: Mapping[str, Any], kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True" for c in _get(obj, "status", "conditions") or []
+    )
+
+
+def _job_status(job: Mapping[str, Any]) -> str:
+    if _has_condition(job, "Complete"):
+        return "Complete"
+    if _has_condition(job, "Failed"):
+        return "Failed"
+    if _get(job, "metadata", "deletionTimestamp"):
+        return "Terminating"
+    for condition in ("Suspended", "FailureTarget", "SuccessCriteriaMet"):
+        if _has_condition(job, condition):
+            return condition
+    return "Running"
+
+
+def _job_completions(job: Mapping[str, Any]) -> str:
+    succeeded = _get(job, "status", "succeeded") or 0
+    completions = _get(job, "spec", "completions")
+    if completions is not None:
+        return f"{succeeded}/{completions}"
+    parallelism = _get(job, "spec", "parallelism") or 0
+    return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+
+
+def _job_duration(job: Mapping[str, Any], now: datetime) -> str:
+    start = parse_timestamp(_get(job, "status", "startTime"))
+    if start is None:
+        return ""
+    end = parse_timestamp(_get(job, "status", "completionTime")) or now
+    return format_age(end - start)
+
+
+def _selector_text(selector: Mapping[str, Any] | None) -> str:
+    if not selector:
+        return "<none>"
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+        if op in ("In", "NotIn"):
+            parts.append(f"{key} {op.lower()} ({','.join(sorted(values))})")
+        else:
+            parts.append(key if op == "Exists" else f"!{key}")
+    return ",".join(parts) or "<none>"
+
+
+def _job_row(job: Mapping[str, Any], now: datetime) -> list[Any]:
+    containers = _get(job, "spec", "template", "spec", "containers") or []
+    return [
+        _name(job),
+        _job_status(job),
+        _job_completions(job),
+        _job_duration(job, now),
+        _age(job, now),
+        ",".join(c.get("name", "") for c in containers),
+        ",".join(c.get("image", "") for c in containers),
+        _selector_text(_get(job, "spec", "selector")),
+    ]
+
+
+_JOB_COLUMNS = [
+    _NAME,
+    Column("Status", description="Status of the job."),
+    Column("Completions", description="The successful completions of the job out of the desired ones."),
+    Column("Duration", description="Time the job took, or has been running, since it started."),
+    _AGE,
+    Column("Containers", description="Names of each container in the template.", priority=1),
+    Column("Images", description="Images referenced by each container in the template.", priority=1),
+    Column("Selector", description="Query over pods that should match the replicas count.", priority=1),
+]
+
 _PRINTERS: dict[str, _Printer] = {
     "Pod": _Printer(_POD_COLUMNS, lambda obj, now: _pod_row(obj, now)[0]),
+    "Job": _Printer(_JOB_COLUMNS, _job_row),
     "Node": _Printer(_NODE_COLUMNS, _node_row),
     "Event": _Printer(_EVENT_COLUMNS, _event_row),
     "Service": _Printer(_SERVICE_COLUMNS, _service_row),

@@ -14,7 +14,7 @@ from typing import Any
 
 from tenantgpu.apiserver.defaults import default, pod_qos_class
 from tenantgpu.apiserver.quantity import QuantityError, parse_quantity
-from tenantgpu.apiserver.selectors import label_value_errors, qualified_name_errors
+from tenantgpu.apiserver.selectors import label_value_errors, match_selector_object, qualified_name_errors
 
 __all__ = [
     "Cause",
@@ -87,6 +87,7 @@ def _too_long(path: str, limit: int) -> Cause:
 
 
 _GROUPS = {
+    "Job": "batch",
     "MutatingWebhookConfiguration": "admissionregistration.k8s.io",
     "ValidatingWebhookConfiguration": "admissionregistration.k8s.io",
     "Lease": "coordination.k8s.io",
@@ -601,6 +602,66 @@ def _validate_pod(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
     return causes
 
 
+_JOB_FEATURES_NOT_SIMULATED = (
+    "podFailurePolicy",
+    "successPolicy",
+    "backoffLimitPerIndex",
+    "maxFailedIndexes",
+)
+
+
+def _validate_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    causes: list[Cause] = []
+    for field_name in (
+        "parallelism",
+        "completions",
+        "backoffLimit",
+        "activeDeadlineSeconds",
+        "ttlSecondsAfterFinished",
+    ):
+        value = spec.get(field_name)
+        if value is not None and (not isinstance(value, int) or value < 0):
+            causes.append(_invalid(f"spec.{field_name}", value, "must be greater than or equal to 0"))
+    deadline = spec.get("activeDeadlineSeconds")
+    if isinstance(deadline, int) and deadline == 0:
+        causes.append(_invalid("spec.activeDeadlineSeconds", deadline, "must be greater than 0"))
+    mode = spec.get("completionMode")
+    if mode not in ("NonIndexed", "Indexed"):
+        causes.append(_not_supported("spec.completionMode", mode, ["NonIndexed", "Indexed"]))
+    elif mode == "Indexed":
+        # Accepting an Indexed Job and running it as NonIndexed would hand out no completion indexes.
+        causes.append(_invalid("spec.completionMode", mode, "Indexed Jobs are not simulated by tenantgpu"))
+    for field_name in _JOB_FEATURES_NOT_SIMULATED:
+        if spec.get(field_name) is not None:
+            causes.append(_forbidden(f"spec.{field_name}", "not simulated by tenantgpu"))
+    selector = spec.get("selector")
+    template = spec.get("template") or {}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if not selector:
+        causes.append(_required("spec.selector"))
+    elif not match_selector_object(selector, labels):
+        causes.append(
+            _invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`")
+        )
+    pod_spec = template.get("spec") or {}
+    causes.extend(_validate_pod_spec(pod_spec, "spec.template.spec"))
+    restart = pod_spec.get("restartPolicy")
+    if restart is None:
+        causes.append(_required("spec.template.spec.restartPolicy", 'valid values: "OnFailure", "Never"'))
+    elif restart not in ("OnFailure", "Never"):
+        causes.append(_not_supported("spec.template.spec.restartPolicy", restart, ["OnFailure", "Never"]))
+    if old is not None:
+        old_spec = old.get("spec") or {}
+        if spec.get("selector") != old_spec.get("selector"):
+            causes.append(_invalid("spec.selector", spec.get("selector"), "field is immutable"))
+        if spec.get("completions") != old_spec.get("completions"):
+            causes.append(_invalid("spec.completions", spec.get("completions"), "field is immutable"))
+        if template != (old_spec.get("template") or {}) and not old_spec.get("suspend"):
+            causes.append(_invalid("spec.template", "", "field is immutable"))
+    return causes
+
+
 def _validate_node(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     causes: list[Cause] = []
     spec = obj.get("spec") or {}
@@ -941,6 +1002,7 @@ def _validate_access_review(obj: Mapping[str, Any], old: Mapping[str, Any] | Non
 
 _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]] = {
     "Pod": _validate_pod,
+    "Job": _validate_job,
     "Binding": _validate_binding,
     "SelfSubjectAccessReview": _validate_access_review,
     "Node": _validate_node,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tenantgpu.controlplane.garbagecollector import GarbageCollector
+from tenantgpu.controlplane.job import JobController
 from tenantgpu.controlplane.namespaces import NamespaceController
 from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
 from tenantgpu.controlplane.podgc import PodGarbageCollector
@@ -21,7 +23,8 @@ class _Service(Protocol):
 
 @dataclass
 class ControlPlaneServices:
-    """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs."""
+    """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs:
+    service accounts, node lifecycle, pod GC, namespaces, Jobs and the garbage collector."""
 
     client: KubeClient
     node_grace_seconds: float = 40.0
@@ -31,6 +34,7 @@ class ControlPlaneServices:
     async def start(self) -> None:
         accounts = ServiceAccountController(self.client)
         scheduler = DefaultScheduler(self.client)
+        jobs = JobController(self.client, pods=scheduler.pods)
         # One watch per resource serves every service here, as client-go's shared informers do within
         # one binary: each pod and node event is sent and decoded once per tenant, not once per service.
         # The scheduler starts them; services added later read their caches (PodGC sweeps on start).
@@ -44,6 +48,8 @@ class ControlPlaneServices:
                 nodes=scheduler.nodes,
             ),
             PodGarbageCollector(self.client, pods=scheduler.pods, nodes=scheduler.nodes),
+            jobs,
+            GarbageCollector(self.client, owners=jobs.jobs, dependents=scheduler.pods),
             # Both watch namespaces: one informer (one watch per tenant) serves the two.
             NamespaceController(self.client, namespaces=accounts.namespaces),
         ]

@@ -212,10 +212,13 @@ class KubeClient:
         *,
         grace_period_seconds: int | None = None,
         uid: str | None = None,
+        propagation_policy: str | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if grace_period_seconds is not None:
             body["gracePeriodSeconds"] = grace_period_seconds
+        if propagation_policy is not None:
+            body["propagationPolicy"] = propagation_policy
         if uid is not None:
             body["preconditions"] = {"uid": uid}
         return await self.request("DELETE", resource_kind(resource).path(namespace, name), body=body)

@@ -1,0 +1,47 @@
+"""Readings of `metadata.ownerReferences` shared by the job controller and the garbage collector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+# The API server puts these on an owner deleted with propagationPolicy Orphan or Foreground.
+ORPHAN_FINALIZER = "orphan"
+FOREGROUND_FINALIZER = "foregroundDeletion"
+
+
+def owner_uids(obj: dict[str, Any]) -> list[str]:
+    return [ref.get("uid", "") for ref in (obj.get("metadata") or {}).get("ownerReferences") or []]
+
+
+def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The owner reference marked `controller: true`, if any."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def owner_reference(owner: dict[str, Any], *, controller: bool = True) -> dict[str, Any]:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner.get("apiVersion", ""),
+        "kind": owner.get("kind", ""),
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }
+
+
+def finalizers(obj: dict[str, Any]) -> list[str]:
+    return list((obj.get("metadata") or {}).get("finalizers") or [])
+
+
+def without_finalizer_patch(obj: dict[str, Any], finalizer: str) -> list[dict[str, Any]]:
+    """A JSON patch removing one finalizer that fails (test op) if the list changed meanwhile."""
+    current = finalizers(obj)
+    return [
+        {"op": "test", "path": "/metadata/finalizers", "value": current},
+        {"op": "replace", "path": "/metadata/finalizers", "value": [f for f in current if f != finalizer]},
+    ]
