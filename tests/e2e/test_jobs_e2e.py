@@ -121,6 +121,11 @@ def test_a_job_gets_kube_defaults_a_generated_selector_and_its_table_columns(
         "TerminatingOrFailed",
     )
     assert created.status is not None and created.status.active is None  # `status: {}`, as kube returns it
+    template = created.spec.template.spec
+    # SetDefaults_PodSpec reaches the template; the admission plugins' defaults are for pods only.
+    assert (template.dns_policy, template.termination_grace_period_seconds) == ("ClusterFirst", 30)
+    assert template.tolerations is None and template.service_account_name is None
+    assert template.priority is None
     uid = created.metadata.uid
     assert spec.selector.match_labels == {"batch.kubernetes.io/controller-uid": uid}
     labels = spec.template.metadata.labels
@@ -158,7 +163,8 @@ def test_kubectl_create_job_runs_a_pod_that_completes_the_job(
     assert kinds["SuccessCriteriaMet"]["status"] == "True"
     # The counted pod lets go of the finalizer, so deleting it later is not held up.
     assert wait_for(
-        "the finalizer to go", lambda: not core.read_namespaced_pod(pod.metadata.name, NS).metadata.finalizers
+        "the finalizer to go",
+        lambda: core.read_namespaced_pod(pod.metadata.name, NS).metadata.finalizers is None,
     )
     assert kubectl("get", "job", "once").stdout.split()[5:8] == ["once", "Complete", "1/1"]
     events = kubectl("get", "events", "--field-selector", "involvedObject.name=once").stdout
@@ -264,7 +270,7 @@ def test_the_python_clients_default_delete_orphans_the_pods_as_batch_v1_does(
         lambda: not (p := core.read_namespaced_pod(pod, NS)).metadata.owner_references and p,
     )
     assert kept.metadata.deletion_timestamp is None
-    assert not kept.metadata.finalizers, "an orphaned pod must not keep the job's finalizer"
+    assert kept.metadata.finalizers is None, "an orphaned pod must not keep the job's finalizer"
     core.delete_namespaced_pod(pod, NS)
 
 
@@ -347,3 +353,18 @@ def test_every_kubectl_creates_jobs_from_the_generator_and_from_a_manifest(
     listed = kubectl("get", "jobs", f"gen-{tag}", f"man-{tag}", "--no-headers", version=version).stdout
     assert len(listed.splitlines()) == 2
     kubectl("delete", "job", f"gen-{tag}", f"man-{tag}", version=version)
+
+
+def test_deleting_a_namespace_with_a_running_job_leaves_nothing_behind(
+    core: kubernetes.client.CoreV1Api, batch: Any
+) -> None:
+    core.create_namespace({"metadata": {"name": "batchwork"}})
+    batch.create_namespaced_job("batchwork", job_body("work", parallelism=2, completions=4))
+    wait_for("its pods", lambda: len(core.list_namespaced_pod("batchwork").items) == 2)
+    core.delete_namespace("batchwork")
+    wait_for(
+        "the namespace to go",
+        lambda: "batchwork" not in [n.metadata.name for n in core.list_namespace().items],
+        timeout=30,
+    )
+    assert not core.list_namespaced_pod("batchwork").items

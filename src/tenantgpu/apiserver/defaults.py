@@ -81,14 +81,24 @@ def pod_qos_class(spec: Mapping[str, Any]) -> str:
 _SYSTEM_PRIORITIES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 
 
-def _default_pod(obj: dict[str, Any]) -> None:
-    spec = obj.setdefault("spec", {})
+def _default_pod_spec(spec: dict[str, Any]) -> None:
+    """SetDefaults_PodSpec: what every pod spec gets, a template's too."""
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
     spec.setdefault("enableServiceLinks", True)
+    for group in ("initContainers", "containers"):
+        for ctr in spec.get(group) or []:
+            _default_container(ctr)
+
+
+def _default_pod(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    _default_pod_spec(spec)
+    # The rest is the admission plugins' (ServiceAccount, Priority, DefaultTolerationSeconds), which
+    # see pods only, never a template.
     spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
     # The Priority admission plugin resolves the class; only the built-in classes are known here, so a
@@ -97,9 +107,6 @@ def _default_pod(obj: dict[str, Any]) -> None:
     if class_name in _SYSTEM_PRIORITIES or not class_name:
         spec.setdefault("priority", _SYSTEM_PRIORITIES.get(class_name, 0))
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-    for group in ("initContainers", "containers"):
-        for ctr in spec.get(group) or []:
-            _default_container(ctr)
     tolerations = spec.setdefault("tolerations", [])
     for key in _NOT_READY_TOLERATIONS:
         # The DefaultTolerationSeconds plugin adds these unless the pod already tolerates the taint.
@@ -173,11 +180,10 @@ def _default_webhooks(mutating: bool) -> Callable[[dict[str, Any]], None]:
 
 
 def _default_pod_template(template: dict[str, Any]) -> None:
-    """A template's pod spec gets a pod's defaults; a template has no status."""
+    """A template's pod spec gets SetDefaults_PodSpec's defaults, not the admission plugins'."""
     spec = template.setdefault("spec", {})
     restart = spec.get("restartPolicy")
-    _default_pod(template)
-    template.pop("status", None)
+    _default_pod_spec(spec)
     if restart is None:
         # Jobs must choose OnFailure or Never; leave it unset so that validation says so.
         spec.pop("restartPolicy", None)

@@ -41,7 +41,8 @@ def finalizers(obj: dict[str, Any]) -> list[str]:
 def without_finalizer_patch(obj: dict[str, Any], finalizer: str) -> list[dict[str, Any]]:
     """A JSON patch removing one finalizer that fails (test op) if the list changed meanwhile."""
     current = finalizers(obj)
-    return [
-        {"op": "test", "path": "/metadata/finalizers", "value": current},
-        {"op": "replace", "path": "/metadata/finalizers", "value": [f for f in current if f != finalizer]},
-    ]
+    kept = [f for f in current if f != finalizer]
+    test = {"op": "test", "path": "/metadata/finalizers", "value": current}
+    if not kept:  # kube leaves an empty list out of the object, as Go's omitempty does
+        return [test, {"op": "remove", "path": "/metadata/finalizers"}]
+    return [test, {"op": "replace", "path": "/metadata/finalizers", "value": kept}]
