@@ -282,6 +282,31 @@ def test_a_gpu_job_runs_its_pods_through_hami_to_completion_and_delete_collects_
     )
 
 
+def test_a_deployment_of_gpu_pods_shares_the_a100_scales_and_is_collected(lab: RunningLab) -> None:
+    pod = gpu_pod("unused", "infer", gpumem=8192, gpucores=10)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "infer"},
+        "spec": {
+            "replicas": 4,
+            "selector": {"matchLabels": {"app": "infer"}},
+            "template": {"metadata": {"labels": {"app": "infer"}}, "spec": pod["spec"]},
+        },
+    }
+    lab.kubectl("tenant-a", "create", "-f", "-", input=json.dumps(deployment))
+    out = lab.kubectl("tenant-a", "rollout", "status", "deployment/infer", "--timeout=60s").stdout
+    assert 'deployment "infer" successfully rolled out' in out
+    pods = wait_for("four running replicas", all_running(lab, "tenant-a", "app=infer", 4))
+    assert len({card_of(p) for p in pods}) == 1, "the replicas share the one A100"
+    lab.kubectl("tenant-a", "scale", "deployment/infer", "--replicas=6")
+    pods = wait_for("six running replicas", all_running(lab, "tenant-a", "app=infer", 6))
+    assert all(annotations(p)["hami.io/bind-phase"] == "success" for p in pods)
+    assert lab.kubectl("tenant-a", "get", "deploy", "infer", "--no-headers").stdout.split()[1] == "6/6"
+    lab.kubectl("tenant-a", "delete", "deployment", "infer")
+    wait_for("the replicas to be collected", lambda: not lab.pods("tenant-a", "app=infer"), timeout=60)
+
+
 def versioned_kubectls() -> dict[str, str]:
     """The kubectl binaries beside the dispatcher on PATH (`kubectl.1.27` … `kubectl.1.33`), by version."""
     found = shutil.which("kubectl")

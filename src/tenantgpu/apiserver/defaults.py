@@ -203,7 +203,29 @@ def _default_job(obj: dict[str, Any]) -> None:
     _default_pod_template(spec.setdefault("template", {}))
 
 
+def _default_replica_set(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    _default_pod_template(spec.setdefault("template", {}))
+    spec["template"]["spec"].setdefault("restartPolicy", "Always")
+
+
+def _default_deployment(obj: dict[str, Any]) -> None:
+    _default_replica_set(obj)
+    spec = obj["spec"]
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", "25%")
+        rolling.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+
+
 _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "Deployment": _default_deployment,
+    "ReplicaSet": _default_replica_set,
     "Job": _default_job,
     "Pod": _default_pod,
     "Service": _default_service,

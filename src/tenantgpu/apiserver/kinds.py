@@ -370,7 +370,36 @@ JOB = Kind(
     subresources=(_status("Job", "batch", "v1"),),
     strategy=Strategy(_STATUS, _job_on_create, _job_on_update, default_propagation="Orphan"),
 )
-WORKLOAD_KINDS: tuple[Kind, ...] = (JOB,)
+_SCALE = Subresource("scale", "Scale", ("get", "patch", "update"), "autoscaling", "v1")
+
+
+def _apps_on_create(obj: Obj) -> None:
+    obj["status"] = {}  # as for Jobs: an empty status, which the controller fills
+
+
+DEPLOYMENT = Kind(
+    "apps",
+    "v1",
+    "Deployment",
+    "deployments",
+    True,
+    ("deploy",),
+    ("all",),
+    subresources=(_status("Deployment", "apps", "v1"), _SCALE),
+    strategy=Strategy(_STATUS, _apps_on_create, default_propagation="Background"),
+)
+REPLICA_SET = Kind(
+    "apps",
+    "v1",
+    "ReplicaSet",
+    "replicasets",
+    True,
+    ("rs",),
+    ("all",),
+    subresources=(_status("ReplicaSet", "apps", "v1"), _SCALE),
+    strategy=Strategy(_STATUS, _apps_on_create, default_propagation="Background"),
+)
+WORKLOAD_KINDS: tuple[Kind, ...] = (DEPLOYMENT, REPLICA_SET, JOB)
 
 # Kinds answered by a handler rather than stored: create returns a computed object.
 VIRTUAL_KINDS = frozenset(
@@ -405,6 +434,9 @@ KAMAJI_KINDS: tuple[Kind, ...] = (TENANT_CONTROL_PLANE, DATA_STORE)
 
 # Where the scale subresource reads and writes replicas, per kind (Kamaji's CRD scale paths).
 SCALE_PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    # apps/v1: the Scale's status.selector is spec.selector, written as a label selector string.
+    "Deployment": (("spec", "replicas"), ("status", "replicas"), ("spec", "selector")),
+    "ReplicaSet": (("spec", "replicas"), ("status", "replicas"), ("spec", "selector")),
     "TenantControlPlane": (
         ("spec", "controlPlane", "deployment", "replicas"),
         ("status", "kubernetesResources", "deployment", "replicas"),

@@ -1,4 +1,4 @@
-"""Decoding the protobuf bodies kubectl ≥ 1.32 sends for typed creates (`create namespace/configmap/job/…`).
+"""Decoding the protobuf bodies kubectl ≥ 1.32 sends for typed creates (`create namespace/configmap/job/deployment/…`).
 
 Protobuf carries field numbers, not names, so each kind needs its schema; only the kinds kubectl's
 generator commands create on this server are described. Unknown fields are skipped.
@@ -185,6 +185,48 @@ _JOB_SPEC = _message(
         14: ("podReplacementPolicy", _text, "one"),
     }
 )
+
+
+def _int_or_string(value: int | bytes) -> int | str:
+    """An IntOrString message: type 0 with intVal (field 2), type 1 with strVal (field 3)."""
+    if not isinstance(value, bytes):
+        raise ProtobufBodyError("expected an IntOrString")
+    parts = dict(_fields(value))
+    if parts.get(1, 0) == 1:
+        return _text(parts.get(3, b""))
+    return _int(parts.get(2, 0))
+
+
+_DEPLOYMENT_SPEC = _message(
+    {
+        1: ("replicas", _int, "one"),
+        2: ("selector", _LABEL_SELECTOR, "one"),
+        3: ("template", _POD_TEMPLATE, "one"),
+        4: (
+            "strategy",
+            _message(
+                {
+                    1: ("type", _text, "one"),
+                    2: (
+                        "rollingUpdate",
+                        _message(
+                            {
+                                1: ("maxUnavailable", _int_or_string, "one"),
+                                2: ("maxSurge", _int_or_string, "one"),
+                            }
+                        ),
+                        "one",
+                    ),
+                }
+            ),
+            "one",
+        ),
+        5: ("minReadySeconds", lambda v: _int(v) or "", "one"),
+        6: ("revisionHistoryLimit", _int, "one"),
+        7: ("paused", _flag, "one"),
+        9: ("progressDeadlineSeconds", _int, "one"),
+    }
+)
 _REFERENCE = _message({1: ("kind", _text, "one"), 2: ("namespace", _text, "one"), 3: ("name", _text, "one")})
 _SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "Namespace": _message(
@@ -247,6 +289,7 @@ _SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
         }
     ),
     "Job": _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _JOB_SPEC, "one")}),
+    "Deployment": _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _DEPLOYMENT_SPEC, "one")}),
 }
 
 

@@ -518,3 +518,17 @@ def check_field_selector(kind: str, selector: FieldSelector) -> None:
     for path, _, _ in selector.requirements:
         if path not in allowed:
             raise SelectorError(f"field label not supported: {path}")
+
+
+def format_label_selector(selector: Mapping[str, Any] | None) -> str:
+    """A `metav1.LabelSelector` object as kubectl and the Scale subresource write it: `a=b,c in (d,e)`."""
+    if not selector:
+        return "<none>"
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
+        if op in ("In", "NotIn"):
+            parts.append(f"{key} {op.lower()} ({','.join(sorted(values))})")
+        else:
+            parts.append(key if op == "Exists" else f"!{key}")
+    return ",".join(parts) or "<none>"

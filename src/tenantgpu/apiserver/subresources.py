@@ -27,6 +27,7 @@ from tenantgpu.apiserver.httputil import (
 )
 from tenantgpu.apiserver.kinds import SCALE_PATHS, Kind
 from tenantgpu.apiserver.registry import DeleteOptions, now_rfc3339
+from tenantgpu.apiserver.selectors import format_label_selector
 from tenantgpu.apiserver.ssar_protobuf import decode_self_subject_access_review
 from tenantgpu.apiserver.watchcache import Entry
 
@@ -258,6 +259,8 @@ class SubresourceHandlers:
         meta = obj["metadata"]
         status: Obj = {"replicas": get_path(obj, status_path) or 0}
         selector = get_path(obj, selector_path)
+        if isinstance(selector, dict):
+            selector = format_label_selector(selector)
         if selector:
             status["selector"] = selector
         return {

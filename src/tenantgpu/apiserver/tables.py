@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tenantgpu.apiserver.selectors import format_label_selector
+
 __all__ = [
     "Column",
     "format_age",
@@ -556,19 +558,6 @@ def _job_duration(job: Mapping[str, Any], now: datetime) -> str:
     return format_age(end - start)
 
 
-def _selector_text(selector: Mapping[str, Any] | None) -> str:
-    if not selector:
-        return "<none>"
-    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
-        if op in ("In", "NotIn"):
-            parts.append(f"{key} {op.lower()} ({','.join(sorted(values))})")
-        else:
-            parts.append(key if op == "Exists" else f"!{key}")
-    return ",".join(parts) or "<none>"
-
-
 def _job_row(job: Mapping[str, Any], now: datetime) -> list[Any]:
     containers = _get(job, "spec", "template", "spec", "containers") or []
     return [
@@ -579,10 +568,73 @@ def _job_row(job: Mapping[str, Any], now: datetime) -> list[Any]:
         _age(job, now),
         ",".join(c.get("name", "") for c in containers),
         ",".join(c.get("image", "") for c in containers),
-        _selector_text(_get(job, "spec", "selector")),
+        format_label_selector(_get(job, "spec", "selector")),
     ]
 
 
+def _template_cells(obj: Mapping[str, Any]) -> list[Any]:
+    containers = _get(obj, "spec", "template", "spec", "containers") or []
+    return [
+        ",".join(c.get("name", "") for c in containers),
+        ",".join(c.get("image", "") for c in containers),
+        format_label_selector(_get(obj, "spec", "selector")),
+    ]
+
+
+def _deployment_row(deploy: Mapping[str, Any], now: datetime) -> list[Any]:
+    status = deploy.get("status") or {}
+    desired = _get(deploy, "spec", "replicas")
+    return [
+        _name(deploy),
+        f"{status.get('readyReplicas') or 0}/{1 if desired is None else desired}",
+        status.get("updatedReplicas") or 0,
+        status.get("availableReplicas") or 0,
+        _age(deploy, now),
+        *_template_cells(deploy),
+    ]
+
+
+def _replica_set_row(rs: Mapping[str, Any], now: datetime) -> list[Any]:
+    status = rs.get("status") or {}
+    return [
+        _name(rs),
+        _get(rs, "spec", "replicas") or 0,
+        status.get("replicas") or 0,
+        status.get("readyReplicas") or 0,
+        _age(rs, now),
+        *_template_cells(rs),
+    ]
+
+
+_TEMPLATE_COLUMNS = [
+    Column("Containers", description="Names of each container in the template.", priority=1),
+    Column("Images", description="Images referenced by each container in the template.", priority=1),
+    Column("Selector", description="Label selector for pods.", priority=1),
+]
+_DEPLOYMENT_COLUMNS = [
+    _NAME,
+    Column("Ready", description="Number of the pod with ready state"),
+    Column(
+        "Up-to-date",
+        type="integer",
+        description="Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+    ),
+    Column(
+        "Available",
+        type="integer",
+        description="Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+    ),
+    _AGE,
+    *_TEMPLATE_COLUMNS,
+]
+_REPLICA_SET_COLUMNS = [
+    _NAME,
+    Column("Desired", type="integer", description="Number of desired pods."),
+    Column("Current", type="integer", description="Number of pods the replica set has created."),
+    Column("Ready", type="integer", description="The number of ready replicas."),
+    _AGE,
+    *_TEMPLATE_COLUMNS,
+]
 _JOB_COLUMNS = [
     _NAME,
     Column("Status", description="Status of the job."),
@@ -597,6 +649,8 @@ _JOB_COLUMNS = [
 _PRINTERS: dict[str, _Printer] = {
     "Pod": _Printer(_POD_COLUMNS, lambda obj, now: _pod_row(obj, now)[0]),
     "Job": _Printer(_JOB_COLUMNS, _job_row),
+    "Deployment": _Printer(_DEPLOYMENT_COLUMNS, _deployment_row),
+    "ReplicaSet": _Printer(_REPLICA_SET_COLUMNS, _replica_set_row),
     "Node": _Printer(_NODE_COLUMNS, _node_row),
     "Event": _Printer(_EVENT_COLUMNS, _event_row),
     "Service": _Printer(_SERVICE_COLUMNS, _service_row),

@@ -87,6 +87,8 @@ def _too_long(path: str, limit: int) -> Cause:
 
 
 _GROUPS = {
+    "Deployment": "apps",
+    "ReplicaSet": "apps",
     "Job": "batch",
     "MutatingWebhookConfiguration": "admissionregistration.k8s.io",
     "ValidatingWebhookConfiguration": "admissionregistration.k8s.io",
@@ -662,6 +664,78 @@ def _validate_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
     return causes
 
 
+def _validate_replicated(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    """What apps/v1 Deployments and ReplicaSets share: replicas, selector, template."""
+    spec = obj.get("spec") or {}
+    causes: list[Cause] = []
+    replicas = spec.get("replicas")
+    if not isinstance(replicas, int) or replicas < 0:
+        causes.append(_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
+    selector = spec.get("selector")
+    template = spec.get("template") or {}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if not selector:
+        causes.append(_required("spec.selector"))
+    elif not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        causes.append(_invalid("spec.selector", selector, "empty selector is invalid for deployment"))
+    elif not match_selector_object(selector, labels):
+        causes.append(
+            _invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`")
+        )
+    pod_spec = template.get("spec") or {}
+    causes.extend(_validate_pod_spec(pod_spec, "spec.template.spec"))
+    restart = pod_spec.get("restartPolicy")
+    if restart != "Always":
+        causes.append(_not_supported("spec.template.spec.restartPolicy", restart, ["Always"]))
+    if old is not None and spec.get("selector") != (old.get("spec") or {}).get("selector"):
+        causes.append(_invalid("spec.selector", spec.get("selector"), "field is immutable"))
+    return causes
+
+
+def _validate_deployment(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes = _validate_replicated(obj, old)
+    strategy = (obj.get("spec") or {}).get("strategy") or {}
+    kind = strategy.get("type")
+    if kind not in ("RollingUpdate", "Recreate"):
+        causes.append(_not_supported("spec.strategy.type", kind, ["Recreate", "RollingUpdate"]))
+    elif kind == "Recreate" and strategy.get("rollingUpdate"):
+        causes.append(
+            _forbidden(
+                "spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'"
+            )
+        )
+    elif kind == "RollingUpdate":
+        rolling = strategy.get("rollingUpdate") or {}
+        bad = False
+        for name in ("maxSurge", "maxUnavailable"):
+            path = f"spec.strategy.rollingUpdate.{name}"
+            value = rolling.get(name)
+            if isinstance(value, str) and not re.fullmatch(r"[0-9]+%", value):
+                causes.append(_invalid(path, value, _PERCENT_RULE))
+                bad = True
+            elif isinstance(value, int) and value < 0:
+                causes.append(_invalid(path, value, "must be greater than or equal to 0"))
+                bad = True
+            elif name == "maxUnavailable" and isinstance(value, str) and int(value[:-1]) > 100:
+                causes.append(_invalid(path, value, "must not be greater than 100%"))
+                bad = True
+        if not bad and rolling.get("maxSurge") in (0, "0%") and rolling.get("maxUnavailable") in (0, "0%"):
+            causes.append(
+                _invalid(
+                    "spec.strategy.rollingUpdate.maxUnavailable",
+                    rolling.get("maxUnavailable"),
+                    "may not be 0 when `maxSurge` is 0",
+                )
+            )
+    return causes
+
+
+_PERCENT_RULE = (
+    "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', "
+    "regex used for validation is '[0-9]+%')"
+)
+
+
 def _validate_node(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     causes: list[Cause] = []
     spec = obj.get("spec") or {}
@@ -1003,6 +1077,8 @@ def _validate_access_review(obj: Mapping[str, Any], old: Mapping[str, Any] | Non
 _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]] = {
     "Pod": _validate_pod,
     "Job": _validate_job,
+    "Deployment": _validate_deployment,
+    "ReplicaSet": _validate_replicated,
     "Binding": _validate_binding,
     "SelfSubjectAccessReview": _validate_access_review,
     "Node": _validate_node,

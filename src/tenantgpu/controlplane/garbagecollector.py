@@ -1,6 +1,7 @@
 """kube-controller-manager's garbage collector, for the owners and dependents a lab tenant has.
 
-An owner here is a batch/v1 Job; its dependents are pods whose `metadata.ownerReferences` name it.
+One collector serves one kind of owner and one kind of dependent: Jobs and their pods, ReplicaSets
+and their pods, Deployments and their ReplicaSets.
 What a delete of the owner does to them follows its propagation policy, as in Kubernetes:
 
 - Background: the owner goes at once; the collector then deletes each dependent whose owners are
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 class GarbageCollector:
-    """Deletes or orphans the pods of Jobs that are deleted."""
+    """Deletes or orphans the dependents of owners that are deleted."""
 
     def __init__(self, client: KubeClient, *, owners: Informer, dependents: Informer) -> None:
         self.client = client

@@ -20,9 +20,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from tenantgpu.controlplane.conditions import now_text, parse_time, set_condition
 from tenantgpu.controlplane.owners import (
     JOB_TRACKING_FINALIZER,
     controller_of,
@@ -30,12 +30,12 @@ from tenantgpu.controlplane.owners import (
     owner_reference,
     without_finalizer_patch,
 )
-from tenantgpu.controlplane.podstate import is_terminal
+from tenantgpu.controlplane.podstate import is_ready, is_terminal
+from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, str]
 COMPONENT = "job-controller"
 # kube's pod-failure backoff: 10 s, doubled per failure, at most 6 minutes.
 BACKOFF_BASE_SECONDS = 10.0
@@ -49,18 +49,6 @@ REASON_BACKOFF = "BackoffLimitExceeded"
 MESSAGE_BACKOFF = "Job has reached the specified backoff limit"
 REASON_DEADLINE = "DeadlineExceeded"
 MESSAGE_DEADLINE = "Job was active longer than specified deadline"
-
-
-def _now_text() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse(text: Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    with contextlib.suppress(ValueError):
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    return None
 
 
 def condition(job: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -78,36 +66,8 @@ def finished_at(job: dict[str, Any]) -> float | None:
     for kind in ("Complete", "Failed"):
         cond = condition(job, kind)
         if cond is not None:
-            return _parse(cond.get("lastTransitionTime"))
+            return parse_time(cond.get("lastTransitionTime"))
     return None
-
-
-def _set_condition(status: dict[str, Any], kind: str, value: str, reason: str, message: str) -> None:
-    now = _now_text()
-    conditions = status.setdefault("conditions", [])
-    for cond in conditions:
-        if cond.get("type") == kind:
-            if cond.get("status") != value:
-                cond.update(status=value, lastTransitionTime=now)
-            cond.update(reason=reason, message=message, lastProbeTime=now)
-            return
-    conditions.append(
-        {
-            "type": kind,
-            "status": value,
-            "lastProbeTime": now,
-            "lastTransitionTime": now,
-            "reason": reason,
-            "message": message,
-        }
-    )
-
-
-def _is_ready(pod: dict[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or []
-    )
 
 
 def _ended_as(pod: dict[str, Any]) -> str | None:
@@ -141,12 +101,9 @@ class JobController:
         self.pods = pods
         self.jobs = Informer(client, "jobs")
         self.clock = clock
-        self._queue: asyncio.Queue[Key] = asyncio.Queue()
-        self._queued: set[Key] = set()
-        self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self.queue = WorkQueue("job-controller", self.sync)
         self._expected: dict[str, _Expectations] = {}
         self._last_failure: dict[str, float] = {}
-        self._worker: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Future[None]] = set()
 
     async def start(self) -> None:
@@ -155,20 +112,13 @@ class JobController:
         await self.jobs.start()
         await self.pods.start()
         for job in self.jobs.items():
-            self._enqueue(_key(job))
+            self.queue.add(object_key(job))
         for pod in self.pods.items():
             self._pod_changed("ADDED", pod, None)
-        self._worker = asyncio.create_task(self._work(), name="job-controller")
+        self.queue.start()
 
     async def stop(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
-            self._worker = None
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
+        await self.queue.stop()
         await self.jobs.stop()
 
     # --- events ----------------------------------------------------------------------------------
@@ -178,7 +128,7 @@ class JobController:
             uid = job["metadata"].get("uid", "")
             self._expected.pop(uid, None)
             self._last_failure.pop(uid, None)
-        self._enqueue(_key(job))
+        self.queue.add(object_key(job))
 
     def _pod_changed(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
         ref = controller_of(pod)
@@ -187,38 +137,12 @@ class JobController:
         namespace = pod["metadata"].get("namespace") or ""
         job = self.jobs.get(namespace, ref.get("name", ""))
         if job is not None and job["metadata"].get("uid") == ref.get("uid"):
-            self._enqueue((namespace, ref["name"]))
+            self.queue.add((namespace, ref["name"]))
         elif self.jobs.synced and JOB_TRACKING_FINALIZER in finalizers(pod):
             # Its Job is gone: nothing will count it any more, so it must not keep the finalizer.
             task = asyncio.ensure_future(self._release_orphan(pod, ref))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-
-    def _enqueue(self, key: Key) -> None:
-        if key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
-
-    def _enqueue_after(self, key: Key, delay: float) -> None:
-        timer = self._timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timers[key] = loop.call_later(max(delay, 0.0), self._enqueue, key)
-
-    async def _work(self) -> None:
-        while True:
-            key = await self._queue.get()
-            self._queued.discard(key)
-            try:
-                await self.sync(key)
-            except ApiError as err:
-                if err.code != 404:
-                    log.info("job %s/%s: %s; retrying", *key, err)
-                    self._enqueue_after(key, 1.0)
-            except Exception:
-                log.exception("job %s/%s: sync failed", *key)
-                self._enqueue_after(key, 5.0)
 
     async def _release_orphan(self, pod: dict[str, Any], ref: dict[str, Any]) -> None:
         namespace = pod["metadata"].get("namespace") or ""
@@ -288,20 +212,20 @@ class JobController:
                 await self._delete_pod(pod, events)
             active = []
             if condition(job, "Suspended") is None:
-                _set_condition(status, "Suspended", "True", "JobSuspended", "Job suspended")
+                set_condition(status, "Suspended", "True", "JobSuspended", "Job suspended")
                 status.pop("startTime", None)
                 events.append(("Normal", "Suspended", "Job suspended"))
         else:
             if condition(job, "Suspended") is not None:
-                _set_condition(status, "Suspended", "False", "JobResumed", "Job resumed")
+                set_condition(status, "Suspended", "False", "JobResumed", "Job resumed")
                 events.append(("Normal", "Resumed", "Job resumed"))
-            status.setdefault("startTime", _now_text())
+            status.setdefault("startTime", now_text())
 
         failure = condition(job, "FailureTarget")
         success = condition(job, "SuccessCriteriaMet")
         if not spec.get("suspend") and failure is None and success is None:
             deadline = spec.get("activeDeadlineSeconds")
-            started = _parse(status.get("startTime"))
+            started = parse_time(status.get("startTime"))
             if failed > int(spec.get("backoffLimit", 6)):
                 failure = {"reason": REASON_BACKOFF, "message": MESSAGE_BACKOFF}
             elif deadline is not None and started is not None and now - started >= deadline:
@@ -311,12 +235,12 @@ class JobController:
             ):
                 success = {"reason": REASON_COMPLETIONS, "message": MESSAGE_COMPLETIONS}
             if failure is not None:
-                _set_condition(status, "FailureTarget", "True", failure["reason"], failure["message"])
+                set_condition(status, "FailureTarget", "True", failure["reason"], failure["message"])
                 events.append(("Warning", failure["reason"], failure["message"]))
             elif success is not None:
-                _set_condition(status, "SuccessCriteriaMet", "True", success["reason"], success["message"])
+                set_condition(status, "SuccessCriteriaMet", "True", success["reason"], success["message"])
             elif deadline is not None and started is not None:
-                self._enqueue_after(key, started + deadline - now + 0.05)
+                self.queue.add_after(key, started + deadline - now + 0.05)
 
         if failure is not None or success is not None:
             for pod in active:
@@ -324,10 +248,10 @@ class JobController:
             active = []
             if not terminating:
                 if failure is not None:
-                    _set_condition(status, "Failed", "True", failure["reason"], failure["message"])
+                    set_condition(status, "Failed", "True", failure["reason"], failure["message"])
                 else:
-                    _set_condition(status, "Complete", "True", success["reason"], success["message"])
-                    status["completionTime"] = _now_text()
+                    set_condition(status, "Complete", "True", success["reason"], success["message"])
+                    status["completionTime"] = now_text()
                     events.append(("Normal", "Completed", "Job completed"))
         elif not spec.get("suspend"):
             wanted = parallelism
@@ -336,14 +260,14 @@ class JobController:
             missing = wanted - len(active) - expected
             delay = self._backoff_delay(uid, failed, now)
             if missing > 0 and delay > 0:
-                self._enqueue_after(key, delay)
+                self.queue.add_after(key, delay)
             elif missing > 0:
                 for _ in range(missing):
                     await self._create_pod(job, events)
                 expected = self._expected[uid].count(seen, now)
 
         status["active"] = len(active) + expected
-        status["ready"] = sum(1 for p in active if _is_ready(p))
+        status["ready"] = sum(1 for p in active if is_ready(p))
         status["terminating"] = len(terminating)
         status["succeeded"] = succeeded
         status["failed"] = failed
@@ -356,7 +280,7 @@ class JobController:
                     job, reason=reason, message=message, type=kind, component=COMPONENT
                 )
         if condition({"status": status}, "Complete") or condition({"status": status}, "Failed"):
-            self._enqueue(key)  # release the finished pods' finalizers and arm the TTL
+            self.queue.add(key)  # release the finished pods' finalizers and arm the TTL
 
     def _backoff_delay(self, uid: str, failed: int, now: float) -> float:
         last = self._last_failure.get(uid)
@@ -468,15 +392,10 @@ class JobController:
             return
         left = ended + ttl - self.clock()
         if left > 0:
-            self._enqueue_after(key, left + 0.05)
+            self.queue.add_after(key, left + 0.05)
             return
         meta = job["metadata"]
         with contextlib.suppress(ApiError):
             await self.client.delete(
                 "jobs", meta["name"], meta.get("namespace"), uid=meta["uid"], propagation_policy="Foreground"
             )
-
-
-def _key(job: dict[str, Any]) -> Key:
-    meta = job.get("metadata") or {}
-    return (meta.get("namespace") or "", meta.get("name") or "")

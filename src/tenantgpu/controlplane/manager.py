@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tenantgpu.controlplane.deployment import DeploymentController
 from tenantgpu.controlplane.garbagecollector import GarbageCollector
 from tenantgpu.controlplane.job import JobController
 from tenantgpu.controlplane.namespaces import NamespaceController
 from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
 from tenantgpu.controlplane.podgc import PodGarbageCollector
+from tenantgpu.controlplane.replicaset import ReplicaSetController
 from tenantgpu.controlplane.scheduler import DefaultScheduler
 from tenantgpu.controlplane.serviceaccounts import ServiceAccountController
 from tenantgpu.kubeclient import KubeClient
@@ -24,7 +26,8 @@ class _Service(Protocol):
 @dataclass
 class ControlPlaneServices:
     """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs:
-    service accounts, node lifecycle, pod GC, namespaces, Jobs and the garbage collector."""
+    service accounts, node lifecycle, pod GC, namespaces, Jobs, ReplicaSets, Deployments and the
+    garbage collector."""
 
     client: KubeClient
     node_grace_seconds: float = 40.0
@@ -35,6 +38,10 @@ class ControlPlaneServices:
         accounts = ServiceAccountController(self.client)
         scheduler = DefaultScheduler(self.client)
         jobs = JobController(self.client, pods=scheduler.pods)
+        replica_sets = ReplicaSetController(self.client, pods=scheduler.pods)
+        deployments = DeploymentController(
+            self.client, replica_sets=replica_sets.replica_sets, pods=scheduler.pods
+        )
         # One watch per resource serves every service here, as client-go's shared informers do within
         # one binary: each pod and node event is sent and decoded once per tenant, not once per service.
         # The scheduler starts them; services added later read their caches (PodGC sweeps on start).
@@ -49,7 +56,13 @@ class ControlPlaneServices:
             ),
             PodGarbageCollector(self.client, pods=scheduler.pods, nodes=scheduler.nodes),
             jobs,
+            replica_sets,
+            deployments,
             GarbageCollector(self.client, owners=jobs.jobs, dependents=scheduler.pods),
+            GarbageCollector(self.client, owners=replica_sets.replica_sets, dependents=scheduler.pods),
+            GarbageCollector(
+                self.client, owners=deployments.deployments, dependents=replica_sets.replica_sets
+            ),
             # Both watch namespaces: one informer (one watch per tenant) serves the two.
             NamespaceController(self.client, namespaces=accounts.namespaces),
         ]

@@ -30,3 +30,11 @@ def wants_default_scheduler(pod: dict[str, Any]) -> bool:
         and not meta.get("deletionTimestamp")
         and not is_terminal(pod)
     )
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    """The pod's Ready condition is True."""
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )

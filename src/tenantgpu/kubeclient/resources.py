@@ -61,6 +61,7 @@ _KNOWN = [
         False,
     ),
     ResourceKind("apps", "v1", "deployments", "Deployment", True),
+    ResourceKind("apps", "v1", "replicasets", "ReplicaSet", True),
     ResourceKind("batch", "v1", "jobs", "Job", True),
     ResourceKind("events.k8s.io", "v1", "events", "Event", True),
 ]

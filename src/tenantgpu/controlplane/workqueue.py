@@ -1,0 +1,72 @@
+"""The queue a controller syncs its objects from, as client-go's work queue: a key is queued at most
+once however many events name it, and a sync that fails is tried again a second later."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tenantgpu.kubeclient import ApiError
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+
+def object_key(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+class WorkQueue:
+    """Runs `sync(key)` for each queued key, one at a time."""
+
+    def __init__(self, name: str, sync: Callable[[Key], Awaitable[None]]) -> None:
+        self.name = name
+        self._sync = sync
+        self._queue: asyncio.Queue[Key] = asyncio.Queue()
+        self._queued: set[Key] = set()
+        self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._worker: asyncio.Task[None] | None = None
+
+    def add(self, key: Key) -> None:
+        if key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def add_after(self, key: Key, delay: float) -> None:
+        """Queue `key` in `delay` seconds; a later call for the same key replaces the earlier one."""
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self._timers[key] = asyncio.get_running_loop().call_later(max(delay, 0.0), self.add, key)
+
+    def start(self) -> None:
+        self._worker = asyncio.create_task(self._work(), name=self.name)
+
+    async def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+            self._worker = None
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+    async def _work(self) -> None:
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            try:
+                await self._sync(key)
+            except ApiError as err:
+                if err.code != 404:  # a conflict or a refusal: look again with fresher objects
+                    log.info("%s %s/%s: %s; retrying", self.name, *key, err)
+                    self.add_after(key, 1.0)
+            except Exception:
+                log.exception("%s %s/%s: sync failed", self.name, *key)
+                self.add_after(key, 5.0)
