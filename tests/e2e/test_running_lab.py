@@ -282,18 +282,23 @@ def test_a_gpu_job_runs_its_pods_through_hami_to_completion_and_delete_collects_
     )
 
 
-def test_a_deployment_of_gpu_pods_shares_the_a100_scales_and_is_collected(lab: RunningLab) -> None:
-    pod = gpu_pod("unused", "infer", gpumem=8192, gpucores=10)
-    deployment = {
+def gpu_deployment(name: str, replicas: int, *, gpumem: int, gpucores: int | None = None) -> dict[str, Any]:
+    """A Deployment whose pods are `gpu_pod`'s, labelled `app=<name>`."""
+    pod = gpu_pod("unused", name, gpumem=gpumem, gpucores=gpucores)
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "infer"},
+        "metadata": {"name": name},
         "spec": {
-            "replicas": 4,
-            "selector": {"matchLabels": {"app": "infer"}},
-            "template": {"metadata": {"labels": {"app": "infer"}}, "spec": pod["spec"]},
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod["spec"]},
         },
     }
+
+
+def test_a_deployment_of_gpu_pods_shares_the_a100_scales_and_is_collected(lab: RunningLab) -> None:
+    deployment = gpu_deployment("infer", 4, gpumem=8192, gpucores=10)
     lab.kubectl("tenant-a", "create", "-f", "-", input=json.dumps(deployment))
     out = lab.kubectl("tenant-a", "rollout", "status", "deployment/infer", "--timeout=60s").stdout
     assert 'deployment "infer" successfully rolled out' in out
@@ -514,6 +519,8 @@ def test_kill_9_and_up_again_loses_no_pod_and_over_commits_no_gpu(lab: RunningLa
     lab.create("tenant-b", *(gpu_pod(f"keep-{i:02d}", "keep", gpumem=2000) for i in range(20)))
     before = wait_for("twenty pods Running", all_running(lab, "tenant-b", "app=keep", 20), timeout=60)
     placed = {p["metadata"]["name"]: (p["spec"]["nodeName"], card_of(p)) for p in before}
+    lab.kubectl("tenant-a", "create", "-f", "-", input=json.dumps(gpu_deployment("survive", 3, gpumem=8192)))
+    replicas = wait_for("three replicas Running", all_running(lab, "tenant-a", "app=survive", 3), timeout=60)
 
     pid = int((lab.state / "lab.pid").read_text())
     os.kill(pid, signal.SIGKILL)
@@ -523,6 +530,13 @@ def test_kill_9_and_up_again_loses_no_pod_and_over_commits_no_gpu(lab: RunningLa
 
     after = wait_for("the pods Running again", all_running(lab, "tenant-b", "app=keep", 20), timeout=60)
     assert {p["metadata"]["name"]: (p["spec"]["nodeName"], card_of(p)) for p in after} == placed
+    # The restarted controllers found the Deployment's pods where they were: no replacement, no extra.
+    survived = wait_for(
+        "the replicas Running again", all_running(lab, "tenant-a", "app=survive", 3), timeout=60
+    )
+    assert {p["metadata"]["name"] for p in survived} == {p["metadata"]["name"] for p in replicas}
+    lab.kubectl("tenant-a", "rollout", "status", "deployment/survive", "--timeout=60s")
+    assert len(lab.pods("tenant-a", "app=survive")) == 3
     # The restarted kubelet adopted the running containers with the environment HAMi gave them.
     inside = wait_for(
         "exec in an adopted container",
@@ -541,3 +555,4 @@ def test_kill_9_and_up_again_loses_no_pod_and_over_commits_no_gpu(lab: RunningLa
     assert "CardTimeSlicingExhausted" in reason
     assert not lab.pod("tenant-b", "one-too-many")["spec"].get("nodeName")
     lab.delete("tenant-b", "app in (keep, one-too-many)")
+    lab.kubectl("tenant-a", "delete", "deployment", "survive")
