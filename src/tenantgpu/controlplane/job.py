@@ -19,7 +19,6 @@ import copy
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from tenantgpu.controlplane.conditions import now_text, parse_time, set_condition
@@ -31,7 +30,7 @@ from tenantgpu.controlplane.owners import (
     without_finalizer_patch,
 )
 from tenantgpu.controlplane.podstate import is_ready, is_terminal
-from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
+from tenantgpu.controlplane.workqueue import Expectations, Key, WorkQueue, object_key
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
 log = logging.getLogger(__name__)
@@ -40,8 +39,6 @@ COMPONENT = "job-controller"
 # kube's pod-failure backoff: 10 s, doubled per failure, at most 6 minutes.
 BACKOFF_BASE_SECONDS = 10.0
 BACKOFF_MAX_SECONDS = 360.0
-# Pods created but not yet seen in the watch are counted as active this long at most.
-EXPECTATION_SECONDS = 30.0
 
 REASON_COMPLETIONS = "CompletionsReached"
 MESSAGE_COMPLETIONS = "Reached expected number of succeeded pods"
@@ -81,18 +78,6 @@ def _ended_as(pod: dict[str, Any]) -> str | None:
     return None
 
 
-@dataclass
-class _Expectations:
-    """Pods this controller created that its watch has not shown yet (client-go's expectations)."""
-
-    pending: dict[str, float] = field(default_factory=dict)
-
-    def count(self, seen: set[str], now: float) -> int:
-        for name in [n for n, at in self.pending.items() if n in seen or now - at > EXPECTATION_SECONDS]:
-            del self.pending[name]
-        return len(self.pending)
-
-
 class JobController:
     """Runs every Job of one tenant to completion or failure."""
 
@@ -102,7 +87,7 @@ class JobController:
         self.jobs = Informer(client, "jobs")
         self.clock = clock
         self.queue = WorkQueue("job-controller", self.sync)
-        self._expected: dict[str, _Expectations] = {}
+        self._expected: dict[str, Expectations] = {}
         self._last_failure: dict[str, float] = {}
         self._tasks: set[asyncio.Future[None]] = set()
 
@@ -200,7 +185,7 @@ class JobController:
         active = [p for p in pods if not is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
         terminating = [p for p in pods if not is_terminal(p) and p["metadata"].get("deletionTimestamp")]
         seen = {p["metadata"]["name"] for p in pods}
-        expected = self._expected.setdefault(uid, _Expectations()).count(seen, now)
+        expected = self._expected.setdefault(uid, Expectations()).count(seen, now)
         succeeded = int(status.get("succeeded") or 0)
         failed = int(status.get("failed") or 0)
         completions = spec.get("completions")
@@ -365,10 +350,14 @@ class JobController:
         try:
             pod = await self.client.create("pods", {"metadata": pod_meta, "spec": template.get("spec") or {}})
         except ApiError as err:
-            events.append(("Warning", "FailedCreate", f"Error creating: {err.message}"))
+            with contextlib.suppress(ApiError):
+                await self.client.create_event(
+                    job, reason="FailedCreate", message=f"Error creating: {err.message}", type="Warning",
+                    component=COMPONENT,
+                )  # fmt: skip
             raise
         name = pod["metadata"]["name"]
-        self._expected.setdefault(meta["uid"], _Expectations()).pending[name] = self.clock()
+        self._expected.setdefault(meta["uid"], Expectations()).expect(name, self.clock())
         events.append(("Normal", "SuccessfulCreate", f"Created pod: {name}"))
 
     async def _delete_pod(self, pod: dict[str, Any], events: list[tuple[str, str, str]]) -> None:

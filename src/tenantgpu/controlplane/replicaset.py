@@ -22,24 +22,12 @@ from typing import Any
 
 from tenantgpu.controlplane.owners import controller_of, owner_reference
 from tenantgpu.controlplane.podstate import is_ready, is_terminal
-from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
+from tenantgpu.controlplane.workqueue import Expectations, Key, WorkQueue, object_key
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
 COMPONENT = "replicaset-controller"
 RESTART_BACKOFF_BASE = 10.0
 RESTART_BACKOFF_MAX = 300.0
-# Pods created but not yet seen in the watch count as present this long at most.
-EXPECTATION_SECONDS = 30.0
-
-
-@dataclass
-class _Expectations:
-    pending: dict[str, float] = field(default_factory=dict)
-
-    def count(self, seen: set[str], now: float) -> int:
-        for name in [n for n, at in self.pending.items() if n in seen or now - at > EXPECTATION_SECONDS]:
-            del self.pending[name]
-        return len(self.pending)
 
 
 @dataclass
@@ -80,7 +68,7 @@ class ReplicaSetController:
         self.replica_sets = Informer(client, "replicasets")
         self.clock = clock
         self.queue = WorkQueue("replicaset-controller", self.sync)
-        self._expected: dict[str, _Expectations] = {}
+        self._expected: dict[str, Expectations] = {}
         self._restarts: dict[str, _Restarts] = {}
 
     async def start(self) -> None:
@@ -128,7 +116,7 @@ class ReplicaSetController:
         pods = self.owned_pods(rs)
         active = [p for p in pods if not is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
         now = self.clock()
-        expected = self._expected.setdefault(uid, _Expectations()).count(
+        expected = self._expected.setdefault(uid, Expectations()).count(
             {p["metadata"]["name"] for p in pods}, now
         )
         wanted = int((rs.get("spec") or {}).get("replicas", 1))
@@ -173,7 +161,7 @@ class ReplicaSetController:
             pod_meta["annotations"] = template_meta["annotations"]
         pod = await self.client.create("pods", {"metadata": pod_meta, "spec": template.get("spec") or {}})
         name = pod["metadata"]["name"]
-        self._expected.setdefault(meta["uid"], _Expectations()).pending[name] = self.clock()
+        self._expected.setdefault(meta["uid"], Expectations()).expect(name, self.clock())
         return name
 
     async def _write_status(self, rs: dict[str, Any], active: list[dict[str, Any]]) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from tenantgpu.kubeclient import ApiError
@@ -14,6 +15,8 @@ from tenantgpu.kubeclient import ApiError
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+# Pods a controller created that its watch has not shown yet count as present this long at most.
+EXPECTATION_SECONDS = 30.0
 
 
 def object_key(obj: dict[str, Any]) -> Key:
@@ -70,3 +73,20 @@ class WorkQueue:
             except Exception:
                 log.exception("%s %s/%s: sync failed", self.name, *key)
                 self.add_after(key, 5.0)
+
+
+@dataclass
+class Expectations:
+    """Objects a controller created that its watch has not shown yet (client-go's expectations), so
+    that a sync running before the watch catches up does not create them twice."""
+
+    pending: dict[str, float] = field(default_factory=dict)
+
+    def expect(self, name: str, now: float) -> None:
+        self.pending[name] = now
+
+    def count(self, seen: set[str], now: float) -> int:
+        """How many are still awaited, given the names the watch shows now."""
+        for name in [n for n, at in self.pending.items() if n in seen or now - at > EXPECTATION_SECONDS]:
+            del self.pending[name]
+        return len(self.pending)
