@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer, kubectl_path, start_server
 
-from tenantgpu.controlplane import NamespaceController
+from tenantgpu.controlplane import ControlPlaneServices, NamespaceController
 from tenantgpu.kubeclient import KubeClient
 
 
@@ -49,6 +49,27 @@ def namespace_controller(
     async def down() -> None:
         await running.stop()
         await running.client.close()
+
+    background_loop.run(down())
+
+
+@pytest.fixture(scope="module")
+def services(apiserver: RunningAPIServer, background_loop: BackgroundLoop) -> Iterator[ControlPlaneServices]:
+    """The module's tenant with its kube-scheduler and controller-manager duties running beside it,
+    each a client of the API server over the wire. The production node grace period (40 s): the
+    modules' nodes renew no leases."""
+
+    async def up() -> ControlPlaneServices:
+        plane = ControlPlaneServices(KubeClient.from_kubeconfig(apiserver.kubeconfig))
+        await plane.start()
+        return plane
+
+    plane = background_loop.run(up())
+    yield plane
+
+    async def down() -> None:
+        await plane.stop()
+        await plane.client.close()
 
     background_loop.run(down())
 

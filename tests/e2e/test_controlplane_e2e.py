@@ -7,7 +7,6 @@ reach the API only over the wire.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
@@ -18,26 +17,6 @@ from tenantgpu.controlplane import ControlPlaneServices, NodeLifecycleController
 from tenantgpu.kubeclient import KubeClient
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def services(apiserver: RunningAPIServer, background_loop: BackgroundLoop) -> Iterator[ControlPlaneServices]:
-    async def up() -> ControlPlaneServices:
-        client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
-        # The production grace period (40 s): these nodes renew no leases, and the scheduler tests must
-        # not race the lifecycle controller; the lifecycle test runs its own impatient controller.
-        plane = ControlPlaneServices(client)
-        await plane.start()
-        return plane
-
-    plane = background_loop.run(up())
-    yield plane
-
-    async def down() -> None:
-        await plane.stop()
-        await plane.client.close()
-
-    background_loop.run(down())
 
 
 @pytest.fixture(scope="module")

@@ -15,31 +15,13 @@ from typing import Any
 
 import kubernetes
 import pytest
-from apiserver_harness import BackgroundLoop, RunningAPIServer, wait_for
+from apiserver_harness import RunningAPIServer, wait_for
 
 from tenantgpu.controlplane import ControlPlaneServices
-from tenantgpu.kubeclient import KubeClient
 
 pytestmark = pytest.mark.slow
 
 NS = "default"
-
-
-@pytest.fixture(scope="module")
-def services(apiserver: RunningAPIServer, background_loop: BackgroundLoop) -> Iterator[ControlPlaneServices]:
-    async def up() -> ControlPlaneServices:
-        plane = ControlPlaneServices(KubeClient.from_kubeconfig(apiserver.kubeconfig))
-        await plane.start()
-        return plane
-
-    plane = background_loop.run(up())
-    yield plane
-
-    async def down() -> None:
-        await plane.stop()
-        await plane.client.close()
-
-    background_loop.run(down())
 
 
 @pytest.fixture(scope="module")

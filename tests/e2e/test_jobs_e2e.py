@@ -9,36 +9,17 @@ The running lab's Jobs (GPU pods whose command ends) are in test_hami_e2e.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
 import pytest
-from apiserver_harness import BackgroundLoop, RunningAPIServer, wait_for
+from apiserver_harness import RunningAPIServer, wait_for
 
 from tenantgpu.controlplane import ControlPlaneServices
-from tenantgpu.kubeclient import KubeClient
 
 pytestmark = pytest.mark.slow
 
 NS = "default"
-
-
-@pytest.fixture(scope="module")
-def services(apiserver: RunningAPIServer, background_loop: BackgroundLoop) -> Iterator[ControlPlaneServices]:
-    async def up() -> ControlPlaneServices:
-        plane = ControlPlaneServices(KubeClient.from_kubeconfig(apiserver.kubeconfig))
-        await plane.start()
-        return plane
-
-    plane = background_loop.run(up())
-    yield plane
-
-    async def down() -> None:
-        await plane.stop()
-        await plane.client.close()
-
-    background_loop.run(down())
 
 
 @pytest.fixture(scope="module")

@@ -637,26 +637,15 @@ def _validate_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
     for field_name in _JOB_FEATURES_NOT_SIMULATED:
         if spec.get(field_name) is not None:
             causes.append(_forbidden(f"spec.{field_name}", "not simulated by tenantgpu"))
-    selector = spec.get("selector")
+    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=True))
     template = spec.get("template") or {}
-    labels = (template.get("metadata") or {}).get("labels") or {}
-    if not selector:
-        causes.append(_required("spec.selector"))
-    elif not match_selector_object(selector, labels):
-        causes.append(
-            _invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`")
-        )
-    pod_spec = template.get("spec") or {}
-    causes.extend(_validate_pod_spec(pod_spec, "spec.template.spec"))
-    restart = pod_spec.get("restartPolicy")
+    restart = (template.get("spec") or {}).get("restartPolicy")
     if restart is None:
         causes.append(_required("spec.template.spec.restartPolicy", 'valid values: "OnFailure", "Never"'))
     elif restart not in ("OnFailure", "Never"):
         causes.append(_not_supported("spec.template.spec.restartPolicy", restart, ["OnFailure", "Never"]))
     if old is not None:
         old_spec = old.get("spec") or {}
-        if spec.get("selector") != old_spec.get("selector"):
-            causes.append(_invalid("spec.selector", spec.get("selector"), "field is immutable"))
         if spec.get("completions") != old_spec.get("completions"):
             causes.append(_invalid("spec.completions", spec.get("completions"), "field is immutable"))
         if template != (old_spec.get("template") or {}) and not old_spec.get("suspend"):
@@ -671,22 +660,30 @@ def _validate_replicated(obj: Mapping[str, Any], old: Mapping[str, Any] | None) 
     replicas = spec.get("replicas")
     if not isinstance(replicas, int) or replicas < 0:
         causes.append(_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
+    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=False))
+    restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
+    if restart != "Always":
+        causes.append(_not_supported("spec.template.spec.restartPolicy", restart, ["Always"]))
+    return causes
+
+
+def _validate_selected_template(
+    spec: Mapping[str, Any], old: Mapping[str, Any] | None, *, empty_selector_ok: bool
+) -> list[Cause]:
+    """A workload's selector (required, immutable, matching the template's labels) and its pod template."""
+    causes: list[Cause] = []
     selector = spec.get("selector")
     template = spec.get("template") or {}
     labels = (template.get("metadata") or {}).get("labels") or {}
     if not selector:
         causes.append(_required("spec.selector"))
-    elif not (selector.get("matchLabels") or selector.get("matchExpressions")):
+    elif not empty_selector_ok and not (selector.get("matchLabels") or selector.get("matchExpressions")):
         causes.append(_invalid("spec.selector", selector, "empty selector is invalid for deployment"))
     elif not match_selector_object(selector, labels):
         causes.append(
             _invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`")
         )
-    pod_spec = template.get("spec") or {}
-    causes.extend(_validate_pod_spec(pod_spec, "spec.template.spec"))
-    restart = pod_spec.get("restartPolicy")
-    if restart != "Always":
-        causes.append(_not_supported("spec.template.spec.restartPolicy", restart, ["Always"]))
+    causes.extend(_validate_pod_spec(template.get("spec") or {}, "spec.template.spec"))
     if old is not None and spec.get("selector") != (old.get("spec") or {}).get("selector"):
         causes.append(_invalid("spec.selector", spec.get("selector"), "field is immutable"))
     return causes
