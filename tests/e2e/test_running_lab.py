@@ -28,6 +28,7 @@ from apiserver_harness import wait_for as harness_wait_for
 pytestmark = pytest.mark.slow
 
 A100 = "NVIDIA A100-SXM4-80GB"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workloads"
 NODE_LOCK = "hami.io/mutex.lock"
 ALLOCATED = "hami.io/vgpu-devices-allocated"
 
@@ -245,24 +246,8 @@ def test_twenty_pods_at_once_fill_the_twenty_slots_and_leave_no_lock(lab: Runnin
 
 
 def test_a_gpu_job_runs_its_pods_through_hami_to_completion_and_delete_collects_them(lab: RunningLab) -> None:
-    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}
-    container = {
-        "name": "cuda",
-        "image": "cuda-sample",
-        "command": ["nvidia-smi"],
-        "resources": {"limits": limits},
-    }
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "smi"},
-        "spec": {
-            "completions": 3,
-            "parallelism": 2,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
-        },
-    }
-    lab.kubectl("tenant-b", "create", "-f", "-", input=json.dumps(job))
+    """The README's example Job, as a user would create it."""
+    lab.kubectl("tenant-b", "create", "-f", str(EXAMPLES / "smi-job.yaml"))
     lab.kubectl("tenant-b", "wait", "--for=condition=complete", "job/smi", "--timeout=60s")
     assert lab.kubectl("tenant-b", "get", "job", "smi", "--no-headers").stdout.split()[1:3] == [
         "Complete",
@@ -298,8 +283,8 @@ def gpu_deployment(name: str, replicas: int, *, gpumem: int, gpucores: int | Non
 
 
 def test_a_deployment_of_gpu_pods_shares_the_a100_scales_and_is_collected(lab: RunningLab) -> None:
-    deployment = gpu_deployment("infer", 4, gpumem=8192, gpucores=10)
-    lab.kubectl("tenant-a", "create", "-f", "-", input=json.dumps(deployment))
+    """The README's example Deployment, applied as a user would."""
+    lab.kubectl("tenant-a", "apply", "-f", str(EXAMPLES / "infer-deployment.yaml"))
     out = lab.kubectl("tenant-a", "rollout", "status", "deployment/infer", "--timeout=60s").stdout
     assert 'deployment "infer" successfully rolled out' in out
     pods = wait_for("four running replicas", all_running(lab, "tenant-a", "app=infer", 4))
