@@ -768,3 +768,49 @@ def test_a_restarted_kubelet_keeps_a_sleeping_command_to_its_time(lab: GpuLab, k
     ran = datetime.fromisoformat(ended["finishedAt"]) - datetime.fromisoformat(ended["startedAt"])
     assert ran.total_seconds() <= 5  # 4 s at one-second resolution; counted from the restart, 6.5 s
     _cleanup(kubectl, "t=dozer")
+
+
+def _container_status(kubectl: Kubectl, name: str) -> dict:
+    return (_get(kubectl, "pod", name).get("status", {}).get("containerStatuses") or [{}])[0]
+
+
+def test_a_command_that_ends_under_restart_policy_always_restarts_with_back_off(
+    lab: GpuLab, kubectl: Kubectl
+) -> None:
+    """`kubectl run` writes restartPolicy Always: the kubelet starts the ended command again at once,
+    then waits in CrashLoopBackOff (10 s the next time), and `kubectl logs --previous` shows the
+    earlier run, as on a real node."""
+    kubectl("run", "loop", "--image=busybox", "--labels=t=loop",
+            '--overrides={"spec": {"nodeName": "gpu-l4"}}', "--", "sh", "-c", "echo run")  # fmt: skip
+    _wait_for(lambda: _container_status(kubectl, "loop").get("restartCount", 0) >= 1, what="a restart")
+    _wait_for(
+        lambda: "waiting" in _container_status(kubectl, "loop").get("state", {}), what="CrashLoopBackOff"
+    )
+    pod = _get(kubectl, "pod", "loop")
+    status = pod["status"]["containerStatuses"][0]
+    waiting = status["state"]["waiting"]
+    uid = pod["metadata"]["uid"]
+    assert waiting["reason"] == "CrashLoopBackOff"
+    assert waiting["message"] == f"back-off 10s restarting failed container=loop pod=loop_default({uid})"
+    assert status["lastState"]["terminated"]["exitCode"] == 0 and status["ready"] is False
+    assert pod["status"]["phase"] == "Running"
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "False"
+    row = kubectl("get", "pod", "loop", "--no-headers").stdout.split()
+    assert row[2] == "CrashLoopBackOff" and row[3] == "1" and row[4].startswith("(") and row[5] == "ago)"
+    previous = kubectl("logs", "loop", "--previous").stdout
+    assert "$ sh -c 'echo run'\nrun\n" in previous and previous.endswith("process exited with code 0\n")
+    _cleanup(kubectl, "t=loop")
+
+
+def test_restart_policy_on_failure_restarts_only_a_failing_command(lab: GpuLab, kubectl: Kubectl) -> None:
+    for name, command in (("fine", "true"), ("flaky", "false")):
+        kubectl("run", name, "--image=busybox", "--restart=OnFailure", f"--labels=t={name}",
+                '--overrides={"spec": {"nodeName": "gpu-l4"}}', "--", command)  # fmt: skip
+    _wait_for(lambda: _phase(kubectl, "fine") == "Succeeded", what="fine Succeeded")
+    assert _container_status(kubectl, "fine")["restartCount"] == 0
+    _wait_for(lambda: _container_status(kubectl, "flaky").get("restartCount", 0) >= 1, what="flaky restarted")
+    assert _phase(kubectl, "flaky") == "Running"
+    missing = kubectl("logs", "fine", "--previous", check=False)
+    assert missing.returncode != 0
+    assert 'previous terminated container "fine" in pod "fine" not found' in missing.stderr
+    _cleanup(kubectl, "t in (fine,flaky)")

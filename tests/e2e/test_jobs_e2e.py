@@ -349,3 +349,26 @@ def test_deleting_a_namespace_with_a_running_job_leaves_nothing_behind(
         timeout=30,
     )
     assert not core.list_namespaced_pod("batchwork").items
+
+
+def test_with_restart_policy_on_failure_container_restarts_count_against_the_backoff_limit(
+    core: kubernetes.client.CoreV1Api, batch: Any
+) -> None:
+    body = job_body("restarts", backoffLimit=1)
+    body["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    batch.create_namespaced_job(NS, body)
+    pod = wait_for("the pod", lambda: job_pods(core, "restarts"))[0].metadata.name
+    restarted = {"name": "main", "image": "busybox", "imageID": "", "ready": True, "restartCount": 1,
+                 "state": {"running": {"startedAt": "2026-11-30T10:00:00Z"}}}  # fmt: skip
+    core.patch_namespaced_pod_status(
+        pod, NS, {"status": {"phase": "Running", "containerStatuses": [restarted]}}
+    )
+    wait_for(
+        "Failed",
+        lambda: any(
+            c.type == "Failed" for c in batch.read_namespaced_job("restarts", NS).status.conditions or []
+        ),
+    )
+    job = batch.read_namespaced_job("restarts", NS)
+    assert {c.type: c.reason for c in job.status.conditions}["Failed"] == "BackoffLimitExceeded"
+    wait_for("its pod to be deleted", lambda: not job_pods(core, "restarts"))

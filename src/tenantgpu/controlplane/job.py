@@ -78,6 +78,22 @@ def _ended_as(pod: dict[str, Any]) -> str | None:
     return None
 
 
+def _past_backoff_on_failure(spec: dict[str, Any], active: list[dict[str, Any]]) -> bool:
+    """With restartPolicy OnFailure, failures are container restarts inside running pods: kube fails
+    the Job once they reach backoffLimit (any restart when the limit is 0)."""
+    if ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy") != "OnFailure":
+        return False
+    restarts = sum(
+        int(cs.get("restartCount") or 0)
+        for pod in active
+        if (pod.get("status") or {}).get("phase") in ("Pending", "Running")
+        for group in ("initContainerStatuses", "containerStatuses")
+        for cs in (pod.get("status") or {}).get(group) or []
+    )
+    limit = int(spec.get("backoffLimit", 6))
+    return restarts > 0 if limit == 0 else restarts >= limit
+
+
 class JobController:
     """Runs every Job of one tenant to completion or failure."""
 
@@ -211,7 +227,7 @@ class JobController:
         if not spec.get("suspend") and failure is None and success is None:
             deadline = spec.get("activeDeadlineSeconds")
             started = parse_time(status.get("startTime"))
-            if failed > int(spec.get("backoffLimit", 6)):
+            if failed > int(spec.get("backoffLimit", 6)) or _past_backoff_on_failure(spec, active):
                 failure = {"reason": REASON_BACKOFF, "message": MESSAGE_BACKOFF}
             elif deadline is not None and started is not None and now - started >= deadline:
                 failure = {"reason": REASON_DEADLINE, "message": MESSAGE_DEADLINE}

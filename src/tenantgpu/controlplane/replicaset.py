@@ -5,10 +5,10 @@ and, when there are too many, deleted in kube's order: unscheduled before schedu
 running, not ready before ready, the youngest first. The status counts replicas, fully labelled,
 ready and available pods.
 
-One difference, because the lab restarts no container: a pod whose container ends (its command
-finished, or it failed) is replaced by a new pod after the delay kube's kubelet would wait before
-restarting the container (10 s, doubling up to 5 minutes: CrashLoopBackOff), rather than at once.
-A pod that is deleted is replaced at once, as in kube.
+A pod that is deleted is replaced at once, as in kube. One guard of the lab's: a pod that ends
+although its restartPolicy is Always (its `tenantgpu.io/run-for` time is up, its GPU workload failed,
+or admission refused it) is replaced after the delay CrashLoopBackOff would wait (10 s, doubling up to
+5 minutes) rather than at once, so a template that cannot run does not flood the tenant with pods.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ log and the container ends when the command does, with its status. The `tenantgp
 `gpu-work` annotations, when given, set the run time instead; a command the simulation does not know
 runs until deleted.
 
-Simplifications: containers are not restarted (a failing workload ends its pod Failed whatever the
-restartPolicy, and one that exits 0 Succeeded), init containers complete at once, and probes are not run.
+A container whose command ends is restarted per the pod's restartPolicy (Always, OnFailure), with
+the kubelet's CrashLoopBackOff back-off; the run-time annotations and a failing GPU workload end the
+pod whatever the policy. Simplifications: init containers complete at once, and probes are not run.
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ class PodRecord:
     caps: dict[str, int | None] = field(default_factory=dict)  # container → SM cap
     gpu_used_mib: dict[str, int] = field(default_factory=dict)  # container → what nvidia-smi shows in use
     seq: int = 0  # when the kubelet first saw the pod: the order of `Kubelet.pods`
+    previous_logs: dict[str, ContainerLog] = field(default_factory=dict)  # container → its last run's log
+    # container → its status entry while restarts are supervised (state, lastState, restartCount, ready)
+    container_states: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _command(container: dict[str, Any]) -> list[str]:
@@ -176,8 +180,10 @@ class Kubelet:
         *,
         tail_lines: int | None = None,
         timestamps: bool = False,
+        previous: bool = False,
     ) -> str | None:
-        """The log of one container (the only one when `container` is None); None if unknown."""
+        """The log of one container (the only one when `container` is None); None if unknown.
+        `previous`: the log of its run before the last restart (None if it has not restarted)."""
         uid = self._by_key.get((namespace, pod))
         record = self.pods.get(uid) if uid else None
         if record is None:
@@ -186,7 +192,7 @@ class Kubelet:
             if len(record.logs) != 1:
                 return None
             container = next(iter(record.logs))
-        clog = record.logs.get(container)
+        clog = (record.previous_logs if previous else record.logs).get(container)
         return None if clog is None else clog.render(tail_lines=tail_lines, timestamps=timestamps)
 
     def exec_in_container(
@@ -230,8 +236,12 @@ class Kubelet:
                 fresh = ContainerLog(clog.lines[sent:])
                 sent = len(clog.lines)
                 yield fresh.render(timestamps=timestamps)
-            elif record.finished or self.pods.get(uid or "") is not record:
-                return
+            elif (
+                record.finished
+                or self.pods.get(uid or "") is not record
+                or record.logs.get(container or "") is not clog
+            ):
+                return  # the container ended: the pod finished, went, or the container was restarted
             await asyncio.sleep(poll_seconds)
 
     # --- events -------------------------------------------------------------------------------
@@ -477,43 +487,22 @@ class Kubelet:
     async def _workload(
         self, pod: dict[str, Any], record: PodRecord, *, elapsed: float, adopted: bool = False
     ) -> None:
-        annotations = _meta(pod).get("annotations") or {}
-        devices = self._device_table()
         specs = {c.get("name", ""): c for c in (pod.get("spec") or {}).get("containers") or []}
         # container → (the seconds it runs, None for until deleted; the status it exits with)
         fates: dict[str, tuple[float | None, int]] = {}
-        for name, env in record.envs.items():
-            gpus = rt.visible_gpus(env, devices)
-            plan = rt.plan_workload(annotations, env, gpus, self._share(record, name))
-            out = record.logs[name]
-            now = log_stamp()  # the container's start-up output is written at one instant
-            if adopted:  # logs live in memory; env and nvidia-smi are deterministic, so rebuild them
-                out.write("(log rebuilt after a kubelet restart)", now)
-            out.write(f"tenantgpu simulated container {name} on node {self.node_name}", now)
-            out.write("environment:", now)
-            for line in rt.container_env_lines(env):
-                out.write(f"  {line}", now)
-            if gpus:
-                out.write("$ nvidia-smi", now)
-                used = int(float(annotations.get(rt.GPU_MEMORY_USED, "0") or 0))
-                record.gpu_used_mib[name] = 0 if plan.fails else used
-                out.write(rt.nvidia_smi(gpus, used_mib=record.gpu_used_mib[name]), now)
-            for line in plan.log_lines:
-                out.write(line, now)
-            runs_for, code = plan.runs_for, plan.exit_code
-            command = _command(specs.get(name) or {})
-            view = self._container_view(record, name, gpus)
-            main = None if plan.fails else programs.main_command(command, view)
-            if main is not None:
-                out.write(f"$ {shlex.join(command)}", now)
-                for line in (main.output.stdout + main.output.stderr).splitlines():
-                    out.write(line, now)
-                code = main.output.exit_code
-                if not plan.timed:
-                    runs_for = None if math.isinf(main.runs_for) else main.runs_for
-            if runs_for is None:
-                out.write("running until deleted", now)
+        by_command: dict[str, bool] = {}
+        for name in record.envs:
+            runs_for, code, by_command[name] = self._start_container(pod, record, name, adopted=adopted)
             fates[name] = (runs_for, code)
+        policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+        if (
+            policy != "Never"
+            and fates
+            and all(by_command.values())
+            and any(runs_for is not None for runs_for, _ in fates.values())
+        ):
+            await self._supervise(pod, record, fates, policy, elapsed, specs)
+            return
         if any(code and not runs_for for runs_for, code in fates.values()):
             pass  # a container that failed at start (a CUDA OOM, a command's status) ends the pod at once
         elif any(runs_for is None for runs_for, _ in fates.values()) or not fates:
@@ -527,6 +516,133 @@ class Kubelet:
             pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at or "", codes
         )
         record.finished = True
+        await self._patch_status(record, status)
+
+    def _start_container(
+        self, pod: dict[str, Any], record: PodRecord, name: str, *, adopted: bool = False
+    ) -> tuple[float | None, int, bool]:
+        """Write a container's start-up output and run its command. Returns how long it runs (None:
+        until deleted), the status it exits with, and whether its command decides that end (rather
+        than the run-time annotations or a failed GPU workload, which end the pod whatever its
+        restartPolicy, as the issue's `tenantgpu.io/run-for` has it)."""
+        annotations = _meta(pod).get("annotations") or {}
+        spec = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == name), {})
+        env = record.envs[name]
+        gpus = rt.visible_gpus(env, self._device_table())
+        plan = rt.plan_workload(annotations, env, gpus, self._share(record, name))
+        out = record.logs[name]
+        now = log_stamp()  # the container's start-up output is written at one instant
+        if adopted:  # logs live in memory; env and nvidia-smi are deterministic, so rebuild them
+            out.write("(log rebuilt after a kubelet restart)", now)
+        out.write(f"tenantgpu simulated container {name} on node {self.node_name}", now)
+        out.write("environment:", now)
+        for line in rt.container_env_lines(env):
+            out.write(f"  {line}", now)
+        if gpus:
+            out.write("$ nvidia-smi", now)
+            used = int(float(annotations.get(rt.GPU_MEMORY_USED, "0") or 0))
+            record.gpu_used_mib[name] = 0 if plan.fails else used
+            out.write(rt.nvidia_smi(gpus, used_mib=record.gpu_used_mib[name]), now)
+        for line in plan.log_lines:
+            out.write(line, now)
+        runs_for, code = plan.runs_for, plan.exit_code
+        command = _command(spec)
+        main = (
+            None if plan.fails else programs.main_command(command, self._container_view(record, name, gpus))
+        )
+        if main is not None:
+            out.write(f"$ {shlex.join(command)}", now)
+            for line in (main.output.stdout + main.output.stderr).splitlines():
+                out.write(line, now)
+            code = main.output.exit_code
+            if not plan.timed:
+                runs_for = None if math.isinf(main.runs_for) else main.runs_for
+        if runs_for is None:
+            out.write("running until deleted", now)
+        return runs_for, code, main is not None and not plan.timed
+
+    async def _supervise(
+        self,
+        pod: dict[str, Any],
+        record: PodRecord,
+        fates: dict[str, tuple[float | None, int]],
+        policy: str,
+        elapsed: float,
+        specs: dict[str, dict[str, Any]],
+    ) -> None:
+        """restartPolicy Always, or OnFailure: a container whose command ends is started again, as the
+        kubelet does: at once the first time, then after a back-off of 10 s doubling up to 5 minutes,
+        waiting meanwhile in CrashLoopBackOff. Under OnFailure a container that exits 0 stays
+        terminated, and the pod Succeeds once all have."""
+        meta = _meta(pod)
+        counts = {
+            cs.get("name", ""): int(cs.get("restartCount") or 0)
+            for cs in (pod.get("status") or {}).get("containerStatuses") or []
+        }
+        done: dict[str, int] = {}
+
+        async def run(name: str) -> None:
+            runs_for, code = fates[name]
+            started = record.started_at or podstatus.rfc3339()
+            wait = (runs_for or 0.0) - elapsed
+            restarts = counts.get(name, 0)
+            while True:
+                if runs_for is None:
+                    await asyncio.Event().wait()
+                await asyncio.sleep(max(0.0, wait))
+                record.logs[name].write(f"process exited with code {code}")
+                last = podstatus.terminated_state(code, started, podstatus.container_id(record.uid, name))
+                if policy == "OnFailure" and code == 0:
+                    done[name] = code
+                    record.container_states[name] = podstatus.container_entry(
+                        specs[name], record.uid, state=last, restarts=restarts
+                    )
+                    if len(done) < len(fates):
+                        await self._patch_supervised(pod, record)
+                    return
+                delay = 0.0 if restarts == 0 else min(10.0 * 2 ** (restarts - 1), 300.0)
+                if delay:
+                    message = (
+                        f"back-off {int(delay)}s restarting failed container={name} "
+                        f"pod={meta.get('name')}_{meta.get('namespace')}({record.uid})"
+                    )
+                    waiting = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
+                    record.container_states[name] = podstatus.container_entry(
+                        specs[name], record.uid, state=waiting, last=last, restarts=restarts
+                    )
+                    await self._patch_supervised(pod, record)
+                    await asyncio.sleep(delay)
+                restarts += 1
+                record.previous_logs[name] = record.logs[name]
+                record.logs[name] = ContainerLog()
+                runs_for, code, _ = self._start_container(pod, record, name)
+                started, wait = podstatus.rfc3339(), runs_for or 0.0
+                running = {"running": {"startedAt": started}}
+                record.container_states[name] = podstatus.container_entry(
+                    specs[name], record.uid, state=running, last=last, restarts=restarts
+                )
+                await self._patch_supervised(pod, record)
+
+        await asyncio.gather(*(run(name) for name in fates))
+        status = podstatus.terminated_status(
+            pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at or "", done
+        )
+        for entry in status["containerStatuses"]:
+            entry["restartCount"] = record.container_states.get(entry["name"], {}).get("restartCount", 0)
+        record.finished = True
+        await self._patch_status(record, status)
+
+    async def _patch_supervised(self, pod: dict[str, Any], record: PodRecord) -> None:
+        """The pod's status from each container's current entry (running ones as they started)."""
+        status = podstatus.running_status(pod, self.host_ip, record.pod_ip or "", record.start_time or "")
+        entries = status["containerStatuses"]
+        for i, entry in enumerate(entries):
+            current = record.container_states.get(entry["name"])
+            if current is not None:
+                entries[i] = current
+            elif record.started_at:
+                entry["state"]["running"]["startedAt"] = record.started_at
+        podstatus.set_readiness(status, all(e.get("ready") for e in entries))
         await self._patch_status(record, status)
 
     async def _remove(self, record: PodRecord, uid: str | None) -> None:

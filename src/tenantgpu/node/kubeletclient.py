@@ -75,6 +75,9 @@ class KubeletClient:
         if getattr(options, "timestamps", False):
             query["timestamps"] = "true"
         follow = bool(getattr(options, "follow", False))
+        if getattr(options, "previous", False):
+            query["previous"] = "true"
+            follow = False  # a terminated run's log is complete
         if follow:
             query["follow"] = "true"
         path = f"/containerLogs/{meta.get('namespace')}/{meta.get('name')}/{options.container}"
@@ -85,6 +88,8 @@ class KubeletClient:
             code, length, chunked = await self._send(reader, writer, "GET", path, authority)
             if code != 200:
                 text = (await _read_body(reader, length, chunked)).decode("utf-8", "replace").strip()
+                if code == 400:  # the kubelet's own explanation, as kube passes it on
+                    raise self.error(text)
                 raise self.error(
                     f'container "{options.container}" in pod "{meta.get("name")}" is not available: {text}'
                 )

@@ -42,8 +42,10 @@ class KubeletServer:
         port: int = 0,
         follow_log: LogFollower | None = None,
         run_command: ExecRunner | None = None,
+        read_previous: LogReader | None = None,
     ) -> None:
         self.read_log = read_log
+        self.read_previous = read_previous  # the log of a container's run before its last restart
         self.follow_log = follow_log
         self.run_command = run_command
         self.host = host
@@ -95,6 +97,14 @@ class KubeletServer:
             int(tail) if tail and tail.lstrip("-").isdigit() and int(tail) >= 0 else None,
             request.query.get("timestamps") in ("true", "1"),
         )
+        if request.query.get("previous") in ("true", "1"):
+            text = self.read_previous(*args) if self.read_previous is not None else None
+            if text is None:  # kube's words, passed on to the client as a 400
+                container, pod = request.match_info.get("container"), request.match_info["pod"]
+                return web.Response(
+                    status=400, text=f'previous terminated container "{container}" in pod "{pod}" not found'
+                )
+            return web.Response(text=text, content_type="text/plain")
         text = self.read_log(*args)
         if text is None:
             return web.Response(status=404, text="container not found")

@@ -179,6 +179,48 @@ def terminated_status(
     return status
 
 
+def terminated_state(code: int, started_at: str, container: str) -> dict[str, Any]:
+    """A container state after its process exited with `code`."""
+    return {
+        "terminated": {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": started_at,
+            "finishedAt": rfc3339(),
+            "containerID": container,
+        }
+    }
+
+
+def container_entry(
+    spec: dict[str, Any],
+    pod_uid: str,
+    *,
+    state: dict[str, Any],
+    restarts: int,
+    last: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One `containerStatuses` entry: ready and started only while running."""
+    entry = _base_status(spec, pod_uid)
+    running = "running" in state
+    entry.update(ready=running, started=running, state=state, restartCount=restarts)
+    if last is not None:
+        entry["lastState"] = last
+    return entry
+
+
+def set_readiness(status: dict[str, Any], ready: bool) -> None:
+    """Set the pod's Ready and ContainersReady conditions (reason ContainersNotReady when false)."""
+    when = rfc3339()
+    for cond in status.get("conditions") or []:
+        if cond["type"] in ("Ready", "ContainersReady"):
+            cond.update(status="True" if ready else "False", lastTransitionTime=when)
+            if ready:
+                cond.pop("reason", None)
+            else:
+                cond["reason"] = "ContainersNotReady"
+
+
 def admission_failed_status(error: str, now: datetime | None = None) -> dict[str, Any]:
     """What a real kubelet reports when a device plugin's Allocate fails during admission."""
     return {

@@ -83,6 +83,7 @@ class Worker:
             kubelet_port,
             follow_log=self._follow_log,
             run_command=self.kubelet.exec_in_container,
+            read_previous=self._read_previous,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._boot_id = str(uuid.uuid4())
@@ -96,6 +97,13 @@ class Worker:
         self, ns: str, pod: str, container: str | None, tail: int | None, stamps: bool
     ) -> AsyncIterator[str]:
         return self.kubelet.follow_log(ns, pod, container, tail_lines=tail, timestamps=stamps)
+
+    def _read_previous(
+        self, ns: str, pod: str, container: str | None, tail: int | None, stamps: bool
+    ) -> str | None:
+        return self.kubelet.container_log(
+            ns, pod, container, tail_lines=tail, timestamps=stamps, previous=True
+        )
 
     def _read_log(
         self, ns: str, pod: str, container: str | None, tail: int | None, stamps: bool
