@@ -14,9 +14,7 @@ What a delete of the owner does to them follows its propagation policy, as in Ku
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 from typing import Any
 
 from tenantgpu.controlplane.owners import (
@@ -26,9 +24,8 @@ from tenantgpu.controlplane.owners import (
     owner_uids,
     without_finalizer_patch,
 )
+from tenantgpu.controlplane.workqueue import WorkQueue, object_key
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
-
-log = logging.getLogger(__name__)
 
 
 class GarbageCollector:
@@ -38,35 +35,33 @@ class GarbageCollector:
         self.client = client
         self.owners = owners
         self.dependents = dependents
-        self._queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
-        self._worker: asyncio.Task[None] | None = None
+        # ("deleted", owner uid, ""), ("finalize", namespace, owner) or ("check", namespace, dependent)
+        self.queue: WorkQueue[tuple[str, str, str]] = WorkQueue(
+            f"garbage-collector-{owners.resource.plural}", self._sync
+        )
 
     async def start(self) -> None:
         self.owners.add_handler(self._owner_changed)
         self.dependents.add_handler(self._dependent_changed)
         await self.owners.start()
         await self.dependents.start()
-        self._worker = asyncio.create_task(self._work(), name="garbage-collector")
+        self.queue.start()
         for owner in self.owners.items():
             self._owner_changed("ADDED", owner, None)
         for dependent in self.dependents.items():
             self._dependent_changed("ADDED", dependent, None)
 
     async def stop(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
-            self._worker = None
+        await self.queue.stop()
 
     def _owner_changed(self, event: str, owner: dict[str, Any], old: dict[str, Any] | None) -> None:
         meta = owner.get("metadata") or {}
         if event == "DELETED":
-            self._queue.put_nowait(("deleted", owner))
+            self.queue.add(("deleted", meta.get("uid", ""), ""))
         elif meta.get("deletionTimestamp") and {ORPHAN_FINALIZER, FOREGROUND_FINALIZER} & set(
             finalizers(owner)
         ):
-            self._queue.put_nowait(("finalize", owner))
+            self.queue.add(("finalize", *object_key(owner)))
 
     def _dependent_changed(self, event: str, dependent: dict[str, Any], old: dict[str, Any] | None) -> None:
         uids = owner_uids(dependent)
@@ -76,23 +71,23 @@ class GarbageCollector:
             # A foreground deletion may have been waiting for this one.
             for owner in self.owners.items():
                 if owner["metadata"].get("uid") in uids and FOREGROUND_FINALIZER in finalizers(owner):
-                    self._queue.put_nowait(("finalize", owner))
+                    self.queue.add(("finalize", *object_key(owner)))
             return
         if self.owners.synced:
-            self._queue.put_nowait(("check", dependent))
+            self.queue.add(("check", *object_key(dependent)))
 
-    async def _work(self) -> None:
-        while True:
-            what, obj = await self._queue.get()
-            try:
-                if what == "deleted":
-                    await self._delete_dependents_of(obj["metadata"]["uid"], only_orphaned=True)
-                elif what == "finalize":
-                    await self._finalize(obj)
-                else:
-                    await self._check(obj)
-            except Exception:
-                log.exception("garbage collector: %s failed", what)
+    async def _sync(self, key: tuple[str, str, str]) -> None:
+        what, first, second = key
+        if what == "deleted":
+            await self._delete_dependents_of(first, only_orphaned=True)
+        elif what == "finalize":
+            owner = self.owners.get(first, second)
+            if owner is not None:
+                await self._finalize(owner)
+        else:
+            dependent = self.dependents.get(first, second)
+            if dependent is not None:
+                await self._check(dependent)
 
     def _owner_kinds(self) -> str:
         return self.owners.resource.kind
@@ -159,12 +154,7 @@ class GarbageCollector:
             )
 
     async def _finalize(self, owner: dict[str, Any]) -> None:
-        meta = owner["metadata"]
-        current = self.owners.get(meta.get("namespace"), meta["name"])
-        if current is None or current["metadata"].get("uid") != meta.get("uid"):
-            return
-        owner = current
-        uid = meta["uid"]
+        uid = owner["metadata"]["uid"]
         if ORPHAN_FINALIZER in finalizers(owner):
             for dependent in self._dependents_of(uid):
                 await self._orphan(dependent, uid)
@@ -202,4 +192,4 @@ class GarbageCollector:
         except ApiError as err:
             if err.code in (409, 422):
                 # Changed meanwhile: look again once the watch has brought the new version.
-                asyncio.get_running_loop().call_later(0.2, self._queue.put_nowait, ("finalize", owner))
+                self.queue.add_after(("finalize", *object_key(owner)), 0.2)

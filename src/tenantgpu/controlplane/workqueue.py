@@ -8,13 +8,14 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from tenantgpu.kubeclient import ApiError
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+K = TypeVar("K", bound=tuple[str, ...])
 # Pods a controller created that its watch has not shown yet count as present this long at most.
 EXPECTATION_SECONDS = 30.0
 
@@ -24,23 +25,24 @@ def object_key(obj: dict[str, Any]) -> Key:
     return (meta.get("namespace") or "", meta.get("name") or "")
 
 
-class WorkQueue:
-    """Runs `sync(key)` for each queued key, one at a time."""
+class WorkQueue(Generic[K]):
+    """Runs `sync(key)` for each queued key, one at a time. A key is any hashable tuple: most
+    controllers queue (namespace, name); the garbage collector queues what to do with what."""
 
-    def __init__(self, name: str, sync: Callable[[Key], Awaitable[None]]) -> None:
+    def __init__(self, name: str, sync: Callable[[K], Awaitable[None]]) -> None:
         self.name = name
         self._sync = sync
-        self._queue: asyncio.Queue[Key] = asyncio.Queue()
-        self._queued: set[Key] = set()
-        self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._queue: asyncio.Queue[K] = asyncio.Queue()
+        self._queued: set[K] = set()
+        self._timers: dict[K, asyncio.TimerHandle] = {}
         self._worker: asyncio.Task[None] | None = None
 
-    def add(self, key: Key) -> None:
+    def add(self, key: K) -> None:
         if key not in self._queued:
             self._queued.add(key)
             self._queue.put_nowait(key)
 
-    def add_after(self, key: Key, delay: float) -> None:
+    def add_after(self, key: K, delay: float) -> None:
         """Queue `key` in `delay` seconds; a later call for the same key replaces the earlier one."""
         timer = self._timers.pop(key, None)
         if timer is not None:
@@ -68,10 +70,10 @@ class WorkQueue:
                 await self._sync(key)
             except ApiError as err:
                 if err.code != 404:  # a conflict or a refusal: look again with fresher objects
-                    log.info("%s %s/%s: %s; retrying", self.name, *key, err)
+                    log.info("%s %s: %s; retrying", self.name, "/".join(key), err)
                     self.add_after(key, 1.0)
             except Exception:
-                log.exception("%s %s/%s: sync failed", self.name, *key)
+                log.exception("%s %s: sync failed", self.name, "/".join(key))
                 self.add_after(key, 5.0)
 
 
