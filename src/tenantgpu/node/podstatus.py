@@ -48,19 +48,7 @@ def _init_statuses(pod: dict[str, Any], pod_uid: str, started: str) -> list[dict
     out = []
     for c in _containers(pod, "initContainers"):
         st = _base_status(c, pod_uid)
-        st.update(
-            ready=True,
-            started=False,
-            state={
-                "terminated": {
-                    "exitCode": 0,
-                    "reason": "Completed",
-                    "startedAt": started,
-                    "finishedAt": started,
-                    "containerID": st["containerID"],
-                }
-            },
-        )
+        st.update(ready=True, started=False, state=terminated_state(0, started, st["containerID"], started))
         out.append(st)
     return out
 
@@ -145,17 +133,7 @@ def terminated_status(
         code = exit_codes.get(c.get("name", ""), 0)
         st = _base_status(c, uid)
         st.update(
-            ready=False,
-            started=False,
-            state={
-                "terminated": {
-                    "exitCode": code,
-                    "reason": "Completed" if code == 0 else "Error",
-                    "startedAt": started_at,
-                    "finishedAt": when,
-                    "containerID": st["containerID"],
-                }
-            },
+            ready=False, started=False, state=terminated_state(code, started_at, st["containerID"], when)
         )
         statuses.append(st)
     succeeded = all(code == 0 for code in exit_codes.values())
@@ -179,14 +157,16 @@ def terminated_status(
     return status
 
 
-def terminated_state(code: int, started_at: str, container: str) -> dict[str, Any]:
-    """A container state after its process exited with `code`."""
+def terminated_state(
+    code: int, started_at: str, container: str, finished_at: str | None = None
+) -> dict[str, Any]:
+    """A container state after its process exited with `code` (at `finished_at`, or now)."""
     return {
         "terminated": {
             "exitCode": code,
             "reason": "Completed" if code == 0 else "Error",
             "startedAt": started_at,
-            "finishedAt": rfc3339(),
+            "finishedAt": finished_at or rfc3339(),
             "containerID": container,
         }
     }
