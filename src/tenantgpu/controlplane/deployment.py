@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from tenantgpu.controlplane.conditions import get_condition, now_text, parse_time, set_condition
-from tenantgpu.controlplane.owners import controller_of, owner_reference
+from tenantgpu.controlplane.owners import controller_of, owned_by, owner_reference
 from tenantgpu.controlplane.podstate import is_terminal
 from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
@@ -107,8 +107,6 @@ class DeploymentController:
         self.deployments = Informer(client, "deployments")
         self.clock = clock
         self.queue = WorkQueue("deployment-controller", self.sync)
-        # Why the Progressing condition moves in this sync, when a ReplicaSet was just created.
-        self._progress_reason: tuple[str, str] | None = None
 
     async def start(self) -> None:
         self.deployments.add_handler(lambda event, d, old: self.queue.add(object_key(d)))
@@ -128,15 +126,6 @@ class DeploymentController:
         if ref is not None and ref.get("kind") == "Deployment":
             self.queue.add((rs["metadata"].get("namespace") or "", ref.get("name", "")))
 
-    def _owned(self, deploy: dict[str, Any]) -> list[dict[str, Any]]:
-        namespace, uid = deploy["metadata"].get("namespace") or "", deploy["metadata"]["uid"]
-        return [
-            rs
-            for rs in self.replica_sets.items()
-            if (rs["metadata"].get("namespace") or "") == namespace
-            and (controller_of(rs) or {}).get("uid") == uid
-        ]
-
     async def sync(self, key: Key) -> None:
         deploy = self.deployments.get(*key)
         if deploy is None or deploy["metadata"].get("deletionTimestamp"):
@@ -144,7 +133,7 @@ class DeploymentController:
         deploy = {**deploy, "apiVersion": "apps/v1", "kind": "Deployment"}
         spec = deploy.get("spec") or {}
         replicas = int(spec.get("replicas", 1))
-        owned = self._owned(deploy)
+        owned = owned_by(deploy, self.replica_sets.items())
         template = spec.get("template") or {}
         new_rs = next((rs for rs in owned if _without_hash(rs["spec"]["template"]) == template), None)
         old = [rs for rs in owned if rs is not new_rs]
@@ -160,7 +149,10 @@ class DeploymentController:
         if new_rs is not None:
             new_rs = await self._sync_revision(deploy, new_rs, owned)
         await self._clean_history(deploy, [rs for rs in old if rs is not new_rs])
-        await self._write_status(deploy, new_rs, owned, events)
+        created = new_rs is not None and all(
+            rs["metadata"]["uid"] != new_rs["metadata"]["uid"] for rs in owned
+        )
+        await self._write_status(deploy, new_rs, owned, created=created)
         for message in events:
             with contextlib.suppress(ApiError):
                 await self.client.create_event(
@@ -260,10 +252,6 @@ class DeploymentController:
             body["spec"]["minReadySeconds"] = spec["minReadySeconds"]
         rs = await self.client.create("replicasets", body)
         events.append(f"Scaled up replica set {rs['metadata']['name']} from 0 to {replicas}")
-        self._progress_reason = (
-            "NewReplicaSetCreated",
-            f'Created new replica set "{rs["metadata"]["name"]}"',
-        )
         return rs
 
     async def _scale(
@@ -324,8 +312,10 @@ class DeploymentController:
         deploy: dict[str, Any],
         new_rs: dict[str, Any] | None,
         owned: list[dict[str, Any]],
-        events: list[str],
+        *,
+        created: bool,
     ) -> None:
+        """`created`: this sync created `new_rs`, which the Progressing condition says."""
         replicas = int(deploy["spec"].get("replicas", 1))
         # Counts come from the ReplicaSets as the watch shows them; their writes above arrive as events.
         current = [
@@ -360,7 +350,9 @@ class DeploymentController:
         else:
             set_condition(status, "Available", "False", "MinimumReplicasUnavailable",
                           "Deployment does not have minimum availability.", stamp="lastUpdateTime")  # fmt: skip
-        self._set_progressing(deploy, status, new_rs, old_status, total, updated, available, replicas)
+        self._set_progressing(
+            deploy, status, new_rs, old_status, total, updated, available, replicas, created
+        )
         if status != old_status:
             await self.client.update_status("deployments", {**deploy, "status": status})
 
@@ -374,20 +366,20 @@ class DeploymentController:
         updated: int,
         available: int,
         replicas: int,
+        created: bool,
     ) -> None:
         if new_rs is None:
             return
         name = new_rs["metadata"]["name"]
         complete = updated == replicas and available == replicas and total == replicas
         progressing = get_condition(status, "Progressing")
-        created = self._progress_reason
-        self._progress_reason = None
         if complete:
             set_condition(status, "Progressing", "True", "NewReplicaSetAvailable",
                           f'ReplicaSet "{name}" has successfully progressed.', stamp="lastUpdateTime")  # fmt: skip
             return
-        if created is not None:
-            set_condition(status, "Progressing", "True", *created, stamp="lastUpdateTime")
+        if created:
+            set_condition(status, "Progressing", "True", "NewReplicaSetCreated",
+                          f'Created new replica set "{name}"', stamp="lastUpdateTime")  # fmt: skip
             return
         moved = any(
             int(status.get(k) or 0) != int(old_status.get(k) or 0)

@@ -21,12 +21,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tenantgpu.controlplane.conditions import now_text, parse_time, set_condition
+from tenantgpu.controlplane.conditions import get_condition, now_text, parse_time, set_condition
 from tenantgpu.controlplane.owners import (
     JOB_TRACKING_FINALIZER,
     controller_of,
     finalizers,
-    owner_reference,
+    owned_by,
+    pod_from_template,
     without_finalizer_patch,
 )
 from tenantgpu.controlplane.podstate import is_ready, is_terminal
@@ -49,10 +50,9 @@ MESSAGE_DEADLINE = "Job was active longer than specified deadline"
 
 
 def condition(job: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind and cond.get("status") == "True":
-            return cond
-    return None
+    """The Job's condition of this type, if it is True."""
+    cond = get_condition(job.get("status") or {}, kind)
+    return cond if cond is not None and cond.get("status") == "True" else None
 
 
 def is_finished(job: dict[str, Any]) -> bool:
@@ -156,9 +156,10 @@ class JobController:
                 return
         await self._remove_finalizer(pod)
 
-    async def _remove_finalizer(self, pod: dict[str, Any]) -> None:
+    async def _remove_finalizer(self, pod: dict[str, Any]) -> bool:
+        """Drop the job-tracking finalizer; False if the pod still holds it (the patch was refused)."""
         meta = pod["metadata"]
-        with contextlib.suppress(ApiError):
+        try:
             await self.client.patch(
                 "pods",
                 meta["name"],
@@ -166,24 +167,18 @@ class JobController:
                 meta.get("namespace"),
                 patch_type="json",
             )
+        except ApiError as err:
+            return err.code == 404
+        return True
 
     # --- one Job -----------------------------------------------------------------------------------
-
-    def _owned_pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
-        namespace, uid = job["metadata"].get("namespace") or "", job["metadata"]["uid"]
-        return [
-            pod
-            for pod in self.pods.items()
-            if (pod["metadata"].get("namespace") or "") == namespace
-            and (controller_of(pod) or {}).get("uid") == uid
-        ]
 
     async def sync(self, key: Key) -> None:
         job = self.jobs.get(*key)
         if job is None:
             return
         uid = job["metadata"]["uid"]
-        pods = self._owned_pods(job)
+        pods = owned_by(job, self.pods.items())
         if job["metadata"].get("deletionTimestamp") or is_finished(job):
             # A finished or deleted Job counts nothing more: its pods must not keep its finalizer.
             for pod in pods:
@@ -193,8 +188,7 @@ class JobController:
                 await self._expire(job, key)
             return
 
-        status = copy.deepcopy(job.get("status") or {})
-        job = await self._count_ended(job, pods, status)
+        job = await self._count_ended(job, pods)
         status = copy.deepcopy(job.get("status") or {})
         now = self.clock()
         spec = job.get("spec") or {}
@@ -290,10 +284,10 @@ class JobController:
         wait = min(BACKOFF_BASE_SECONDS * 2 ** (failed - 1), BACKOFF_MAX_SECONDS)
         return last + wait - now
 
-    async def _count_ended(
-        self, job: dict[str, Any], pods: list[dict[str, Any]], status: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Record ended pods in uncountedTerminatedPods, drop their finalizers, then count them."""
+    async def _count_ended(self, job: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]:
+        """Record ended pods in uncountedTerminatedPods, drop their finalizers, then count them;
+        returns the Job as last written."""
+        status = copy.deepcopy(job.get("status") or {})
         uncounted = status.setdefault("uncountedTerminatedPods", {})
         recorded = {bucket: set(uncounted.get(bucket) or []) for bucket in ("succeeded", "failed")}
         fresh = False
@@ -315,20 +309,12 @@ class JobController:
         still_held = set()
         for pod in pods:
             pod_uid = pod["metadata"]["uid"]
-            if JOB_TRACKING_FINALIZER in finalizers(pod) and (
-                pod_uid in recorded["succeeded"] or pod_uid in recorded["failed"]
+            if (
+                JOB_TRACKING_FINALIZER in finalizers(pod)
+                and (pod_uid in recorded["succeeded"] or pod_uid in recorded["failed"])
+                and not await self._remove_finalizer(pod)
             ):
-                try:
-                    await self.client.patch(
-                        "pods",
-                        pod["metadata"]["name"],
-                        without_finalizer_patch(pod, JOB_TRACKING_FINALIZER),
-                        pod["metadata"].get("namespace"),
-                        patch_type="json",
-                    )
-                except ApiError as err:
-                    if err.code != 404:
-                        still_held.add(pod_uid)
+                still_held.add(pod_uid)
         status = copy.deepcopy(job.get("status") or {})
         uncounted = status.setdefault("uncountedTerminatedPods", {})
         for bucket in ("succeeded", "failed"):
@@ -350,21 +336,11 @@ class JobController:
         return written
 
     async def _create_pod(self, job: dict[str, Any], events: list[tuple[str, str, str]]) -> None:
-        meta = job["metadata"]
-        template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
-        template_meta = template.get("metadata") or {}
-        owner = {**job, "apiVersion": "batch/v1", "kind": "Job"}
-        pod_meta: dict[str, Any] = {
-            "generateName": f"{meta['name']}-",
-            "namespace": meta.get("namespace"),
-            "labels": template_meta.get("labels") or {},
-            "ownerReferences": [owner_reference(owner)],
-            "finalizers": [JOB_TRACKING_FINALIZER],
-        }
-        if template_meta.get("annotations"):
-            pod_meta["annotations"] = template_meta["annotations"]
+        body = pod_from_template(
+            {**job, "apiVersion": "batch/v1", "kind": "Job"}, finalizer=JOB_TRACKING_FINALIZER
+        )
         try:
-            pod = await self.client.create("pods", {"metadata": pod_meta, "spec": template.get("spec") or {}})
+            pod = await self.client.create("pods", body)
         except ApiError as err:
             with contextlib.suppress(ApiError):
                 await self.client.create_event(
@@ -373,7 +349,7 @@ class JobController:
                 )  # fmt: skip
             raise
         name = pod["metadata"]["name"]
-        self._expected.setdefault(meta["uid"], Expectations()).expect(name, self.clock())
+        self._expected.setdefault(job["metadata"]["uid"], Expectations()).expect(name, self.clock())
         events.append(("Normal", "SuccessfulCreate", f"Created pod: {name}"))
 
     async def _delete_pod(self, pod: dict[str, Any], events: list[tuple[str, str, str]]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
@@ -46,3 +47,33 @@ def without_finalizer_patch(obj: dict[str, Any], finalizer: str) -> list[dict[st
     if not kept:  # kube leaves an empty list out of the object, as Go's omitempty does
         return [test, {"op": "remove", "path": "/metadata/finalizers"}]
     return [test, {"op": "replace", "path": "/metadata/finalizers", "value": kept}]
+
+
+def owned_by(owner: dict[str, Any], candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The candidates in the owner's namespace whose controller reference names the owner's uid."""
+    namespace, uid = owner["metadata"].get("namespace") or "", owner["metadata"]["uid"]
+    return [
+        obj
+        for obj in candidates
+        if (obj["metadata"].get("namespace") or "") == namespace
+        and (controller_of(obj) or {}).get("uid") == uid
+    ]
+
+
+def pod_from_template(owner: dict[str, Any], *, finalizer: str | None = None) -> dict[str, Any]:
+    """A pod of the owner's `spec.template`, named `<owner>-<5 characters>` by the API server and
+    controlled by the owner (which carries its apiVersion and kind)."""
+    meta = owner["metadata"]
+    template = copy.deepcopy((owner.get("spec") or {}).get("template") or {})
+    template_meta = template.get("metadata") or {}
+    pod_meta: dict[str, Any] = {
+        "generateName": f"{meta['name']}-",
+        "namespace": meta.get("namespace"),
+        "labels": template_meta.get("labels") or {},
+        "ownerReferences": [owner_reference(owner)],
+    }
+    if finalizer is not None:
+        pod_meta["finalizers"] = [finalizer]
+    if template_meta.get("annotations"):
+        pod_meta["annotations"] = template_meta["annotations"]
+    return {"metadata": pod_meta, "spec": template.get("spec") or {}}

@@ -14,13 +14,12 @@ or admission refused it) is replaced after the delay CrashLoopBackOff would wait
 from __future__ import annotations
 
 import contextlib
-import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenantgpu.controlplane.owners import controller_of, owner_reference
+from tenantgpu.controlplane.owners import controller_of, owned_by, pod_from_template
 from tenantgpu.controlplane.podstate import is_ready, is_terminal
 from tenantgpu.controlplane.workqueue import Expectations, Key, WorkQueue, object_key
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
@@ -99,21 +98,12 @@ class ReplicaSetController:
             self._restarts.setdefault(ref.get("uid", ""), _Restarts()).ended.append(self.clock())
         self.queue.add((pod["metadata"].get("namespace") or "", ref.get("name", "")))
 
-    def owned_pods(self, rs: dict[str, Any]) -> list[dict[str, Any]]:
-        namespace, uid = rs["metadata"].get("namespace") or "", rs["metadata"]["uid"]
-        return [
-            p
-            for p in self.pods.items()
-            if (p["metadata"].get("namespace") or "") == namespace
-            and (controller_of(p) or {}).get("uid") == uid
-        ]
-
     async def sync(self, key: Key) -> None:
         rs = self.replica_sets.get(*key)
         if rs is None or rs["metadata"].get("deletionTimestamp"):
             return
         uid = rs["metadata"]["uid"]
-        pods = self.owned_pods(rs)
+        pods = owned_by(rs, self.pods.items())
         active = [p for p in pods if not is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
         now = self.clock()
         expected = self._expected.setdefault(uid, Expectations()).count(
@@ -148,20 +138,10 @@ class ReplicaSetController:
                 )
 
     async def _create_pod(self, rs: dict[str, Any]) -> str:
-        meta = rs["metadata"]
-        template = copy.deepcopy((rs.get("spec") or {}).get("template") or {})
-        template_meta = template.get("metadata") or {}
-        pod_meta: dict[str, Any] = {
-            "generateName": f"{meta['name']}-",
-            "namespace": meta.get("namespace"),
-            "labels": template_meta.get("labels") or {},
-            "ownerReferences": [owner_reference({**rs, "apiVersion": "apps/v1", "kind": "ReplicaSet"})],
-        }
-        if template_meta.get("annotations"):
-            pod_meta["annotations"] = template_meta["annotations"]
-        pod = await self.client.create("pods", {"metadata": pod_meta, "spec": template.get("spec") or {}})
+        body = pod_from_template({**rs, "apiVersion": "apps/v1", "kind": "ReplicaSet"})
+        pod = await self.client.create("pods", body)
         name = pod["metadata"]["name"]
-        self._expected.setdefault(meta["uid"], Expectations()).expect(name, self.clock())
+        self._expected.setdefault(rs["metadata"]["uid"], Expectations()).expect(name, self.clock())
         return name
 
     async def _write_status(self, rs: dict[str, Any], active: list[dict[str, Any]]) -> None:
