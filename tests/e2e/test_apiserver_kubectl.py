@@ -253,7 +253,8 @@ def test_delete_waits_for_graceful_deletion_of_a_bound_pod(
     "namespace_controller"
 )  # `kubectl delete namespace` waits for it to empty the namespace
 def test_generator_commands_including_protobuf_bodies(kubectl: Kubectl, version: str) -> None:
-    """kubectl ≥ 1.32 sends typed creates (`create namespace/configmap/secret/sa/token`) as protobuf."""
+    """kubectl ≥ 1.32 sends typed creates (`create namespace/configmap/secret/sa/token/service/quota`) as
+    protobuf."""
     suffix = version.replace(".", "")
     kubectl("create", "namespace", f"gen-{suffix}", version=version)
     kubectl(
@@ -276,6 +277,22 @@ def test_generator_commands_including_protobuf_bodies(kubectl: Kubectl, version:
     assert config_map["data"] == {"mode": "fast"}
     secret = json.loads(kubectl("get", "secret", "pw", "-n", f"gen-{suffix}", "-o", "json").stdout)
     assert secret["type"] == "Opaque" and secret["data"] == {"pw": "czNjcmV0"}
+    kubectl("create", "service", "nodeport", "web", "--tcp=80:8080", "-n", f"gen-{suffix}", version=version)
+    service = json.loads(kubectl("get", "svc", "web", "-n", f"gen-{suffix}", "-o", "json").stdout)
+    [port] = service["spec"]["ports"]
+    assert service["spec"]["type"] == "NodePort" and service["spec"]["selector"] == {"app": "web"}
+    assert (port["name"], port["port"], port["targetPort"], port["protocol"]) == ("80-8080", 80, 8080, "TCP")
+    assert 30000 <= port["nodePort"] <= 32767 and service["spec"]["clusterIP"].startswith("10.96.")
+    kubectl(
+        "create", "service", "clusterip", "peers", "--clusterip=None", "-n", f"gen-{suffix}", version=version
+    )
+    headless = json.loads(kubectl("get", "svc", "peers", "-n", f"gen-{suffix}", "-o", "json").stdout)
+    assert headless["spec"]["clusterIP"] == "None"
+    kubectl(
+        "create", "quota", "small", "--hard=pods=3,requests.cpu=2", "-n", f"gen-{suffix}", version=version
+    )
+    quota = json.loads(kubectl("get", "quota", "small", "-n", f"gen-{suffix}", "-o", "json").stdout)
+    assert quota["spec"]["hard"] == {"pods": "3", "requests.cpu": "2"}
     deleted = kubectl("delete", "namespace", f"gen-{suffix}", version=version)
     assert f'namespace "gen-{suffix}" deleted' in deleted.stdout
     assert kubectl("get", "cm", "-n", f"gen-{suffix}", "-o", "name").stdout == ""

@@ -227,6 +227,67 @@ _DEPLOYMENT_SPEC = _message(
         9: ("progressDeadlineSeconds", _int, "one"),
     }
 )
+_SERVICE_SPEC = _message(
+    {
+        1: (
+            "ports",
+            _message(
+                {
+                    1: ("name", _text, "one"),
+                    2: ("protocol", _text, "one"),
+                    3: ("port", _int, "one"),
+                    # Go writes these non-pointer fields even when unset (0): JSON would leave them out.
+                    4: ("targetPort", lambda v: _int_or_string(v) or "", "one"),
+                    5: ("nodePort", lambda v: _int(v) or "", "one"),
+                    6: ("appProtocol", _text, "one"),
+                }
+            ),
+            "list",
+        ),
+        2: ("selector", _map_entry, "map"),
+        3: ("clusterIP", _text, "one"),
+        4: ("type", _text, "one"),
+        5: ("externalIPs", _text, "list"),
+        7: ("sessionAffinity", _text, "one"),
+        8: ("loadBalancerIP", _text, "one"),
+        9: ("loadBalancerSourceRanges", _text, "list"),
+        10: ("externalName", _text, "one"),
+        11: ("externalTrafficPolicy", _text, "one"),
+        12: ("healthCheckNodePort", lambda v: _int(v) or "", "one"),
+        13: ("publishNotReadyAddresses", _flag, "one"),
+        17: ("ipFamilyPolicy", _text, "one"),
+        18: ("clusterIPs", _text, "list"),
+        19: ("ipFamilies", _text, "list"),
+        20: ("allocateLoadBalancerNodePorts", _bool, "one"),
+        21: ("loadBalancerClass", _text, "one"),
+        22: ("internalTrafficPolicy", _text, "one"),
+    }
+)
+_RESOURCE_QUOTA_SPEC = _message(
+    {
+        1: ("hard", _quantity_entry, "map"),
+        2: ("scopes", _text, "list"),
+        3: (
+            "scopeSelector",
+            _message(
+                {
+                    1: (
+                        "matchExpressions",
+                        _message(
+                            {
+                                1: ("scopeName", _text, "one"),
+                                2: ("operator", _text, "one"),
+                                3: ("values", _text, "list"),
+                            }
+                        ),
+                        "list",
+                    )
+                }
+            ),
+            "one",
+        ),
+    }
+)
 _REFERENCE = _message({1: ("kind", _text, "one"), 2: ("namespace", _text, "one"), 3: ("name", _text, "one")})
 _SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "Namespace": _message(
@@ -290,6 +351,10 @@ _SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     ),
     "Job": _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _JOB_SPEC, "one")}),
     "Deployment": _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _DEPLOYMENT_SPEC, "one")}),
+    "Service": _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _SERVICE_SPEC, "one")}),
+    "ResourceQuota": _message(
+        {1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _RESOURCE_QUOTA_SPEC, "one")}
+    ),
 }
 
 

@@ -7,6 +7,7 @@ then recorded in the cache, which tells the watchers.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import functools
@@ -22,6 +23,7 @@ from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionChain
 from tenantgpu.apiserver.auth import UserInfo
 from tenantgpu.apiserver.jsoncodec import clone, loads
 from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable
+from tenantgpu.apiserver.serviceips import ServiceNetwork
 from tenantgpu.apiserver.storage import Datastore, KeyExists, KeyNotFound, RevisionMismatch
 from tenantgpu.apiserver.validation import default as default_object
 from tenantgpu.apiserver.validation import validate as validate_object
@@ -217,13 +219,17 @@ class Registry:
         admission: AdmissionChain,
         *,
         window: int = 1000,
+        service_network: ServiceNetwork | None = None,
     ) -> None:
         self.kinds = kinds
         self.datastore = datastore
         self.prefix = "/" + prefix.strip("/")
         self.admission = admission
+        self.service_network = service_network or ServiceNetwork()
         self._window = window
         self._caches: dict[str, ResourceCache] = {}
+        # Service writes take turns from allocation to commit, so two cannot be given one IP or node port.
+        self._service_writes = asyncio.Lock()
 
     # --- start-up -------------------------------------------------------------------------------
 
@@ -350,9 +356,28 @@ class Registry:
         if causes:
             raise errors.invalid(kind.kind, name, kind.group, causes)
 
+    @staticmethod
+    def _allocates(kind: Kind) -> bool:
+        return kind.group == "" and kind.kind == "Service"
+
+    def _allocate(self, kind: Kind, obj: Obj, old: Obj | None) -> None:
+        """Gives a Service its cluster IP and node ports (kube's REST storage does this after validation)."""
+        others = (entry.obj for entry in self.cache(kind).objects.values())
+        causes = self.service_network.assign(obj, old, others)
+        if causes:
+            raise errors.invalid(
+                kind.kind, obj["metadata"].get("name") or "", kind.group, [_cause(c) for c in causes]
+            )
+
     async def create(
         self, kind: Kind, namespace: str, obj: Any, user: UserInfo, *, dry_run: bool = False
     ) -> Entry:
+        if self._allocates(kind):
+            async with self._service_writes:
+                return await self._create(kind, namespace, obj, user, dry_run)
+        return await self._create(kind, namespace, obj, user, dry_run)
+
+    async def _create(self, kind: Kind, namespace: str, obj: Any, user: UserInfo, dry_run: bool) -> Entry:
         meta = self._check_type(kind, obj)
         if kind.namespaced:
             body_ns = meta.get("namespace")
@@ -390,6 +415,8 @@ class Registry:
                 default_object(kind.kind, obj)
             self._validate(kind, obj)
             await self.admission.validate(attributes)
+            if self._allocates(kind):
+                self._allocate(kind, obj, None)
             key = self._key(kind, namespace, obj["metadata"]["name"])
         if key in self.cache(kind).objects:
             raise errors.already_exists(kind.plural, obj["metadata"]["name"], kind.group)
@@ -549,6 +576,24 @@ class Registry:
         subresource: str,
         dry_run: bool,
     ) -> Entry:
+        if self._allocates(kind) and subresource == "":
+            async with self._service_writes:
+                return await self._write_update_once(
+                    kind, namespace, name, obj, current, user, subresource, dry_run
+                )
+        return await self._write_update_once(kind, namespace, name, obj, current, user, subresource, dry_run)
+
+    async def _write_update_once(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        obj: Obj,
+        current: Entry,
+        user: UserInfo,
+        subresource: str,
+        dry_run: bool,
+    ) -> Entry:
         old = current.obj
         with _well_formed(kind):
             obj = self._prepare_update(kind, obj, old, subresource)
@@ -562,6 +607,8 @@ class Registry:
                 default_object(kind.kind, obj)
             self._validate(kind, obj, _binding_base(old, obj) if subresource == "binding" else old)
             await self.admission.validate(attributes)
+            if self._allocates(kind) and subresource == "":
+                self._allocate(kind, obj, old)
             obj["metadata"]["resourceVersion"] = str(current.revision)
         if obj == old:
             return current  # a no-op update does not create a new revision, as in kube-apiserver

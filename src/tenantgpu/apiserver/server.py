@@ -36,6 +36,7 @@ from tenantgpu.apiserver.auth import (
     TokenSigner,
     UserInfo,
 )
+from tenantgpu.apiserver.bootstrap import KubernetesService
 from tenantgpu.apiserver.hooks import Egress, NoEgress, PodExecSource, PodLogSource
 from tenantgpu.apiserver.http1 import ChunkedStream, HTTPServer, start_stream
 from tenantgpu.apiserver.httputil import (
@@ -71,6 +72,7 @@ from tenantgpu.apiserver.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from tenantgpu.apiserver.serviceips import DEFAULT_SERVICE_CIDR, ServiceNetwork
 from tenantgpu.apiserver.storage import Datastore
 from tenantgpu.apiserver.subresources import SubresourceHandlers
 from tenantgpu.apiserver.tables import to_table, watch_event_table
@@ -106,6 +108,13 @@ class APIServerConfig:
     max_body_bytes: int = 3 * 1024 * 1024
     watch_window: int = 1000
     authorizer: Authorizer = field(default_factory=Authorizer)
+    # Services' cluster IPs come from here (Kamaji's `networkProfile.serviceCidr`).
+    service_cidr: str = DEFAULT_SERVICE_CIDR
+
+
+def _advertised(host: str) -> str:
+    """The address `default/kubernetes` names: the one served on, or loopback when serving on all."""
+    return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
 
 
 def _version_info(git_version: str) -> Obj:
@@ -148,6 +157,7 @@ class APIServer(SubresourceHandlers):
             config.key_prefix or config.name,
             self.admission,
             window=config.watch_window,
+            service_network=ServiceNetwork(config.service_cidr),
         )
         self._webhook_kinds = {
             mutating: self.kinds.resource("admissionregistration.k8s.io", "v1", plural)
@@ -167,6 +177,7 @@ class APIServer(SubresourceHandlers):
         self._docs: dict[str, bytes] = {}
         self._users: weakref.WeakKeyDictionary[Any, UserInfo | bool | None] = weakref.WeakKeyDictionary()
         self._watch_tasks: set[asyncio.Task[Any]] = set()
+        self._kubernetes_service: KubernetesService | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -198,8 +209,17 @@ class APIServer(SubresourceHandlers):
             raise
         self._port = self._listener.sockets[0].getsockname()[1]
         self._docs.clear()
+        self._kubernetes_service = KubernetesService(self.registry, _advertised(self.config.host), self._port)
+        try:
+            await self._kubernetes_service.ensure()
+        except errors.APIError as error:
+            log.warning("default/kubernetes not reconciled at start-up: %s", error)
+        self._kubernetes_service.start()
 
     async def stop(self) -> None:
+        if self._kubernetes_service is not None:
+            await self._kubernetes_service.stop()
+            self._kubernetes_service = None
         await self._quota_controller.stop()
         self.registry.close()
         await self.webhooks.close()

@@ -12,6 +12,7 @@ from tenantgpu.controlplane.namespaces import NamespaceController
 from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
 from tenantgpu.controlplane.podgc import PodGarbageCollector
 from tenantgpu.controlplane.replicaset import ReplicaSetController
+from tenantgpu.controlplane.rootca import RootCAPublisher
 from tenantgpu.controlplane.scheduler import DefaultScheduler
 from tenantgpu.controlplane.serviceaccounts import ServiceAccountController
 from tenantgpu.kubeclient import KubeClient
@@ -26,8 +27,8 @@ class _Service(Protocol):
 @dataclass
 class ControlPlaneServices:
     """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs:
-    service accounts, node lifecycle, pod GC, namespaces, Jobs, ReplicaSets, Deployments and the
-    garbage collector."""
+    service accounts, the root CA publisher, node lifecycle, pod GC, namespaces, Jobs, ReplicaSets,
+    Deployments and the garbage collector."""
 
     client: KubeClient
     node_grace_seconds: float = 40.0
@@ -63,7 +64,10 @@ class ControlPlaneServices:
             GarbageCollector(
                 self.client, owners=deployments.deployments, dependents=replica_sets.replica_sets
             ),
-            # Both watch namespaces: one informer (one watch per tenant) serves the two.
+            # These watch namespaces too: one informer (one watch per tenant) serves them all.
+            RootCAPublisher(
+                self.client, namespaces=accounts.namespaces, ca_pem=self.client.config.ca_data or b""
+            ),
             NamespaceController(self.client, namespaces=accounts.namespaces),
         ]
         started: list[_Service] = []

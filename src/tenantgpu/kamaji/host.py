@@ -6,6 +6,7 @@ import base64
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from tenantgpu.apiserver.serviceips import DEFAULT_SERVICE_CIDR
 from tenantgpu.kamaji.pki import KeyPair
 
 
@@ -25,6 +26,7 @@ class ControlPlaneInstance:
     service_account: KeyPair
     # The DataStore's endpoint (`sqlite://<path>`); empty means the host's own store.
     datastore: str = ""
+    service_cidr: str = DEFAULT_SERVICE_CIDR  # `spec.networkProfile.serviceCidr`
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe form, to hand the instance to a control-plane process."""

@@ -126,6 +126,7 @@ class InProcessHost:
                 pki=pki,
                 key_prefix=key_prefix(instance.schema),
                 kubernetes_version=instance.kubernetes_version or "v1.31.4",
+                service_cidr=instance.service_cidr,
                 host=instance.address,
                 port=instance.port,
                 egress=egress,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from tenantgpu.apiserver.serviceips import DEFAULT_SERVICE_CIDR
 from tenantgpu.kubeclient import ResourceKind
 
 Obj = dict[str, Any]
@@ -124,6 +125,11 @@ def requested_port(tcp: Obj) -> int:
 
 def advertised_address(tcp: Obj) -> str:
     return str(_get(tcp, "spec", "networkProfile", "address") or DEFAULT_ADDRESS)
+
+
+def service_cidr(tcp: Obj) -> str:
+    """`spec.networkProfile.serviceCidr`, Kamaji's default 10.96.0.0/16 when absent."""
+    return str(_get(tcp, "spec", "networkProfile", "serviceCidr") or DEFAULT_SERVICE_CIDR)
 
 
 def cert_sans(tcp: Obj) -> list[str]:

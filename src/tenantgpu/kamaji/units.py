@@ -477,6 +477,7 @@ class APIServerUnit:
             serving=r.serving,
             service_account=r.service_account,
             datastore="" if r.datastore is None else model.datastore_endpoint(r.datastore),
+            service_cidr=model.service_cidr(r.tcp),
         )
 
     async def clean_up(self, r: Reconciliation) -> None:

@@ -1,0 +1,136 @@
+"""`default/kubernetes`: the Service and Endpoints every cluster has, kept by the API server itself.
+
+kube-apiserver's bootstrap controller creates them at start-up and puts them back every 10 s if they are
+deleted or their endpoint drifts: the Service takes the first IP of the service range, port 443
+(`https`), and the Endpoints name the address and port the API server advertises. In a Kamaji tenant
+that is the TenantControlPlane's endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from tenantgpu.apiserver import errors
+from tenantgpu.apiserver.auth import UserInfo
+from tenantgpu.apiserver.registry import Registry
+
+__all__ = ["KubernetesService"]
+
+log = logging.getLogger(__name__)
+
+NAME = "kubernetes"
+NAMESPACE = "default"
+_APISERVER = UserInfo("system:apiserver", ("system:masters",))
+
+
+@dataclass
+class KubernetesService:
+    """Reconciles `default/kubernetes` for one API server: `await ensure()`, or `start()` the loop."""
+
+    registry: Registry
+    address: str
+    port: int
+    interval: float = 10.0
+
+    def __post_init__(self) -> None:
+        self._task: asyncio.Task[None] | None = None
+
+    def service(self) -> dict[str, Any]:
+        ip = self.registry.service_network.kubernetes_ip
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": NAME,
+                "namespace": NAMESPACE,
+                "labels": {"component": "apiserver", "provider": "kubernetes"},
+            },
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": ip,
+                "clusterIPs": [ip],
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": self.port}],
+                "sessionAffinity": "None",
+            },
+        }
+
+    def endpoints(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {
+                "name": NAME,
+                "namespace": NAMESPACE,
+                # EndpointSlice mirroring leaves these to the API server, which writes its own slice.
+                "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+            },
+            "subsets": [
+                {
+                    "addresses": [{"ip": self.address}],
+                    "ports": [{"name": "https", "port": self.port, "protocol": "TCP"}],
+                }
+            ],
+        }
+
+    async def ensure(self) -> None:
+        """Creates what is missing and puts back an endpoint that no longer matches this server."""
+        kinds = self.registry.kinds
+        services = kinds.resource("", "v1", "services")
+        endpoints = kinds.resource("", "v1", "endpoints")
+        assert services is not None and endpoints is not None
+        service = self.registry.get_object(services, NAMESPACE, NAME)
+        wanted_port = self.service()["spec"]["ports"]
+        if service is None:
+            await self._create(services, self.service())
+        elif (service.get("spec") or {}).get("ports") != wanted_port:
+            # The port the API server listens on may differ after a restart; the IP never changes.
+            await self.registry.modify(
+                services, NAMESPACE, NAME, _set(("spec", "ports"), wanted_port), _APISERVER
+            )
+        current = self.registry.get_object(endpoints, NAMESPACE, NAME)
+        wanted = self.endpoints()["subsets"]
+        if current is None:
+            await self._create(endpoints, self.endpoints())
+        elif current.get("subsets") != wanted:
+            await self.registry.modify(endpoints, NAMESPACE, NAME, _set(("subsets",), wanted), _APISERVER)
+
+    async def _create(self, kind: Any, obj: dict[str, Any]) -> None:
+        try:
+            await self.registry.create(kind, NAMESPACE, obj, _APISERVER)
+        except errors.APIError as error:
+            if error.code != 409:  # someone else (another start of this server) was first
+                raise
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"kubernetes-service-{self.port}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.ensure()
+            except errors.APIError as error:
+                # e.g. the default namespace is being deleted: try again on the next round, as kube does.
+                log.debug("default/kubernetes not reconciled: %s", error)
+
+
+def _set(path: tuple[str, ...], value: Any) -> Any:
+    def mutation(obj: dict[str, Any]) -> dict[str, Any]:
+        target = obj
+        for key in path[:-1]:
+            target = target.setdefault(key, {})
+        target[path[-1]] = value
+        return obj
+
+    return mutation
