@@ -127,6 +127,21 @@ async def test_admin_kubeconfig_works_with_the_official_client(plane: Management
     assert "kube-system" in {ns.metadata.name for ns in namespaces.items}
 
 
+async def test_the_tenants_service_range_is_the_tcps_service_cidr(plane: ManagementPlane) -> None:
+    body = model.tenant_control_plane("tenant-net", version="v1.31.4")
+    body["spec"]["networkProfile"] = {"serviceCidr": "10.112.0.0/16"}
+    await plane.client.create(model.TENANT_CONTROL_PLANES, body)
+    await _wait_for(plane.client, "tenant-net", _state("Ready"))
+    await _create(plane, "tenant-plain")
+    for name, first_ip in (("tenant-net", "10.112.0.1"), ("tenant-plain", "10.96.0.1")):
+        tenant = _tenant_client(await _admin_kubeconfig(plane, name))
+        try:
+            service = await tenant.get("services", "kubernetes", "default")
+            assert service["spec"]["clusterIP"] == first_ip
+        finally:
+            await tenant.close()
+
+
 async def test_tenants_do_not_trust_each_other(plane: ManagementPlane) -> None:
     await _create(plane, "tenant-a")
     await _create(plane, "tenant-b")
