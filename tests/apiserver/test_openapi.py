@@ -1,4 +1,5 @@
-"""The OpenAPI v3 documents have the shape kubectl looks for before it trusts server-side field validation."""
+"""The OpenAPI v3 documents have the shape kubectl looks for before it trusts server-side field validation,
+and the schemas `kubectl explain` walks."""
 
 from typing import Any
 
@@ -66,10 +67,43 @@ def test_each_kind_advertises_field_validation_and_its_gvk(info: KindSchemaInfo)
     assert document["openapi"].startswith("3.")
     assert supports_field_validation(document, gvk)
     schema = schema_for(document, gvk)
-    assert schema is not None and schema["x-kubernetes-preserve-unknown-fields"] is True
+    assert schema is not None
     posts = [p["post"] for p in document["paths"].values() if "post" in p]
     assert [op["x-kubernetes-group-version-kind"] for op in posts] == [gvk]
     assert any(p["name"] == "fieldValidation" for p in posts[0]["parameters"])
+
+
+@pytest.mark.parametrize("info", [POD, NODE, MWC])
+def test_kinds_the_client_models_get_their_real_schema(info: KindSchemaInfo) -> None:
+    document = openapi_v3_group_version(info.group, info.version, [info])
+    schema = schema_for(document, {"group": info.group, "version": info.version, "kind": info.kind})
+    assert schema is not None and "x-kubernetes-preserve-unknown-fields" not in schema
+    metadata = schema["properties"]["metadata"]
+    assert metadata == {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+    assert "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" in document["components"]["schemas"]
+
+
+def test_pod_spec_lists_its_containers() -> None:
+    schemas = openapi_v3_group_version("", "v1", [POD])["components"]["schemas"]
+    containers = schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
+    assert containers["items"] == {"$ref": "#/components/schemas/io.k8s.api.core.v1.Container"}
+
+
+def test_kinds_without_a_model_keep_the_permissive_stub() -> None:
+    document = openapi_v3_group_version(TCP.group, TCP.version, [TCP])
+    gvk = {"group": TCP.group, "version": TCP.version, "kind": TCP.kind}
+    schema = schema_for(document, gvk)
+    assert schema is not None and schema["x-kubernetes-preserve-unknown-fields"] is True
+    assert set(schema["properties"]) == {"apiVersion", "kind", "metadata"}
+    assert schema_for(document, {**gvk, "kind": "TenantControlPlaneList"}) is not None
+
+
+def test_kinds_without_a_list_model_still_have_a_list() -> None:
+    binding = KindSchemaInfo("", "v1", "Binding", True, "bindings")
+    document = openapi_v3_group_version("", "v1", [binding])
+    assert schema_for(document, {"group": "", "version": "v1", "kind": "BindingList"}) is not None
+    schema = schema_for(document, {"group": "", "version": "v1", "kind": "Binding"})
+    assert schema is not None and "target" in schema["properties"]
 
 
 def test_paths_follow_scope() -> None:
@@ -94,6 +128,7 @@ def test_patch_operation_does_not_claim_strategic_merge() -> None:
 def test_schema_names_follow_kube() -> None:
     assert schema_name("", "v1", "Pod") == "io.k8s.api.core.v1.Pod"
     assert schema_name("coordination.k8s.io", "v1", "Lease") == "io.k8s.api.coordination.v1.Lease"
+    assert schema_name("apps", "v1", "Deployment") == "io.k8s.api.apps.v1.Deployment"
     assert schema_name("kamaji.clastix.io", "v1alpha1", "DataStore") == "io.clastix.kamaji.v1alpha1.DataStore"
 
 
