@@ -5,11 +5,13 @@ from typing import Any
 
 import pytest
 
+from tenantgpu.apiserver import openapi
 from tenantgpu.apiserver.openapi import (
     KindSchemaInfo,
     openapi_v3_group_version,
     openapi_v3_hash,
     openapi_v3_root,
+    openapi_v3_sources,
     schema_name,
 )
 
@@ -104,6 +106,19 @@ def test_kinds_without_a_list_model_still_have_a_list() -> None:
     assert schema_for(document, {"group": "", "version": "v1", "kind": "BindingList"}) is not None
     schema = schema_for(document, {"group": "", "version": "v1", "kind": "Binding"})
     assert schema is not None and "target" in schema["properties"]
+
+
+def test_root_hashes_from_sources_without_building(monkeypatch: pytest.MonkeyPatch) -> None:
+    """So kubectl applying a Kamaji object does not wait for every kind's schemas (and the client's import)."""
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("built a schema for the root index")
+
+    monkeypatch.setattr(openapi, "kind_schemas", refuse)
+    one = openapi_v3_root(["v1"], documents={"v1": openapi_v3_sources("v1", [POD])})
+    two = openapi_v3_root(["v1"], documents={"v1": openapi_v3_sources("v1", [POD, NODE])})
+    assert one["paths"]["api/v1"]["serverRelativeURL"].startswith("/openapi/v3/api/v1?hash=")
+    assert one != two
 
 
 def test_paths_follow_scope() -> None:

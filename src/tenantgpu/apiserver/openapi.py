@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tenantgpu.apiserver.schemas import kind_schemas, schema_name
+from tenantgpu.apiserver.schemas import kind_schemas, models_version, schema_name
 
 __all__ = [
     "KindSchemaInfo",
@@ -27,6 +27,7 @@ __all__ = [
     "openapi_v3_group_version",
     "openapi_v3_hash",
     "openapi_v3_root",
+    "openapi_v3_sources",
     "schema_name",
 ]
 
@@ -60,8 +61,9 @@ def openapi_v3_root(
 ) -> dict[str, Any]:
     """The `/openapi/v3` index: each group-version (`v1`, `admissionregistration.k8s.io/v1`) with its URL.
 
-    Pass the per-group-version `documents` (keyed like `group_versions`) so the `?hash=` changes whenever a
-    document does; without them the hash only identifies the group-version.
+    Pass, keyed like `group_versions`, the per-group-version `documents` or what each is built from
+    (`openapi_v3_sources`) so the `?hash=` changes whenever a document does; without them the hash only
+    identifies the group-version.
     """
     paths: dict[str, Any] = {}
     for group_version in group_versions:
@@ -70,6 +72,23 @@ def openapi_v3_root(
         digest = openapi_v3_hash(document if document is not None else {"groupVersion": group_version})
         paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest}"}
     return {"paths": paths}
+
+
+def openapi_v3_sources(group_version: str, kinds: list[KindSchemaInfo]) -> dict[str, Any]:
+    """What a group-version document is built from, within one release of this code: its kinds and the
+    client models' version.
+
+    Hashing this instead of the document lets the root index answer without building every document
+    (and importing the client): kubectl applying a Kamaji object then reads only Kamaji's document.
+    A new release of this code may change a document under the same hash; that is harmless because the
+    documents are served without cache validators (no ETag, no Cache-Control), so kubectl never reuses
+    one it fetched before.
+    """
+    return {
+        "groupVersion": group_version,
+        "kinds": [[k.group, k.version, k.kind, k.namespaced, k.plural] for k in kinds],
+        "models": models_version(),
+    }
 
 
 def _gvk(info: KindSchemaInfo) -> dict[str, str]:
