@@ -1,14 +1,17 @@
-"""The OpenAPI v3 documents have the shape kubectl looks for before it trusts server-side field validation."""
+"""The OpenAPI v3 documents have the shape kubectl looks for before it trusts server-side field validation,
+and the schemas `kubectl explain` walks."""
 
 from typing import Any
 
 import pytest
 
+from tenantgpu.apiserver import openapi
 from tenantgpu.apiserver.openapi import (
     KindSchemaInfo,
     openapi_v3_group_version,
     openapi_v3_hash,
     openapi_v3_root,
+    openapi_v3_sources,
     schema_name,
 )
 
@@ -66,10 +69,56 @@ def test_each_kind_advertises_field_validation_and_its_gvk(info: KindSchemaInfo)
     assert document["openapi"].startswith("3.")
     assert supports_field_validation(document, gvk)
     schema = schema_for(document, gvk)
-    assert schema is not None and schema["x-kubernetes-preserve-unknown-fields"] is True
+    assert schema is not None
     posts = [p["post"] for p in document["paths"].values() if "post" in p]
     assert [op["x-kubernetes-group-version-kind"] for op in posts] == [gvk]
     assert any(p["name"] == "fieldValidation" for p in posts[0]["parameters"])
+
+
+@pytest.mark.parametrize("info", [POD, NODE, MWC])
+def test_kinds_the_client_models_get_their_real_schema(info: KindSchemaInfo) -> None:
+    document = openapi_v3_group_version(info.group, info.version, [info])
+    schema = schema_for(document, {"group": info.group, "version": info.version, "kind": info.kind})
+    assert schema is not None and "x-kubernetes-preserve-unknown-fields" not in schema
+    metadata = schema["properties"]["metadata"]
+    assert metadata == {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+    assert "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" in document["components"]["schemas"]
+
+
+def test_pod_spec_lists_its_containers() -> None:
+    schemas = openapi_v3_group_version("", "v1", [POD])["components"]["schemas"]
+    containers = schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
+    assert containers["items"] == {"$ref": "#/components/schemas/io.k8s.api.core.v1.Container"}
+
+
+def test_kinds_without_a_model_keep_the_permissive_stub() -> None:
+    document = openapi_v3_group_version(TCP.group, TCP.version, [TCP])
+    gvk = {"group": TCP.group, "version": TCP.version, "kind": TCP.kind}
+    schema = schema_for(document, gvk)
+    assert schema is not None and schema["x-kubernetes-preserve-unknown-fields"] is True
+    assert set(schema["properties"]) == {"apiVersion", "kind", "metadata"}
+    assert schema_for(document, {**gvk, "kind": "TenantControlPlaneList"}) is not None
+
+
+def test_kinds_without_a_list_model_still_have_a_list() -> None:
+    binding = KindSchemaInfo("", "v1", "Binding", True, "bindings")
+    document = openapi_v3_group_version("", "v1", [binding])
+    assert schema_for(document, {"group": "", "version": "v1", "kind": "BindingList"}) is not None
+    schema = schema_for(document, {"group": "", "version": "v1", "kind": "Binding"})
+    assert schema is not None and "target" in schema["properties"]
+
+
+def test_root_hashes_from_sources_without_building(monkeypatch: pytest.MonkeyPatch) -> None:
+    """So kubectl applying a Kamaji object does not wait for every kind's schemas (and the client's import)."""
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("built a schema for the root index")
+
+    monkeypatch.setattr(openapi, "kind_schemas", refuse)
+    one = openapi_v3_root(["v1"], documents={"v1": openapi_v3_sources("v1", [POD])})
+    two = openapi_v3_root(["v1"], documents={"v1": openapi_v3_sources("v1", [POD, NODE])})
+    assert one["paths"]["api/v1"]["serverRelativeURL"].startswith("/openapi/v3/api/v1?hash=")
+    assert one != two
 
 
 def test_paths_follow_scope() -> None:
@@ -94,6 +143,7 @@ def test_patch_operation_does_not_claim_strategic_merge() -> None:
 def test_schema_names_follow_kube() -> None:
     assert schema_name("", "v1", "Pod") == "io.k8s.api.core.v1.Pod"
     assert schema_name("coordination.k8s.io", "v1", "Lease") == "io.k8s.api.coordination.v1.Lease"
+    assert schema_name("apps", "v1", "Deployment") == "io.k8s.api.apps.v1.Deployment"
     assert schema_name("kamaji.clastix.io", "v1alpha1", "DataStore") == "io.clastix.kamaji.v1alpha1.DataStore"
 
 

@@ -1,9 +1,14 @@
-"""The OpenAPI v3 documents kubectl reads before create/apply: a root index, one document per group-version.
+"""The OpenAPI v3 documents kubectl reads: a root index, one document per group-version.
 
-kubectl (1.29+) looks for the PATCH operation of the object's GVK; when that operation lists the
-`fieldValidation` query parameter it leaves validation to the server and sends `fieldValidation=Strict`.
-Schemas here are deliberately permissive (`x-kubernetes-preserve-unknown-fields`); the server's own
-validation decides what is refused.
+kubectl (1.29+) looks for the PATCH operation of the object's GVK before create/apply; when that
+operation lists the `fieldValidation` query parameter it leaves validation to the server and sends
+`fieldValidation=Strict`, so the server's own validation decides what is refused.
+
+`kubectl explain` (every version from 1.27 on, unless told `--output=plaintext-openapiv2`) renders
+these documents: it finds the component whose `x-kubernetes-group-version-kind` names the kind and
+follows its `$ref`s field by field. A kind the official client has a model of gets its real schema
+(`schemas.py`); any other kind (Kamaji's CRDs) keeps a permissive stub with only apiVersion, kind and
+metadata (`x-kubernetes-preserve-unknown-fields`).
 """
 
 from __future__ import annotations
@@ -14,12 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tenantgpu.apiserver.schemas import kind_schemas, models_version, schema_name
+
 __all__ = [
     "KindSchemaInfo",
     "group_version_path",
     "openapi_v3_group_version",
     "openapi_v3_hash",
     "openapi_v3_root",
+    "openapi_v3_sources",
     "schema_name",
 ]
 
@@ -53,8 +61,9 @@ def openapi_v3_root(
 ) -> dict[str, Any]:
     """The `/openapi/v3` index: each group-version (`v1`, `admissionregistration.k8s.io/v1`) with its URL.
 
-    Pass the per-group-version `documents` (keyed like `group_versions`) so the `?hash=` changes whenever a
-    document does; without them the hash only identifies the group-version.
+    Pass, keyed like `group_versions`, the per-group-version `documents` or what each is built from
+    (`openapi_v3_sources`) so the `?hash=` changes whenever a document does; without them the hash only
+    identifies the group-version.
     """
     paths: dict[str, Any] = {}
     for group_version in group_versions:
@@ -65,13 +74,21 @@ def openapi_v3_root(
     return {"paths": paths}
 
 
-def schema_name(group: str, version: str, kind: str) -> str:
-    """The component name kube uses: `io.k8s.api.core.v1.Pod`, `io.clastix.kamaji.v1alpha1.DataStore`."""
-    if group == "":
-        return f"io.k8s.api.core.{version}.{kind}"
-    if group.endswith(".k8s.io"):
-        return f"io.k8s.api.{group.split('.')[0]}.{version}.{kind}"
-    return ".".join(reversed(group.split("."))) + f".{version}.{kind}"
+def openapi_v3_sources(group_version: str, kinds: list[KindSchemaInfo]) -> dict[str, Any]:
+    """What a group-version document is built from, within one release of this code: its kinds and the
+    client models' version.
+
+    Hashing this instead of the document lets the root index answer without building every document
+    (and importing the client): kubectl applying a Kamaji object then reads only Kamaji's document.
+    A new release of this code may change a document under the same hash; that is harmless because the
+    documents are served without cache validators (no ETag, no Cache-Control), so kubectl never reuses
+    one it fetched before.
+    """
+    return {
+        "groupVersion": group_version,
+        "kinds": [[k.group, k.version, k.kind, k.namespaced, k.plural] for k in kinds],
+        "models": models_version(),
+    }
 
 
 def _gvk(info: KindSchemaInfo) -> dict[str, str]:
@@ -125,7 +142,7 @@ _LIST_PARAMS = [
 
 # Patch bodies the server accepts. Strategic merge is left out on purpose: kubectl then computes
 # `apply` patches from its compiled-in types, which carry the real merge keys, instead of from these
-# permissive schemas, which carry none.
+# schemas, which carry none (the client's models know no merge keys).
 _PATCH_TYPES = ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
 
 
@@ -202,6 +219,22 @@ def _list_schema(info: KindSchemaInfo, item_ref: str) -> dict[str, Any]:
     }
 
 
+def _add_schemas(schemas: dict[str, Any], info: KindSchemaInfo) -> tuple[str, str]:
+    """Put the kind's and its list's schemas (and what they refer to) in `schemas`; return their names."""
+    found = kind_schemas(info.group, info.version, info.kind)
+    if found is None:
+        name = schema_name(info.group, info.version, info.kind)
+        schemas[name] = _kind_schema(info)
+        schemas[f"{name}List"] = _list_schema(info, f"#/components/schemas/{name}")
+        return name, f"{name}List"
+    schemas.update(found.components)
+    list_name = found.list_name
+    if not list_name:
+        list_name = f"{found.name}List"
+        schemas[list_name] = _list_schema(info, f"#/components/schemas/{found.name}")
+    return found.name, list_name
+
+
 def openapi_v3_group_version(group: str, version: str, kinds: list[KindSchemaInfo]) -> dict[str, Any]:
     """The `/openapi/v3/<api|apis/group>/<version>` document: paths with GVK-tagged operations and schemas."""
     prefix = f"/api/{version}" if group == "" else f"/apis/{group}/{version}"
@@ -210,11 +243,8 @@ def openapi_v3_group_version(group: str, version: str, kinds: list[KindSchemaInf
     for info in kinds:
         if (info.group, info.version) != (group, version):
             raise ValueError(f"{info.kind} belongs to {info.group}/{info.version}, not {group}/{version}")
-        ref_name = schema_name(group, version, info.kind)
+        ref_name, list_ref_name = _add_schemas(schemas, info)
         ref = f"#/components/schemas/{ref_name}"
-        list_ref_name = f"{ref_name}List"
-        schemas[ref_name] = _kind_schema(info)
-        schemas[list_ref_name] = _list_schema(info, ref)
         list_ref = f"#/components/schemas/{list_ref_name}"
         if info.namespaced:
             collection = f"{prefix}/namespaces/{{namespace}}/{info.plural}"

@@ -1,10 +1,18 @@
 """The protobuf `/openapi/v2` document kubectl 1.27 and 1.28 insist on before create/apply with validation.
 
-Those versions read only OpenAPI v2, and only as gnostic's `openapi_v2.Document` protobuf (a JSON body
-breaks them). Like the v3 documents, this one exists so kubectl finds, for each kind, a PATCH operation
+Those versions read only OpenAPI v2 for validation, and only as gnostic's `openapi_v2.Document` protobuf
+(a JSON body breaks them). This document exists so kubectl finds, for each kind, a PATCH operation
 tagged with the GVK that lists the `fieldValidation` query parameter; kubectl then validates on the
-server. No schema definitions are sent, so `kubectl apply` falls back to its compiled-in types for
-strategic merge. Field numbers follow gnostic-models `openapiv2/OpenAPIv2.proto`.
+server. Field numbers follow gnostic-models `openapiv2/OpenAPIv2.proto`.
+
+It carries no schema definitions, on purpose. Every kubectl from 1.27 on renders `kubectl explain` from
+OpenAPI v3 (`openapi.py`, with the real schemas); 1.27 and 1.28 fetch and parse this document too when
+explaining, so it must stay well-formed, but do not render from it. `kubectl apply`, on the other hand,
+builds its strategic-merge patch from v2 definitions whenever it finds the kind there (1.27/1.28 always,
+later versions when the v3 PATCH lists no strategic merge): schemas derived from the client's models
+know no merge keys, so lists such as `containers` would be replaced instead of merged by name. Without
+definitions kubectl uses its compiled-in types, which know them. The cost: `kubectl explain
+--output=plaintext-openapiv2` answers "couldn't find resource", as it did before.
 """
 
 from __future__ import annotations

@@ -401,7 +401,7 @@ class APIServer(SubresourceHandlers):
                 "metrics",
             )
         if head == "openapi" and len(segments) >= 2 and segments[1] == "v3":
-            return self._openapi_v3(segments[2:]), "get", "openapi"
+            return await self._openapi_v3(segments[2:]), "get", "openapi"
         if segments == ["openapi", "v2"]:
             return self._openapi_v2(request), "get", "openapi"
         if not segments:
@@ -412,23 +412,27 @@ class APIServer(SubresourceHandlers):
             return json_response({"paths": sorted(paths)}), "get", ""
         raise errors.unknown_path()
 
-    def _openapi_documents(self) -> dict[str, bytes]:
-        """`/openapi/v3` and one document per group-version, built once per server."""
-        if "openapi:" not in self._docs:
-            documents: dict[str, Any] = {}
-            for group, versions in self.kinds.group_versions().items():
-                for version in versions:
-                    infos = [
-                        openapi.KindSchemaInfo(k.group, k.version, k.kind, k.namespaced, k.plural)
-                        for k in self.kinds.in_group_version(group, version)
-                    ]
-                    gv = f"{group}/{version}" if group else version
-                    documents[gv] = openapi.openapi_v3_group_version(group, version, infos)
-            for gv, document in documents.items():
-                self._docs["openapi:" + openapi.group_version_path(gv)] = encode(document)
-            root = openapi.openapi_v3_root(list(documents), documents=documents)
-            self._docs["openapi:"] = encode(root)
-        return self._docs
+    def _openapi_kinds(self) -> dict[str, list[openapi.KindSchemaInfo]]:
+        """The served kinds of each group-version, keyed as in the root index (`v1`, `apps/v1`)."""
+        found: dict[str, list[openapi.KindSchemaInfo]] = {}
+        for group, versions in self.kinds.group_versions().items():
+            for version in versions:
+                found[f"{group}/{version}" if group else version] = [
+                    openapi.KindSchemaInfo(k.group, k.version, k.kind, k.namespaced, k.plural)
+                    for k in self.kinds.in_group_version(group, version)
+                ]
+        return found
+
+    def _openapi_v3_document(self, path: str) -> bytes:
+        """`/openapi/v3` (path "") or one group-version's document (`api/v1`, `apis/apps/v1`)."""
+        by_group_version = self._openapi_kinds()
+        if not path:
+            sources = {gv: openapi.openapi_v3_sources(gv, infos) for gv, infos in by_group_version.items()}
+            return encode(openapi.openapi_v3_root(list(by_group_version), documents=sources))
+        for gv, infos in by_group_version.items():
+            if openapi.group_version_path(gv) == path:
+                return encode(openapi.openapi_v3_group_version(infos[0].group, infos[0].version, infos))
+        raise errors.unknown_path()
 
     def _openapi_v2(self, request: web.Request) -> web.Response:
         """Protobuf only: kubectl 1.27/1.28 validate with it, and a JSON body there breaks kubectl."""
@@ -443,10 +447,14 @@ class APIServer(SubresourceHandlers):
             self._docs["openapi:v2"] = body
         return web.Response(body=body, headers={"Content-Type": OPENAPI_V2_CONTENT_TYPE})
 
-    def _openapi_v3(self, rest: list[str]) -> web.Response:
-        doc = self._openapi_documents().get("openapi:" + "/".join(rest))
+    async def _openapi_v3(self, rest: list[str]) -> web.Response:
+        """Each document is built on its first request, then kept. Off the event loop: the first document
+        that needs the client's models imports them, which takes most of a second."""
+        path = "/".join(rest)
+        doc = self._docs.get("openapi:" + path)
         if doc is None:
-            raise errors.unknown_path()
+            doc = await asyncio.to_thread(self._openapi_v3_document, path)
+            self._docs["openapi:" + path] = doc
         return json_response(doc)
 
     # --- discovery and resources ----------------------------------------------------------------
