@@ -203,6 +203,18 @@ def _default_job(obj: dict[str, Any]) -> None:
     _default_pod_template(spec.setdefault("template", {}))
 
 
+def _default_cron_job(obj: dict[str, Any]) -> None:
+    """SetDefaults_CronJob; the job template's pod spec gets the pod spec's defaults, the Job spec none."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("concurrencyPolicy", "Allow")
+    spec.setdefault("suspend", False)
+    spec.setdefault("successfulJobsHistoryLimit", 3)
+    spec.setdefault("failedJobsHistoryLimit", 1)
+    job_template = spec.setdefault("jobTemplate", {})
+    job_template.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+    _default_pod_template(job_template.setdefault("spec", {}).setdefault("template", {}))
+
+
 def _default_replica_set(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     spec.setdefault("replicas", 1)
@@ -227,6 +239,7 @@ _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "Deployment": _default_deployment,
     "ReplicaSet": _default_replica_set,
     "Job": _default_job,
+    "CronJob": _default_cron_job,
     "Pod": _default_pod,
     "Service": _default_service,
     "Namespace": _default_namespace,

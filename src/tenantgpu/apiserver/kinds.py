@@ -373,8 +373,22 @@ JOB = Kind(
 _SCALE = Subresource("scale", "Scale", ("get", "patch", "update"), "autoscaling", "v1")
 
 
-def _apps_on_create(obj: Obj) -> None:
+def _empty_status_on_create(obj: Obj) -> None:
     obj["status"] = {}  # as for Jobs: an empty status, which the controller fills
+
+
+CRON_JOB = Kind(
+    "batch",
+    "v1",
+    "CronJob",
+    "cronjobs",
+    True,
+    ("cj",),
+    ("all",),
+    subresources=(_status("CronJob", "batch", "v1"),),
+    # Unlike batch/v1 Jobs, a CronJob's delete takes its Jobs along by default.
+    strategy=Strategy(_STATUS, _empty_status_on_create, default_propagation="Background"),
+)
 
 
 DEPLOYMENT = Kind(
@@ -386,7 +400,7 @@ DEPLOYMENT = Kind(
     ("deploy",),
     ("all",),
     subresources=(_status("Deployment", "apps", "v1"), _SCALE),
-    strategy=Strategy(_STATUS, _apps_on_create, default_propagation="Background"),
+    strategy=Strategy(_STATUS, _empty_status_on_create, default_propagation="Background"),
 )
 REPLICA_SET = Kind(
     "apps",
@@ -397,9 +411,9 @@ REPLICA_SET = Kind(
     ("rs",),
     ("all",),
     subresources=(_status("ReplicaSet", "apps", "v1"), _SCALE),
-    strategy=Strategy(_STATUS, _apps_on_create, default_propagation="Background"),
+    strategy=Strategy(_STATUS, _empty_status_on_create, default_propagation="Background"),
 )
-WORKLOAD_KINDS: tuple[Kind, ...] = (DEPLOYMENT, REPLICA_SET, JOB)
+WORKLOAD_KINDS: tuple[Kind, ...] = (DEPLOYMENT, REPLICA_SET, JOB, CRON_JOB)
 
 # Kinds answered by a handler rather than stored: create returns a computed object.
 VIRTUAL_KINDS = frozenset(

@@ -350,6 +350,31 @@ _SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
         }
     ),
     "Job": _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _JOB_SPEC, "one")}),
+    "CronJob": _message(
+        {
+            1: ("metadata", _OBJECT_META, "one"),
+            2: (
+                "spec",
+                _message(
+                    {
+                        1: ("schedule", _text, "one"),
+                        2: ("startingDeadlineSeconds", _int, "one"),
+                        3: ("concurrencyPolicy", _text, "one"),
+                        4: ("suspend", _bool, "one"),
+                        5: (
+                            "jobTemplate",
+                            _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _JOB_SPEC, "one")}),
+                            "one",
+                        ),
+                        6: ("successfulJobsHistoryLimit", _int, "one"),
+                        7: ("failedJobsHistoryLimit", _int, "one"),
+                        8: ("timeZone", _text, "one"),
+                    }
+                ),
+                "one",
+            ),
+        }
+    ),
     "Deployment": _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _DEPLOYMENT_SPEC, "one")}),
     "Service": _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _SERVICE_SPEC, "one")}),
     "ResourceQuota": _message(

@@ -646,9 +646,41 @@ _JOB_COLUMNS = [
     Column("Selector", description="Query over pods that should match the replicas count.", priority=1),
 ]
 
+_CRON_JOB_COLUMNS = [
+    _NAME,
+    Column("Schedule", description="The schedule in Cron format."),
+    Column("Timezone", description="The time zone the schedule is read in."),
+    Column("Suspend", type="boolean", description="Whether later runs are suspended."),
+    Column("Active", type="integer", description="The number of running jobs."),
+    Column("Last Schedule", description="When a job was last scheduled."),
+    _AGE,
+    Column("Containers", description="Names of each container in the template.", priority=1),
+    Column("Images", description="Images referenced by each container in the template.", priority=1),
+    Column("Selector", description="Query over pods that should match the replicas count.", priority=1),
+]
+
+
+def _cron_job_row(cron_job: Mapping[str, Any], now: datetime) -> list[Any]:
+    spec = cron_job.get("spec") or {}
+    status = cron_job.get("status") or {}
+    job_spec = _get(spec, "jobTemplate", "spec") or {}
+    last = status.get("lastScheduleTime")
+    return [
+        _name(cron_job),
+        spec.get("schedule") or "",
+        spec.get("timeZone") or "<none>",
+        bool(spec.get("suspend")),
+        len(status.get("active") or []),
+        _since(last, now) if last else "<none>",
+        _age(cron_job, now),
+        *_template_cells({"spec": job_spec}),
+    ]
+
+
 _PRINTERS: dict[str, _Printer] = {
     "Pod": _Printer(_POD_COLUMNS, lambda obj, now: _pod_row(obj, now)[0]),
     "Job": _Printer(_JOB_COLUMNS, _job_row),
+    "CronJob": _Printer(_CRON_JOB_COLUMNS, _cron_job_row),
     "Deployment": _Printer(_DEPLOYMENT_COLUMNS, _deployment_row),
     "ReplicaSet": _Printer(_REPLICA_SET_COLUMNS, _replica_set_row),
     "Node": _Printer(_NODE_COLUMNS, _node_row),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from tenantgpu.apiserver.cronschedule import ScheduleError, parse_schedule, time_zone_error
 from tenantgpu.apiserver.defaults import default, pod_qos_class
 from tenantgpu.apiserver.quantity import QuantityError, parse_quantity
 from tenantgpu.apiserver.selectors import label_value_errors, match_selector_object, qualified_name_errors
@@ -90,6 +91,7 @@ _GROUPS = {
     "Deployment": "apps",
     "ReplicaSet": "apps",
     "Job": "batch",
+    "CronJob": "batch",
     "MutatingWebhookConfiguration": "admissionregistration.k8s.io",
     "ValidatingWebhookConfiguration": "admissionregistration.k8s.io",
     "Lease": "coordination.k8s.io",
@@ -653,6 +655,64 @@ def _validate_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
     return causes
 
 
+_CONCURRENCY_POLICIES = ["Allow", "Forbid", "Replace"]
+
+
+def _validate_cron_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    causes: list[Cause] = []
+    name = (obj.get("metadata") or {}).get("name") or ""
+    if len(name) > 52:  # 63 minus the 11 characters of the Jobs' time suffix
+        causes.append(_invalid("metadata.name", name, "must be no more than 52 characters"))
+    schedule = spec.get("schedule")
+    if not schedule:
+        causes.append(_required("spec.schedule"))
+    elif "TZ" in schedule:
+        causes.append(
+            _invalid(
+                "spec.schedule", schedule, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+            )
+        )
+    else:
+        try:
+            parse_schedule(schedule)
+        except ScheduleError as error:
+            causes.append(_invalid("spec.schedule", schedule, str(error)))
+    zone_name = spec.get("timeZone")
+    if zone_name is not None:
+        problem = time_zone_error(zone_name)
+        if problem:
+            causes.append(_invalid("spec.timeZone", zone_name, problem))
+    policy = spec.get("concurrencyPolicy")
+    if policy not in _CONCURRENCY_POLICIES:
+        causes.append(_not_supported("spec.concurrencyPolicy", policy, _CONCURRENCY_POLICIES))
+    for field_name in ("startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
+        value = spec.get(field_name)
+        if value is not None and (not isinstance(value, int) or value < 0):
+            causes.append(_invalid(f"spec.{field_name}", value, "must be greater than or equal to 0"))
+    job_spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    prefix = "spec.jobTemplate.spec"
+    for field_name in _JOB_FEATURES_NOT_SIMULATED:
+        if job_spec.get(field_name) is not None:
+            causes.append(_forbidden(f"{prefix}.{field_name}", "not simulated by tenantgpu"))
+    if job_spec.get("completionMode") == "Indexed":
+        causes.append(
+            _invalid(f"{prefix}.completionMode", "Indexed", "Indexed Jobs are not simulated by tenantgpu")
+        )
+    template_spec = (job_spec.get("template") or {}).get("spec") or {}
+    causes.extend(_validate_pod_spec(template_spec, f"{prefix}.template.spec"))
+    restart = template_spec.get("restartPolicy")
+    if restart is None:
+        causes.append(
+            _required(f"{prefix}.template.spec.restartPolicy", 'valid values: "OnFailure", "Never"')
+        )
+    elif restart not in ("OnFailure", "Never"):
+        causes.append(
+            _not_supported(f"{prefix}.template.spec.restartPolicy", restart, ["OnFailure", "Never"])
+        )
+    return causes
+
+
 def _validate_replicated(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     """What apps/v1 Deployments and ReplicaSets share: replicas, selector, template."""
     spec = obj.get("spec") or {}
@@ -1074,6 +1134,7 @@ def _validate_access_review(obj: Mapping[str, Any], old: Mapping[str, Any] | Non
 _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]] = {
     "Pod": _validate_pod,
     "Job": _validate_job,
+    "CronJob": _validate_cron_job,
     "Deployment": _validate_deployment,
     "ReplicaSet": _validate_replicated,
     "Binding": _validate_binding,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tenantgpu.controlplane.cronjob import CronJobController
 from tenantgpu.controlplane.deployment import DeploymentController
 from tenantgpu.controlplane.garbagecollector import GarbageCollector
 from tenantgpu.controlplane.job import JobController
@@ -27,8 +28,8 @@ class _Service(Protocol):
 @dataclass
 class ControlPlaneServices:
     """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs:
-    service accounts, the root CA publisher, node lifecycle, pod GC, namespaces, Jobs, ReplicaSets,
-    Deployments and the garbage collector."""
+    service accounts, the root CA publisher, node lifecycle, pod GC, namespaces, Jobs, CronJobs,
+    ReplicaSets, Deployments and the garbage collector."""
 
     client: KubeClient
     node_grace_seconds: float = 40.0
@@ -39,6 +40,7 @@ class ControlPlaneServices:
         accounts = ServiceAccountController(self.client)
         scheduler = DefaultScheduler(self.client)
         jobs = JobController(self.client, pods=scheduler.pods)
+        cron_jobs = CronJobController(self.client, jobs=jobs.jobs)
         replica_sets = ReplicaSetController(self.client, pods=scheduler.pods)
         deployments = DeploymentController(
             self.client, replica_sets=replica_sets.replica_sets, pods=scheduler.pods
@@ -57,9 +59,11 @@ class ControlPlaneServices:
             ),
             PodGarbageCollector(self.client, pods=scheduler.pods, nodes=scheduler.nodes),
             jobs,
+            cron_jobs,
             replica_sets,
             deployments,
             GarbageCollector(self.client, owners=jobs.jobs, dependents=scheduler.pods),
+            GarbageCollector(self.client, owners=cron_jobs.cron_jobs, dependents=jobs.jobs),
             GarbageCollector(self.client, owners=replica_sets.replica_sets, dependents=scheduler.pods),
             GarbageCollector(
                 self.client, owners=deployments.deployments, dependents=replica_sets.replica_sets

@@ -63,6 +63,7 @@ _KNOWN = [
     ResourceKind("apps", "v1", "deployments", "Deployment", True),
     ResourceKind("apps", "v1", "replicasets", "ReplicaSet", True),
     ResourceKind("batch", "v1", "jobs", "Job", True),
+    ResourceKind("batch", "v1", "cronjobs", "CronJob", True),
     ResourceKind("events.k8s.io", "v1", "events", "Event", True),
 ]
 _BY_NAME: dict[str, ResourceKind] = {}
