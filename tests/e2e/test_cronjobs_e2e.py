@@ -44,6 +44,13 @@ def clock() -> Clock:
     return Clock()
 
 
+@pytest.fixture(autouse=True)
+def real_time_at_start(clock: Clock) -> None:
+    """Each test starts at the real time: a new CronJob's creationTimestamp is the server's clock, and a
+    clock left ahead by an earlier test would make its first run due at once."""
+    clock.offset = 0.0
+
+
 @pytest.fixture(scope="module")
 def controller(
     apiserver: RunningAPIServer, background_loop: BackgroundLoop, clock: Clock
@@ -107,11 +114,18 @@ def jobs_of(batch: kubernetes.client.BatchV1Api, name: str) -> list[Any]:
 
 
 def advance_to_next_run(
-    clock: Clock, controller: CronJobController, background_loop: BackgroundLoop, name: str, minutes: int = 5
+    clock: Clock,
+    controller: CronJobController,
+    background_loop: BackgroundLoop,
+    name: str,
+    minutes: int = 5,
+    skipped: int = 0,
 ) -> dt.datetime:
-    """Move the clock just past the next multiple of `minutes` and let the controller look."""
+    """Move the clock, in one step, just past the next multiple of `minutes` (after `skipped` more
+    scheduled times) and let the controller look."""
     now = dt.datetime.fromtimestamp(clock(), dt.UTC)
-    boundary = now.replace(second=0, microsecond=0) + dt.timedelta(minutes=minutes - now.minute % minutes)
+    later = now + dt.timedelta(minutes=minutes * skipped)
+    boundary = later.replace(second=0, microsecond=0) + dt.timedelta(minutes=minutes - later.minute % minutes)
     clock.offset += (boundary - now).total_seconds() + 1
     background_loop.loop.call_soon_threadsafe(controller.queue.add, (NS, name))
     return boundary
@@ -164,7 +178,13 @@ def test_a_run_is_created_at_each_scheduled_time(
     )
     assert [ref.name for ref in status.active] == [job.metadata.name]
     assert status.last_schedule_time == due
-    assert ("SuccessfulCreate", f"Created job {job.metadata.name}") in events_of(core, "nightly")
+    # events are recorded after the status is written
+    wait_for(
+        "SuccessfulCreate",
+        lambda: (
+            ("SuccessfulCreate", f"Created job {job.metadata.name}") in events_of(core, "nightly") or None
+        ),
+    )
 
     finish(batch, job)
     status = wait_for(
@@ -176,7 +196,13 @@ def test_a_run_is_created_at_each_scheduled_time(
         ),
     )
     assert status.last_successful_time is not None
-    assert any(r == "SawCompletedJob" and "condition: Complete" in m for r, m in events_of(core, "nightly"))
+    wait_for(
+        "SawCompletedJob",
+        lambda: (
+            any(r == "SawCompletedJob" and "condition: Complete" in m for r, m in events_of(core, "nightly"))
+            or None
+        ),
+    )
 
 
 def test_after_missed_times_only_the_latest_runs(
@@ -186,8 +212,8 @@ def test_after_missed_times_only_the_latest_runs(
     background_loop: BackgroundLoop,
 ) -> None:
     batch.create_namespaced_cron_job(NS, cron_job("missed"))
-    clock.offset += 3 * 300  # three schedule times pass while the controller does not look
-    due = advance_to_next_run(clock, controller, background_loop, "missed")
+    # three scheduled times pass while the controller does not look
+    due = advance_to_next_run(clock, controller, background_loop, "missed", skipped=3)
     [job] = wait_for("one run", lambda: jobs_of(batch, "missed") or None)
     assert job.metadata.name == f"missed-{int(due.timestamp()) // 60}"
 
@@ -222,7 +248,13 @@ def test_forbid_skips_while_a_run_is_active_and_replace_replaces_it(
         "the replaced run is gone",
         lambda: [j.metadata.name for j in jobs_of(batch, "replace")] == [second.metadata.name] or None,
     )
-    assert ("SuccessfulDelete", f"Deleted job {first_replace.metadata.name}") in events_of(core, "replace")
+    wait_for(
+        "SuccessfulDelete",
+        lambda: (
+            ("SuccessfulDelete", f"Deleted job {first_replace.metadata.name}") in events_of(core, "replace")
+            or None
+        ),
+    )
 
 
 def test_history_limits_suspend_and_cascading_delete(

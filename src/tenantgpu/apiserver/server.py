@@ -37,6 +37,7 @@ from tenantgpu.apiserver.auth import (
     UserInfo,
 )
 from tenantgpu.apiserver.bootstrap import KubernetesService
+from tenantgpu.apiserver.fieldtree import FieldTree, checked_kinds, pointer_segments, unknown_fields_message
 from tenantgpu.apiserver.hooks import Egress, NoEgress, PodExecSource, PodLogSource
 from tenantgpu.apiserver.http1 import ChunkedStream, HTTPServer, start_stream
 from tenantgpu.apiserver.httputil import (
@@ -112,6 +113,13 @@ class APIServerConfig:
     service_cidr: str = DEFAULT_SERVICE_CIDR
 
 
+def _warned(response: web.Response, warnings: list[str]) -> web.Response:
+    """Adds a `Warning: 299 - "…"` header per warning, which kubectl prints as `Warning: …`."""
+    for text in warnings:
+        response.headers.add("Warning", '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return response
+
+
 def _advertised(host: str) -> str:
     """The address `default/kubernetes` names: the one served on, or loopback when serving on all."""
     return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
@@ -178,6 +186,7 @@ class APIServer(SubresourceHandlers):
         self._users: weakref.WeakKeyDictionary[Any, UserInfo | bool | None] = weakref.WeakKeyDictionary()
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self._kubernetes_service: KubernetesService | None = None
+        self._fields = FieldTree(checked_kinds())
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -798,8 +807,9 @@ class APIServer(SubresourceHandlers):
             name = ((body or {}).get("metadata") or {}).get("name", "")
             return await self._bind(request, target.namespace, name, body, user)
         body = await self._decode_body(request)
+        warnings = self._check_fields(request, kind, body)
         entry = await self.registry.create(kind, target.namespace, body, user, dry_run=self._dry_run(request))
-        return self._render(request, kind, entry, 201)
+        return _warned(self._render(request, kind, entry, 201), warnings)
 
     async def _verb_update(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
@@ -807,10 +817,11 @@ class APIServer(SubresourceHandlers):
         dry_run = self._dry_run(request)
         if target.subresource == "scale":
             return await self._update_scale(target, lambda _scale: body, user, dry_run)
+        warnings = self._check_fields(request, kind, body)
         entry = await self.registry.update(
             kind, target.namespace, target.name, body, user, subresource=target.subresource, dry_run=dry_run
         )
-        return self._render(request, kind, entry)
+        return _warned(self._render(request, kind, entry), warnings)
 
     async def _verb_patch(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
@@ -828,6 +839,9 @@ class APIServer(SubresourceHandlers):
                 raise errors.bad_request("json patch must be a list of operations")
         elif not isinstance(patch, dict):
             raise errors.bad_request("patch body must be a JSON object")
+        warnings = (
+            [] if target.subresource == "scale" else self._check_fields(request, kind, patch, content_type)
+        )
 
         def apply(obj: Obj, owned: bool = False) -> Obj:
             try:
@@ -857,7 +871,7 @@ class APIServer(SubresourceHandlers):
         ):
             # Server-side apply of a new object creates it (field ownership is not tracked).
             entry = await self.registry.create(kind, target.namespace, patch, user, dry_run=dry_run)
-            return self._render(request, kind, entry, 201)
+            return _warned(self._render(request, kind, entry, 201), warnings)
         entry = await self.registry.modify(
             kind,
             target.namespace,
@@ -868,7 +882,36 @@ class APIServer(SubresourceHandlers):
             subresource=target.subresource,
             dry_run=dry_run,
         )
-        return self._render(request, kind, entry)
+        return _warned(self._render(request, kind, entry), warnings)
+
+    def _check_fields(self, request: web.Request, kind: Kind, body: Any, patch_type: str = "") -> list[str]:
+        """kube's field validation of a write: unknown fields are dropped from `body` (with a warning for
+        `Warn`, kube's default) or, with `fieldValidation=Strict` (kubectl's), refuse the write."""
+        mode = request.query.get("fieldValidation") or "Warn"
+        if mode not in ("Ignore", "Warn", "Strict"):
+            raise errors.bad_request(
+                f'fieldValidation parameter: "{mode}" must be one of "Ignore", "Warn", or "Strict"'
+            )
+        root = self._fields.root(kind.group, kind.version, kind.kind)
+        if root is None:
+            return []
+        if patch_type == "application/json-patch+json":
+            findings = []
+            for operation in list(body or []):
+                if not isinstance(operation, dict) or operation.get("op") not in ("add", "replace"):
+                    continue
+                pointer = list(pointer_segments(str(operation.get("path", ""))))
+                exists, found = self._fields.prune_at(root, pointer, operation.get("value"))
+                findings += found
+                if not exists:
+                    body.remove(operation)
+        else:
+            findings = self._fields.prune(root, body)
+        if not findings or mode == "Ignore":
+            return []
+        if mode == "Strict":
+            raise errors.bad_request(unknown_fields_message(kind.kind, kind.version, findings))
+        return [f'unknown field "{finding.path}"' for finding in findings]
 
     async def _delete_options(self, request: web.Request) -> DeleteOptions:
         body = await self._decode_body(request) if request.can_read_body else None

@@ -1,0 +1,250 @@
+"""Which fields each built-in kind has, for kube's field validation (`fieldValidation=Ignore|Warn|Strict`).
+
+kube-apiserver decodes a body into Go structs, so a field they lack is never stored: with `Strict`
+(kubectl's default) the write fails with `strict decoding error: unknown field "spec.containers[0].imagee"`,
+with `Warn` (the default without the parameter) the field is dropped and a `Warning` header names it,
+with `Ignore` it is dropped silently. The fields come from the schemas derived from the `kubernetes`
+client's models (`schemas.py`), compiled here into a small table per component.
+
+Deriving them imports the client's models, which takes most of a second; so the compiled table is kept
+beside the installed client (`<prefix>/share/tenantgpu/fields-<client version>.json`) and read from there
+by later processes. Kinds without a model (Kamaji's, on the management plane) are not checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tenantgpu.apiserver import schemas
+from tenantgpu.apiserver.kinds import KAMAJI_KINDS, VIRTUAL_KINDS, kind_table
+
+__all__ = ["FieldTree", "Finding", "checked_kinds", "pointer_segments", "unknown_fields_message"]
+
+log = logging.getLogger(__name__)
+
+_REF = "#/components/schemas/"
+# A field's type in the compiled table: "" any value (a leaf, an IntOrString, a free-form object),
+# "@<component>" an object, "[]<type>" a list, "{}<type>" a map with values of that type.
+Kinds = tuple[tuple[str, str, str], ...]
+
+
+def _type_of(schema: dict[str, Any]) -> str:
+    ref = schema.get("$ref") or next(
+        (s.get("$ref") for s in schema.get("allOf") or [] if s.get("$ref")), None
+    )
+    if ref:
+        name = ref[len(_REF) :]
+        return "" if name == schemas.INT_OR_STRING else "@" + name
+    if schema.get("type") == "array":
+        return "[]" + _type_of(schema.get("items") or {})
+    extra = schema.get("additionalProperties")
+    if schema.get("type") == "object" and isinstance(extra, dict):
+        return "{}" + _type_of(extra)
+    return ""
+
+
+def compile_kinds(kinds: Iterable[tuple[str, str, str]]) -> dict[str, Any]:
+    """{"kinds": {"group/version/Kind": component}, "components": {component: {json field: type}}}."""
+    roots: dict[str, str] = {}
+    components: dict[str, dict[str, str]] = {}
+    for group, version, kind in kinds:
+        found = schemas.kind_schemas(group, version, kind)
+        if found is None:
+            continue
+        roots[f"{group}/{version}/{kind}"] = found.name
+        for name, schema in found.components.items():
+            if name not in components and schema.get("type") == "object" and "properties" in schema:
+                components[name] = {f: _type_of(s) for f, s in schema["properties"].items()}
+    return {"kinds": roots, "components": components}
+
+
+def checked_kinds() -> Kinds:
+    """Every stored kind any of the lab's API servers serves (tenants' and the management plane's), so
+    that all processes share one table; kinds without a model are simply left out of it."""
+    table = kind_table(KAMAJI_KINDS)
+    return tuple(sorted({(k.group, k.version, k.kind) for k in table if k.kind not in VIRTUAL_KINDS}))
+
+
+def _cache_path() -> Path:
+    return Path(sys.prefix) / "share" / "tenantgpu" / f"fields-{schemas.models_version() or 'unknown'}.json"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """An unknown field, as kube names it: `spec.containers[0].imagee`."""
+
+    path: str
+
+
+def unknown_fields_message(kind: str, version: str, findings: list[Finding]) -> str:
+    """The 400 of a strict write: `Pod in version "v1" cannot be handled as a Pod: strict decoding error: …`."""
+    listed = ", ".join(f'unknown field "{f.path}"' for f in findings)
+    return f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: {listed}'
+
+
+# A compiled type: (LEAF,), (OBJECT, {field: type}), (LIST, type) or (MAP, type); objects are shared, so a
+# component used in many places (Container) is one dict.
+LEAF, OBJECT, LIST, MAP = 0, 1, 2, 3
+Node = tuple[Any, ...]
+_ANY: Node = (LEAF,)
+
+
+def load_table(kinds: Kinds, path: Path) -> dict[str, Any]:
+    """The table of `kinds` from the cache at `path`, or built (and cached) when it lacks any of them."""
+    wanted = {f"{g}/{v}/{k}" for g, v, k in kinds}
+    with contextlib.suppress(OSError, ValueError):
+        table = json.loads(path.read_text())
+        if wanted <= set(table.get("checked") or []):
+            return table
+    table = compile_kinds(kinds)
+    table["checked"] = sorted(wanted)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Written whole and renamed, so another process never reads half of it.
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as fh:
+            json.dump(table, fh)
+        os.chmod(fh.name, 0o644)
+        os.replace(fh.name, path)
+        log.info("field table of %d kinds written to %s", len(table["kinds"]), path)
+    return table
+
+
+@functools.cache
+def _compiled(kinds: Kinds, path: Path) -> tuple[dict[str, str], dict[str, Node]]:
+    # One compiled table per process, shared by all its API servers (it is read-only).
+    table = load_table(kinds, path)
+    return table["kinds"], _compile(table)
+
+
+def _compile(table: dict[str, Any]) -> dict[str, Node]:
+    objects: dict[str, Node] = {name: (OBJECT, {}) for name in table["components"]}
+
+    def node(text: str) -> Node:
+        if text.startswith("@"):
+            return objects.get(text[1:], _ANY)
+        if text.startswith("[]"):
+            return (LIST, node(text[2:]))
+        if text.startswith("{}"):
+            inner = node(text[2:])
+            return _ANY if inner is _ANY else (MAP, inner)
+        return _ANY
+
+    for name, fields in table["components"].items():
+        objects[name][1].update({f: node(t) for f, t in fields.items()})
+    return objects
+
+
+@dataclass
+class FieldTree:
+    """The fields of the kinds given; built (or read from the cache) on first use."""
+
+    kinds: Kinds
+    cache: Path | None = None
+    _roots: dict[str, str] | None = field(default=None, repr=False)
+    _objects: dict[str, Node] = field(default_factory=dict, repr=False)
+
+    def _loaded(self) -> dict[str, str]:
+        if self._roots is None:
+            self._roots, self._objects = _compiled(self.kinds, self.cache or _cache_path())
+        return self._roots
+
+    def root(self, group: str, version: str, kind: str) -> str | None:
+        """The kind's component, or None when its fields are not known (it is then not checked)."""
+        if (group, version, kind) not in self.kinds:
+            return None
+        return self._loaded().get(f"{group}/{version}/{kind}")
+
+    def prune(self, component: str, obj: Any, path: tuple[str | int, ...] = ()) -> list[Finding]:
+        """Removes, in place, the fields `obj` has that the component lacks; returns them."""
+        self._loaded()
+        found: list[Finding] = []
+        _walk(self._objects.get(component, _ANY), obj, list(path), found)
+        return found
+
+    def prune_at(self, component: str, pointer: list[str], value: Any) -> tuple[bool, list[Finding]]:
+        """For a JSON patch operation: whether the field its path names exists, and the unknown fields
+        of its value (removed from it)."""
+        self._loaded()
+        node = self._objects.get(component, _ANY)
+        stack: list[str | int] = []
+        for segment in pointer:
+            if node[0] == OBJECT:
+                if segment not in node[1]:
+                    return False, [Finding(_path([*stack, segment]))]
+                node = node[1][segment]
+                stack.append(segment)
+            elif node[0] == LIST:
+                node = node[1]
+                stack.append(int(segment) if segment.isdigit() else segment)
+            elif node[0] == MAP:
+                node = node[1]
+                stack.append(segment)
+            else:
+                return True, []
+        found: list[Finding] = []
+        _walk(node, value, stack, found)
+        return True, found
+
+
+def _walk(node: Node, value: Any, stack: list[str | int], found: list[Finding]) -> None:
+    tag = node[0]
+    if tag == OBJECT:
+        if type(value) is not dict:
+            return
+        fields = node[1]
+        unknown = None
+        for name, item in value.items():
+            sub = fields.get(name)
+            if sub is None:
+                if name[:1] != "$":  # a strategic merge patch's directive
+                    # Named in the order of the document, as kube's decoder meets them.
+                    found.append(Finding(_path([*stack, name])))
+                    unknown = [*(unknown or ()), name]
+            elif sub[0] and item is not None:
+                stack.append(name)
+                _walk(sub, item, stack, found)
+                stack.pop()
+        for name in unknown or ():
+            del value[name]
+    elif tag == LIST:
+        if type(value) is list:
+            sub = node[1]
+            for i, item in enumerate(value):
+                stack.append(i)
+                _walk(sub, item, stack, found)
+                stack.pop()
+    elif tag == MAP and type(value) is dict:
+        sub = node[1]
+        for key, item in value.items():
+            stack.append(key)
+            _walk(sub, item, stack, found)
+            stack.pop()
+
+
+def _path(stack: list[str | int]) -> str:
+    """kube's way of naming a field: `spec.containers[0].image`."""
+    text = ""
+    for part in stack:
+        text = f"{text}[{part}]" if isinstance(part, int) else (f"{text}.{part}" if text else part)
+    return text
+
+
+def pointer_segments(pointer: str) -> Iterator[str]:
+    """A JSON pointer's segments, unescaped."""
+    for part in pointer.split("/")[1:]:
+        yield part.replace("~1", "/").replace("~0", "~")
+
+
+if __name__ == "__main__":
+    # `make install` runs this, so the first lab need not build the table on its first write.
+    print(f"{len(load_table(checked_kinds(), _cache_path())['kinds'])} kinds' fields in {_cache_path()}")

@@ -1,0 +1,124 @@
+"""Unknown fields as kube-apiserver's strict decoder names them.
+
+Facts (kube's field validation, KEP 2885, and the messages users get from kubectl): a path is written
+`spec.containers[0].imagee`, a top-level one bare (`invalidField`); a strict create fails with
+`Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "…", unknown field "…"`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenantgpu.apiserver.fieldtree import FieldTree, Finding, load_table, unknown_fields_message
+
+KINDS = (("", "v1", "Pod"), ("apps", "v1", "Deployment"), ("kamaji.clastix.io", "v1alpha1", "DataStore"))
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> FieldTree:
+    return FieldTree(KINDS, cache=tmp_path_factory.mktemp("fields") / "fields.json")
+
+
+def _pod() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"any-key": "kept"}, "namspace": "typo"},
+        "spec": {
+            "containers": [
+                {"name": "a", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+                {
+                    "name": "b",
+                    "image": "y",
+                    "imagee": "typo",
+                    "ports": [{"containerPort": 80, "prot": "TCP"}],
+                },
+            ],
+            "nodeSelector": {"gpu": "true"},
+        },
+        "invalidField": 1,
+    }
+
+
+def test_unknown_fields_are_named_as_kube_names_them_and_removed(tree: FieldTree) -> None:
+    root = tree.root("", "v1", "Pod")
+    assert root == "io.k8s.api.core.v1.Pod"
+    pod = _pod()
+    found = tree.prune(root, pod)
+    assert [f.path for f in found] == [
+        "metadata.namspace",
+        "spec.containers[1].imagee",
+        "spec.containers[1].ports[0].prot",
+        "invalidField",
+    ]
+    assert "invalidField" not in pod and "imagee" not in pod["spec"]["containers"][1]
+    # what is known stays, map keys of any name included
+    assert pod["metadata"]["labels"] == {"any-key": "kept"}
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
+    assert pod["spec"]["nodeSelector"] == {"gpu": "true"}
+
+
+def test_int_or_string_and_free_form_fields_take_any_value(tree: FieldTree) -> None:
+    root = tree.root("apps", "v1", "Deployment")
+    assert root is not None
+    deployment = {
+        "spec": {
+            "strategy": {"rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
+            "template": {"metadata": {"annotations": {"a": "b"}}, "spec": {"containers": []}},
+        }
+    }
+    assert tree.prune(root, deployment) == []
+
+
+def test_strategic_merge_directives_are_not_fields(tree: FieldTree) -> None:
+    root = tree.root("", "v1", "Pod")
+    assert root is not None
+    patch = {
+        "spec": {
+            "$setElementOrder/containers": [{"name": "a"}],
+            "containers": [{"name": "a", "image": "z", "$patch": "replace"}],
+        }
+    }
+    assert tree.prune(root, patch) == []
+
+
+def test_a_json_patch_operation_is_checked_at_its_path(tree: FieldTree) -> None:
+    root = tree.root("", "v1", "Pod")
+    assert root is not None
+    assert tree.prune_at(root, ["spec", "bogus"], 1) == (False, [Finding("spec.bogus")])
+    value = {"name": "c", "image": "i", "bad": True}
+    assert tree.prune_at(root, ["spec", "containers", "2"], value) == (
+        True,
+        [Finding("spec.containers[2].bad")],
+    )
+    assert value == {"name": "c", "image": "i"}
+    assert tree.prune_at(root, ["metadata", "annotations", "any"], "v") == (True, [])
+
+
+def test_kinds_without_a_model_are_not_checked(tree: FieldTree) -> None:
+    assert tree.root("kamaji.clastix.io", "v1alpha1", "DataStore") is None
+    assert tree.root("", "v1", "NotServedHere") is None
+
+
+def test_the_table_is_cached_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "fields.json"
+    table = load_table((("", "v1", "ConfigMap"),), path)
+    assert json.loads(path.read_text()) == table
+    assert table["components"]["io.k8s.api.core.v1.ConfigMap"]["data"] == "{}"
+    # a cache holding the kinds asked for is used as it is
+    path.write_text(json.dumps({**table, "components": {}, "checked": ["/v1/ConfigMap"]}))
+    assert load_table((("", "v1", "ConfigMap"),), path)["components"] == {}
+    # one that lacks a kind is built again
+    assert load_table((("", "v1", "ConfigMap"), ("", "v1", "Secret")), path)["components"]
+
+
+def test_the_strict_message_lists_every_field() -> None:
+    message = unknown_fields_message("Pod", "v1", [Finding("a"), Finding("spec.b")])
+    assert message == (
+        'Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
+        'unknown field "a", unknown field "spec.b"'
+    )

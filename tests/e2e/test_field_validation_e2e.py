@@ -1,0 +1,97 @@
+"""kube's field validation through the real kubectl: a typo in a manifest is refused (`--validate=strict`,
+kubectl's default), warned about and dropped (`--validate=warn`, and the server's default), or dropped
+silently (`--validate=false`); an unknown field is never stored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from apiserver_harness import Kubectl, RawClient, RunningAPIServer
+
+pytestmark = pytest.mark.slow  # drives real kubectl binaries
+
+TYPO = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namspace: x
+spec:
+  containers:
+  - name: main
+    image: busybox
+    imagee: nginx
+"""
+
+
+def _manifest(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(TYPO.format(name=name))
+    return path
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.29", "1.33"])
+def test_strict_by_default_refuses_a_typo_with_kube_s_message(
+    kubectl: Kubectl, tmp_path: Path, version: str
+) -> None:
+    name = f"strict-{version.replace('.', '')}"
+    for verb in ("create", "apply"):
+        refused = kubectl(verb, "-f", str(_manifest(tmp_path, name)), version=version, check=False)
+        assert refused.returncode == 1
+        assert (
+            f'Error from server (BadRequest): error when creating "{tmp_path / name}.yaml": Pod in version "v1" '
+            'cannot be handled as a Pod: strict decoding error: unknown field "metadata.namspace", '
+            'unknown field "spec.containers[0].imagee"'
+        ) in refused.stderr
+    assert kubectl("get", "pod", name, "--ignore-not-found", version=version).stdout == ""
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
+def test_warn_and_ignore_drop_the_field(kubectl: Kubectl, tmp_path: Path, version: str) -> None:
+    name = f"warned-{version.replace('.', '')}"
+    warned = kubectl("create", "-f", str(_manifest(tmp_path, name)), "--validate=warn", version=version)
+    assert 'Warning: unknown field "metadata.namspace"' in warned.stderr
+    assert 'Warning: unknown field "spec.containers[0].imagee"' in warned.stderr
+    stored = json.loads(kubectl("get", "pod", name, "-o", "json").stdout)
+    assert "namspace" not in stored["metadata"] and "imagee" not in stored["spec"]["containers"][0]
+
+    quiet = f"quiet-{version.replace('.', '')}"
+    ignored = kubectl("create", "-f", str(_manifest(tmp_path, quiet)), "--validate=false", version=version)
+    assert "Warning" not in ignored.stderr
+    assert "imagee" not in kubectl("get", "pod", quiet, "-o", "json").stdout
+
+
+def test_patches_are_checked_and_apply_of_a_known_change_still_merges(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "patched.yaml"
+    manifest.write_text(
+        TYPO.format(name="patched").replace("  namspace: x\n", "").replace("    imagee: nginx\n", "")
+    )
+    kubectl("apply", "-f", str(manifest))
+    # kubectl patch sends no fieldValidation: the server's default (Warn) applies
+    merged = kubectl("patch", "pod", "patched", "-p", '{"spec":{"foo":1},"metadata":{"labels":{"a":"b"}}}')
+    assert 'Warning: unknown field "spec.foo"' in merged.stderr
+    listed = kubectl(
+        "patch", "pod", "patched", "--type=json", "-p", '[{"op":"add","path":"/spec/bar","value":1}]'
+    )
+    assert 'Warning: unknown field "spec.bar"' in listed.stderr
+    pod = json.loads(kubectl("get", "pod", "patched", "-o", "json").stdout)
+    assert pod["metadata"]["labels"]["a"] == "b" and "foo" not in pod["spec"] and "bar" not in pod["spec"]
+    # a client-side apply of an existing object is a strategic merge patch with its directives
+    manifest.write_text(manifest.read_text().replace("image: busybox", "image: busybox:1.36"))
+    assert "pod/patched configured" in kubectl("apply", "-f", str(manifest)).stdout
+    # and an apply that adds a typo to it is refused
+    manifest.write_text(manifest.read_text() + "  restartPolicyy: Never\n")
+    refused = kubectl("apply", "-f", str(manifest), check=False)
+    assert refused.returncode == 1 and 'unknown field "spec.restartPolicyy"' in refused.stderr
+
+
+def test_a_bad_field_validation_value_is_a_bad_request(apiserver: RunningAPIServer) -> None:
+    client = RawClient(apiserver.kubeconfig)
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fv"}}
+    response = client.request("POST", "/api/v1/namespaces/default/configmaps?fieldValidation=Loud", body)
+    assert response.status == 400 and response.json()["reason"] == "BadRequest"
+    assert "fieldValidation" in response.json()["message"]
