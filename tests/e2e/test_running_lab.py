@@ -297,6 +297,21 @@ def test_a_deployment_of_gpu_pods_shares_the_a100_scales_and_is_collected(lab: R
     wait_for("the replicas to be collected", lambda: not lab.pods("tenant-a", "app=infer"), timeout=60)
 
 
+def test_a_gpu_daemonset_puts_a_slice_on_every_node_through_hami(lab: RunningLab) -> None:
+    """The README's example DaemonSet: its pod is pinned to the node by affinity and placed by HAMi."""
+    lab.kubectl("tenant-b", "apply", "-f", str(EXAMPLES / "gpu-probe-daemonset.yaml"))
+    out = lab.kubectl("tenant-b", "rollout", "status", "ds/gpu-probe", "--timeout=60s").stdout
+    assert 'daemon set "gpu-probe" successfully rolled out' in out
+    [pod] = wait_for("the probe Running", all_running(lab, "tenant-b", "app=gpu-probe", 1))
+    assert pod["spec"]["nodeName"] == "worker-b1" and pod["spec"]["schedulerName"] == "hami-scheduler"
+    assert annotations(pod)["hami.io/vgpu-node"] == "worker-b1"
+    assert annotations(pod)["hami.io/bind-phase"] == "success"
+    log = lab.kubectl("tenant-b", "logs", pod["metadata"]["name"]).stdout
+    assert "0MiB / 1024MiB" in log
+    lab.kubectl("tenant-b", "delete", "ds", "gpu-probe")
+    wait_for("the probe collected", lambda: not lab.pods("tenant-b", "app=gpu-probe"), timeout=60)
+
+
 def versioned_kubectls() -> dict[str, str]:
     """The kubectl binaries beside the dispatcher on PATH (`kubectl.1.27` … `kubectl.1.33`), by version."""
     found = shutil.which("kubectl")

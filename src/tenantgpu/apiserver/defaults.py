@@ -222,6 +222,19 @@ def _default_replica_set(obj: dict[str, Any]) -> None:
     spec["template"]["spec"].setdefault("restartPolicy", "Always")
 
 
+def _default_daemon_set(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    _default_pod_template(spec.setdefault("template", {}))
+    spec["template"]["spec"].setdefault("restartPolicy", "Always")
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", 1)
+        rolling.setdefault("maxSurge", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+
+
 def _default_deployment(obj: dict[str, Any]) -> None:
     _default_replica_set(obj)
     spec = obj["spec"]
@@ -238,6 +251,7 @@ def _default_deployment(obj: dict[str, Any]) -> None:
 _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "Deployment": _default_deployment,
     "ReplicaSet": _default_replica_set,
+    "DaemonSet": _default_daemon_set,
     "Job": _default_job,
     "CronJob": _default_cron_job,
     "Pod": _default_pod,

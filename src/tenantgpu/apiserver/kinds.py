@@ -377,6 +377,18 @@ def _empty_status_on_create(obj: Obj) -> None:
     obj["status"] = {}  # as for Jobs: an empty status, which the controller fills
 
 
+def _zero_replicas_on_create(obj: Obj) -> None:
+    # `replicas` is not optional in a ReplicaSet's status: kube writes the zero (and clients require it).
+    obj["status"] = {"replicas": 0}
+
+
+def _zero_daemon_counts_on_create(obj: Obj) -> None:
+    # The four counts a DaemonSet's status may not omit, as kube's empty status serializes them.
+    obj["status"] = dict.fromkeys(
+        ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"), 0
+    )
+
+
 CRON_JOB = Kind(
     "batch",
     "v1",
@@ -411,9 +423,22 @@ REPLICA_SET = Kind(
     ("rs",),
     ("all",),
     subresources=(_status("ReplicaSet", "apps", "v1"), _SCALE),
-    strategy=Strategy(_STATUS, _empty_status_on_create, default_propagation="Background"),
+    strategy=Strategy(_STATUS, _zero_replicas_on_create, default_propagation="Background"),
 )
-WORKLOAD_KINDS: tuple[Kind, ...] = (DEPLOYMENT, REPLICA_SET, JOB, CRON_JOB)
+DAEMON_SET = Kind(
+    "apps",
+    "v1",
+    "DaemonSet",
+    "daemonsets",
+    True,
+    ("ds",),
+    ("all",),
+    subresources=(_status("DaemonSet", "apps", "v1"),),
+    strategy=Strategy(_STATUS, _zero_daemon_counts_on_create, default_propagation="Background"),
+)
+# The DaemonSet controller's history: one per template, which `kubectl rollout history/undo ds` read.
+CONTROLLER_REVISION = Kind("apps", "v1", "ControllerRevision", "controllerrevisions", True)
+WORKLOAD_KINDS: tuple[Kind, ...] = (DEPLOYMENT, REPLICA_SET, DAEMON_SET, CONTROLLER_REVISION, JOB, CRON_JOB)
 
 # Kinds answered by a handler rather than stored: create returns a computed object.
 VIRTUAL_KINDS = frozenset(

@@ -677,12 +677,68 @@ def _cron_job_row(cron_job: Mapping[str, Any], now: datetime) -> list[Any]:
     ]
 
 
+_DAEMON_SET_COLUMNS = [
+    _NAME,
+    Column(
+        "Desired", type="integer", description="The number of nodes that should be running the daemon pod."
+    ),
+    Column("Current", type="integer", description="The number of nodes running at least one daemon pod."),
+    Column(
+        "Ready",
+        type="integer",
+        description="The number of nodes that should be running the daemon pod and have a ready one.",
+    ),
+    Column("Up-to-date", type="integer", description="The number of nodes running the updated daemon pod."),
+    Column("Available", type="integer", description="The number of nodes whose daemon pod is available."),
+    Column("Node Selector", description="Which nodes the daemon pods may run on."),
+    _AGE,
+    *_TEMPLATE_COLUMNS,
+]
+
+
+def _daemon_set_row(ds: Mapping[str, Any], now: datetime) -> list[Any]:
+    status = ds.get("status") or {}
+    node_selector = _get(ds, "spec", "template", "spec", "nodeSelector") or {}
+    return [
+        _name(ds),
+        status.get("desiredNumberScheduled") or 0,
+        status.get("currentNumberScheduled") or 0,
+        status.get("numberReady") or 0,
+        status.get("updatedNumberScheduled") or 0,
+        status.get("numberAvailable") or 0,
+        ",".join(f"{k}={v}" for k, v in sorted(node_selector.items())) or "<none>",
+        _age(ds, now),
+        *_template_cells(ds),
+    ]
+
+
+_CONTROLLER_REVISION_COLUMNS = [
+    _NAME,
+    Column("Controller", description="The object that owns this revision."),
+    Column("Revision", type="integer", description="The revision number."),
+    _AGE,
+]
+
+
+def _controller_revision_row(revision: Mapping[str, Any], now: datetime) -> list[Any]:
+    owner = next(
+        (r for r in _get(revision, "metadata", "ownerReferences") or [] if r.get("controller")), None
+    )
+    controller = "<none>"
+    if owner is not None:
+        group = str(owner.get("apiVersion", "")).rpartition("/")[0]
+        controller = f"{str(owner.get('kind', '')).lower()}.{group}/{owner.get('name', '')}"
+    return [_name(revision), controller, revision.get("revision") or 0, _age(revision, now)]
+
+
 _PRINTERS: dict[str, _Printer] = {
     "Pod": _Printer(_POD_COLUMNS, lambda obj, now: _pod_row(obj, now)[0]),
     "Job": _Printer(_JOB_COLUMNS, _job_row),
     "CronJob": _Printer(_CRON_JOB_COLUMNS, _cron_job_row),
     "Deployment": _Printer(_DEPLOYMENT_COLUMNS, _deployment_row),
     "ReplicaSet": _Printer(_REPLICA_SET_COLUMNS, _replica_set_row),
+    "DaemonSet": _Printer(_DAEMON_SET_COLUMNS, _daemon_set_row),
+    "ControllerRevision": _Printer(_CONTROLLER_REVISION_COLUMNS, _controller_revision_row),
     "Node": _Printer(_NODE_COLUMNS, _node_row),
     "Event": _Printer(_EVENT_COLUMNS, _event_row),
     "Service": _Printer(_SERVICE_COLUMNS, _service_row),

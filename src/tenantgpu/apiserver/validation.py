@@ -90,6 +90,8 @@ def _too_long(path: str, limit: int) -> Cause:
 _GROUPS = {
     "Deployment": "apps",
     "ReplicaSet": "apps",
+    "DaemonSet": "apps",
+    "ControllerRevision": "apps",
     "Job": "batch",
     "CronJob": "batch",
     "MutatingWebhookConfiguration": "admissionregistration.k8s.io",
@@ -728,17 +730,21 @@ def _validate_replicated(obj: Mapping[str, Any], old: Mapping[str, Any] | None) 
 
 
 def _validate_selected_template(
-    spec: Mapping[str, Any], old: Mapping[str, Any] | None, *, empty_selector_ok: bool
+    spec: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    *,
+    empty_selector_ok: bool,
+    workload: str = "deployment",
 ) -> list[Cause]:
     """A workload's selector (required, immutable, matching the template's labels) and its pod template."""
     causes: list[Cause] = []
     selector = spec.get("selector")
     template = spec.get("template") or {}
     labels = (template.get("metadata") or {}).get("labels") or {}
-    if not selector:
+    if selector is None:
         causes.append(_required("spec.selector"))
     elif not empty_selector_ok and not (selector.get("matchLabels") or selector.get("matchExpressions")):
-        causes.append(_invalid("spec.selector", selector, "empty selector is invalid for deployment"))
+        causes.append(_invalid("spec.selector", selector, f"empty selector is invalid for {workload}"))
     elif not match_selector_object(selector, labels):
         causes.append(
             _invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`")
@@ -746,6 +752,79 @@ def _validate_selected_template(
     causes.extend(_validate_pod_spec(template.get("spec") or {}, "spec.template.spec"))
     if old is not None and spec.get("selector") != (old.get("spec") or {}).get("selector"):
         causes.append(_invalid("spec.selector", spec.get("selector"), "field is immutable"))
+    return causes
+
+
+def _int_or_percent(value: Any) -> int:
+    return (
+        int(value[:-1])
+        if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit()
+        else int(value if isinstance(value, int) else 0)
+    )
+
+
+def _validate_daemon_set(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    causes = _validate_selected_template(spec, old, empty_selector_ok=False, workload="daemonset")
+    template_spec = (spec.get("template") or {}).get("spec") or {}
+    restart = template_spec.get("restartPolicy")
+    if restart != "Always":
+        causes.append(_not_supported("spec.template.spec.restartPolicy", restart, ["Always"]))
+    if template_spec.get("activeDeadlineSeconds") is not None:
+        causes.append(
+            _forbidden(
+                "spec.template.spec.activeDeadlineSeconds",
+                "activeDeadlineSeconds in DaemonSet is not Supported",
+            )
+        )
+    for field_name in ("minReadySeconds", "revisionHistoryLimit"):
+        value = spec.get(field_name)
+        if value is not None and (not isinstance(value, int) or value < 0):
+            causes.append(_invalid(f"spec.{field_name}", value, "must be greater than or equal to 0"))
+    strategy = spec.get("updateStrategy") or {}
+    kind = strategy.get("type")
+    if kind == "RollingUpdate":
+        rolling = strategy.get("rollingUpdate")
+        if rolling is None:
+            causes.append(_required("spec.updateStrategy.rollingUpdate"))
+            return causes
+        for name in ("maxUnavailable", "maxSurge"):
+            path = f"spec.updateStrategy.rollingUpdate.{name}"
+            value = rolling.get(name)
+            if isinstance(value, str) and not re.fullmatch(r"[0-9]+%", value):
+                causes.append(_invalid(path, value, _PERCENT_RULE))
+            elif isinstance(value, int) and value < 0:
+                causes.append(_invalid(path, value, "must be greater than or equal to 0"))
+            elif isinstance(value, str) and int(value[:-1]) > 100:
+                causes.append(_invalid(path, value, "must not be greater than 100%"))
+        unavailable = _int_or_percent(rolling.get("maxUnavailable"))
+        surge = _int_or_percent(rolling.get("maxSurge"))
+        if unavailable and surge:
+            causes.append(
+                _invalid(
+                    "spec.updateStrategy.rollingUpdate.maxSurge",
+                    rolling.get("maxSurge"),
+                    "may not be set when maxUnavailable is non-zero",
+                )
+            )
+        elif not unavailable and not surge:
+            causes.append(
+                _required(
+                    "spec.updateStrategy.rollingUpdate.maxUnavailable", "cannot be 0 when maxSurge is 0"
+                )
+            )
+    elif kind != "OnDelete":
+        causes.append(_not_supported("spec.updateStrategy", strategy, ["RollingUpdate", "OnDelete"]))
+    return causes
+
+
+def _validate_controller_revision(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    revision = obj.get("revision")
+    if not isinstance(revision, int) or revision < 0:
+        causes.append(_invalid("revision", revision, "must be greater than or equal to 0"))
+    if old is not None and obj.get("data") != old.get("data"):
+        causes.append(_invalid("data", "", "field is immutable"))
     return causes
 
 
@@ -1137,6 +1216,8 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "CronJob": _validate_cron_job,
     "Deployment": _validate_deployment,
     "ReplicaSet": _validate_replicated,
+    "DaemonSet": _validate_daemon_set,
+    "ControllerRevision": _validate_controller_revision,
     "Binding": _validate_binding,
     "SelfSubjectAccessReview": _validate_access_review,
     "Node": _validate_node,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tenantgpu.controlplane.cronjob import CronJobController
+from tenantgpu.controlplane.daemonset import DaemonSetController
 from tenantgpu.controlplane.deployment import DeploymentController
 from tenantgpu.controlplane.garbagecollector import GarbageCollector
 from tenantgpu.controlplane.job import JobController
@@ -29,7 +30,7 @@ class _Service(Protocol):
 class ControlPlaneServices:
     """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs:
     service accounts, the root CA publisher, node lifecycle, pod GC, namespaces, Jobs, CronJobs,
-    ReplicaSets, Deployments and the garbage collector."""
+    ReplicaSets, Deployments, DaemonSets and the garbage collector."""
 
     client: KubeClient
     node_grace_seconds: float = 40.0
@@ -41,6 +42,7 @@ class ControlPlaneServices:
         scheduler = DefaultScheduler(self.client)
         jobs = JobController(self.client, pods=scheduler.pods)
         cron_jobs = CronJobController(self.client, jobs=jobs.jobs)
+        daemon_sets = DaemonSetController(self.client, pods=scheduler.pods, nodes=scheduler.nodes)
         replica_sets = ReplicaSetController(self.client, pods=scheduler.pods)
         deployments = DeploymentController(
             self.client, replica_sets=replica_sets.replica_sets, pods=scheduler.pods
@@ -62,8 +64,11 @@ class ControlPlaneServices:
             cron_jobs,
             replica_sets,
             deployments,
+            daemon_sets,
             GarbageCollector(self.client, owners=jobs.jobs, dependents=scheduler.pods),
             GarbageCollector(self.client, owners=cron_jobs.cron_jobs, dependents=jobs.jobs),
+            GarbageCollector(self.client, owners=daemon_sets.daemon_sets, dependents=scheduler.pods),
+            GarbageCollector(self.client, owners=daemon_sets.daemon_sets, dependents=daemon_sets.revisions),
             GarbageCollector(self.client, owners=replica_sets.replica_sets, dependents=scheduler.pods),
             GarbageCollector(
                 self.client, owners=deployments.deployments, dependents=replica_sets.replica_sets

@@ -62,6 +62,8 @@ _KNOWN = [
     ),
     ResourceKind("apps", "v1", "deployments", "Deployment", True),
     ResourceKind("apps", "v1", "replicasets", "ReplicaSet", True),
+    ResourceKind("apps", "v1", "daemonsets", "DaemonSet", True),
+    ResourceKind("apps", "v1", "controllerrevisions", "ControllerRevision", True),
     ResourceKind("batch", "v1", "jobs", "Job", True),
     ResourceKind("batch", "v1", "cronjobs", "CronJob", True),
     ResourceKind("events.k8s.io", "v1", "events", "Event", True),
