@@ -133,7 +133,8 @@ def _compile(table: dict[str, Any]) -> dict[str, Node]:
         if text.startswith("@"):
             return objects.get(text[1:], _ANY)
         if text.startswith("[]"):
-            return (LIST, node(text[2:]))
+            inner = node(text[2:])
+            return _ANY if inner is _ANY else (LIST, inner)  # a list of strings needs no walk
         if text.startswith("{}"):
             inner = node(text[2:])
             return _ANY if inner is _ANY else (MAP, inner)

@@ -360,6 +360,12 @@ class Registry:
     def _allocates(kind: Kind) -> bool:
         return kind.group == "" and kind.kind == "Service"
 
+    def _writes_of(self, kind: Kind, subresource: str = "") -> contextlib.AbstractAsyncContextManager[Any]:
+        """The lock Service writes hold from allocation to commit; other writes need none."""
+        if self._allocates(kind) and subresource == "":
+            return self._service_writes
+        return contextlib.nullcontext()
+
     def _allocate(self, kind: Kind, obj: Obj, old: Obj | None) -> None:
         """Gives a Service its cluster IP and node ports (kube's REST storage does this after validation)."""
         others = (entry.obj for entry in self.cache(kind).objects.values())
@@ -372,10 +378,8 @@ class Registry:
     async def create(
         self, kind: Kind, namespace: str, obj: Any, user: UserInfo, *, dry_run: bool = False
     ) -> Entry:
-        if self._allocates(kind):
-            async with self._service_writes:
-                return await self._create(kind, namespace, obj, user, dry_run)
-        return await self._create(kind, namespace, obj, user, dry_run)
+        async with self._writes_of(kind):
+            return await self._create(kind, namespace, obj, user, dry_run)
 
     async def _create(self, kind: Kind, namespace: str, obj: Any, user: UserInfo, dry_run: bool) -> Entry:
         meta = self._check_type(kind, obj)
@@ -576,52 +580,36 @@ class Registry:
         subresource: str,
         dry_run: bool,
     ) -> Entry:
-        if self._allocates(kind) and subresource == "":
-            async with self._service_writes:
-                return await self._write_update_once(
-                    kind, namespace, name, obj, current, user, subresource, dry_run
-                )
-        return await self._write_update_once(kind, namespace, name, obj, current, user, subresource, dry_run)
-
-    async def _write_update_once(
-        self,
-        kind: Kind,
-        namespace: str,
-        name: str,
-        obj: Obj,
-        current: Entry,
-        user: UserInfo,
-        subresource: str,
-        dry_run: bool,
-    ) -> Entry:
-        old = current.obj
-        with _well_formed(kind):
-            obj = self._prepare_update(kind, obj, old, subresource)
-            default_object(kind.kind, obj)
-            attributes = AdmissionAttributes(
-                "UPDATE", kind, namespace, name, obj, old, user, subresource=subresource, dry_run=dry_run
-            )
-            await self.admission.mutate(attributes)
-            obj = attributes.obj or obj
-            if attributes.mutated:
+        # A Service's update may allocate node ports: Service writes take turns from allocation to commit.
+        async with self._writes_of(kind, subresource):
+            old = current.obj
+            with _well_formed(kind):
+                obj = self._prepare_update(kind, obj, old, subresource)
                 default_object(kind.kind, obj)
-            self._validate(kind, obj, _binding_base(old, obj) if subresource == "binding" else old)
-            await self.admission.validate(attributes)
-            if self._allocates(kind) and subresource == "":
-                self._allocate(kind, obj, old)
-            obj["metadata"]["resourceVersion"] = str(current.revision)
-        if obj == old:
-            return current  # a no-op update does not create a new revision, as in kube-apiserver
-        meta = obj["metadata"]
-        if (
-            meta.get("deletionTimestamp")
-            and not meta.get("finalizers")
-            and (kind.strategy.graceful_delete is None or not meta.get("deletionGracePeriodSeconds"))
-            and not (kind.strategy.spec_finalizers and (obj.get("spec") or {}).get("finalizers"))
-        ):
-            # The last finalizer is gone: the deletion that waited for it completes now.
-            return await self._remove(kind, namespace, name, current, dry_run)
-        return await self._store_update(kind, namespace, name, obj, current, dry_run)
+                attributes = AdmissionAttributes(
+                    "UPDATE", kind, namespace, name, obj, old, user, subresource=subresource, dry_run=dry_run
+                )
+                await self.admission.mutate(attributes)
+                obj = attributes.obj or obj
+                if attributes.mutated:
+                    default_object(kind.kind, obj)
+                self._validate(kind, obj, _binding_base(old, obj) if subresource == "binding" else old)
+                await self.admission.validate(attributes)
+                if self._allocates(kind) and subresource == "":
+                    self._allocate(kind, obj, old)
+                obj["metadata"]["resourceVersion"] = str(current.revision)
+            if obj == old:
+                return current  # a no-op update does not create a new revision, as in kube-apiserver
+            meta = obj["metadata"]
+            if (
+                meta.get("deletionTimestamp")
+                and not meta.get("finalizers")
+                and (kind.strategy.graceful_delete is None or not meta.get("deletionGracePeriodSeconds"))
+                and not (kind.strategy.spec_finalizers and (obj.get("spec") or {}).get("finalizers"))
+            ):
+                # The last finalizer is gone: the deletion that waited for it completes now.
+                return await self._remove(kind, namespace, name, current, dry_run)
+            return await self._store_update(kind, namespace, name, obj, current, dry_run)
 
     async def _remove(self, kind: Kind, namespace: str, name: str, current: Entry, dry_run: bool) -> Entry:
         if dry_run:

@@ -115,6 +115,14 @@ class DeletionProgress:
         return found
 
 
+def is_terminating(namespace: Obj) -> bool:
+    """A namespace being deleted: nothing new may be put into it."""
+    meta = namespace.get("metadata") or {}
+    return (
+        bool(meta.get("deletionTimestamp")) or (namespace.get("status") or {}).get("phase") == "Terminating"
+    )
+
+
 def merge_conditions(
     current: list[Obj], wanted: dict[str, tuple[str, str, str]], now: str
 ) -> list[Obj] | None:

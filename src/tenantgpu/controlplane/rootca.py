@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from tenantgpu.controlplane.namespaces import is_terminating
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
 CONFIG_MAP = "kube-root-ca.crt"
@@ -50,10 +51,9 @@ class RootCAPublisher:
             await self._ensure(namespace)
 
     async def _ensure(self, namespace: dict[str, Any]) -> None:
-        meta = namespace.get("metadata") or {}
-        name = meta.get("name", "")
-        if meta.get("deletionTimestamp") or (namespace.get("status") or {}).get("phase") == "Terminating":
+        if is_terminating(namespace):
             return
+        name = (namespace.get("metadata") or {}).get("name", "")
         current = self.config_maps.get(name, CONFIG_MAP)
         # 409: it exists already; 403/404: the namespace is going away. The watch brings the next change.
         with contextlib.suppress(ApiError):

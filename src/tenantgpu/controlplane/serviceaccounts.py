@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from tenantgpu.controlplane.namespaces import is_terminating
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
 DEFAULT_ACCOUNT = "default"
@@ -48,10 +49,9 @@ class ServiceAccountController:
                 await self._ensure(namespace)
 
     async def _ensure(self, namespace: dict[str, Any]) -> None:
-        meta = namespace.get("metadata") or {}
-        name = meta.get("name", "")
-        if meta.get("deletionTimestamp") or (namespace.get("status") or {}).get("phase") == "Terminating":
+        if is_terminating(namespace):
             return
+        name = (namespace.get("metadata") or {}).get("name", "")
         if self.accounts.get(name, DEFAULT_ACCOUNT) is not None:
             return
         body = {"metadata": {"name": DEFAULT_ACCOUNT, "namespace": name}}
