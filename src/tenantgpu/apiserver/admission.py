@@ -99,3 +99,37 @@ class NamespaceLifecycle:
                 }
             ]
             raise refused
+
+
+PriorityClassLookup = Callable[[str], Obj | None]
+
+
+class PriorityAdmission:
+    """kube's Priority plugin: a pod's `priorityClassName` gives it the class's `priority` and
+    `preemptionPolicy`; a class that does not exist refuses the pod; a pod naming none gets the
+    `globalDefault` class, if there is one, else priority 0."""
+
+    name = "Priority"
+    mutating = True
+
+    def __init__(self, lookup: PriorityClassLookup, global_default: Callable[[], Obj | None]) -> None:
+        self._lookup = lookup
+        self._global_default = global_default
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        kind = attributes.kind
+        if attributes.operation != "CREATE" or kind.group or kind.kind != "Pod" or attributes.subresource:
+            return
+        spec = (attributes.obj or {}).setdefault("spec", {})
+        class_name = spec.get("priorityClassName") or ""
+        found = self._lookup(class_name) if class_name else self._global_default()
+        if class_name and found is None:
+            raise errors.forbidden(
+                "pods", attributes.name, "", f"no PriorityClass with name {class_name} was found"
+            )
+        if found is None:
+            return  # defaulting already gave priority 0
+        spec["priorityClassName"] = found["metadata"]["name"]
+        spec["priority"] = int(found.get("value") or 0)
+        spec["preemptionPolicy"] = found.get("preemptionPolicy") or "PreemptLowerPriority"
+        attributes.mutated = True

@@ -18,7 +18,7 @@ from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.auth import UserInfo
 from tenantgpu.apiserver.registry import Registry
 
-__all__ = ["KubernetesService"]
+__all__ = ["SYSTEM_PRIORITY_CLASSES", "KubernetesService", "ensure_system_priority_classes"]
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,33 @@ class KubernetesService:
             except errors.APIError as error:
                 # e.g. the default namespace is being deleted: try again on the next round, as kube does.
                 log.debug("default/kubernetes not reconciled: %s", error)
+
+
+# The two classes every cluster has (kube-apiserver creates them at start-up), with their values.
+SYSTEM_PRIORITY_CLASSES = {
+    "system-node-critical": (2000001000, "For pods that must run on their node and may not be moved."),
+    "system-cluster-critical": (
+        2000000000,
+        "For pods the cluster needs, which may be moved to another node.",
+    ),
+}
+
+
+async def ensure_system_priority_classes(registry: Registry) -> None:
+    kind = registry.kinds.resource("scheduling.k8s.io", "v1", "priorityclasses")
+    if kind is None:
+        return
+    for name, (value, description) in SYSTEM_PRIORITY_CLASSES.items():
+        if registry.get_object(kind, "", name) is None:
+            body = {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+                "description": description,
+            }
+            with contextlib.suppress(errors.APIError):  # created meanwhile by another start of this tenant
+                await registry.create(kind, "", body, _APISERVER)
 
 
 def _set(path: tuple[str, ...], value: Any) -> Any:

@@ -248,7 +248,20 @@ def _default_deployment(obj: dict[str, Any]) -> None:
     spec.setdefault("progressDeadlineSeconds", 600)
 
 
+def _default_priority_class(obj: dict[str, Any]) -> None:
+    obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
+def _default_network_policy(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    if "policyTypes" not in spec:
+        # kube's default: Ingress always, Egress when egress rules are given.
+        spec["policyTypes"] = ["Ingress", "Egress"] if spec.get("egress") else ["Ingress"]
+
+
 _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "PriorityClass": _default_priority_class,
+    "NetworkPolicy": _default_network_policy,
     "Deployment": _default_deployment,
     "ReplicaSet": _default_replica_set,
     "DaemonSet": _default_daemon_set,

@@ -484,9 +484,39 @@ SCALE_PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]
 }
 
 
+def _ingress_on_create(ingress: Obj) -> None:
+    ingress["status"] = {"loadBalancer": {}}
+
+
+_RBAC = "rbac.authorization.k8s.io"
+# Kinds a cluster stores for others to act on. They are served as on a cluster, so manifests and Helm
+# charts that carry them apply; nothing here acts on them (RBAC is not enforced: the lab authorizes by
+# group; no ingress controller, no NetworkPolicy enforcement, as in a kind cluster without them), except
+# PriorityClasses, which the Priority admission plugin reads.
+CLUSTER_CONFIG_KINDS: tuple[Kind, ...] = (
+    Kind(_RBAC, "v1", "Role", "roles", True),
+    Kind(_RBAC, "v1", "ClusterRole", "clusterroles", False),
+    Kind(_RBAC, "v1", "RoleBinding", "rolebindings", True),
+    Kind(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings", False),
+    Kind(
+        "networking.k8s.io",
+        "v1",
+        "Ingress",
+        "ingresses",
+        True,
+        ("ing",),
+        subresources=(_status("Ingress", "networking.k8s.io", "v1"),),
+        strategy=Strategy(_STATUS, _ingress_on_create),
+    ),
+    Kind("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
+    Kind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, ("netpol",)),
+    Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
+)
+
+
 def kind_table(extra: Sequence[Kind] = ()) -> KindTable:
     """The built-in kinds plus `extra` (e.g. `KAMAJI_KINDS` on the management plane)."""
-    return KindTable([*BUILTIN_KINDS, *WORKLOAD_KINDS, *extra])
+    return KindTable([*BUILTIN_KINDS, *WORKLOAD_KINDS, *CLUSTER_CONFIG_KINDS, *extra])
 
 
 def copy_obj(obj: Obj) -> Obj:

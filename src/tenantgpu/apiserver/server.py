@@ -27,7 +27,12 @@ import yaml
 from aiohttp import web
 
 from tenantgpu.apiserver import discovery, errors, openapi, podexec
-from tenantgpu.apiserver.admission import AdmissionChain, AdmissionPlugin, NamespaceLifecycle
+from tenantgpu.apiserver.admission import (
+    AdmissionChain,
+    AdmissionPlugin,
+    NamespaceLifecycle,
+    PriorityAdmission,
+)
 from tenantgpu.apiserver.auth import (
     Attributes,
     Authenticator,
@@ -36,7 +41,7 @@ from tenantgpu.apiserver.auth import (
     TokenSigner,
     UserInfo,
 )
-from tenantgpu.apiserver.bootstrap import KubernetesService
+from tenantgpu.apiserver.bootstrap import KubernetesService, ensure_system_priority_classes
 from tenantgpu.apiserver.fieldtree import FieldTree, checked_kinds, pointer_segments, unknown_fields_message
 from tenantgpu.apiserver.hooks import Egress, NoEgress, PodExecSource, PodLogSource
 from tenantgpu.apiserver.http1 import ChunkedStream, HTTPServer, start_stream
@@ -157,7 +162,12 @@ class APIServer(SubresourceHandlers):
         )
         self.webhooks = WebhookAdmission(self._webhook_configurations, self._namespace_object, config.egress)
         self.admission = AdmissionChain(
-            [NamespaceLifecycle(self._namespace_object), *config.admission_plugins, *self.webhooks.plugins()]
+            [
+                NamespaceLifecycle(self._namespace_object),
+                PriorityAdmission(self._priority_class, self._default_priority_class),
+                *config.admission_plugins,
+                *self.webhooks.plugins(),
+            ]
         )
         self.registry = Registry(
             self.kinds,
@@ -220,6 +230,7 @@ class APIServer(SubresourceHandlers):
         self._docs.clear()
         self._kubernetes_service = KubernetesService(self.registry, _advertised(self.config.host), self._port)
         try:
+            await ensure_system_priority_classes(self.registry)
             await self._kubernetes_service.ensure()
         except errors.APIError as error:
             log.warning("default/kubernetes not reconciled at start-up: %s", error)
@@ -303,6 +314,18 @@ class APIServer(SubresourceHandlers):
         )
 
     # --- helpers for plugins ----------------------------------------------------------------------
+
+    def _priority_class(self, name: str) -> Obj | None:
+        kind = self.kinds.resource("scheduling.k8s.io", "v1", "priorityclasses")
+        return None if kind is None else self.registry.get_object(kind, "", name)
+
+    def _default_priority_class(self) -> Obj | None:
+        kind = self.kinds.resource("scheduling.k8s.io", "v1", "priorityclasses")
+        if kind is None:
+            return None
+        return next(
+            (e.obj for e in self.registry.cache(kind).objects.values() if e.obj.get("globalDefault")), None
+        )
 
     def _namespace_object(self, name: str) -> Obj | None:
         kind = self.kinds.resource("", "v1", "namespaces")

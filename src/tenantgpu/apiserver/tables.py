@@ -731,6 +731,63 @@ def _controller_revision_row(revision: Mapping[str, Any], now: datetime) -> list
     return [_name(revision), controller, revision.get("revision") or 0, _age(revision, now)]
 
 
+_BINDING_COLUMNS = [
+    _NAME,
+    Column("Role", description="The role the subjects are bound to."),
+    _AGE,
+    Column("Users", description="Users in the binding.", priority=1),
+    Column("Groups", description="Groups in the binding.", priority=1),
+    Column("ServiceAccounts", description="Service accounts in the binding.", priority=1),
+]
+
+
+def _binding_row(binding: Mapping[str, Any], now: datetime) -> list[Any]:
+    ref = binding.get("roleRef") or {}
+    subjects = binding.get("subjects") or []
+
+    def named(kind: str) -> str:
+        return ", ".join(s.get("name", "") for s in subjects if s.get("kind") == kind)
+
+    accounts = ", ".join(
+        f"{s.get('namespace', '')}/{s.get('name', '')}" for s in subjects if s.get("kind") == "ServiceAccount"
+    )
+    return [
+        _name(binding),
+        f"{ref.get('kind', '')}/{ref.get('name', '')}",
+        _age(binding, now),
+        named("User"),
+        named("Group"),
+        accounts,
+    ]
+
+
+def _ingress_row(ingress: Mapping[str, Any], now: datetime) -> list[Any]:
+    spec = ingress.get("spec") or {}
+    hosts = [r.get("host") for r in spec.get("rules") or [] if r.get("host")]
+    addresses = [
+        i.get("ip") or i.get("hostname") or ""
+        for i in _get(ingress, "status", "loadBalancer", "ingress") or []
+    ]
+    return [
+        _name(ingress),
+        spec.get("ingressClassName") or "<none>",
+        ",".join(hosts) or "*",
+        ",".join(addresses),
+        "80, 443" if spec.get("tls") else "80",
+        _age(ingress, now),
+    ]
+
+
+def _priority_class_row(pc: Mapping[str, Any], now: datetime) -> list[Any]:
+    return [
+        _name(pc),
+        pc.get("value") or 0,
+        bool(pc.get("globalDefault")),
+        _age(pc, now),
+        pc.get("preemptionPolicy") or "",
+    ]
+
+
 _PRINTERS: dict[str, _Printer] = {
     "Pod": _Printer(_POD_COLUMNS, lambda obj, now: _pod_row(obj, now)[0]),
     "Job": _Printer(_JOB_COLUMNS, _job_row),
@@ -738,6 +795,51 @@ _PRINTERS: dict[str, _Printer] = {
     "Deployment": _Printer(_DEPLOYMENT_COLUMNS, _deployment_row),
     "ReplicaSet": _Printer(_REPLICA_SET_COLUMNS, _replica_set_row),
     "DaemonSet": _Printer(_DAEMON_SET_COLUMNS, _daemon_set_row),
+    "RoleBinding": _Printer(_BINDING_COLUMNS, _binding_row),
+    "ClusterRoleBinding": _Printer(_BINDING_COLUMNS, _binding_row),
+    "Ingress": _Printer(
+        [
+            _NAME,
+            Column("Class", description="The ingress class."),
+            Column("Hosts", description="Hosts the ingress serves."),
+            Column("Address", description="Where the ingress is reachable."),
+            Column("Ports", description="Ports of the ingress."),
+            _AGE,
+        ],
+        _ingress_row,
+    ),
+    "NetworkPolicy": _Printer(
+        [_NAME, Column("Pod-Selector", description="The pods the policy applies to."), _AGE],
+        lambda o, now: [_name(o), format_label_selector(_get(o, "spec", "podSelector")), _age(o, now)],
+    ),
+    "IngressClass": _Printer(
+        [
+            _NAME,
+            Column("Controller", description="The controller that implements the class."),
+            Column("Parameters", description="The class's parameters object."),
+            _AGE,
+        ],
+        lambda o, now: [
+            _name(o),
+            _get(o, "spec", "controller") or "",
+            (lambda p: f"{p.get('kind', '')}/{p.get('name', '')}" if p else "<none>")(
+                _get(o, "spec", "parameters")
+            ),
+            _age(o, now),
+        ],
+    ),
+    "PriorityClass": _Printer(
+        [
+            _NAME,
+            Column("Value", type="integer", description="The priority pods of the class get."),
+            Column(
+                "Global-Default", type="boolean", description="Whether pods without a class get this one."
+            ),
+            _AGE,
+            Column("PreemptionPolicy", description="Whether pods of the class may preempt others."),
+        ],
+        _priority_class_row,
+    ),
     "ControllerRevision": _Printer(_CONTROLLER_REVISION_COLUMNS, _controller_revision_row),
     "Node": _Printer(_NODE_COLUMNS, _node_row),
     "Event": _Printer(_EVENT_COLUMNS, _event_row),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -97,6 +98,14 @@ _GROUPS = {
     "MutatingWebhookConfiguration": "admissionregistration.k8s.io",
     "ValidatingWebhookConfiguration": "admissionregistration.k8s.io",
     "Lease": "coordination.k8s.io",
+    "Role": "rbac.authorization.k8s.io",
+    "ClusterRole": "rbac.authorization.k8s.io",
+    "RoleBinding": "rbac.authorization.k8s.io",
+    "ClusterRoleBinding": "rbac.authorization.k8s.io",
+    "Ingress": "networking.k8s.io",
+    "IngressClass": "networking.k8s.io",
+    "NetworkPolicy": "networking.k8s.io",
+    "PriorityClass": "scheduling.k8s.io",
     "TenantControlPlane": "kamaji.clastix.io",
     "DataStore": "kamaji.clastix.io",
     "SelfSubjectAccessReview": "authorization.k8s.io",
@@ -828,6 +837,52 @@ def _validate_controller_revision(obj: Mapping[str, Any], old: Mapping[str, Any]
     return causes
 
 
+def _validate_binding_role(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, namespaced: bool
+) -> list[Cause]:
+    """A (Cluster)RoleBinding's roleRef: required, a Role (namespaced bindings only) or ClusterRole, never
+    changed."""
+    causes: list[Cause] = []
+    ref = obj.get("roleRef") or {}
+    allowed = ["ClusterRole", "Role"] if namespaced else ["ClusterRole"]
+    if ref.get("apiGroup") != "rbac.authorization.k8s.io":
+        causes.append(
+            _not_supported("roleRef.apiGroup", ref.get("apiGroup", ""), ["rbac.authorization.k8s.io"])
+        )
+    if ref.get("kind") not in allowed:
+        causes.append(_not_supported("roleRef.kind", ref.get("kind", ""), allowed))
+    if not ref.get("name"):
+        causes.append(_required("roleRef.name"))
+    for i, subject in enumerate(obj.get("subjects") or []):
+        if subject.get("kind") not in ("Group", "ServiceAccount", "User"):
+            causes.append(
+                _not_supported(
+                    f"subjects[{i}].kind", subject.get("kind", ""), ["ServiceAccount", "User", "Group"]
+                )
+            )
+        if not subject.get("name"):
+            causes.append(_required(f"subjects[{i}].name"))
+    if old is not None and ref != (old.get("roleRef") or {}):
+        causes.append(_invalid("roleRef", ref, "cannot change roleRef"))
+    return causes
+
+
+def _validate_priority_class(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    value = obj.get("value")
+    if not isinstance(value, int) or isinstance(value, bool):
+        causes.append(_required("value"))
+    policy = obj.get("preemptionPolicy")
+    if policy not in ("PreemptLowerPriority", "Never"):
+        causes.append(_not_supported("preemptionPolicy", policy, ["Never", "PreemptLowerPriority"]))
+    if old is not None:
+        if value != old.get("value"):
+            causes.append(_forbidden("value", "may not be changed in an update."))
+        if policy != old.get("preemptionPolicy"):
+            causes.append(_invalid("preemptionPolicy", policy, "field is immutable"))
+    return causes
+
+
 def _validate_deployment(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     causes = _validate_replicated(obj, old)
     strategy = (obj.get("spec") or {}).get("strategy") or {}
@@ -1217,6 +1272,9 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "Deployment": _validate_deployment,
     "ReplicaSet": _validate_replicated,
     "DaemonSet": _validate_daemon_set,
+    "RoleBinding": functools.partial(_validate_binding_role, namespaced=True),
+    "ClusterRoleBinding": functools.partial(_validate_binding_role, namespaced=False),
+    "PriorityClass": _validate_priority_class,
     "ControllerRevision": _validate_controller_revision,
     "Binding": _validate_binding,
     "SelfSubjectAccessReview": _validate_access_review,
