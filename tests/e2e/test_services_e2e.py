@@ -32,6 +32,10 @@ def _json(kubectl: Kubectl, *args: str, version: str = "1.33") -> Any:
 def test_default_kubernetes_service_points_at_the_api_server(
     kubectl: Kubectl, apiserver: RunningAPIServer, version: str
 ) -> None:
+    # the API server creates it beside serving, as kube-apiserver's bootstrap controller does
+    wait_for(
+        "default/kubernetes", lambda: kubectl("get", "svc", "kubernetes", check=False).returncode == 0 or None
+    )
     table = kubectl("get", "svc", "kubernetes", version=version).stdout
     assert "10.96.0.1" in table and "443/TCP" in table
     service = _json(kubectl, "get", "svc", "kubernetes", version=version)
@@ -131,7 +135,8 @@ def test_a_restarted_server_keeps_the_ips_and_follows_its_new_port(
 ) -> None:
     first = start_server(background_loop, tmp_path, "restarted", service_cidr="10.100.0.0/24")
     client = kubernetes.client.CoreV1Api(_client(first))
-    assert client.read_namespaced_service("kubernetes", "default").spec.cluster_ip == "10.100.0.1"
+    service = wait_for("default/kubernetes", lambda: _service(client, "kubernetes"))
+    assert service.spec.cluster_ip == "10.100.0.1"
     created = client.create_namespaced_service(
         "default", {"metadata": {"name": "kept"}, "spec": {"ports": [{"port": 80}]}}
     )
@@ -147,12 +152,19 @@ def test_a_restarted_server_keeps_the_ips_and_follows_its_new_port(
     try:
         assert second.server.port != old_port
         client = kubernetes.client.CoreV1Api(_client(second))
-        service = client.read_namespaced_service("kubernetes", "default")  # put back at start-up
+        service = wait_for("default/kubernetes put back", lambda: _service(client, "kubernetes"))
         assert (
             service.spec.cluster_ip == "10.100.0.1"
             and service.spec.ports[0].target_port == second.server.port
         )
-        endpoints = client.read_namespaced_endpoints("kubernetes", "default")
+        endpoints = wait_for(
+            "the endpoints follow the new port",
+            lambda: (
+                (e := client.read_namespaced_endpoints("kubernetes", "default")).subsets[0].ports[0].port
+                == second.server.port
+                and e
+            ),
+        )
         assert endpoints.subsets[0].ports[0].port == second.server.port
         assert client.read_namespaced_service("kept", "default").spec.cluster_ip == ip
         with pytest.raises(kubernetes.client.ApiException) as refused:
@@ -163,6 +175,15 @@ def test_a_restarted_server_keeps_the_ips_and_follows_its_new_port(
     finally:
         background_loop.run(second.server.stop())
         second.datastore.close()
+
+
+def _service(client: kubernetes.client.CoreV1Api, name: str) -> Any:
+    try:
+        return client.read_namespaced_service(name, "default")
+    except kubernetes.client.ApiException as error:
+        if error.status != 404:
+            raise
+        return None
 
 
 def _client(running: RunningAPIServer) -> kubernetes.client.ApiClient:

@@ -1,9 +1,12 @@
-"""`default/kubernetes`: the Service and Endpoints every cluster has, kept by the API server itself.
+"""What every cluster has from the start, kept by the API server itself: `default/kubernetes` and the
+system PriorityClasses.
 
-kube-apiserver's bootstrap controller creates them at start-up and puts them back every 10 s if they are
-deleted or their endpoint drifts: the Service takes the first IP of the service range, port 443
-(`https`), and the Endpoints name the address and port the API server advertises. In a Kamaji tenant
-that is the TenantControlPlane's endpoint.
+kube-apiserver's bootstrap controller creates the Service and Endpoints `default/kubernetes` once it
+serves and puts them back every 10 s if they are deleted or their endpoint drifts: the Service takes the
+first IP of the service range, port 443 (`https`), and the Endpoints name the address and port the API
+server advertises; in a Kamaji tenant that is the TenantControlPlane's endpoint. A post-start hook
+creates `system-node-critical` and `system-cluster-critical`. Both run beside serving, not before it, so
+they do not delay a tenant becoming Ready.
 """
 
 from __future__ import annotations
@@ -106,6 +109,7 @@ class KubernetesService:
                 raise
 
     def start(self) -> None:
+        """Ensures everything now, in the background, and again every `interval` seconds."""
         self._task = asyncio.create_task(self._run(), name=f"kubernetes-service-{self.port}")
 
     async def stop(self) -> None:
@@ -117,12 +121,13 @@ class KubernetesService:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self.interval)
             try:
+                await ensure_system_priority_classes(self.registry)
                 await self.ensure()
             except errors.APIError as error:
                 # e.g. the default namespace is being deleted: try again on the next round, as kube does.
                 log.debug("default/kubernetes not reconciled: %s", error)
+            await asyncio.sleep(self.interval)
 
 
 # The two classes every cluster has (kube-apiserver creates them at start-up), with their values.

@@ -41,7 +41,7 @@ from tenantgpu.apiserver.auth import (
     TokenSigner,
     UserInfo,
 )
-from tenantgpu.apiserver.bootstrap import KubernetesService, ensure_system_priority_classes
+from tenantgpu.apiserver.bootstrap import SYSTEM_PRIORITY_CLASSES, KubernetesService
 from tenantgpu.apiserver.fieldtree import FieldTree, checked_kinds, pointer_segments, unknown_fields_message
 from tenantgpu.apiserver.hooks import Egress, NoEgress, PodExecSource, PodLogSource
 from tenantgpu.apiserver.http1 import ChunkedStream, HTTPServer, start_stream
@@ -229,11 +229,6 @@ class APIServer(SubresourceHandlers):
         self._port = self._listener.sockets[0].getsockname()[1]
         self._docs.clear()
         self._kubernetes_service = KubernetesService(self.registry, _advertised(self.config.host), self._port)
-        try:
-            await ensure_system_priority_classes(self.registry)
-            await self._kubernetes_service.ensure()
-        except errors.APIError as error:
-            log.warning("default/kubernetes not reconciled at start-up: %s", error)
         self._kubernetes_service.start()
 
     async def stop(self) -> None:
@@ -317,7 +312,11 @@ class APIServer(SubresourceHandlers):
 
     def _priority_class(self, name: str) -> Obj | None:
         kind = self.kinds.resource("scheduling.k8s.io", "v1", "priorityclasses")
-        return None if kind is None else self.registry.get_object(kind, "", name)
+        found = None if kind is None else self.registry.get_object(kind, "", name)
+        if found is None and name in SYSTEM_PRIORITY_CLASSES:
+            # Known before the start-up hook has stored them, so a system pod is never refused.
+            return {"metadata": {"name": name}, "value": SYSTEM_PRIORITY_CLASSES[name][0]}
+        return found
 
     def _default_priority_class(self) -> Obj | None:
         kind = self.kinds.resource("scheduling.k8s.io", "v1", "priorityclasses")
