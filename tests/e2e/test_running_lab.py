@@ -312,6 +312,20 @@ def test_a_gpu_daemonset_puts_a_slice_on_every_node_through_hami(lab: RunningLab
     wait_for("the probe collected", lambda: not lab.pods("tenant-b", "app=gpu-probe"), timeout=60)
 
 
+def test_a_gpu_statefulset_starts_its_workers_in_order_on_the_shared_a100(lab: RunningLab) -> None:
+    """The README's example StatefulSet with its headless Service."""
+    lab.kubectl("tenant-a", "apply", "-f", str(EXAMPLES / "trainer-statefulset.yaml"))
+    out = lab.kubectl("tenant-a", "rollout", "status", "sts/trainer", "--timeout=60s").stdout
+    assert "partitioned roll out complete: 3 new pods have been updated" in out
+    pods = wait_for("three workers Running", all_running(lab, "tenant-a", "app=trainer", 3))
+    assert sorted(p["metadata"]["name"] for p in pods) == ["trainer-0", "trainer-1", "trainer-2"]
+    assert {p["spec"]["subdomain"] for p in pods} == {"trainer"} and len({card_of(p) for p in pods}) == 1
+    service = json.loads(lab.kubectl("tenant-a", "get", "svc", "trainer", "-o", "json").stdout)
+    assert service["spec"]["clusterIP"] == "None"
+    lab.kubectl("tenant-a", "delete", "-f", str(EXAMPLES / "trainer-statefulset.yaml"))
+    wait_for("the workers collected", lambda: not lab.pods("tenant-a", "app=trainer"), timeout=60)
+
+
 def versioned_kubectls() -> dict[str, str]:
     """The kubectl binaries beside the dispatcher on PATH (`kubectl.1.27` … `kubectl.1.33`), by version."""
     found = shutil.which("kubectl")

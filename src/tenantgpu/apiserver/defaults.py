@@ -235,6 +235,20 @@ def _default_daemon_set(obj: dict[str, Any]) -> None:
     spec.setdefault("revisionHistoryLimit", 10)
 
 
+def _default_stateful_set(obj: dict[str, Any]) -> None:
+    _default_replica_set(obj)
+    spec = obj["spec"]
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+    retention = spec.setdefault("persistentVolumeClaimRetentionPolicy", {})
+    retention.setdefault("whenDeleted", "Retain")
+    retention.setdefault("whenScaled", "Retain")
+
+
 def _default_deployment(obj: dict[str, Any]) -> None:
     _default_replica_set(obj)
     spec = obj["spec"]
@@ -265,6 +279,7 @@ _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "Deployment": _default_deployment,
     "ReplicaSet": _default_replica_set,
     "DaemonSet": _default_daemon_set,
+    "StatefulSet": _default_stateful_set,
     "Job": _default_job,
     "CronJob": _default_cron_job,
     "Pod": _default_pod,

@@ -436,9 +436,28 @@ DAEMON_SET = Kind(
     subresources=(_status("DaemonSet", "apps", "v1"),),
     strategy=Strategy(_STATUS, _zero_daemon_counts_on_create, default_propagation="Background"),
 )
-# The DaemonSet controller's history: one per template, which `kubectl rollout history/undo ds` read.
+STATEFUL_SET = Kind(
+    "apps",
+    "v1",
+    "StatefulSet",
+    "statefulsets",
+    True,
+    ("sts",),
+    ("all",),
+    subresources=(_status("StatefulSet", "apps", "v1"), _SCALE),
+    strategy=Strategy(_STATUS, _zero_replicas_on_create, default_propagation="Background"),
+)
+# The DaemonSet and StatefulSet controllers' history: one per template, read by `kubectl rollout history/undo`.
 CONTROLLER_REVISION = Kind("apps", "v1", "ControllerRevision", "controllerrevisions", True)
-WORKLOAD_KINDS: tuple[Kind, ...] = (DEPLOYMENT, REPLICA_SET, DAEMON_SET, CONTROLLER_REVISION, JOB, CRON_JOB)
+WORKLOAD_KINDS: tuple[Kind, ...] = (
+    DEPLOYMENT,
+    REPLICA_SET,
+    DAEMON_SET,
+    STATEFUL_SET,
+    CONTROLLER_REVISION,
+    JOB,
+    CRON_JOB,
+)
 
 # Kinds answered by a handler rather than stored: create returns a computed object.
 VIRTUAL_KINDS = frozenset(
@@ -476,6 +495,7 @@ SCALE_PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]
     # apps/v1: the Scale's status.selector is spec.selector, written as a label selector string.
     "Deployment": (("spec", "replicas"), ("status", "replicas"), ("spec", "selector")),
     "ReplicaSet": (("spec", "replicas"), ("status", "replicas"), ("spec", "selector")),
+    "StatefulSet": (("spec", "replicas"), ("status", "replicas"), ("spec", "selector")),
     "TenantControlPlane": (
         ("spec", "controlPlane", "deployment", "replicas"),
         ("status", "kubernetesResources", "deployment", "replicas"),

@@ -795,6 +795,20 @@ _PRINTERS: dict[str, _Printer] = {
     "Deployment": _Printer(_DEPLOYMENT_COLUMNS, _deployment_row),
     "ReplicaSet": _Printer(_REPLICA_SET_COLUMNS, _replica_set_row),
     "DaemonSet": _Printer(_DAEMON_SET_COLUMNS, _daemon_set_row),
+    "StatefulSet": _Printer(
+        [
+            _NAME,
+            Column("Ready", description="Number of the pods that are ready."),
+            _AGE,
+            *_TEMPLATE_COLUMNS[:2],
+        ],
+        lambda o, now: [
+            _name(o),
+            f"{_get(o, 'status', 'readyReplicas') or 0}/{_get(o, 'spec', 'replicas') or 0}",
+            _age(o, now),
+            *_template_cells(o)[:2],
+        ],
+    ),
     "RoleBinding": _Printer(_BINDING_COLUMNS, _binding_row),
     "ClusterRoleBinding": _Printer(_BINDING_COLUMNS, _binding_row),
     "Ingress": _Printer(

@@ -92,6 +92,7 @@ _GROUPS = {
     "Deployment": "apps",
     "ReplicaSet": "apps",
     "DaemonSet": "apps",
+    "StatefulSet": "apps",
     "ControllerRevision": "apps",
     "Job": "batch",
     "CronJob": "batch",
@@ -827,6 +828,63 @@ def _validate_daemon_set(obj: Mapping[str, Any], old: Mapping[str, Any] | None) 
     return causes
 
 
+_STATEFUL_SET_MUTABLE = (
+    "replicas",
+    "ordinals",
+    "template",
+    "updateStrategy",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+)
+
+
+def _validate_stateful_set(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    causes: list[Cause] = []
+    replicas = spec.get("replicas")
+    if not isinstance(replicas, int) or replicas < 0:
+        causes.append(_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
+    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=False, workload="statefulset"))
+    restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
+    if restart != "Always":
+        causes.append(_not_supported("spec.template.spec.restartPolicy", restart, ["Always"]))
+    policy = spec.get("podManagementPolicy")
+    if policy not in ("OrderedReady", "Parallel"):
+        causes.append(_not_supported("spec.podManagementPolicy", policy, ["OrderedReady", "Parallel"]))
+    strategy = spec.get("updateStrategy") or {}
+    if strategy.get("type") not in ("RollingUpdate", "OnDelete"):
+        causes.append(
+            _not_supported("spec.updateStrategy.type", strategy.get("type"), ["OnDelete", "RollingUpdate"])
+        )
+    partition = (strategy.get("rollingUpdate") or {}).get("partition", 0)
+    if not isinstance(partition, int) or partition < 0:
+        causes.append(
+            _invalid(
+                "spec.updateStrategy.rollingUpdate.partition", partition, "must be greater than or equal to 0"
+            )
+        )
+    if spec.get("volumeClaimTemplates"):
+        # The lab serves no PersistentVolumeClaims, so the claims could not be made.
+        causes.append(
+            _forbidden("spec.volumeClaimTemplates", "not simulated by tenantgpu (no PersistentVolumeClaims)")
+        )
+    if old is not None:
+        old_spec = old.get("spec") or {}
+        if any(
+            spec.get(k) != old_spec.get(k)
+            for k in set(spec) | set(old_spec)
+            if k not in _STATEFUL_SET_MUTABLE
+        ):
+            causes.append(
+                _forbidden(
+                    "spec",
+                    "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', "
+                    "'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden",
+                )
+            )
+    return causes
+
+
 def _validate_controller_revision(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     causes: list[Cause] = []
     revision = obj.get("revision")
@@ -1272,6 +1330,7 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "Deployment": _validate_deployment,
     "ReplicaSet": _validate_replicated,
     "DaemonSet": _validate_daemon_set,
+    "StatefulSet": _validate_stateful_set,
     "RoleBinding": functools.partial(_validate_binding_role, namespaced=True),
     "ClusterRoleBinding": functools.partial(_validate_binding_role, namespaced=False),
     "PriorityClass": _validate_priority_class,

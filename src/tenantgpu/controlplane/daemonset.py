@@ -20,15 +20,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tenantgpu.controlplane.deployment import resolve, template_hash
-from tenantgpu.controlplane.owners import controller_of, owned_by, owner_reference, pod_from_template
+from tenantgpu.controlplane.deployment import resolve
+from tenantgpu.controlplane.history import REVISION_HASH, History
+from tenantgpu.controlplane.owners import controller_of, owned_by, pod_from_template
 from tenantgpu.controlplane.podstate import is_ready, is_terminal
 from tenantgpu.controlplane.workqueue import Expectations, Key, WorkQueue, object_key
 from tenantgpu.gpushare.basics import static_reason
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
 COMPONENT = "daemonset-controller"
-REVISION_HASH = "controller-revision-hash"
 TEMPLATE_GENERATION = "pod-template-generation"
 Event = tuple[str, str, str]
 
@@ -83,11 +83,8 @@ def should_run(ds: dict[str, Any], node: dict[str, Any]) -> bool:
     return static_reason({"spec": daemon_pod_spec(template_spec, None)}, node) is None
 
 
-def _revision_data(ds: dict[str, Any]) -> dict[str, Any]:
-    """What a ControllerRevision keeps: the template as a strategic merge patch that replaces it."""
-    template = copy.deepcopy((ds.get("spec") or {}).get("template") or {})
-    template["$patch"] = "replace"
-    return {"spec": {"template": template}}
+def _pod_hash(pod: dict[str, Any]) -> str:
+    return (pod["metadata"].get("labels") or {}).get(REVISION_HASH, "")
 
 
 class DaemonSetController:
@@ -106,6 +103,7 @@ class DaemonSetController:
         self.nodes = nodes
         self.daemon_sets = Informer(client, "daemonsets")
         self.revisions = Informer(client, "controllerrevisions")
+        self.history = History(client, self.revisions)
         self.clock = clock
         self.queue = WorkQueue("daemonset-controller", self.sync)
         self._expected: dict[str, Expectations] = {}
@@ -156,8 +154,9 @@ class DaemonSetController:
             return
         ds = {**ds, "apiVersion": "apps/v1", "kind": "DaemonSet"}
         events: list[Event] = []
-        current_hash = await self._current_revision(ds)
-        pods = [p for p in owned_by(ds, self.pods.items()) if not p["metadata"].get("deletionTimestamp")]
+        owned = owned_by(ds, self.pods.items())
+        current_hash = await self.history.current(ds, owned, _pod_hash)
+        pods = [p for p in owned if not p["metadata"].get("deletionTimestamp")]
         now = self.clock()
         uid = ds["metadata"]["uid"]
         if self._expected.setdefault(uid, Expectations()).count({p["metadata"]["name"] for p in pods}, now):
@@ -273,59 +272,6 @@ class DaemonSetController:
                 deletions.append(pod)
                 budget -= 1
         return deletions
-
-    async def _current_revision(self, ds: dict[str, Any]) -> str:
-        """The hash of the current template, with its ControllerRevision created or moved to the top."""
-        template = (ds.get("spec") or {}).get("template") or {}
-        collisions = int((ds.get("status") or {}).get("collisionCount") or 0)
-        current_hash = template_hash(template, collisions)
-        name = f"{ds['metadata']['name']}-{current_hash}"
-        mine = owned_by(ds, self.revisions.items())
-        top = max((int(r.get("revision") or 0) for r in mine), default=0)
-        existing = next((r for r in mine if r["metadata"]["name"] == name), None)
-        namespace = ds["metadata"].get("namespace")
-        if existing is None:
-            labels = {**((template.get("metadata") or {}).get("labels") or {}), REVISION_HASH: current_hash}
-            body = {
-                "metadata": {
-                    "name": name,
-                    "namespace": namespace,
-                    "labels": labels,
-                    "annotations": {
-                        k: v
-                        for k, v in (ds["metadata"].get("annotations") or {}).items()
-                        if k == "kubernetes.io/change-cause"
-                    },
-                    "ownerReferences": [owner_reference(ds)],
-                },
-                "data": _revision_data(ds),
-                "revision": top + 1,
-            }
-            with contextlib.suppress(ApiError):  # 409: created by a sync the watch has not shown yet
-                await self.client.create("controllerrevisions", body, namespace)
-        elif int(existing.get("revision") or 0) < top:
-            # An undo back to this template: it becomes the newest revision again, as in kube.
-            with contextlib.suppress(ApiError):
-                await self.client.patch("controllerrevisions", name, {"revision": top + 1}, namespace)
-        await self._trim_history(ds, mine, current_hash)
-        return current_hash
-
-    async def _trim_history(
-        self, ds: dict[str, Any], revisions: list[dict[str, Any]], current_hash: str
-    ) -> None:
-        limit = int((ds.get("spec") or {}).get("revisionHistoryLimit", 10))
-        in_use = {
-            (p["metadata"].get("labels") or {}).get(REVISION_HASH) for p in owned_by(ds, self.pods.items())
-        } | {current_hash}
-        old = sorted(
-            (r for r in revisions if (r["metadata"].get("labels") or {}).get(REVISION_HASH) not in in_use),
-            key=lambda r: int(r.get("revision") or 0),
-        )
-        for revision in old[: max(len(old) - limit, 0)]:
-            with contextlib.suppress(ApiError):
-                await self.client.delete(
-                    "controllerrevisions", revision["metadata"]["name"], revision["metadata"].get("namespace")
-                )
 
     async def _create_pod(
         self, ds: dict[str, Any], node: str, current_hash: str, events: list[Event]

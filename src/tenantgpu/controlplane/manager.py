@@ -17,6 +17,7 @@ from tenantgpu.controlplane.replicaset import ReplicaSetController
 from tenantgpu.controlplane.rootca import RootCAPublisher
 from tenantgpu.controlplane.scheduler import DefaultScheduler
 from tenantgpu.controlplane.serviceaccounts import ServiceAccountController
+from tenantgpu.controlplane.statefulset import StatefulSetController
 from tenantgpu.kubeclient import KubeClient
 
 
@@ -30,7 +31,7 @@ class _Service(Protocol):
 class ControlPlaneServices:
     """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs:
     service accounts, the root CA publisher, node lifecycle, pod GC, namespaces, Jobs, CronJobs,
-    ReplicaSets, Deployments, DaemonSets and the garbage collector."""
+    ReplicaSets, Deployments, DaemonSets, StatefulSets and the garbage collector."""
 
     client: KubeClient
     node_grace_seconds: float = 40.0
@@ -43,6 +44,9 @@ class ControlPlaneServices:
         jobs = JobController(self.client, pods=scheduler.pods)
         cron_jobs = CronJobController(self.client, jobs=jobs.jobs)
         daemon_sets = DaemonSetController(self.client, pods=scheduler.pods, nodes=scheduler.nodes)
+        stateful_sets = StatefulSetController(
+            self.client, pods=scheduler.pods, revisions=daemon_sets.revisions
+        )
         replica_sets = ReplicaSetController(self.client, pods=scheduler.pods)
         deployments = DeploymentController(
             self.client, replica_sets=replica_sets.replica_sets, pods=scheduler.pods
@@ -65,10 +69,15 @@ class ControlPlaneServices:
             replica_sets,
             deployments,
             daemon_sets,
+            stateful_sets,
             GarbageCollector(self.client, owners=jobs.jobs, dependents=scheduler.pods),
             GarbageCollector(self.client, owners=cron_jobs.cron_jobs, dependents=jobs.jobs),
             GarbageCollector(self.client, owners=daemon_sets.daemon_sets, dependents=scheduler.pods),
             GarbageCollector(self.client, owners=daemon_sets.daemon_sets, dependents=daemon_sets.revisions),
+            GarbageCollector(self.client, owners=stateful_sets.stateful_sets, dependents=scheduler.pods),
+            GarbageCollector(
+                self.client, owners=stateful_sets.stateful_sets, dependents=daemon_sets.revisions
+            ),
             GarbageCollector(self.client, owners=replica_sets.replica_sets, dependents=scheduler.pods),
             GarbageCollector(
                 self.client, owners=deployments.deployments, dependents=replica_sets.replica_sets

@@ -63,6 +63,7 @@ _KNOWN = [
     ResourceKind("apps", "v1", "deployments", "Deployment", True),
     ResourceKind("apps", "v1", "replicasets", "ReplicaSet", True),
     ResourceKind("apps", "v1", "daemonsets", "DaemonSet", True),
+    ResourceKind("apps", "v1", "statefulsets", "StatefulSet", True),
     ResourceKind("apps", "v1", "controllerrevisions", "ControllerRevision", True),
     ResourceKind("batch", "v1", "jobs", "Job", True),
     ResourceKind("batch", "v1", "cronjobs", "CronJob", True),
