@@ -33,7 +33,7 @@ class KubeConfig:
             return False
         if self.ca_data:
             # Only the cluster CA: loading the system trust store costs ~60 ms per context.
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
             ctx.load_verify_locations(cadata=self.ca_data.decode())
         else:
             ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
@@ -43,6 +43,47 @@ class KubeConfig:
         if self.client_cert_data and self.client_key_data:
             load_cert_chain(ctx, self.client_cert_data, self.client_key_data)
         return ctx
+
+
+class ResumingContext(ssl.SSLContext):
+    """A client context that resumes its last TLS session with the server.
+
+    A controller opens one connection per watch, a dozen or more per API server; each full handshake
+    verifies the server's certificate chain and signs with the client key on both ends, about 0.8 ms
+    of CPU each. A resumed one skips both (the server keeps the client certificate in the session, so it
+    still knows the caller). Sessions come from the connections this context made, so a session is
+    only ever offered to the server that issued it (one context per kubeconfig cluster); a server that
+    no longer accepts it (restarted) just does the full handshake.
+    """
+
+    def wrap_bio(  # type: ignore[override]
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        state = self.__dict__.setdefault("_resumption", {"session": None, "pending": []})
+        # A session exists only once its handshake is done (TLS 1.3 sends the ticket after it): take it
+        # from the connections made since, which are held until then (a closed one too).
+        for made in state["pending"]:
+            offered = _session_of(made)
+            if offered is not None and offered.has_ticket:
+                state["session"] = offered
+        state["pending"] = [m for m in state["pending"][-3:] if _session_of(m) is None]
+        if session is None and not server_side:
+            session = state["session"]
+        made = super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
+        state["pending"].append(made)
+        return made
+
+
+def _session_of(made: ssl.SSLObject) -> ssl.SSLSession | None:
+    try:
+        return made.session
+    except (ValueError, ssl.SSLError):
+        return None  # OpenSSL has no session to give for a connection whose handshake failed
 
 
 def load_cert_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
