@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import http.client
 import json
 import os
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import kubernetes
 import pytest
 import yaml
 
@@ -185,3 +187,44 @@ def child_processes(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         found += [int(c) for c in (task / "children").read_text().split()]
     return found
+
+
+class StandInKubelet:
+    """What a kubelet reports, for tests that run the controllers without one: each pod bound to a node
+    goes Running and Ready, or Failed when `fails(pod)` says so (once: `fails` may forget it); a pod in
+    `held` (by name) stays Pending; a graceful deletion is confirmed, as once the containers are gone."""
+
+    def __init__(self, api: Any, namespace: str, fails: Callable[[Any], bool] = lambda pod: False) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.fails = fails
+        self.held: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> StandInKubelet:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for pod in self.api.list_namespaced_pod(self.namespace).items:
+                name = pod.metadata.name
+                if not pod.spec.node_name:
+                    continue
+                if pod.metadata.deletion_timestamp:
+                    with contextlib.suppress(kubernetes.client.ApiException):  # gone already
+                        self.api.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+                    continue
+                if pod.status.phase != "Pending" or name in self.held:
+                    continue
+                if self.fails(pod):
+                    status: dict[str, Any] = {"phase": "Failed"}
+                else:
+                    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+                self.api.patch_namespaced_pod_status(name, self.namespace, {"status": status})
+            time.sleep(0.05)

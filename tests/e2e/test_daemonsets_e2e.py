@@ -20,7 +20,7 @@ from typing import Any
 
 import kubernetes
 import pytest
-from apiserver_harness import Kubectl, RunningAPIServer, wait_for
+from apiserver_harness import Kubectl, RunningAPIServer, StandInKubelet, wait_for
 from test_controlplane_e2e import node_body
 
 from tenantgpu.controlplane import ControlPlaneServices
@@ -38,30 +38,10 @@ def core(
     api = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(apiserver.kubeconfig)))
     for name in ("n1", "n2", "n3"):
         api.create_node(node_body(name, "8", "16Gi"))
-    stop = threading.Event()
     failing: set[str] = set()
-
-    def kubelet() -> None:
-        while not stop.is_set():
-            for pod in api.list_namespaced_pod(NS).items:
-                if (
-                    pod.status.phase == "Pending"
-                    and pod.spec.node_name
-                    and not pod.metadata.deletion_timestamp
-                ):
-                    if (pod.metadata.labels or {}).get("app") in failing:
-                        status: dict[str, Any] = {"phase": "Failed"}
-                    else:
-                        status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-                    api.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": status})
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=kubelet, daemon=True)
-    thread.start()
-    api.failing_apps = failing  # type: ignore[attr-defined]
-    yield api
-    stop.set()
-    thread.join(5)
+    with StandInKubelet(api, NS, fails=lambda pod: (pod.metadata.labels or {}).get("app") in failing):
+        api.failing_apps = failing  # type: ignore[attr-defined]
+        yield api
 
 
 @pytest.fixture(scope="module")

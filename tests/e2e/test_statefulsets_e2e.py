@@ -12,16 +12,14 @@ successful`; kubectl's `rollout status` reports a partitioned roll out.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
 import pytest
-from apiserver_harness import Kubectl, RunningAPIServer, wait_for
+from apiserver_harness import Kubectl, RunningAPIServer, StandInKubelet, wait_for
 from test_controlplane_e2e import node_body
 
 from tenantgpu.controlplane import ControlPlaneServices
@@ -38,38 +36,18 @@ def core(
     api = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(apiserver.kubeconfig)))
     for name in ("s1", "s2"):
         api.create_node(node_body(name, "16", "32Gi"))
-    stop = threading.Event()
-    held: set[str] = set()  # pods named here stay Pending, as if their container were still starting
     failing: set[str] = set()
 
-    def kubelet() -> None:
-        while not stop.is_set():
-            for pod in api.list_namespaced_pod(NS).items:
-                name = pod.metadata.name
-                if pod.metadata.deletion_timestamp and pod.spec.node_name:
-                    # the kubelet confirms a graceful deletion once the containers are gone
-                    with contextlib.suppress(kubernetes.client.ApiException):
-                        api.delete_namespaced_pod(name, NS, grace_period_seconds=0)
-                    continue
-                if pod.status.phase != "Pending" or not pod.spec.node_name:
-                    continue
-                if name in held:
-                    continue
-                if name in failing:
-                    failing.discard(name)
-                    status: dict[str, Any] = {"phase": "Failed"}
-                else:
-                    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-                api.patch_namespaced_pod_status(name, NS, {"status": status})
-            time.sleep(0.05)
+    def fails(pod: Any) -> bool:
+        if pod.metadata.name in failing:
+            failing.discard(pod.metadata.name)  # fails once; its replacement runs
+            return True
+        return False
 
-    thread = threading.Thread(target=kubelet, daemon=True)
-    thread.start()
-    api.held = held  # type: ignore[attr-defined]
-    api.failing = failing  # type: ignore[attr-defined]
-    yield api
-    stop.set()
-    thread.join(5)
+    with StandInKubelet(api, NS, fails=fails) as kubelet:
+        api.held = kubelet.held  # type: ignore[attr-defined]
+        api.failing = failing  # type: ignore[attr-defined]
+        yield api
 
 
 @pytest.fixture(scope="module")
