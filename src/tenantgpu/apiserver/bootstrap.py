@@ -19,6 +19,7 @@ from typing import Any
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.auth import UserInfo
+from tenantgpu.apiserver.httputil import set_path
 from tenantgpu.apiserver.registry import Registry
 
 __all__ = ["SYSTEM_PRIORITY_CLASSES", "KubernetesService", "ensure_system_priority_classes"]
@@ -158,11 +159,10 @@ async def ensure_system_priority_classes(registry: Registry) -> None:
 
 
 def _set(path: tuple[str, ...], value: Any) -> Any:
+    """A registry mutation setting one field."""
+
     def mutation(obj: dict[str, Any]) -> dict[str, Any]:
-        target = obj
-        for key in path[:-1]:
-            target = target.setdefault(key, {})
-        target[path[-1]] = value
+        set_path(obj, path, value)
         return obj
 
     return mutation
