@@ -120,10 +120,17 @@ def load_table(kinds: Kinds, path: Path) -> dict[str, Any]:
 
 
 @functools.cache
-def _compiled(kinds: Kinds, path: Path) -> tuple[dict[str, str], dict[str, Node]]:
-    # One compiled table per process, shared by all its API servers (it is read-only).
+def _compiled(kinds: Kinds, path: Path) -> tuple[dict[tuple[str, str, str], str], dict[str, Node]]:
+    # One compiled table per process, shared by all its API servers (it is read-only). Its kinds are
+    # keyed as callers ask for them, since every write asks.
     table = load_table(kinds, path)
-    return table["kinds"], _compile(table)
+    wanted = set(kinds)
+    roots: dict[tuple[str, str, str], str] = {}
+    for key, component in table["kinds"].items():
+        group, version, kind = key.split("/", 2)
+        if (group, version, kind) in wanted:
+            roots[(group, version, kind)] = component
+    return roots, _compile(table)
 
 
 def _compile(table: dict[str, Any]) -> dict[str, Node]:
@@ -151,19 +158,17 @@ class FieldTree:
 
     kinds: Kinds
     cache: Path | None = None
-    _roots: dict[str, str] | None = field(default=None, repr=False)
+    _roots: dict[tuple[str, str, str], str] | None = field(default=None, repr=False)
     _objects: dict[str, Node] = field(default_factory=dict, repr=False)
 
-    def _loaded(self) -> dict[str, str]:
+    def _loaded(self) -> dict[tuple[str, str, str], str]:
         if self._roots is None:
             self._roots, self._objects = _compiled(self.kinds, self.cache or _cache_path())
         return self._roots
 
     def root(self, group: str, version: str, kind: str) -> str | None:
         """The kind's component, or None when its fields are not known (it is then not checked)."""
-        if (group, version, kind) not in self.kinds:
-            return None
-        return self._loaded().get(f"{group}/{version}/{kind}")
+        return self._loaded().get((group, version, kind))
 
     def prune(self, component: str, obj: Any, path: tuple[str | int, ...] = ()) -> list[Finding]:
         """Removes, in place, the fields `obj` has that the component lacks; returns them."""
