@@ -191,14 +191,24 @@ def child_processes(pid: int) -> list[int]:
 
 class StandInKubelet:
     """What a kubelet reports, for tests that run the controllers without one: each pod bound to a node
-    goes Running and Ready, or Failed when `fails(pod)` says so (once: `fails` may forget it); a pod in
-    `held` (by name) stays Pending; a graceful deletion is confirmed, as once the containers are gone."""
+    (any pod, with `bound_only=False`, for modules without nodes) goes Running and Ready, or Failed when
+    `fails(pod)` says so (once: `fails` may forget it); a pod `holds(pod)` picks stays Pending; a
+    graceful deletion is confirmed, as once the containers are gone."""
 
-    def __init__(self, api: Any, namespace: str, fails: Callable[[Any], bool] = lambda pod: False) -> None:
+    def __init__(
+        self,
+        api: Any,
+        namespace: str,
+        *,
+        fails: Callable[[Any], bool] = lambda pod: False,
+        holds: Callable[[Any], bool] = lambda pod: False,
+        bound_only: bool = True,
+    ) -> None:
         self.api = api
         self.namespace = namespace
         self.fails = fails
-        self.held: set[str] = set()
+        self.holds = holds
+        self.bound_only = bound_only
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -214,13 +224,13 @@ class StandInKubelet:
         while not self._stop.is_set():
             for pod in self.api.list_namespaced_pod(self.namespace).items:
                 name = pod.metadata.name
-                if not pod.spec.node_name:
+                if self.bound_only and not pod.spec.node_name:
                     continue
                 if pod.metadata.deletion_timestamp:
                     with contextlib.suppress(kubernetes.client.ApiException):  # gone already
                         self.api.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
                     continue
-                if pod.status.phase != "Pending" or name in self.held:
+                if pod.status.phase != "Pending" or self.holds(pod):
                     continue
                 if self.fails(pod):
                     status: dict[str, Any] = {"phase": "Failed"}

@@ -8,14 +8,13 @@ collector's cascade. The running lab's Deployment of GPU pods is in test_running
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
 import pytest
-from apiserver_harness import RunningAPIServer, wait_for
+from apiserver_harness import RunningAPIServer, StandInKubelet, wait_for
 
 from tenantgpu.controlplane import ControlPlaneServices
 
@@ -30,28 +29,12 @@ def core(
 ) -> Iterator[kubernetes.client.CoreV1Api]:
     """The official client, with a stand-in kubelet marking pods Running and Ready meanwhile."""
     api = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(apiserver.kubeconfig)))
-    stop = threading.Event()
     paused: set[str] = set()
-
-    def kubelet() -> None:
-        while not stop.is_set():
-            for pod in api.list_namespaced_pod(NS).items:
-                if pod.status.phase == "Pending" and not pod.metadata.deletion_timestamp:
-                    labels = pod.metadata.labels or {}
-                    if labels.get("app") in paused:
-                        continue
-                    ready = {"type": "Ready", "status": "True"}
-                    api.patch_namespaced_pod_status(
-                        pod.metadata.name, NS, {"status": {"phase": "Running", "conditions": [ready]}}
-                    )
-            time.sleep(0.05)
-
-    thread = threading.Thread(target=kubelet, daemon=True)
-    thread.start()
-    api.paused_apps = paused  # type: ignore[attr-defined]
-    yield api
-    stop.set()
-    thread.join(5)
+    with StandInKubelet(
+        api, NS, holds=lambda pod: (pod.metadata.labels or {}).get("app") in paused, bound_only=False
+    ):
+        api.paused_apps = paused  # type: ignore[attr-defined]
+        yield api
 
 
 @pytest.fixture(scope="module")

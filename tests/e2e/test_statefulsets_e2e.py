@@ -44,8 +44,9 @@ def core(
             return True
         return False
 
-    with StandInKubelet(api, NS, fails=fails) as kubelet:
-        api.held = kubelet.held  # type: ignore[attr-defined]
+    held: set[str] = set()  # pods named here stay Pending, as if their container were still starting
+    with StandInKubelet(api, NS, fails=fails, holds=lambda pod: pod.metadata.name in held):
+        api.held = held  # type: ignore[attr-defined]
         api.failing = failing  # type: ignore[attr-defined]
         yield api
 
