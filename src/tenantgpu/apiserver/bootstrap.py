@@ -19,10 +19,11 @@ from typing import Any
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.auth import UserInfo
+from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
 from tenantgpu.apiserver.httputil import set_path
 from tenantgpu.apiserver.registry import Registry
 
-__all__ = ["SYSTEM_PRIORITY_CLASSES", "KubernetesService", "ensure_system_priority_classes"]
+__all__ = ["KubernetesService", "ensure_system_priority_classes"]
 
 log = logging.getLogger(__name__)
 
@@ -131,13 +132,10 @@ class KubernetesService:
             await asyncio.sleep(self.interval)
 
 
-# The two classes every cluster has (kube-apiserver creates them at start-up), with their values.
-SYSTEM_PRIORITY_CLASSES = {
-    "system-node-critical": (2000001000, "For pods that must run on their node and may not be moved."),
-    "system-cluster-critical": (
-        2000000000,
-        "For pods the cluster needs, which may be moved to another node.",
-    ),
+# What the system classes say of themselves; their values are the defaulting's (`SYSTEM_PRIORITIES`).
+_SYSTEM_CLASS_DESCRIPTIONS = {
+    "system-node-critical": "For pods that must run on their node and may not be moved.",
+    "system-cluster-critical": "For pods the cluster needs, which may be moved to another node.",
 }
 
 
@@ -145,14 +143,14 @@ async def ensure_system_priority_classes(registry: Registry) -> None:
     kind = registry.kinds.resource("scheduling.k8s.io", "v1", "priorityclasses")
     if kind is None:
         return
-    for name, (value, description) in SYSTEM_PRIORITY_CLASSES.items():
+    for name, value in SYSTEM_PRIORITIES.items():
         if registry.get_object(kind, "", name) is None:
             body = {
                 "apiVersion": "scheduling.k8s.io/v1",
                 "kind": "PriorityClass",
                 "metadata": {"name": name},
                 "value": value,
-                "description": description,
+                "description": _SYSTEM_CLASS_DESCRIPTIONS[name],
             }
             with contextlib.suppress(errors.APIError):  # created meanwhile by another start of this tenant
                 await registry.create(kind, "", body, _APISERVER)

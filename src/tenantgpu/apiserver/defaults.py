@@ -78,7 +78,8 @@ def pod_qos_class(spec: Mapping[str, Any]) -> str:
     return "Burstable"
 
 
-_SYSTEM_PRIORITIES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+# The two classes every cluster has, with their values (kube-apiserver creates them at start-up).
+SYSTEM_PRIORITIES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 
 
 def _default_pod_spec(spec: dict[str, Any]) -> None:
@@ -104,8 +105,8 @@ def _default_pod(obj: dict[str, Any]) -> None:
     # The Priority admission plugin resolves the class; only the built-in classes are known here, so a
     # pod naming another class keeps whatever priority the caller resolved.
     class_name = spec.get("priorityClassName") or ""
-    if class_name in _SYSTEM_PRIORITIES or not class_name:
-        spec.setdefault("priority", _SYSTEM_PRIORITIES.get(class_name, 0))
+    if class_name in SYSTEM_PRIORITIES or not class_name:
+        spec.setdefault("priority", SYSTEM_PRIORITIES.get(class_name, 0))
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     tolerations = spec.setdefault("tolerations", [])
     for key in _NOT_READY_TOLERATIONS:

@@ -41,7 +41,8 @@ from tenantgpu.apiserver.auth import (
     TokenSigner,
     UserInfo,
 )
-from tenantgpu.apiserver.bootstrap import SYSTEM_PRIORITY_CLASSES, KubernetesService
+from tenantgpu.apiserver.bootstrap import KubernetesService
+from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
 from tenantgpu.apiserver.fieldtree import FieldTree, checked_kinds, pointer_segments, unknown_fields_message
 from tenantgpu.apiserver.hooks import Egress, NoEgress, PodExecSource, PodLogSource
 from tenantgpu.apiserver.http1 import ChunkedStream, HTTPServer, start_stream
@@ -313,9 +314,9 @@ class APIServer(SubresourceHandlers):
     def _priority_class(self, name: str) -> Obj | None:
         kind = self.kinds.resource("scheduling.k8s.io", "v1", "priorityclasses")
         found = None if kind is None else self.registry.get_object(kind, "", name)
-        if found is None and name in SYSTEM_PRIORITY_CLASSES:
+        if found is None and name in SYSTEM_PRIORITIES:
             # Known before the start-up hook has stored them, so a system pod is never refused.
-            return {"metadata": {"name": name}, "value": SYSTEM_PRIORITY_CLASSES[name][0]}
+            return {"metadata": {"name": name}, "value": SYSTEM_PRIORITIES[name]}
         return found
 
     def _default_priority_class(self) -> Obj | None:
