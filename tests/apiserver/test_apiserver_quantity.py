@@ -4,7 +4,13 @@ from decimal import Decimal
 
 import pytest
 
-from tenantgpu.apiserver.quantity import QuantityError, format_quantity, parse_quantity
+from tenantgpu.apiserver.quantity import (
+    QuantityError,
+    canonical_quantity,
+    canonicalize_list,
+    format_quantity,
+    parse_quantity,
+)
 
 
 @pytest.mark.parametrize(
@@ -40,3 +46,50 @@ def test_format_quantity_is_short() -> None:
     assert format_quantity(Decimal("0.5")) == "500m"
     assert format_quantity(Decimal(2**30)) == "1Gi"
     assert format_quantity(Decimal(3)) == "3"
+
+
+# resource.Quantity's String() after parsing, as apimachinery's quantity.go computes it (CanonicalizeBytes):
+# the suffix family the value was written in; decimal mantissas with their trailing zeros taken out in
+# groups of three; binary ones only when whole and at least 1024; finer than nano rounded up.
+@pytest.mark.parametrize(
+    ("written", "canonical"),
+    [
+        (1, "1"),
+        (3000, "3k"),
+        ("3000", "3k"),
+        (30, "30"),
+        ("1500", "1500"),
+        ("23034", "23034"),
+        (0.5, "500m"),
+        ("0.1", "100m"),
+        ("1.5", "1500m"),
+        ("2000m", "2"),
+        ("0", "0"),
+        ("0Gi", "0"),
+        ("-1", "-1"),
+        ("1024Mi", "1Gi"),
+        ("1000Mi", "1000Mi"),
+        ("1.5Gi", "1536Mi"),
+        ("65536Mi", "64Gi"),
+        ("0.5Ki", "512"),
+        ("1Ki", "1Ki"),
+        ("1e3", "1e3"),
+        ("1E3", "1e3"),
+        ("1.5e3", "1500"),
+        ("2e-2", "20e-3"),
+        ("0.0000000001", "1n"),
+    ],
+)
+def test_quantities_are_written_back_as_kube_apiserver_writes_them(
+    written: str | int | float, canonical: str
+) -> None:
+    assert canonical_quantity(written) == canonical
+
+
+def test_a_resource_list_is_canonicalised_in_place_and_leaves_non_quantities_to_validation() -> None:
+    limits: dict[str, object] = {"cpu": 0.5, "nvidia.com/gpumem": 3000, "memory": "lots", "flag": True}
+    canonicalize_list(limits)
+    assert limits == {"cpu": "500m", "nvidia.com/gpumem": "3k", "memory": "lots", "flag": True}
+    empty_dir: dict[str, object] = {"medium": "Memory", "sizeLimit": "1024Mi"}
+    canonicalize_list(empty_dir, ("sizeLimit",))
+    assert empty_dir == {"medium": "Memory", "sizeLimit": "1Gi"}

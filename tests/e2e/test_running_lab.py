@@ -422,6 +422,77 @@ def test_kubectl_exec_shows_what_hami_gave_the_container_with_every_kubectl(lab:
     lab.delete("tenant-a", "app=exec")
 
 
+def test_kubectl_debug_runs_an_ephemeral_container_beside_a_gpu_pod(lab: RunningLab) -> None:
+    # written as HAMi's examples are, with unquoted quantities
+    manifest = """
+apiVersion: v1
+kind: Pod
+metadata: {name: dbg-0, labels: {app: debug}}
+spec:
+  containers:
+  - name: cuda
+    image: nvidia/cuda:12.4.1-base-ubuntu22.04
+    command: ["sleep", "infinity"]
+    resources:
+      limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 3000}
+"""
+    lab.kubectl("tenant-a", "apply", "-f", "-", input=manifest)
+    wait_for("the pod to debug Running", all_running(lab, "tenant-a", "app=debug", 1))
+    # kube-apiserver writes quantities back as strings, so the official client can read the pod
+    probe = (
+        "from kubernetes import client, config\n"
+        f"config.load_kube_config({str(lab.state / 'kubeconfigs' / 'tenant-a.kubeconfig')!r})\n"
+        "pod = client.CoreV1Api().read_namespaced_pod('dbg-0', 'default')\n"
+        "print(pod.spec.containers[0].resources.limits['nvidia.com/gpumem'])\n"
+    )
+    python = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert (python.returncode, python.stdout) == (0, "3k\n"), python.stderr
+
+    kubectls = versioned_kubectls()
+    for version, kubectl in sorted(kubectls.items()):
+        name = f"host-{version.replace('.', '')}"
+        lab.kubectl(
+            "tenant-a", "debug", "dbg-0", "--image=busybox", "-c", name, "--", "hostname", binary=kubectl
+        )
+
+    def ended() -> dict[str, Any] | None:
+        statuses = lab.pod("tenant-a", "dbg-0")["status"].get("ephemeralContainerStatuses") or []
+        done = {s["name"]: s["state"] for s in statuses if "terminated" in s["state"]}
+        return done if len(done) == len(kubectls) else None
+
+    states = wait_for("every debug container to run its command", ended)
+    assert {state["terminated"]["exitCode"] for state in states.values()} == {0}
+    assert lab.kubectl("tenant-a", "logs", "dbg-0", "-c", "host-133").stdout.splitlines()[-2:] == [
+        "dbg-0",
+        "process exited with code 0",
+    ]
+
+    # a debug shell stays up for exec; it sees no GPU, since the device plugin allocates at admission
+    lab.kubectl("tenant-a", "debug", "dbg-0", "--image=busybox", "-c", "shell", "--target=cuda")
+
+    def shell_running() -> bool:
+        statuses = lab.pod("tenant-a", "dbg-0")["status"].get("ephemeralContainerStatuses") or []
+        return any(s["name"] == "shell" and "running" in s["state"] for s in statuses)
+
+    wait_for("the debug shell Running", shell_running)
+    assert lab.kubectl("tenant-a", "exec", "dbg-0", "-c", "shell", "--", "hostname").stdout == "dbg-0\n"
+    assert (
+        lab.kubectl("tenant-a", "exec", "dbg-0", "-c", "shell", "--", "nvidia-smi", check=False).returncode
+        == 127
+    )
+    smi = lab.kubectl("tenant-a", "exec", "dbg-0", "-c", "cuda", "--", "nvidia-smi").stdout
+    assert "0MiB / 3000MiB" in smi  # the GPU container is as HAMi left it
+
+    # the node's own components are static pods, which take no ephemeral containers
+    system = json.loads(lab.kubectl("tenant-a", "get", "pods", "-n", "kube-system", "-o", "json").stdout)
+    scheduler = next(
+        p["metadata"]["name"] for p in system["items"] if p["metadata"]["name"].startswith("hami-scheduler")
+    )
+    refused = lab.kubectl("tenant-a", "debug", "-n", "kube-system", scheduler, "--image=busybox", check=False)
+    assert refused.returncode == 1 and "static pods do not support ephemeral containers" in refused.stderr
+    lab.delete("tenant-a", "app=debug")
+
+
 def test_drain_evicts_workloads_and_leaves_the_nodes_own_components_which_come_back_if_deleted(
     lab: RunningLab,
 ) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from tenantgpu.apiserver.quantity import QuantityError, parse_quantity
+from tenantgpu.apiserver.quantity import QuantityError, canonicalize_list, parse_quantity
 
 __all__ = ["default", "pod_qos_class"]
 
@@ -30,6 +30,8 @@ def _default_container(ctr: dict[str, Any]) -> None:
         ctr["imagePullPolicy"] = _image_pull_policy(str(ctr.get("image") or ""))
     resources = ctr.setdefault("resources", {})
     limits = resources.get("limits") or {}
+    canonicalize_list(limits)
+    canonicalize_list(resources.get("requests"))
     if limits:
         requests = resources.setdefault("requests", {})
         for name, value in limits.items():
@@ -90,9 +92,12 @@ def _default_pod_spec(spec: dict[str, Any]) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
     spec.setdefault("enableServiceLinks", True)
-    for group in ("initContainers", "containers"):
+    for group in ("initContainers", "containers", "ephemeralContainers"):
         for ctr in spec.get(group) or []:
             _default_container(ctr)
+    canonicalize_list(spec.get("overhead"))
+    for volume in spec.get("volumes") or []:
+        canonicalize_list(volume.get("emptyDir"), ("sizeLimit",))
 
 
 def _default_pod(obj: dict[str, Any]) -> None:
@@ -157,8 +162,18 @@ def _default_secret(obj: dict[str, Any]) -> None:
 
 def _default_node(obj: dict[str, Any]) -> None:
     status = obj.get("status")
+    if status:
+        canonicalize_list(status.get("capacity"))
+        canonicalize_list(status.get("allocatable"))
     if status and status.get("capacity") and not status.get("allocatable"):
         status["allocatable"] = dict(status["capacity"])
+
+
+def _default_resource_quota(obj: dict[str, Any]) -> None:
+    canonicalize_list((obj.get("spec") or {}).get("hard"))
+    status = obj.get("status") or {}
+    canonicalize_list(status.get("hard"))
+    canonicalize_list(status.get("used"))
 
 
 def _default_webhooks(mutating: bool) -> Callable[[dict[str, Any]], None]:
@@ -288,6 +303,7 @@ _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "Namespace": _default_namespace,
     "Secret": _default_secret,
     "Node": _default_node,
+    "ResourceQuota": _default_resource_quota,
     "MutatingWebhookConfiguration": _default_webhooks(mutating=True),
     "ValidatingWebhookConfiguration": _default_webhooks(mutating=False),
 }

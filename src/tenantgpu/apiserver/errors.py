@@ -107,7 +107,7 @@ def forbidden(resource: str, name: str, group: str, why: str) -> APIError:
 
 def method_not_allowed() -> APIError:
     return APIError(
-        405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+        405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {}
     )
 
 
@@ -133,7 +133,9 @@ def expired(message: str) -> APIError:
 
 
 def unknown_path() -> APIError:
-    return APIError(404, "NotFound", "the server could not find the requested resource")
+    # kube's generic server response carries empty details; kubectl debug reads them to tell a missing
+    # subresource from a missing pod (and crashes when they are absent).
+    return APIError(404, "NotFound", "the server could not find the requested resource", {})
 
 
 def internal(message: str) -> APIError:

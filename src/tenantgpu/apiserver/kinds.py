@@ -252,6 +252,7 @@ POD = Kind(
         Subresource("exec", "PodExecOptions", ("create", "get")),
         Subresource("attach", "PodAttachOptions", ("create", "get")),
         Subresource("portforward", "PodPortForwardOptions", ("create", "get")),
+        Subresource("ephemeralcontainers", "Pod", ("get", "patch", "update")),
     ),
     strategy=Strategy(_STATUS, graceful_delete=_pod_grace),
 )

@@ -82,7 +82,7 @@ class ExecOptions:
                     message += f" or one of the init containers: [{' '.join(init)}]"
                 raise errors.bad_request(message)
             container = containers[0]
-        elif container not in containers and container not in init:
+        elif container not in containers and container not in init and container not in ephemeral_names(pod):
             raise errors.bad_request(f"container {container} is not valid for pod {name}")
         command = query.getall("command", [])
         if not command:
@@ -93,6 +93,11 @@ class ExecOptions:
         if not spec.get("nodeName"):
             raise errors.bad_request(f"pod {name} does not have a host assigned")
         return cls(container, list(command), **flags)
+
+
+def ephemeral_names(pod: dict[str, Any]) -> list[str]:
+    """The pod's ephemeral containers (`kubectl debug`): exec and logs may name them too."""
+    return [c.get("name", "") for c in (pod.get("spec") or {}).get("ephemeralContainers") or []]
 
 
 def wants_websocket(request: web.Request) -> bool:

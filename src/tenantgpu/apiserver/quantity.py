@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_UP, Decimal, InvalidOperation
 
-__all__ = ["QUANTITY_FORMAT_MESSAGE", "QuantityError", "format_quantity", "parse_quantity"]
+__all__ = [
+    "QUANTITY_FORMAT_MESSAGE",
+    "QuantityError",
+    "canonical_quantity",
+    "canonicalize_list",
+    "format_quantity",
+    "parse_quantity",
+]
 
 QUANTITY_FORMAT_MESSAGE = (
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -81,3 +89,60 @@ def format_quantity(value: Decimal) -> str:
     if milli == milli.to_integral_value():
         return f"{int(milli)}m"
     return format(value.normalize(), "f")
+
+
+_SI_SUFFIX = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+_BINARY_SUFFIX = {0: "", 1: "Ki", 2: "Mi", 3: "Gi", 4: "Ti", 5: "Pi", 6: "Ei"}
+_NANO = Decimal("1e-9")
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical_quantity(value: str | int | float) -> str:
+    """How kube-apiserver writes a quantity back once it has decoded it (resource.Quantity's String):
+    `3000` → `3k`, `0.5` → `500m`, `1024Mi` → `1Gi`, `1.5Gi` → `1536Mi`, `2000m` → `2`, `1e3` → `1e3`.
+
+    The suffix family is the one the value was written in: binary suffixes stay binary when the value
+    is whole and at least 1024, and become decimal otherwise. Raises QuantityError like `parse_quantity`.
+    """
+    exact = parse_quantity(value)
+    suffix = ""
+    if isinstance(value, str):
+        match = _GRAMMAR.match(value)
+        suffix = (match["suffix"] or "") if match else ""
+    if isinstance(exact.as_tuple().exponent, int) and exact.as_tuple().exponent < -9:  # type: ignore[operator]
+        with contextlib.suppress(InvalidOperation):
+            exact = exact.quantize(_NANO, rounding=ROUND_UP)  # finer than nano: kube rounds up
+    if exact == 0:
+        return "0"
+    if suffix in _BINARY and abs(exact) >= 1024 and exact == exact.to_integral_value():
+        whole, power = int(exact), 0
+        while whole % 1024 == 0 and power < 6:
+            whole //= 1024
+            power += 1
+        return f"{whole}{_BINARY_SUFFIX[power]}"
+    sign, digits, exponent = exact.normalize().as_tuple()
+    mantissa = int("".join(map(str, digits))) * (-1 if sign else 1)
+    shift = exponent % 3  # Python's modulo is never negative: step down to the multiple of 3 below
+    mantissa *= 10**shift
+    exponent -= shift  # type: ignore[operator]
+    if suffix[:1] in ("e", "E"):
+        return f"{mantissa}e{exponent}" if exponent else str(mantissa)
+    if exponent in _SI_SUFFIX:
+        return f"{mantissa}{_SI_SUFFIX[exponent]}"
+    return f"{mantissa}e{exponent}"
+
+
+def canonicalize_list(resources: object, names: tuple[str, ...] | None = None) -> None:
+    """Rewrite a ResourceList's quantities (`{"cpu": 0.5, "memory": "1024Mi"}`) in their canonical form,
+    in place (only the keys in `names`, when given); values that are not quantities are left for
+    validation to refuse."""
+    if not isinstance(resources, dict):
+        return
+    for name, value in resources.items():  # replacing values keeps the dict the same size
+        if names is not None and name not in names:
+            continue
+        if type(value) is str or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            try:
+                resources[name] = canonical_quantity(value)
+            except QuantityError:
+                continue

@@ -340,10 +340,10 @@ class Registry:
                 raise errors.bad_request(_unmarshal_message(value, field, f"v1.{kind.kind}{field.title()}"))
         return meta
 
-    def _validate(self, kind: Kind, obj: Obj, old: Obj | None = None) -> None:
+    def _validate(self, kind: Kind, obj: Obj, old: Obj | None = None, subresource: str = "") -> None:
         meta = obj["metadata"]
         name = meta.get("name") or ""
-        causes = [_cause(c) for c in validate_object(kind.kind, obj, old=old)]
+        causes = [_cause(c) for c in validate_object(kind.kind, obj, old=old, subresource=subresource)]
         if not causes and (not name or "/" in name or name in (".", "..")):
             # Names become storage keys and URL segments, whatever the kind's own rules say.
             causes.append(
@@ -459,6 +459,15 @@ class Registry:
             finalizers = (new.get("spec") or {}).get("finalizers") or []
             merged = clone(old)
             merged.setdefault("spec", {})["finalizers"] = finalizers
+            return merged
+        if subresource == "ephemeralcontainers":
+            # As kube's strategy for it: every change but spec.ephemeralContainers is dropped.
+            merged = clone(old)
+            ephemeral = (new.get("spec") or {}).get("ephemeralContainers")
+            if ephemeral:
+                merged.setdefault("spec", {})["ephemeralContainers"] = ephemeral
+            else:
+                merged.setdefault("spec", {}).pop("ephemeralContainers", None)
             return merged
         if subresource == "status":
             for field in set(new) | set(old):
@@ -593,7 +602,9 @@ class Registry:
                 obj = attributes.obj or obj
                 if attributes.mutated:
                     default_object(kind.kind, obj)
-                self._validate(kind, obj, _binding_base(old, obj) if subresource == "binding" else old)
+                self._validate(
+                    kind, obj, _binding_base(old, obj) if subresource == "binding" else old, subresource
+                )
                 await self.admission.validate(attributes)
                 if self._allocates(kind) and subresource == "":
                     self._allocate(kind, obj, old)

@@ -348,7 +348,11 @@ class SubresourceHandlers:
                 )
             container = containers[0]
         init = [c.get("name", "") for c in (pod.get("spec") or {}).get("initContainers") or []]
-        if container not in containers and container not in init:
+        if (
+            container not in containers
+            and container not in init
+            and container not in podexec.ephemeral_names(pod)
+        ):
             raise errors.bad_request(f"container {container} is not valid for pod {name}")
         node = (pod.get("spec") or {}).get("nodeName")
         source = self.config.log_source

@@ -242,12 +242,16 @@ def validate(
     *,
     old: Mapping[str, Any] | None = None,
     namespaced: bool | None = None,
+    subresource: str = "",
 ) -> list[Cause]:
-    """Every reason kube-apiserver would refuse `obj` on create (or on update from `old`).
+    """Every reason kube-apiserver would refuse `obj` on create (or on update from `old`, through
+    `subresource` when given).
 
     `namespaced` overrides the built-in idea of the kind's scope (needed for kinds this module does not
     know, such as custom resources).
     """
+    if kind == "Pod" and subresource == "ephemeralcontainers" and old is not None:
+        return validate_ephemeral_containers_update(obj, old)
     if kind in _REVIEWS:
         check = _KIND_CHECKS.get(kind)
         return check(obj, old) if check is not None else []
@@ -594,6 +598,8 @@ def _validate_pod(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
         # passed validation when it was written: nothing in it can be refused now.
         return []
     causes = _validate_pod_spec(spec)
+    if old is None and spec.get("ephemeralContainers"):
+        causes.append(_forbidden("spec.ephemeralContainers", "cannot be set on create"))
     if old is not None:
         old_spec = old.get("spec") or {}
         before = {k: v for k, v in old_spec.items() if v is not None}
@@ -614,6 +620,78 @@ def _validate_pod(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
                     deadline_new,
                     "must be less than or equal to previous value",
                 )
+            )
+    return causes
+
+
+# The fields an ephemeral container may have (kube's allow list); any other one set is refused, since
+# a debugging container must not carry ports, probes, resources or lifecycle hooks.
+_EPHEMERAL_CONTAINER_FIELDS = frozenset(
+    {
+        "name",
+        "image",
+        "command",
+        "args",
+        "workingDir",
+        "envFrom",
+        "env",
+        "volumeMounts",
+        "volumeDevices",
+        "terminationMessagePath",
+        "terminationMessagePolicy",
+        "imagePullPolicy",
+        "securityContext",
+        "stdin",
+        "stdinOnce",
+        "tty",
+        "targetContainerName",
+    }
+)
+_NOT_FOR_EPHEMERAL = "cannot be set for an Ephemeral Container"
+
+
+def validate_ephemeral_containers_update(obj: Mapping[str, Any], old: Mapping[str, Any]) -> list[Cause]:
+    """An update through `pods/ephemeralcontainers` (what `kubectl debug` sends): new ephemeral
+    containers are checked as kube does, and existing ones may be neither removed nor changed."""
+    annotations = (old.get("metadata") or {}).get("annotations") or {}
+    if "kubernetes.io/config.mirror" in annotations:
+        return [_forbidden("", "static pods do not support ephemeral containers")]
+    spec = obj.get("spec") or {}
+    path = "spec.ephemeralContainers"
+    others = {
+        c.get("name") or "" for group in ("containers", "initContainers") for c in spec.get(group) or []
+    }
+    volumes = {v.get("name") or "" for v in spec.get("volumes") or []}
+    causes: list[Cause] = []
+    names = set(others)
+    ephemeral = spec.get("ephemeralContainers") or []
+    for i, ctr in enumerate(ephemeral):
+        cpath = f"{path}[{i}]"
+        causes.extend(_validate_container(cpath, {k: v for k, v in ctr.items() if k != "resources"}, volumes))
+        name = ctr.get("name") or ""
+        if name and name in names:
+            causes.append(_duplicate(f"{cpath}.name", name))
+        names.add(name)
+        target = ctr.get("targetContainerName")
+        if target and target not in others:
+            causes.append(_not_found(f"{cpath}.targetContainerName", target))
+        for field_name, value in ctr.items():
+            if field_name not in _EPHEMERAL_CONTAINER_FIELDS and value not in (None, {}, [], "", False, 0):
+                causes.append(_forbidden(f"{cpath}.{field_name}", _NOT_FOR_EPHEMERAL))
+        for j, mount in enumerate(ctr.get("volumeMounts") or []):
+            for sub in ("subPath", "subPathExpr"):
+                if mount.get(sub):
+                    causes.append(_forbidden(f"{cpath}.volumeMounts[{j}].{sub}", _NOT_FOR_EPHEMERAL))
+    by_name = {c.get("name"): c for c in ephemeral}
+    for was in (old.get("spec") or {}).get("ephemeralContainers") or []:
+        now = by_name.get(was.get("name"))
+        if now is None:
+            causes.append(
+                _forbidden(path, f'existing ephemeral containers "{was.get("name")}" may not be removed')
+            )
+        elif now != was:
+            causes.append(
+                _forbidden(path, f'existing ephemeral containers "{was.get("name")}" may not be changed')
             )
     return causes
 

@@ -25,7 +25,7 @@ import logging
 import math
 import shlex
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -100,6 +100,11 @@ class PodRecord:
     previous_logs: dict[str, ContainerLog] = field(default_factory=dict)  # container → its last run's log
     # container → its status entry while restarts are supervised (state, lastState, restartCount, ready)
     container_states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # ephemeral container (`kubectl debug`) → its env and its `ephemeralContainerStatuses` entry
+    ephemeral_envs: dict[str, dict[str, str]] = field(default_factory=dict)
+    ephemeral: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ephemeral_tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    ephemeral_writes: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def _command(container: dict[str, Any]) -> list[str]:
@@ -189,9 +194,9 @@ class Kubelet:
         if record is None:
             return None
         if container is None:
-            if len(record.logs) != 1:
+            if len(record.envs) != 1:
                 return None
-            container = next(iter(record.logs))
+            container = next(iter(record.envs))
         clog = (record.previous_logs if previous else record.logs).get(container)
         return None if clog is None else clog.render(tail_lines=tail_lines, timestamps=timestamps)
 
@@ -201,7 +206,11 @@ class Kubelet:
         """Run `command` in a running container of a pod here (`kubectl exec`); None if there is none."""
         uid = self._by_key.get((namespace, pod))
         record = self.pods.get(uid) if uid else None
-        if record is None or record.finished or record.started_at is None or container not in record.envs:
+        if record is None or record.finished or record.started_at is None:
+            return None
+        if container not in record.envs and "running" not in record.ephemeral.get(container, {}).get(
+            "state", {}
+        ):
             return None
         return programs.run(command, self._container_view(record, container))
 
@@ -210,7 +219,7 @@ class Kubelet:
     ) -> programs.ContainerView:
         """What a program in one of the pod's containers sees: the pod's name as hostname, the
         container's env, its GPUs (`gpus` when the caller has them already) and their memory in use."""
-        env = record.envs[container]
+        env = record.envs[container] if container in record.envs else record.ephemeral_envs[container]
         if gpus is None:
             gpus = rt.visible_gpus(env, self._device_table())
         return programs.ContainerView(record.name, env, gpus, record.gpu_used_mib.get(container, 0))
@@ -224,8 +233,8 @@ class Kubelet:
         record = self.pods.get(uid) if uid else None
         if record is None:
             return
-        if container is None and len(record.logs) == 1:
-            container = next(iter(record.logs))
+        if container is None and len(record.envs) == 1:
+            container = next(iter(record.envs))
         clog = record.logs.get(container or "")
         if clog is None:
             return
@@ -240,6 +249,7 @@ class Kubelet:
                 record.finished
                 or self.pods.get(uid or "") is not record
                 or record.logs.get(container or "") is not clog
+                or "terminated" in record.ephemeral.get(container or "", {}).get("state", {})
             ):
                 return  # the container ended: the pod finished, went, or the container was restarted
             await asyncio.sleep(poll_seconds)
@@ -260,6 +270,8 @@ class Kubelet:
             if record is not None:
                 if record.task and not record.task.done():
                     record.task.cancel()
+                for task in list(record.ephemeral_tasks):
+                    task.cancel()
                 self.pods.pop(uid, None)
                 if self._by_key.get((record.namespace, record.name)) == uid:
                     self._by_key.pop((record.namespace, record.name), None)
@@ -286,6 +298,8 @@ class Kubelet:
             if record.task and not record.task.done():
                 record.task.cancel()
             record.task = asyncio.create_task(self._terminate(pod, record))
+            return
+        self._start_ephemeral(pod, record)
 
     async def _recreate_mirror(self, pod: dict[str, Any]) -> None:
         """Put a deleted mirror pod back, as the kubelet does while its static pod is configured.
@@ -457,6 +471,8 @@ class Kubelet:
             )
             if not await self._patch_status(record, running):
                 return
+            # `kubectl debug` may have added a container while the pod was starting
+            self._start_ephemeral(self.informer.get(record.namespace, record.name) or pod, record)
             await self._workload(pod, record, elapsed=0.0)
         except asyncio.CancelledError:
             raise
@@ -473,6 +489,8 @@ class Kubelet:
             started = ((cs.get("state") or {}).get("running") or {}).get("startedAt") or started
         record.started_at = started or record.start_time
         self._prepare_containers(pod, record, self._allocation_from_annotations(pod))
+        self._adopt_ephemeral(pod, record)
+        self._start_ephemeral(pod, record)  # added while the kubelet was down
         elapsed = 0.0
         if record.started_at:
             begun = datetime.fromisoformat(record.started_at.replace("Z", "+00:00"))
@@ -516,6 +534,7 @@ class Kubelet:
             pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at or "", codes
         )
         record.finished = True
+        self._end_ephemeral(record, status)
         await self._patch_status(record, status)
 
     def _start_container(
@@ -630,6 +649,7 @@ class Kubelet:
         for entry in status["containerStatuses"]:
             entry["restartCount"] = record.container_states.get(entry["name"], {}).get("restartCount", 0)
         record.finished = True
+        self._end_ephemeral(record, status)
         await self._patch_status(record, status)
 
     async def _patch_supervised(self, pod: dict[str, Any], record: PodRecord) -> None:
@@ -644,6 +664,111 @@ class Kubelet:
                 entry["state"]["running"]["startedAt"] = record.started_at
         podstatus.set_readiness(status, all(e.get("ready") for e in entries))
         await self._patch_status(record, status)
+
+    # --- ephemeral containers (`kubectl debug`) -------------------------------------------------
+
+    def _start_ephemeral(self, pod: dict[str, Any], record: PodRecord) -> None:
+        """Start the ephemeral containers added to a running pod: each runs its command once (they are
+        never restarted) and gets no GPU, since the device plugin allocates only at admission."""
+        if record.finished or record.terminating or record.started_at is None:
+            return
+        fresh = [
+            spec
+            for spec in (pod.get("spec") or {}).get("ephemeralContainers") or []
+            if spec.get("name") and spec["name"] not in record.ephemeral
+        ]
+        for spec in fresh:
+            name = spec["name"]
+            env = {e["name"]: str(e.get("value", "")) for e in spec.get("env") or [] if "name" in e}
+            record.ephemeral_envs[name] = env
+            out = record.logs[name] = ContainerLog()
+            now = log_stamp()
+            out.write(f"tenantgpu simulated ephemeral container {name} on node {self.node_name}", now)
+            command = _command(spec)
+            main = programs.main_command(command, self._container_view(record, name))
+            runs_for: float | None = None
+            code = 0
+            if main is not None:
+                out.write(f"$ {shlex.join(command)}", now)
+                for line in (main.output.stdout + main.output.stderr).splitlines():
+                    out.write(line, now)
+                code = main.output.exit_code
+                runs_for = None if math.isinf(main.runs_for) else main.runs_for
+            else:
+                out.write("running until the pod is deleted", now)
+            started = podstatus.rfc3339()
+            record.ephemeral[name] = podstatus.container_entry(
+                spec, record.uid, state={"running": {"startedAt": started}}, restarts=0
+            ) | {"ready": False}
+            if runs_for is not None:
+                self._spawn_ephemeral(record, self._finish_ephemeral(record, spec, started, runs_for, code))
+        if fresh:
+            self._spawn_ephemeral(record, self._patch_ephemeral(record))
+
+    def _spawn_ephemeral(self, record: PodRecord, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        record.ephemeral_tasks.add(task)
+        task.add_done_callback(record.ephemeral_tasks.discard)
+
+    async def _finish_ephemeral(
+        self, record: PodRecord, spec: dict[str, Any], started: str, runs_for: float, code: int
+    ) -> None:
+        await asyncio.sleep(runs_for)
+        name = spec["name"]
+        record.logs[name].write(f"process exited with code {code}")
+        record.ephemeral[name] = podstatus.container_entry(
+            spec,
+            record.uid,
+            state=podstatus.terminated_state(code, started, podstatus.container_id(record.uid, name)),
+            restarts=0,
+        )
+        await self._patch_ephemeral(record)
+
+    async def _patch_ephemeral(self, record: PodRecord) -> None:
+        """Write every ephemeral container's status; one write at a time, each with the latest states."""
+        async with record.ephemeral_writes:
+            if record.finished:
+                return  # the pod's final status carries them
+            try:
+                await self._patch_status(
+                    record, {"ephemeralContainerStatuses": list(record.ephemeral.values())}
+                )
+            except (ApiError, OSError, aiohttp.ClientError) as err:
+                log.warning("kubelet %s: ephemeral containers of %s: %r", self.node_name, record.name, err)
+
+    def _end_ephemeral(self, record: PodRecord, status: dict[str, Any]) -> None:
+        """The pod ends: its ephemeral containers still running are stopped, in its final status too."""
+        for task in list(record.ephemeral_tasks):
+            task.cancel()
+        for name, entry in record.ephemeral.items():
+            running = (entry.get("state") or {}).get("running")
+            if running is not None:
+                cid = podstatus.container_id(record.uid, name)
+                entry.update(
+                    state=podstatus.terminated_state(137, running.get("startedAt", ""), cid), started=False
+                )
+        if record.ephemeral:
+            status["ephemeralContainerStatuses"] = list(record.ephemeral.values())
+
+    def _adopt_ephemeral(self, pod: dict[str, Any], record: PodRecord) -> None:
+        """After a kubelet restart, ephemeral containers that were started keep their status (they are
+        never run twice); their log says it was lost."""
+        for entry in (pod.get("status") or {}).get("ephemeralContainerStatuses") or []:
+            name = entry.get("name", "")
+            spec = next(
+                (
+                    c
+                    for c in (pod.get("spec") or {}).get("ephemeralContainers") or []
+                    if c.get("name") == name
+                ),
+                {},
+            )
+            record.ephemeral[name] = entry
+            record.ephemeral_envs[name] = {
+                e["name"]: str(e.get("value", "")) for e in spec.get("env") or [] if "name" in e
+            }
+            record.logs[name] = ContainerLog()
+            record.logs[name].write("(log of an ephemeral container is not kept over a kubelet restart)")
 
     async def _remove(self, record: PodRecord, uid: str | None) -> None:
         """Delete the pod object now, retrying as the kubelet's status manager does until it is gone:
@@ -692,6 +817,7 @@ class Kubelet:
                     pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at, codes
                 )
                 record.finished = True
+                self._end_ephemeral(record, status)
                 try:
                     await self._patch_status(record, status)
                 except Exception as err:
