@@ -253,8 +253,8 @@ def test_delete_waits_for_graceful_deletion_of_a_bound_pod(
     "namespace_controller"
 )  # `kubectl delete namespace` waits for it to empty the namespace
 def test_generator_commands_including_protobuf_bodies(kubectl: Kubectl, version: str) -> None:
-    """kubectl ≥ 1.32 sends typed creates (`create namespace/configmap/secret/sa/token/service/quota`) as
-    protobuf."""
+    """kubectl ≥ 1.32 sends typed creates (`create namespace/configmap/secret/sa/token/service/quota/
+    role/rolebinding/clusterrole/clusterrolebinding/priorityclass/ingress`) as protobuf."""
     suffix = version.replace(".", "")
     kubectl("create", "namespace", f"gen-{suffix}", version=version)
     kubectl(
@@ -293,6 +293,70 @@ def test_generator_commands_including_protobuf_bodies(kubectl: Kubectl, version:
     )
     quota = json.loads(kubectl("get", "quota", "small", "-n", f"gen-{suffix}", "-o", "json").stdout)
     assert quota["spec"]["hard"] == {"pods": "3", "requests.cpu": "2"}
+
+    ns = ["-n", f"gen-{suffix}"]
+    kubectl("create", "role", "reader", "--verb=get,list", "--resource=pods", *ns, version=version)
+    kubectl(
+        "create",
+        "rolebinding",
+        "bob-reads",
+        "--role=reader",
+        "--user=bob",
+        "--group=devs",
+        *ns,
+        version=version,
+    )
+    kubectl("create", "clusterrole", f"gpus-{suffix}", "--verb=get", "--resource=nodes", version=version)
+    kubectl(
+        "create", "clusterrolebinding", f"gpus-{suffix}", f"--clusterrole=gpus-{suffix}",
+        f"--serviceaccount=gen-{suffix}:robot", version=version,
+    )  # fmt: skip
+    kubectl(
+        "create", "priorityclass", f"batch-{suffix}", "--value=1000", "--description=batch", version=version
+    )
+    kubectl(
+        "create", "ingress", "site", "--class=nginx", "--rule=gpu.example.com/infer*=web:80,tls=site-tls",
+        *ns, version=version,
+    )  # fmt: skip
+    role = json.loads(kubectl("get", "role", "reader", *ns, "-o", "json").stdout)
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+    binding = json.loads(kubectl("get", "rolebinding", "bob-reads", *ns, "-o", "json").stdout)
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"},
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"},
+    ]
+    cluster_binding = json.loads(kubectl("get", "clusterrolebinding", f"gpus-{suffix}", "-o", "json").stdout)
+    assert cluster_binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "robot", "namespace": f"gen-{suffix}"}
+    ]
+    priority = json.loads(kubectl("get", "priorityclass", f"batch-{suffix}", "-o", "json").stdout)
+    assert (priority["value"], priority["description"], priority.get("globalDefault", False)) == (
+        1000,
+        "batch",
+        False,
+    )
+    ingress = json.loads(kubectl("get", "ingress", "site", *ns, "-o", "json").stdout)
+    assert ingress["spec"] == {
+        "ingressClassName": "nginx",
+        "rules": [
+            {
+                "host": "gpu.example.com",
+                "http": {
+                    "paths": [
+                        {
+                            "path": "/infer",
+                            "pathType": "Prefix",
+                            "backend": {"service": {"name": "web", "port": {"number": 80}}},
+                        }
+                    ]
+                },
+            }
+        ],
+        "tls": [{"hosts": ["gpu.example.com"], "secretName": "site-tls"}],
+    }
+    kubectl("delete", "clusterrolebinding,clusterrole", f"gpus-{suffix}", version=version)
+    kubectl("delete", "priorityclass", f"batch-{suffix}", version=version)
     deleted = kubectl("delete", "namespace", f"gen-{suffix}", version=version)
     assert f'namespace "gen-{suffix}" deleted' in deleted.stdout
     assert kubectl("get", "cm", "-n", f"gen-{suffix}", "-o", "name").stdout == ""

@@ -288,7 +288,90 @@ _RESOURCE_QUOTA_SPEC = _message(
         ),
     }
 )
+_DELETE_OPTIONS = _message(
+    {
+        1: ("gracePeriodSeconds", _int, "one"),
+        2: (
+            "preconditions",
+            _message({1: ("uid", _text, "one"), 2: ("resourceVersion", _text, "one")}),
+            "one",
+        ),
+        3: ("orphanDependents", _bool, "one"),
+        4: ("propagationPolicy", _text, "one"),
+    }
+)
 _REFERENCE = _message({1: ("kind", _text, "one"), 2: ("namespace", _text, "one"), 3: ("name", _text, "one")})
+_POLICY_RULE = _message(
+    {
+        1: ("verbs", _text, "list"),
+        2: ("apiGroups", _text, "list"),
+        3: ("resources", _text, "list"),
+        4: ("resourceNames", _text, "list"),
+        5: ("nonResourceURLs", _text, "list"),
+    }
+)
+_SUBJECT = _message(
+    {
+        1: ("kind", _text, "one"),
+        2: ("apiGroup", _text, "one"),
+        3: ("name", _text, "one"),
+        4: ("namespace", _text, "one"),
+    }
+)
+_ROLE_REF = _message({1: ("apiGroup", _text, "one"), 2: ("kind", _text, "one"), 3: ("name", _text, "one")})
+_BINDING = _message(
+    {
+        1: ("metadata", _OBJECT_META, "one"),
+        2: ("subjects", _SUBJECT, "list"),
+        3: ("roleRef", _ROLE_REF, "one"),
+    }
+)
+_INGRESS_BACKEND = _message(
+    {
+        4: (
+            "service",
+            _message(
+                {
+                    1: ("name", _text, "one"),
+                    2: ("port", _message({1: ("name", _text, "one"), 2: ("number", _int, "one")}), "one"),
+                }
+            ),
+            "one",
+        ),
+        3: (
+            "resource",
+            _message({1: ("apiGroup", _text, "one"), 2: ("kind", _text, "one"), 3: ("name", _text, "one")}),
+            "one",
+        ),
+    }
+)
+_HTTP_RULE = _message(
+    {
+        1: (
+            "paths",
+            _message(
+                {
+                    1: ("path", _text, "one"),
+                    3: ("pathType", _text, "one"),
+                    2: ("backend", _INGRESS_BACKEND, "one"),
+                }
+            ),
+            "list",
+        )
+    }
+)
+_INGRESS_RULE_PARTS = _message(
+    {1: ("host", _text, "one"), 2: ("ingressRuleValue", _message({1: ("http", _HTTP_RULE, "one")}), "one")}
+)
+
+
+def _ingress_rule(value: int | bytes) -> dict[str, Any]:
+    # The rule's value is a message of its own on the wire and inline in JSON (`host` beside `http`).
+    rule = _INGRESS_RULE_PARTS(value)
+    rule.update(rule.pop("ingressRuleValue", {}))
+    return rule
+
+
 _SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "Namespace": _message(
         {
@@ -336,17 +419,48 @@ _SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
             ),
         }
     ),
-    "Eviction": _message({1: ("metadata", _OBJECT_META, "one")}),
-    "DeleteOptions": _message(
+    "Eviction": _message(
+        {1: ("metadata", _OBJECT_META, "one"), 2: ("deleteOptions", _DELETE_OPTIONS, "one")}
+    ),
+    "DeleteOptions": _DELETE_OPTIONS,
+    "Role": _message({1: ("metadata", _OBJECT_META, "one"), 2: ("rules", _POLICY_RULE, "list")}),
+    "ClusterRole": _message(
         {
-            1: ("gracePeriodSeconds", _int, "one"),
+            1: ("metadata", _OBJECT_META, "one"),
+            2: ("rules", _POLICY_RULE, "list"),
+            3: ("aggregationRule", _message({1: ("clusterRoleSelectors", _LABEL_SELECTOR, "list")}), "one"),
+        }
+    ),
+    "RoleBinding": _BINDING,
+    "ClusterRoleBinding": _BINDING,
+    "PriorityClass": _message(
+        {
+            1: ("metadata", _OBJECT_META, "one"),
+            2: ("value", _int, "one"),
+            3: ("globalDefault", _flag, "one"),
+            4: ("description", _text, "one"),
+            5: ("preemptionPolicy", _text, "one"),
+        }
+    ),
+    "Ingress": _message(
+        {
+            1: ("metadata", _OBJECT_META, "one"),
             2: (
-                "preconditions",
-                _message({1: ("uid", _text, "one"), 2: ("resourceVersion", _text, "one")}),
+                "spec",
+                _message(
+                    {
+                        4: ("ingressClassName", _text, "one"),
+                        1: ("defaultBackend", _INGRESS_BACKEND, "one"),
+                        2: (
+                            "tls",
+                            _message({1: ("hosts", _text, "list"), 2: ("secretName", _text, "one")}),
+                            "list",
+                        ),
+                        3: ("rules", _ingress_rule, "list"),
+                    }
+                ),
                 "one",
             ),
-            3: ("orphanDependents", _bool, "one"),
-            4: ("propagationPolicy", _text, "one"),
         }
     ),
     "Job": _message({1: ("metadata", _OBJECT_META, "one"), 2: ("spec", _JOB_SPEC, "one")}),
