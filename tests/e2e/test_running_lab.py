@@ -512,6 +512,23 @@ def test_drain_evicts_workloads_and_leaves_the_nodes_own_components_which_come_b
         ]
     lab.create("tenant-b", gpu_pod("drained", "drained", gpumem=1000))
     wait_for("the workload Running", all_running(lab, "tenant-b", "app=drained", 1))
+    # a PodDisruptionBudget that needs the pod holds the drain back, as on a cluster
+    lab.kubectl("tenant-b", "create", "pdb", "keep-one", "--selector=app=drained", "--min-available=1")
+
+    def budget_counted() -> bool:
+        budget = json.loads(lab.kubectl("tenant-b", "get", "pdb", "keep-one", "-o", "json").stdout)
+        return (budget.get("status") or {}).get("currentHealthy") == 1
+
+    wait_for("the budget counted", budget_counted)
+    try:
+        blocked = lab.kubectl(
+            "tenant-b", "drain", "worker-b1", "--ignore-daemonsets", "--force", "--timeout=6s", check=False
+        )
+        assert blocked.returncode == 1
+        assert "Cannot evict pod as it would violate the pod's disruption budget." in blocked.stderr
+        assert lab.pods("tenant-b", "app=drained")
+    finally:
+        lab.kubectl("tenant-b", "delete", "pdb", "keep-one")
     try:
         drained = lab.kubectl(
             "tenant-b", "drain", "worker-b1", "--ignore-daemonsets", "--force", "--timeout=45s"

@@ -509,6 +509,24 @@ def _ingress_on_create(ingress: Obj) -> None:
     ingress["status"] = {"loadBalancer": {}}
 
 
+def _pdb_on_create(pdb: Obj) -> None:
+    # The four counts a PodDisruptionBudget's status may not omit; the disruption controller fills them.
+    pdb["status"] = dict.fromkeys(
+        ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"), 0
+    )
+
+
+POD_DISRUPTION_BUDGET = Kind(
+    "policy",
+    "v1",
+    "PodDisruptionBudget",
+    "poddisruptionbudgets",
+    True,
+    ("pdb",),
+    subresources=(_status("PodDisruptionBudget", "policy", "v1"),),
+    strategy=Strategy(_STATUS, _pdb_on_create),
+)
+
 _RBAC = "rbac.authorization.k8s.io"
 # Kinds a cluster stores for others to act on. They are served as on a cluster, so manifests and Helm
 # charts that carry them apply; nothing here acts on them (RBAC is not enforced: the lab authorizes by
@@ -532,6 +550,7 @@ CLUSTER_CONFIG_KINDS: tuple[Kind, ...] = (
     Kind("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
     Kind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, ("netpol",)),
     Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
+    POD_DISRUPTION_BUDGET,
 )
 
 

@@ -431,6 +431,23 @@ _SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
             3: ("aggregationRule", _message({1: ("clusterRoleSelectors", _LABEL_SELECTOR, "list")}), "one"),
         }
     ),
+    "PodDisruptionBudget": _message(
+        {
+            1: ("metadata", _OBJECT_META, "one"),
+            2: (
+                "spec",
+                _message(
+                    {
+                        1: ("minAvailable", _int_or_string, "one"),
+                        2: ("selector", _LABEL_SELECTOR, "one"),
+                        3: ("maxUnavailable", _int_or_string, "one"),
+                        4: ("unhealthyPodEvictionPolicy", _text, "one"),
+                    }
+                ),
+                "one",
+            ),
+        }
+    ),
     "RoleBinding": _BINDING,
     "ClusterRoleBinding": _BINDING,
     "PriorityClass": _message(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tenantgpu.apiserver import errors, podexec, spdy
+from tenantgpu.apiserver import errors, eviction, podexec, spdy
 from tenantgpu.apiserver.auth import Attributes, UserInfo
 from tenantgpu.apiserver.hooks import LogOptions
 from tenantgpu.apiserver.http1 import ChunkedStream, start_stream
@@ -74,13 +74,45 @@ class SubresourceHandlers:
             if delete_options is not None and not isinstance(delete_options, dict):
                 raise errors.bad_request("Eviction.deleteOptions must be an object")
             options = DeleteOptions.parse(delete_options, {})
+            dry_run = self._dry_run(request)
+            await self._spend_disruption_budget(target, user, dry_run)
             await self.registry.delete(
-                target.kind, target.namespace, target.name, options, user, dry_run=self._dry_run(request)
+                target.kind, target.namespace, target.name, options, user, dry_run=dry_run
             )
             return json_response(SUCCESS_CREATED, 201)
         if target.subresource == "token":
             return self._token_request(target, body)
         raise errors.method_not_allowed()
+
+    async def _spend_disruption_budget(self, target: Target, user: UserInfo, dry_run: bool) -> None:
+        """An eviction goes only if the pod's PodDisruptionBudget allows it, and then counts against it."""
+        pod = self.registry.get(target.kind, target.namespace, target.name).obj  # 404 for a missing pod
+        budgets_kind = self.kinds.resource("policy", "v1", "poddisruptionbudgets")
+        if budgets_kind is None or eviction.ignores_budgets(pod):
+            return
+        budgets = [
+            e.obj for e in self.registry.list(budgets_kind, target.namespace) if eviction.covers(e.obj, pod)
+        ]
+        if not budgets:
+            return
+        if len(budgets) > 1:
+            raise errors.internal(
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+            )
+
+        def take_one(budget: Obj) -> Obj:
+            eviction.spend(budget, pod, now_rfc3339())
+            return budget
+
+        await self.registry.modify(
+            budgets_kind,
+            target.namespace,
+            budgets[0]["metadata"]["name"],
+            take_one,
+            user,
+            subresource="status",
+            dry_run=dry_run,
+        )
 
     async def _bind(
         self, request: web.Request, namespace: str, name: str, body: Any, user: UserInfo

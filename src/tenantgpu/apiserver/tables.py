@@ -788,6 +788,21 @@ def _priority_class_row(pc: Mapping[str, Any], now: datetime) -> list[Any]:
     ]
 
 
+def _disruption_budget_row(pdb: Mapping[str, Any], now: datetime) -> list[Any]:
+    spec = pdb.get("spec") or {}
+
+    def shown(value: Any) -> str:
+        return "N/A" if value is None else str(value)
+
+    return [
+        _name(pdb),
+        shown(spec.get("minAvailable")),
+        shown(spec.get("maxUnavailable")),
+        int(_get(pdb, "status", "disruptionsAllowed") or 0),
+        _age(pdb, now),
+    ]
+
+
 _PRINTERS: dict[str, _Printer] = {
     "Pod": _Printer(_POD_COLUMNS, lambda obj, now: _pod_row(obj, now)[0]),
     "Job": _Printer(_JOB_COLUMNS, _job_row),
@@ -855,6 +870,16 @@ _PRINTERS: dict[str, _Printer] = {
         _priority_class_row,
     ),
     "ControllerRevision": _Printer(_CONTROLLER_REVISION_COLUMNS, _controller_revision_row),
+    "PodDisruptionBudget": _Printer(
+        [
+            _NAME,
+            Column("Min Available", description="The minimum number of pods that must be available."),
+            Column("Max Unavailable", description="The maximum number of pods that may be unavailable."),
+            Column("Allowed Disruptions", type="integer", description="How many pods may be disrupted now."),
+            _AGE,
+        ],
+        _disruption_budget_row,
+    ),
     "Node": _Printer(_NODE_COLUMNS, _node_row),
     "Event": _Printer(_EVENT_COLUMNS, _event_row),
     "Service": _Printer(_SERVICE_COLUMNS, _service_row),

@@ -16,7 +16,12 @@ from typing import Any
 from tenantgpu.apiserver.cronschedule import ScheduleError, parse_schedule, time_zone_error
 from tenantgpu.apiserver.defaults import default, pod_qos_class
 from tenantgpu.apiserver.quantity import QuantityError, parse_quantity
-from tenantgpu.apiserver.selectors import label_value_errors, match_selector_object, qualified_name_errors
+from tenantgpu.apiserver.selectors import (
+    SelectorError,
+    label_value_errors,
+    match_selector_object,
+    qualified_name_errors,
+)
 
 __all__ = [
     "Cause",
@@ -107,6 +112,7 @@ _GROUPS = {
     "IngressClass": "networking.k8s.io",
     "NetworkPolicy": "networking.k8s.io",
     "PriorityClass": "scheduling.k8s.io",
+    "PodDisruptionBudget": "policy",
     "TenantControlPlane": "kamaji.clastix.io",
     "DataStore": "kamaji.clastix.io",
     "SelfSubjectAccessReview": "authorization.k8s.io",
@@ -1019,6 +1025,48 @@ def _validate_priority_class(obj: Mapping[str, Any], old: Mapping[str, Any] | No
     return causes
 
 
+_PERCENT = re.compile(r"^[0-9]+%$")
+_PERCENT_MESSAGE = (
+    "a valid percent string must be a numeric string followed by an ending '%' "
+    "(e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"
+)
+
+
+def _positive_int_or_percent(path: str, value: Any) -> list[Cause]:
+    """kube's ValidatePositiveIntOrPercent and IsNotMoreThan100Percent."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return [_invalid(path, value, "must be an integer or percentage (e.g '5%')")]
+    if isinstance(value, int):
+        return [_invalid(path, value, "must be greater than or equal to 0")] if value < 0 else []
+    if not _PERCENT.match(value):
+        return [_invalid(path, value, _PERCENT_MESSAGE)]
+    return [_invalid(path, value, "must not be greater than 100%")] if int(value[:-1]) > 100 else []
+
+
+def _validate_pod_disruption_budget(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    spec = obj.get("spec") or {}
+    causes: list[Cause] = []
+    least, most = spec.get("minAvailable"), spec.get("maxUnavailable")
+    if least is not None and most is not None:
+        causes.append(_invalid("spec", spec, "minAvailable and maxUnavailable cannot be both set"))
+    if least is not None:
+        causes.extend(_positive_int_or_percent("spec.minAvailable", least))
+    if most is not None:
+        causes.extend(_positive_int_or_percent("spec.maxUnavailable", most))
+    policy = spec.get("unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in ("IfHealthyBudget", "AlwaysAllow"):
+        causes.append(
+            _not_supported("spec.unhealthyPodEvictionPolicy", policy, ["AlwaysAllow", "IfHealthyBudget"])
+        )
+    selector = spec.get("selector")
+    if selector is not None:
+        try:
+            match_selector_object(selector, {})
+        except SelectorError as exc:
+            causes.append(_invalid("spec.selector", selector, str(exc)))
+    return causes
+
+
 def _validate_deployment(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     causes = _validate_replicated(obj, old)
     strategy = (obj.get("spec") or {}).get("strategy") or {}
@@ -1412,6 +1460,7 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "RoleBinding": functools.partial(_validate_binding_role, namespaced=True),
     "ClusterRoleBinding": functools.partial(_validate_binding_role, namespaced=False),
     "PriorityClass": _validate_priority_class,
+    "PodDisruptionBudget": _validate_pod_disruption_budget,
     "ControllerRevision": _validate_controller_revision,
     "Binding": _validate_binding,
     "SelfSubjectAccessReview": _validate_access_review,

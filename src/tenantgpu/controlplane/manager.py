@@ -8,6 +8,7 @@ from typing import Protocol
 from tenantgpu.controlplane.cronjob import CronJobController
 from tenantgpu.controlplane.daemonset import DaemonSetController
 from tenantgpu.controlplane.deployment import DeploymentController
+from tenantgpu.controlplane.disruption import DisruptionController
 from tenantgpu.controlplane.garbagecollector import GarbageCollector
 from tenantgpu.controlplane.job import JobController
 from tenantgpu.controlplane.namespaces import NamespaceController
@@ -31,7 +32,7 @@ class _Service(Protocol):
 class ControlPlaneServices:
     """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs:
     service accounts, the root CA publisher, node lifecycle, pod GC, namespaces, Jobs, CronJobs,
-    ReplicaSets, Deployments, DaemonSets, StatefulSets and the garbage collector."""
+    ReplicaSets, Deployments, DaemonSets, StatefulSets, PodDisruptionBudgets and the garbage collector."""
 
     client: KubeClient
     node_grace_seconds: float = 40.0
@@ -70,6 +71,13 @@ class ControlPlaneServices:
             deployments,
             daemon_sets,
             stateful_sets,
+            DisruptionController(
+                self.client,
+                pods=scheduler.pods,
+                replica_sets=replica_sets.replica_sets,
+                deployments=deployments.deployments,
+                stateful_sets=stateful_sets.stateful_sets,
+            ),
             GarbageCollector(self.client, owners=jobs.jobs, dependents=scheduler.pods),
             GarbageCollector(self.client, owners=cron_jobs.cron_jobs, dependents=jobs.jobs),
             GarbageCollector(self.client, owners=daemon_sets.daemon_sets, dependents=scheduler.pods),

@@ -65,6 +65,7 @@ _KNOWN = [
     ResourceKind("apps", "v1", "daemonsets", "DaemonSet", True),
     ResourceKind("apps", "v1", "statefulsets", "StatefulSet", True),
     ResourceKind("apps", "v1", "controllerrevisions", "ControllerRevision", True),
+    ResourceKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
     ResourceKind("batch", "v1", "jobs", "Job", True),
     ResourceKind("batch", "v1", "cronjobs", "CronJob", True),
     ResourceKind("events.k8s.io", "v1", "events", "Event", True),
