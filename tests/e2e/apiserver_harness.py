@@ -236,5 +236,8 @@ class StandInKubelet:
                     status: dict[str, Any] = {"phase": "Failed"}
                 else:
                     status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-                self.api.patch_namespaced_pod_status(name, self.namespace, {"status": status})
+                # A pod deleted since the list (a rollout's) gives 404: one error must not end the
+                # stand-in's thread, or every later pod of the module would stay Pending.
+                with contextlib.suppress(kubernetes.client.ApiException):
+                    self.api.patch_namespaced_pod_status(name, self.namespace, {"status": status})
             time.sleep(0.05)
