@@ -456,3 +456,59 @@ def test_an_update_skips_only_what_it_keeps_of_name_namespace_and_node_amounts()
     broken = copy.deepcopy(node)
     broken["status"]["allocatable"]["cpu"] = "eight"
     assert any("status.allocatable[cpu]" in m for m in messages(validate("Node", broken, old=node)))
+
+
+def _tcp(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "controlPlane": {"service": {"serviceType": "ClusterIP"}},
+        "kubernetes": {"version": "v1.31.4", "kubelet": {}},
+    }
+    base.update(spec)
+    return {"metadata": {"name": "tenant-a", "namespace": "default"}, "spec": base}
+
+
+def _tcp_causes(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    return [(c.field, c.message) for c in validate("TenantControlPlane", obj, old=old)]
+
+
+def test_a_tenant_control_plane_is_checked_against_kamaji_s_crd_schema() -> None:
+    assert _tcp_causes(_tcp()) == []
+    assert _tcp_causes(_tcp(kubernetes={"kubelet": {}})) == [("spec.kubernetes.version", "Required value")]
+    assert _tcp_causes(_tcp(kubernetes={"version": "v1.31.4"})) == [
+        ("spec.kubernetes.kubelet", "Required value")
+    ]
+    assert _tcp_causes(_tcp(controlPlane={})) == [("spec.controlPlane.service", "Required value")]
+    assert _tcp_causes(_tcp(controlPlane={"service": {"serviceType": "Ingress"}})) == [
+        (
+            "spec.controlPlane.service.serviceType",
+            'Unsupported value: "Ingress": supported values: "ClusterIP", "NodePort", "LoadBalancer"',
+        )
+    ]
+    # CEL rules read as kube-apiserver words them: the value shown by its type
+    assert _tcp_causes(_tcp(networkProfile={"serviceCidr": "10.300.0.0/16"})) == [
+        (
+            "spec.networkProfile.serviceCidr",
+            'Invalid value: "string": serviceCidr must be empty or a valid CIDR',
+        )
+    ]
+    assert _tcp_causes(_tcp(networkProfile={"loadBalancerSourceRanges": ["10.0.0.0/8"]})) == [
+        (
+            "spec",
+            'Invalid value: "object": LoadBalancer source ranges are supported only with LoadBalancer service type',
+        )
+    ]
+
+
+def test_a_tenant_control_plane_keeps_its_datastore_schema_and_cluster_domain() -> None:
+    old = _tcp(dataStore="default", dataStoreSchema="abc", networkProfile={"clusterDomain": "cluster.local"})
+    changed = _tcp(dataStore="default", dataStoreSchema="xyz", networkProfile={"clusterDomain": "lab.local"})
+    assert _tcp_causes(changed, old) == [
+        ("spec.dataStoreSchema", 'Invalid value: "string": changing the dataStoreSchema is not supported'),
+        (
+            "spec.networkProfile.clusterDomain",
+            'Invalid value: "string": changing the cluster domain is not supported',
+        ),
+    ]
+    assert _tcp_causes(_tcp(dataStoreSchema="abc"), old) == [
+        ("spec", 'Invalid value: "object": unsetting the dataStore is not supported')
+    ]

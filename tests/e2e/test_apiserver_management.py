@@ -23,7 +23,7 @@ TCP = {
     "metadata": {"name": "tenant-a", "namespace": "default"},
     "spec": {
         "controlPlane": {"deployment": {"replicas": 2}, "service": {"serviceType": "ClusterIP"}},
-        "kubernetes": {"version": "v1.31.4"},
+        "kubernetes": {"version": "v1.31.4", "kubelet": {"cgroupfs": "systemd"}},
     },
 }
 

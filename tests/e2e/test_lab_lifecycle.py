@@ -35,6 +35,8 @@ spec:
       serviceType: ClusterIP
   kubernetes:
     version: v1.31.4
+    kubelet:
+      cgroupfs: systemd
 """
 
 

@@ -56,7 +56,11 @@ class RunningLab:
         check: bool = True,
         binary: str = "kubectl",
     ) -> subprocess.CompletedProcess[str]:
-        kubeconfig = self.state / "kubeconfigs" / f"{tenant}.kubeconfig"
+        kubeconfig = (
+            self.state / "management.kubeconfig"
+            if tenant == "management"
+            else self.state / "kubeconfigs" / f"{tenant}.kubeconfig"
+        )
         result = subprocess.run(
             [binary, "--kubeconfig", str(kubeconfig), *args],
             capture_output=True,
@@ -491,6 +495,41 @@ spec:
     refused = lab.kubectl("tenant-a", "debug", "-n", "kube-system", scheduler, "--image=busybox", check=False)
     assert refused.returncode == 1 and "static pods do not support ephemeral containers" in refused.stderr
     lab.delete("tenant-a", "app=debug")
+
+
+def test_the_management_plane_refuses_tenant_control_planes_as_kamaji_does(lab: RunningLab) -> None:
+    def apply(name: str, version: str, **spec: Any) -> subprocess.CompletedProcess[str]:
+        tcp = {
+            "apiVersion": "kamaji.clastix.io/v1alpha1",
+            "kind": "TenantControlPlane",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "controlPlane": {"service": {"serviceType": "ClusterIP"}},
+                "kubernetes": {"version": version, "kubelet": {"cgroupfs": "systemd"}},
+                **spec,
+            },
+        }
+        return lab.kubectl("management", "apply", "-f", "-", input=json.dumps(tcp), check=False)
+
+    schema = apply("tenant-x", "v1.31.4", controlPlane={"service": {"serviceType": "Ingress"}})
+    assert schema.returncode == 1
+    assert 'spec.controlPlane.service.serviceType: Unsupported value: "Ingress"' in schema.stderr
+    webhook = 'Error from server (Forbidden): error when creating "STDIN": admission webhook "vtenantcontrolplane.kb.io" denied the request: '
+    assert (
+        webhook + "tenant-x-store DataStore does not exist"
+        in apply("tenant-x", "v1.31.4", dataStore="tenant-x-store").stderr
+    )
+    assert (
+        webhook + "unable to create a TenantControlPlane with a Kubernetes version greater"
+        in apply("tenant-x", "v1.99.0").stderr
+    )
+    downgrade = lab.kubectl(
+        "management", "patch", "tcp", "tenant-a", "--type=merge",
+        "-p", '{"spec":{"kubernetes":{"version":"v1.30.0"}}}', check=False,
+    )  # fmt: skip
+    assert downgrade.returncode == 1
+    assert "unable to downgrade a TenantControlPlane from 1.31.0 to 1.30.0" in downgrade.stderr
+    assert lab.kubectl("management", "get", "tcp", "tenant-x", check=False).returncode == 1
 
 
 def test_drain_evicts_workloads_and_leaves_the_nodes_own_components_which_come_back_if_deleted(

@@ -196,11 +196,17 @@ async def test_deleting_a_tcp_stops_it_and_removes_secrets_and_data(plane: Manag
         await asyncio.open_connection(host, int(port))
 
 
-async def test_missing_datastore_is_not_ready_with_a_message(plane: ManagementPlane) -> None:
+async def test_a_tenant_on_a_missing_datastore_is_refused_by_kamaji_s_webhook(plane: ManagementPlane) -> None:
     manifest = model.tenant_control_plane("tenant-x", version="v1.31.4", datastore="nowhere")
-    await plane.client.create(model.TENANT_CONTROL_PLANES, manifest)
-    tcp = await _wait_for(plane.client, "tenant-x", _state("NotReady"))
-    assert tcp["status"]["kubernetesResources"]["version"]["message"] == 'DataStore "nowhere" not found'
+    with pytest.raises(ApiError) as refused:
+        await plane.client.create(model.TENANT_CONTROL_PLANES, manifest)
+    assert (refused.value.code, refused.value.reason) == (403, "Forbidden")
+    assert refused.value.message == (
+        'admission webhook "vtenantcontrolplane.kb.io" denied the request: nowhere DataStore does not exist'
+    )
+    with pytest.raises(ApiError) as missing:
+        await plane.client.get(model.TENANT_CONTROL_PLANES, "tenant-x", "default")
+    assert missing.value.code == 404
 
 
 async def test_restarted_plane_serves_the_same_tenant_identity_and_data(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import base64
 import binascii
 import copy
 import functools
+import ipaddress
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -192,6 +193,11 @@ def _dns_subdomain_errors(value: str) -> list[str]:
     if not _DNS1123_SUBDOMAIN.match(value):
         errors.append(_SUBDOMAIN_MSG)
     return errors
+
+
+def dns1035_label_errors(value: str) -> list[str]:
+    """apimachinery's IsDNS1035Label: why `value` is not one (the names of Services, Kamaji's tenants)."""
+    return _dns1035_errors(value)
 
 
 def _dns1035_errors(value: str) -> list[str]:
@@ -1067,6 +1073,121 @@ def _validate_pod_disruption_budget(obj: Mapping[str, Any], old: Mapping[str, An
     return causes
 
 
+# Kamaji's enum, in the CRD's order (it is how the refusal lists them).
+_TCP_SERVICE_TYPES = ["ClusterIP", "NodePort", "LoadBalancer"]
+
+
+def _is_cidr(value: Any) -> bool:
+    try:
+        ipaddress.ip_network(str(value), strict=False)
+    except ValueError:
+        return False
+    return "/" in str(value)
+
+
+def _is_ip(value: Any) -> bool:
+    try:
+        ipaddress.ip_address(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def _cel(path: str, kind: str, message: str) -> Cause:
+    # How kube-apiserver words a failed x-kubernetes-validations rule: the value is shown by its type.
+    return _invalid(path, kind, message)
+
+
+def _validate_tenant_control_plane(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    """Kamaji's CRD schema for a TenantControlPlane: its required fields, enums and CEL rules."""
+    causes: list[Cause] = []
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return [_required("spec")]
+    control_plane = spec.get("controlPlane")
+    kubernetes = spec.get("kubernetes")
+    if control_plane is None:
+        causes.append(_required("spec.controlPlane"))
+    if kubernetes is None:
+        causes.append(_required("spec.kubernetes"))
+    service = (control_plane or {}).get("service")
+    if control_plane is not None and service is None:
+        causes.append(_required("spec.controlPlane.service"))
+    service_type = (service or {}).get("serviceType")
+    if service is not None and service_type is None:
+        causes.append(_required("spec.controlPlane.service.serviceType"))
+    elif service_type is not None and service_type not in _TCP_SERVICE_TYPES:
+        causes.append(
+            _not_supported("spec.controlPlane.service.serviceType", service_type, _TCP_SERVICE_TYPES)
+        )
+    if kubernetes is not None:
+        for field_name in ("kubelet", "version"):
+            if kubernetes.get(field_name) is None:
+                causes.append(_required(f"spec.kubernetes.{field_name}"))
+        cgroupfs = (kubernetes.get("kubelet") or {}).get("cgroupfs")
+        if cgroupfs is not None and cgroupfs not in ("systemd", "cgroupfs"):
+            causes.append(
+                _not_supported("spec.kubernetes.kubelet.cgroupfs", cgroupfs, ["systemd", "cgroupfs"])
+            )
+    network = spec.get("networkProfile") or {}
+    for field_name, label in (("serviceCidr", "serviceCidr"), ("podCidr", "podCidr")):
+        value = network.get(field_name)
+        if value not in (None, "") and not _is_cidr(value):
+            causes.append(
+                _cel(f"spec.networkProfile.{field_name}", "string", f"{label} must be empty or a valid CIDR")
+            )
+    for field_name in ("serviceCidrs", "podCidrs"):
+        if not all(_is_cidr(v) for v in network.get(field_name) or []):
+            causes.append(
+                _cel(
+                    f"spec.networkProfile.{field_name}",
+                    "array",
+                    f"all {field_name} entries must be valid CIDRs",
+                )
+            )
+    address = network.get("advertiseAddress")
+    if address not in (None, "") and not _is_ip(address):
+        causes.append(
+            _cel(
+                "spec.networkProfile.advertiseAddress",
+                "string",
+                "advertiseAddress must be a valid IP address",
+            )
+        )
+    if network.get("loadBalancerSourceRanges") and service_type != "LoadBalancer":
+        causes.append(
+            _cel(
+                "spec",
+                "object",
+                "LoadBalancer source ranges are supported only with LoadBalancer service type",
+            )
+        )
+    if network.get("loadBalancerClass") is not None and service_type != "LoadBalancer":
+        causes.append(
+            _cel("spec", "object", "LoadBalancerClass is supported only with LoadBalancer service type")
+        )
+    if old is not None:
+        old_spec = old.get("spec") or {}
+        for field_name in ("dataStore", "dataStoreSchema", "dataStoreUsername"):
+            if field_name in old_spec and field_name not in spec:
+                causes.append(_cel("spec", "object", f"unsetting the {field_name} is not supported"))
+        for field_name in ("dataStoreSchema", "dataStoreUsername"):
+            if field_name in old_spec and field_name in spec and spec[field_name] != old_spec[field_name]:
+                causes.append(
+                    _cel(f"spec.{field_name}", "string", f"changing the {field_name} is not supported")
+                )
+        old_domain = (old_spec.get("networkProfile") or {}).get("clusterDomain")
+        if old_domain is not None and network.get("clusterDomain", old_domain) != old_domain:
+            causes.append(
+                _cel(
+                    "spec.networkProfile.clusterDomain",
+                    "string",
+                    "changing the cluster domain is not supported",
+                )
+            )
+    return causes
+
+
 def _validate_deployment(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     causes = _validate_replicated(obj, old)
     strategy = (obj.get("spec") or {}).get("strategy") or {}
@@ -1461,6 +1582,7 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "ClusterRoleBinding": functools.partial(_validate_binding_role, namespaced=False),
     "PriorityClass": _validate_priority_class,
     "PodDisruptionBudget": _validate_pod_disruption_budget,
+    "TenantControlPlane": _validate_tenant_control_plane,
     "ControllerRevision": _validate_controller_revision,
     "Binding": _validate_binding,
     "SelfSubjectAccessReview": _validate_access_review,

@@ -212,7 +212,8 @@ def tenant_control_plane(
                 "deployment": {"replicas": replicas},
                 "service": {"serviceType": "ClusterIP"},
             },
-            "kubernetes": {"version": version},
+            # `kubelet` is required by Kamaji's CRD; the lab's kubelets take its defaults.
+            "kubernetes": {"version": version, "kubelet": {}},
             "addons": {"konnectivity": {"server": {"port": 8132}}},
         },
     }

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from tenantgpu.apiserver.auth import SharedClientTrust
 from tenantgpu.apiserver.kinds import KAMAJI_KINDS
@@ -19,6 +20,8 @@ from tenantgpu.kamaji.datastorehosts import DataStoreHosts
 from tenantgpu.kamaji.datastores import DataStoreController
 from tenantgpu.kamaji.inprocess import InProcessHost, trust_directory
 from tenantgpu.kamaji.kubeconfig import kubeconfig_ca, kubeconfig_server
+from tenantgpu.kamaji.model import GROUP, VERSION
+from tenantgpu.kamaji.webhook import TenantControlPlaneWebhook
 from tenantgpu.kubeclient import KubeClient
 
 MANAGEMENT_NAME = "management"
@@ -98,6 +101,7 @@ class ManagementPlane:
             port=port,
             extra_kinds=KAMAJI_KINDS,
             client_trust=self.client_trust,
+            admission_plugins=[TenantControlPlaneWebhook(self._datastore_object)],
         )
         server = APIServer(config)
         try:
@@ -110,6 +114,14 @@ class ManagementPlane:
             server = APIServer(config)
             await server.start()
         return server
+
+    def _datastore_object(self, name: str) -> dict[str, Any] | None:
+        """A DataStore as the management plane stores it (Kamaji's webhook asks whether one exists)."""
+        server = self.server
+        kind = None if server is None else server.kinds.resource(GROUP, VERSION, "datastores")
+        if server is None or kind is None:
+            return {}  # not serving yet: nothing to compare with
+        return server.registry.get_object(kind, "", name)
 
     def _previous_port(self, pki: ServerPKI) -> int:
         """The port of the last run, so a management kubeconfig handed out before stays valid."""
