@@ -1,4 +1,5 @@
-"""Kamaji's TenantControlPlane webhook rules (internal/webhook/handlers: tcp_name, tcp_version, tcp_datastore)."""
+"""Kamaji's TenantControlPlane webhooks (internal/webhook/handlers: tcp_name, tcp_version, tcp_datastore,
+tcp_defaults) and its CRD's defaults."""
 
 from __future__ import annotations
 
@@ -6,8 +7,14 @@ from typing import Any
 
 import pytest
 
+from tenantgpu.apiserver.validation import default
 from tenantgpu.kamaji import model
-from tenantgpu.kamaji.webhook import TenantControlPlaneWebhook, check_version
+from tenantgpu.kamaji.webhook import (
+    TenantControlPlaneDefaults,
+    TenantControlPlaneWebhook,
+    check_version,
+    dns_service_ips,
+)
 
 
 @pytest.mark.parametrize(
@@ -64,3 +71,58 @@ def test_names_and_datastores_are_checked_on_create() -> None:
         _webhook("events").refusal(overrides, None)
         == "duplicate resource override in Spec.DataStoreOverrides"
     )
+
+
+def test_kamaji_s_defaults_on_create_and_the_crd_s_after_them() -> None:
+    tcp: dict[str, Any] = {
+        "metadata": {"name": "tenant-n", "namespace": "default", "uid": "e47f8dba"},
+        "spec": {
+            "controlPlane": {"service": {"serviceType": "ClusterIP"}},
+            "kubernetes": {"version": "v1.31.0", "kubelet": {}},
+            "networkProfile": {"serviceCidr": "10.100.0.0/16"},
+            "addons": {"konnectivity": {}},
+        },
+    }
+    # the order of kube-apiserver: the CRD's defaults, the mutating webhook, the CRD's defaults again
+    default("TenantControlPlane", tcp)
+    TenantControlPlaneDefaults("default").default(tcp)
+    default("TenantControlPlane", tcp)
+    spec = tcp["spec"]
+    assert (spec["dataStore"], spec["dataStoreSchema"], spec["dataStoreUsername"]) == (
+        "default",
+        "e47f8dba",
+        "e47f8dba",
+    )
+    assert spec["controlPlane"]["deployment"]["replicas"] == 2
+    assert spec["controlPlane"]["deployment"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": "100%", "maxUnavailable": 0},
+    }
+    assert spec["networkProfile"] == {
+        "serviceCidr": "10.100.0.0/16",
+        "serviceCidrs": ["10.100.0.0/16"],
+        "podCidr": "10.244.0.0/16",
+        "podCidrs": ["10.244.0.0/16"],
+        "dnsServiceIPs": ["10.100.0.10"],
+        "port": 6443,
+        "clusterDomain": "cluster.local",
+    }
+    assert spec["kubernetes"]["kubelet"] == {
+        "preferredAddressTypes": ["InternalIP", "ExternalIP", "Hostname"]
+    }
+    assert "ResourceQuota" in spec["kubernetes"]["admissionControllers"]
+    assert spec["addons"]["konnectivity"]["server"] == {
+        "image": "registry.k8s.io/kas-network-proxy/proxy-server",
+        "port": 8132,
+    }
+    assert spec["addons"]["konnectivity"]["agent"]["mode"] == "DaemonSet"
+
+
+def test_what_a_user_wrote_is_kept_and_absent_objects_get_no_defaults() -> None:
+    tcp = model.tenant_control_plane("tenant-a", version="v1.31.4", replicas=1)
+    tcp["metadata"]["uid"] = "u1"
+    default("TenantControlPlane", tcp)
+    TenantControlPlaneDefaults("default").default(tcp)
+    assert tcp["spec"]["controlPlane"]["deployment"]["replicas"] == 1
+    assert "networkProfile" not in tcp["spec"]  # a CRD default needs its parent object
+    assert dns_service_ips(["fd00:10:96::/112"]) == ["fd00:10:96::10"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -289,6 +290,82 @@ def _default_network_policy(obj: dict[str, Any]) -> None:
         spec["policyTypes"] = ["Ingress", "Egress"] if spec.get("egress") else ["Ingress"]
 
 
+# Kamaji's CRD defaults for a TenantControlPlane (the chart's schema): each applies, as kube-apiserver's
+# structural defaulting does, only inside an object that is there.
+_KONNECTIVITY_SERVER = {"image": "registry.k8s.io/kas-network-proxy/proxy-server", "port": 8132}
+_KONNECTIVITY_AGENT = {"image": "registry.k8s.io/kas-network-proxy/proxy-agent", "mode": "DaemonSet"}
+_TCP_ADMISSION_CONTROLLERS = [
+    "CertificateApproval",
+    "CertificateSigning",
+    "CertificateSubjectRestriction",
+    "DefaultIngressClass",
+    "DefaultStorageClass",
+    "DefaultTolerationSeconds",
+    "LimitRanger",
+    "MutatingAdmissionWebhook",
+    "NamespaceLifecycle",
+    "PersistentVolumeClaimResize",
+    "Priority",
+    "ResourceQuota",
+    "RuntimeClass",
+    "ServiceAccount",
+    "StorageObjectInUseProtection",
+    "TaintNodesByCondition",
+    "ValidatingAdmissionWebhook",
+]
+_TCP_DEPLOYMENT = {
+    "replicas": 2,
+    "serviceAccountName": "default",
+    "registrySettings": {
+        "registry": "registry.k8s.io",
+        "apiServerImage": "kube-apiserver",
+        "controllerManagerImage": "kube-controller-manager",
+        "schedulerImage": "kube-scheduler",
+    },
+    "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "100%", "maxUnavailable": 0}},
+}
+_TCP_NETWORK = {
+    "port": 6443,
+    "clusterDomain": "cluster.local",
+    "serviceCidr": "10.96.0.0/16",
+    "podCidr": "10.244.0.0/16",
+}
+
+
+def _fill(target: Any, defaults: Mapping[str, Any]) -> None:
+    """Set each default the object lacks (a copy: defaults are shared)."""
+    if isinstance(target, dict):
+        for key, value in defaults.items():
+            if key not in target:
+                target[key] = copy.deepcopy(value)
+
+
+def _default_tenant_control_plane(obj: dict[str, Any]) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    kubernetes = spec.get("kubernetes")
+    if isinstance(kubernetes, dict):
+        _fill(kubernetes, {"admissionControllers": _TCP_ADMISSION_CONTROLLERS})
+        _fill(kubernetes.get("kubelet"), {"preferredAddressTypes": ["InternalIP", "ExternalIP", "Hostname"]})
+    control_plane = spec.get("controlPlane")
+    if isinstance(control_plane, dict):
+        _fill(control_plane.get("deployment"), _TCP_DEPLOYMENT)
+    _fill(spec.get("networkProfile"), _TCP_NETWORK)
+    konnectivity = (spec.get("addons") or {}).get("konnectivity")
+    if isinstance(konnectivity, dict):
+        _fill(konnectivity, {"server": _KONNECTIVITY_SERVER, "agent": _KONNECTIVITY_AGENT})
+        _fill(konnectivity.get("server"), {"image": _KONNECTIVITY_SERVER["image"]})
+        _fill(
+            konnectivity.get("agent"),
+            {
+                **_KONNECTIVITY_AGENT,
+                "hostNetwork": False,
+                "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+            },
+        )
+
+
 _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "PriorityClass": _default_priority_class,
     "NetworkPolicy": _default_network_policy,
@@ -304,6 +381,7 @@ _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "Secret": _default_secret,
     "Node": _default_node,
     "ResourceQuota": _default_resource_quota,
+    "TenantControlPlane": _default_tenant_control_plane,
     "MutatingWebhookConfiguration": _default_webhooks(mutating=True),
     "ValidatingWebhookConfiguration": _default_webhooks(mutating=False),
 }

@@ -15,13 +15,14 @@ from tenantgpu.apiserver.pki import ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import SQLiteDatastore
 from tenantgpu.controlplane.namespaces import NamespaceController
+from tenantgpu.kamaji import model
 from tenantgpu.kamaji.controller import TenantControlPlaneController
 from tenantgpu.kamaji.datastorehosts import DataStoreHosts
 from tenantgpu.kamaji.datastores import DataStoreController
 from tenantgpu.kamaji.inprocess import InProcessHost, trust_directory
 from tenantgpu.kamaji.kubeconfig import kubeconfig_ca, kubeconfig_server
 from tenantgpu.kamaji.model import GROUP, VERSION
-from tenantgpu.kamaji.webhook import TenantControlPlaneWebhook
+from tenantgpu.kamaji.webhook import TenantControlPlaneDefaults, TenantControlPlaneWebhook
 from tenantgpu.kubeclient import KubeClient
 
 MANAGEMENT_NAME = "management"
@@ -101,7 +102,10 @@ class ManagementPlane:
             port=port,
             extra_kinds=KAMAJI_KINDS,
             client_trust=self.client_trust,
-            admission_plugins=[TenantControlPlaneWebhook(self._datastore_object)],
+            admission_plugins=[
+                TenantControlPlaneDefaults(model.DEFAULT_DATASTORE),
+                TenantControlPlaneWebhook(self._datastore_object),
+            ],
         )
         server = APIServer(config)
         try:

@@ -11,6 +11,7 @@ Of Kamaji's handlers it runs the ones that judge what a user writes, in Kamaji's
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable
 from typing import Any
@@ -138,3 +139,66 @@ class TenantControlPlaneWebhook:
 
     def _missing(self, name: str) -> str | None:
         return None if self.datastores(name) is not None else f"{name} DataStore does not exist"
+
+
+MUTATING_WEBHOOK_NAME = "mtenantcontrolplane.kb.io"
+
+
+def dns_service_ips(cidrs: list[str]) -> list[str]:
+    """Kamaji's DNS Service IP of each service CIDR: its network address plus 10 (IPv4) or 16 (IPv6)."""
+    found = []
+    for cidr in cidrs:
+        network = ipaddress.ip_network(cidr, strict=False)
+        found.append(str(network.network_address + (10 if network.version == 4 else 16)))
+    return found
+
+
+class TenantControlPlaneDefaults:
+    """Kamaji's mutating webhook (`mtenantcontrolplane.kb.io`) on create: the default DataStore, two
+    replicas, the UID as datastore schema and user, and the lists and DNS IPs derived from the CIDRs.
+    The API server then applies the CRD's defaults again, as it does after a mutating webhook."""
+
+    name = MUTATING_WEBHOOK_NAME
+    mutating = True
+
+    def __init__(self, default_datastore: str) -> None:
+        self.default_datastore = default_datastore
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        if (
+            attributes.kind.kind != "TenantControlPlane"
+            or attributes.operation != "CREATE"
+            or attributes.subresource
+            or attributes.obj is None
+        ):
+            return
+        self.default(attributes.obj)
+        attributes.mutated = True
+
+    def default(self, tcp: dict[str, Any]) -> None:
+        uid = str((tcp.get("metadata") or {}).get("uid") or "")
+        spec = tcp.setdefault("spec", {})
+        if not spec.get("dataStore") and self.default_datastore:
+            spec["dataStore"] = self.default_datastore
+        deployment = spec.setdefault("controlPlane", {}).setdefault("deployment", {})
+        deployment.setdefault("replicas", 2)
+        if not spec.get("dataStoreSchema"):
+            spec["dataStoreSchema"] = uid
+        if not spec.get("dataStoreUsername"):
+            spec["dataStoreUsername"] = uid
+        network = spec.get("networkProfile")
+        if not isinstance(network, dict):
+            return
+        for singular, plural in (("serviceCidr", "serviceCidrs"), ("podCidr", "podCidrs")):
+            if not network.get(plural) and network.get(singular):
+                network[plural] = [network[singular]]
+        if not network.get("dnsServiceIPs"):
+            cidrs = network.get("serviceCidrs") or (
+                [network["serviceCidr"]] if network.get("serviceCidr") else []
+            )
+            try:
+                ips = dns_service_ips([str(c) for c in cidrs])
+            except ValueError:
+                return  # the schema's CIDR rule refuses the object
+            if ips:
+                network["dnsServiceIPs"] = ips
