@@ -104,7 +104,7 @@ def _kubectl_apply_wall(work: Path, state: Path) -> float:
     manifest.write_text(
         "apiVersion: kamaji.clastix.io/v1alpha1\nkind: TenantControlPlane\nmetadata:\n  name: by-kubectl\n"
         "spec:\n  controlPlane:\n    deployment:\n      replicas: 1\n    service:\n      serviceType: ClusterIP\n"
-        "  kubernetes:\n    version: v1.31.4\n"
+        "  kubernetes:\n    version: v1.31.4\n    kubelet:\n      cgroupfs: systemd\n"
     )
     env = {**os.environ, "HOME": str(work)}
     kubeconfig = str(state / "management.kubeconfig")
