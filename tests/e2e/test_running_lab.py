@@ -531,6 +531,24 @@ def test_the_management_plane_refuses_tenant_control_planes_as_kamaji_does(lab: 
     assert "unable to downgrade a TenantControlPlane from 1.31.0 to 1.30.0" in downgrade.stderr
     assert lab.kubectl("management", "get", "tcp", "tenant-x", check=False).returncode == 1
 
+    # the example a user copies is accepted, defaulted as Kamaji defaults it, and goes Ready
+    example = Path(__file__).resolve().parents[2] / "examples" / "kamaji" / "tenant-control-plane.yaml"
+    lab.kubectl("management", "apply", "-f", str(example))
+    try:
+        ready = wait_for(
+            "tenant-c Ready",
+            lambda: (
+                (t := json.loads(lab.kubectl("management", "get", "tcp", "tenant-c", "-o", "json").stdout))
+                and (t.get("status") or {}).get("kubernetesResources", {}).get("version", {}).get("status")
+                == "Ready"
+                and t
+            ),
+        )
+        assert ready["spec"]["networkProfile"]["dnsServiceIPs"] == ["10.96.0.10"]
+        assert ready["spec"]["dataStoreSchema"] == ready["metadata"]["uid"]
+    finally:
+        lab.kubectl("management", "delete", "tcp", "tenant-c", "--wait=true")
+
 
 def test_drain_evicts_workloads_and_leaves_the_nodes_own_components_which_come_back_if_deleted(
     lab: RunningLab,
