@@ -378,16 +378,20 @@ def _empty_status_on_create(obj: Obj) -> None:
     obj["status"] = {}  # as for Jobs: an empty status, which the controller fills
 
 
-def _zero_replicas_on_create(obj: Obj) -> None:
-    # `replicas` is not optional in a ReplicaSet's status: kube writes the zero (and clients require it).
-    obj["status"] = {"replicas": 0}
+def _zero_counts(*counts: str) -> Callable[[Obj], None]:
+    """A new object's status holding the counts its kind's status may not omit, at zero: kube's empty
+    status serializes them (they are not `omitempty`), and clients require them."""
+
+    def on_create(obj: Obj) -> None:
+        obj["status"] = dict.fromkeys(counts, 0)
+
+    return on_create
 
 
-def _zero_daemon_counts_on_create(obj: Obj) -> None:
-    # The four counts a DaemonSet's status may not omit, as kube's empty status serializes them.
-    obj["status"] = dict.fromkeys(
-        ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"), 0
-    )
+_zero_replicas_on_create = _zero_counts("replicas")  # ReplicaSets and StatefulSets
+_zero_daemon_counts_on_create = _zero_counts(
+    "currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled", "numberReady"
+)
 
 
 CRON_JOB = Kind(
@@ -509,11 +513,8 @@ def _ingress_on_create(ingress: Obj) -> None:
     ingress["status"] = {"loadBalancer": {}}
 
 
-def _pdb_on_create(pdb: Obj) -> None:
-    # The four counts a PodDisruptionBudget's status may not omit; the disruption controller fills them.
-    pdb["status"] = dict.fromkeys(
-        ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"), 0
-    )
+# the disruption controller fills them in
+_pdb_on_create = _zero_counts("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods")
 
 
 POD_DISRUPTION_BUDGET = Kind(
