@@ -16,7 +16,7 @@ import kubernetes
 import pytest
 import yaml
 
-from tenantgpu.kamaji import model
+from tenantgpu.kamaji import inprocess, model
 from tenantgpu.kamaji.plane import ManagementPlane
 from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig
 
@@ -246,3 +246,34 @@ async def test_datastore_reports_ready_and_who_uses_it(plane: ManagementPlane) -
         await asyncio.sleep(0.02)
     assert store["status"]["usedBy"] == ["default/tenant-a", "default/tenant-b"]
     assert store["status"]["ready"] is True
+
+
+async def test_a_controller_manager_that_fails_to_start_is_started_again(
+    plane: ManagementPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the kubelet restarts a crashed container of Kamaji's control-plane pod: a tenant whose
+    kube-controller-manager duties failed to start gets them after a retry, not never."""
+    real = inprocess._start_services
+    attempts: list[str] = []
+
+    async def flaky(instance: Any, server: Any) -> Any:
+        attempts.append(instance.name)
+        if len(attempts) == 1:
+            raise RuntimeError("the first start fails")
+        return await real(instance, server)
+
+    monkeypatch.setattr(inprocess, "_start_services", flaky)
+    monkeypatch.setattr(inprocess, "SERVICES_RESTART_SECONDS", 0.05)
+    await _create(plane, "tenant-f")
+    async with _tenant_client(await _admin_kubeconfig(plane, "tenant-f")) as tenant:
+        # the root CA publisher, one of the controller-manager's duties, has run
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            try:
+                await tenant.get("configmaps", "kube-root-ca.crt", "default")
+                break
+            except ApiError as err:
+                assert err.code == 404
+                assert asyncio.get_running_loop().time() < deadline, "the controller-manager never started"
+                await asyncio.sleep(0.05)
+    assert attempts == ["tenant-f", "tenant-f"]

@@ -33,6 +33,8 @@ from tenantgpu.node.kubeletclient import KubeletClient
 log = logging.getLogger(__name__)
 
 _SERVICES_START_TIMEOUT = 10.0
+SERVICES_RESTART_SECONDS = 1.0
+SERVICES_RESTART_MAX_SECONDS = 30.0
 
 
 class SwitchableEgress:
@@ -56,6 +58,7 @@ class _Running:
     services_task: asyncio.Task[None] | None = None
     proxy: ProxyServer | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def _at_revision(value: bytes) -> Callable[[int], bytes]:
@@ -149,14 +152,25 @@ class InProcessHost:
 
     @staticmethod
     async def _start_services(running: _Running) -> None:
-        try:
-            running.services = await _start_services(running.instance, running.server)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception(
-                "tenant %s: kube-scheduler/controller-manager failed to start", running.instance.name
-            )
+        """Start the tenant's kube-scheduler and controller-manager duties; when that fails, try again
+        as the kubelet restarts a crashed container of Kamaji's control-plane pod: after 1 s, doubling
+        up to 30 s, until it works or the tenant stops."""
+        delay = SERVICES_RESTART_SECONDS
+        while not running.stopping.is_set():
+            try:
+                running.services = await _start_services(running.instance, running.server)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception(
+                    "tenant %s: kube-scheduler/controller-manager failed to start; again in %.0f s",
+                    running.instance.name,
+                    delay,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(running.stopping.wait(), delay)
+            delay = min(delay * 2, SERVICES_RESTART_MAX_SECONDS)
 
     @staticmethod
     def _report(running: _Running) -> RunningInstance:
@@ -221,6 +235,7 @@ class InProcessHost:
         if running is None:
             return
         await self._stop_proxy(running)
+        running.stopping.set()
         if running.services_task is not None:
             # Let a start in progress finish rather than cancel it: an informer cancelled half-way keeps
             # a watch open, and the API server's shutdown would wait for it.
