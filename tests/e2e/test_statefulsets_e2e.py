@@ -130,17 +130,21 @@ def test_ordered_ready_creates_one_at_a_time_with_stable_identities(
 def test_scale_down_removes_the_highest_ordinal_first(
     core: kubernetes.client.CoreV1Api, apps: kubernetes.client.AppsV1Api, kubectl: Kubectl
 ) -> None:
+    def deletions() -> list[str]:
+        events = [
+            e
+            for e in core.list_namespaced_event(NS, field_selector="involvedObject.name=web").items
+            if e.reason == "SuccessfulDelete"
+        ]
+        # Events carry whole seconds only; the API server's revision orders them.
+        return [e.message for e in sorted(events, key=lambda e: int(e.metadata.resource_version))]
+
+    before = len(deletions())
     kubectl("scale", "sts", "web", "--replicas=1")
     wait_for("only web-0 left", running(core, "web", ["web-0"]))
-    deletions = [
-        e.message
-        for e in sorted(
-            core.list_namespaced_event(NS, field_selector="involvedObject.name=web").items,
-            key=lambda e: e.metadata.creation_timestamp,
-        )
-        if e.reason == "SuccessfulDelete"
-    ]
-    assert deletions[-2:] == [
+    # the controller records each deletion after it, so the events may trail the pods' going
+    wait_for("both deletions recorded", lambda: len(deletions()) >= before + 2)
+    assert deletions()[-2:] == [
         "delete Pod web-2 in StatefulSet web successful",
         "delete Pod web-1 in StatefulSet web successful",
     ]
