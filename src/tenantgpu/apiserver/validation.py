@@ -890,13 +890,7 @@ def _validate_daemon_set(obj: Mapping[str, Any], old: Mapping[str, Any] | None) 
             return causes
         for name in ("maxUnavailable", "maxSurge"):
             path = f"spec.updateStrategy.rollingUpdate.{name}"
-            value = rolling.get(name)
-            if isinstance(value, str) and not re.fullmatch(r"[0-9]+%", value):
-                causes.append(_invalid(path, value, _PERCENT_RULE))
-            elif isinstance(value, int) and value < 0:
-                causes.append(_invalid(path, value, "must be greater than or equal to 0"))
-            elif isinstance(value, str) and int(value[:-1]) > 100:
-                causes.append(_invalid(path, value, "must not be greater than 100%"))
+            causes.extend(_int_or_percent_causes(path, rolling.get(name), at_most_100=True))
         unavailable = _int_or_percent(rolling.get("maxUnavailable"))
         surge = _int_or_percent(rolling.get("maxSurge"))
         if unavailable and surge:
@@ -1031,22 +1025,25 @@ def _validate_priority_class(obj: Mapping[str, Any], old: Mapping[str, Any] | No
     return causes
 
 
-_PERCENT = re.compile(r"^[0-9]+%$")
-_PERCENT_MESSAGE = (
-    "a valid percent string must be a numeric string followed by an ending '%' "
-    "(e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"
-)
+def _int_or_percent_causes(path: str, value: Any, *, at_most_100: bool) -> list[Cause]:
+    """kube's ValidatePositiveIntOrPercent (and IsNotMoreThan100Percent when `at_most_100`) of an
+    IntOrString: a count of at least 0 or a whole percentage. An absent value passes."""
+    if isinstance(value, int) and value < 0:
+        return [_invalid(path, value, "must be greater than or equal to 0")]
+    if not isinstance(value, str):
+        return []
+    if not re.fullmatch(r"[0-9]+%", value):
+        return [_invalid(path, value, _PERCENT_RULE)]
+    if at_most_100 and int(value[:-1]) > 100:
+        return [_invalid(path, value, "must not be greater than 100%")]
+    return []
 
 
 def _positive_int_or_percent(path: str, value: Any) -> list[Cause]:
-    """kube's ValidatePositiveIntOrPercent and IsNotMoreThan100Percent."""
+    """A PodDisruptionBudget's minAvailable or maxUnavailable: an IntOrString of at most 100 %."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         return [_invalid(path, value, "must be an integer or percentage (e.g '5%')")]
-    if isinstance(value, int):
-        return [_invalid(path, value, "must be greater than or equal to 0")] if value < 0 else []
-    if not _PERCENT.match(value):
-        return [_invalid(path, value, _PERCENT_MESSAGE)]
-    return [_invalid(path, value, "must not be greater than 100%")] if int(value[:-1]) > 100 else []
+    return _int_or_percent_causes(path, value, at_most_100=True)
 
 
 def _validate_pod_disruption_budget(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
@@ -1205,16 +1202,9 @@ def _validate_deployment(obj: Mapping[str, Any], old: Mapping[str, Any] | None) 
         bad = False
         for name in ("maxSurge", "maxUnavailable"):
             path = f"spec.strategy.rollingUpdate.{name}"
-            value = rolling.get(name)
-            if isinstance(value, str) and not re.fullmatch(r"[0-9]+%", value):
-                causes.append(_invalid(path, value, _PERCENT_RULE))
-                bad = True
-            elif isinstance(value, int) and value < 0:
-                causes.append(_invalid(path, value, "must be greater than or equal to 0"))
-                bad = True
-            elif name == "maxUnavailable" and isinstance(value, str) and int(value[:-1]) > 100:
-                causes.append(_invalid(path, value, "must not be greater than 100%"))
-                bad = True
+            found = _int_or_percent_causes(path, rolling.get(name), at_most_100=name == "maxUnavailable")
+            causes.extend(found)
+            bad = bad or bool(found)
         if not bad and rolling.get("maxSurge") in (0, "0%") and rolling.get("maxUnavailable") in (0, "0%"):
             causes.append(
                 _invalid(
