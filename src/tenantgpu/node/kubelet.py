@@ -71,6 +71,12 @@ class ContainerLog:
         for part in line.splitlines() or [""]:
             self.lines.append((stamp, part))
 
+    def command(self, command: list[str], output: programs.ExecResult, stamp: str) -> None:
+        """A command's line, as a shell echoes it, and what it printed."""
+        self.write(f"$ {shlex.join(command)}", stamp)
+        for line in (output.stdout + output.stderr).splitlines():
+            self.write(line, stamp)
+
     def render(self, *, tail_lines: int | None = None, timestamps: bool = False) -> str:
         chosen = self.lines[-tail_lines:] if tail_lines else self.lines
         if tail_lines == 0:
@@ -112,6 +118,11 @@ def _command(container: dict[str, Any]) -> list[str]:
     writes) the image's entrypoint would run them; the simulation takes the image to have none, as
     CUDA's base images and busybox do, so `args` are the command."""
     return [str(word) for word in [*(container.get("command") or []), *(container.get("args") or [])]]
+
+
+def _declared_env(container: dict[str, Any]) -> dict[str, str]:
+    """The variables a container's spec gives it by value (`env[].value`)."""
+    return {e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e}
 
 
 def _meta(pod: dict[str, Any]) -> dict[str, Any]:
@@ -412,7 +423,7 @@ class Kubelet:
     def _prepare_containers(self, pod: dict[str, Any], record: PodRecord, allocation: Allocation) -> None:
         for container in (pod.get("spec") or {}).get("containers") or []:
             name = container.get("name", "")
-            env = {e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e}
+            env = _declared_env(container)
             env.update(allocation.envs.get(name, {}))
             record.envs[name] = env
             record.gpus[name] = [d.uuid for d in allocation.devices.get(name, [])]
@@ -570,9 +581,7 @@ class Kubelet:
             None if plan.fails else programs.main_command(command, self._container_view(record, name, gpus))
         )
         if main is not None:
-            out.write(f"$ {shlex.join(command)}", now)
-            for line in (main.output.stdout + main.output.stderr).splitlines():
-                out.write(line, now)
+            out.command(command, main.output, now)
             code = main.output.exit_code
             if not plan.timed:
                 runs_for = None if math.isinf(main.runs_for) else main.runs_for
@@ -679,8 +688,7 @@ class Kubelet:
         ]
         for spec in fresh:
             name = spec["name"]
-            env = {e["name"]: str(e.get("value", "")) for e in spec.get("env") or [] if "name" in e}
-            record.ephemeral_envs[name] = env
+            record.ephemeral_envs[name] = _declared_env(spec)
             out = record.logs[name] = ContainerLog()
             now = log_stamp()
             out.write(f"tenantgpu simulated ephemeral container {name} on node {self.node_name}", now)
@@ -689,9 +697,7 @@ class Kubelet:
             runs_for: float | None = None
             code = 0
             if main is not None:
-                out.write(f"$ {shlex.join(command)}", now)
-                for line in (main.output.stdout + main.output.stderr).splitlines():
-                    out.write(line, now)
+                out.command(command, main.output, now)
                 code = main.output.exit_code
                 runs_for = None if math.isinf(main.runs_for) else main.runs_for
             else:
@@ -764,9 +770,7 @@ class Kubelet:
                 {},
             )
             record.ephemeral[name] = entry
-            record.ephemeral_envs[name] = {
-                e["name"]: str(e.get("value", "")) for e in spec.get("env") or [] if "name" in e
-            }
+            record.ephemeral_envs[name] = _declared_env(spec)
             record.logs[name] = ContainerLog()
             record.logs[name].write("(log of an ephemeral container is not kept over a kubelet restart)")
 
