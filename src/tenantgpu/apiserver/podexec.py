@@ -82,7 +82,7 @@ class ExecOptions:
                     message += f" or one of the init containers: [{' '.join(init)}]"
                 raise errors.bad_request(message)
             container = containers[0]
-        elif container not in containers and container not in init and container not in ephemeral_names(pod):
+        elif not has_container(pod, container):
             raise errors.bad_request(f"container {container} is not valid for pod {name}")
         command = query.getall("command", [])
         if not command:
@@ -95,9 +95,15 @@ class ExecOptions:
         return cls(container, list(command), **flags)
 
 
-def ephemeral_names(pod: dict[str, Any]) -> list[str]:
-    """The pod's ephemeral containers (`kubectl debug`): exec and logs may name them too."""
-    return [c.get("name", "") for c in (pod.get("spec") or {}).get("ephemeralContainers") or []]
+def has_container(pod: dict[str, Any], name: str) -> bool:
+    """Whether the pod has a container of this name, regular, init or ephemeral (`kubectl debug`):
+    exec and logs may name any of them."""
+    spec = pod.get("spec") or {}
+    return any(
+        c.get("name") == name
+        for group in ("containers", "initContainers", "ephemeralContainers")
+        for c in spec.get(group) or []
+    )
 
 
 def wants_websocket(request: web.Request) -> bool:

@@ -379,12 +379,7 @@ class SubresourceHandlers:
                     f"choose one of: [{' '.join(containers)}]"
                 )
             container = containers[0]
-        init = [c.get("name", "") for c in (pod.get("spec") or {}).get("initContainers") or []]
-        if (
-            container not in containers
-            and container not in init
-            and container not in podexec.ephemeral_names(pod)
-        ):
+        if not podexec.has_container(pod, container):
             raise errors.bad_request(f"container {container} is not valid for pod {name}")
         node = (pod.get("spec") or {}).get("nodeName")
         source = self.config.log_source
