@@ -1082,7 +1082,8 @@ def _is_cidr(value: Any) -> bool:
     return "/" in str(value)
 
 
-def _is_ip(value: Any) -> bool:
+def is_ip(value: Any) -> bool:
+    """Whether `value` is one IPv4 or IPv6 address."""
     try:
         ipaddress.ip_address(str(value))
     except ValueError:
@@ -1143,7 +1144,7 @@ def _validate_tenant_control_plane(obj: Mapping[str, Any], old: Mapping[str, Any
                 )
             )
     address = network.get("advertiseAddress")
-    if address not in (None, "") and not _is_ip(address):
+    if address not in (None, "") and not is_ip(address):
         causes.append(
             _cel(
                 "spec.networkProfile.advertiseAddress",

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from tenantgpu.apiserver.validation import is_ip
 from tenantgpu.kamaji import model, pki
 from tenantgpu.kamaji.host import (
     CLEANUP_PRIOR_MIGRATION,
@@ -217,20 +218,10 @@ def _serving_names(r: Reconciliation) -> tuple[list[str], list[str]]:
     ips = ["127.0.0.1"]
     address = model.advertised_address(r.tcp)
     for extra in [address, *model.cert_sans(r.tcp)]:
-        target = ips if _is_ip(extra) else dns
+        target = ips if is_ip(extra) else dns
         if extra not in target:
             target.append(extra)
     return ips, dns
-
-
-def _is_ip(text: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 class APIServerCertificateUnit(SecretUnit):
