@@ -1,9 +1,11 @@
 """Quantities read as Kubernetes reads them, so limits and quotas compare exactly."""
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
+from tenantgpu.apiserver.defaults import default
 from tenantgpu.apiserver.quantity import (
     QuantityError,
     canonical_quantity,
@@ -90,6 +92,12 @@ def test_a_resource_list_is_canonicalised_in_place_and_leaves_non_quantities_to_
     limits: dict[str, object] = {"cpu": 0.5, "nvidia.com/gpumem": 3000, "memory": "lots", "flag": True}
     canonicalize_list(limits)
     assert limits == {"cpu": "500m", "nvidia.com/gpumem": "3k", "memory": "lots", "flag": True}
-    empty_dir: dict[str, object] = {"medium": "Memory", "sizeLimit": "1024Mi"}
-    canonicalize_list(empty_dir, ("sizeLimit",))
-    assert empty_dir == {"medium": "Memory", "sizeLimit": "1Gi"}
+    # a pod's emptyDir limit is a quantity too, the volume's other fields are not
+    pod: dict[str, Any] = {
+        "spec": {
+            "containers": [{"name": "c", "image": "x"}],
+            "volumes": [{"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "1024Mi"}}],
+        }
+    }
+    default("Pod", pod)
+    assert pod["spec"]["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Gi"}

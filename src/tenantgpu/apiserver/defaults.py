@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from tenantgpu.apiserver.quantity import QuantityError, canonicalize_list, parse_quantity
+from tenantgpu.apiserver.quantity import QuantityError, canonical_or_same, canonicalize_list, parse_quantity
 
 __all__ = ["default", "pod_qos_class"]
 
@@ -98,7 +98,9 @@ def _default_pod_spec(spec: dict[str, Any]) -> None:
             _default_container(ctr)
     canonicalize_list(spec.get("overhead"))
     for volume in spec.get("volumes") or []:
-        canonicalize_list(volume.get("emptyDir"), ("sizeLimit",))
+        empty_dir = volume.get("emptyDir")
+        if isinstance(empty_dir, dict) and "sizeLimit" in empty_dir:
+            empty_dir["sizeLimit"] = canonical_or_same(empty_dir["sizeLimit"])
 
 
 def _default_pod(obj: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from decimal import ROUND_UP, Decimal, InvalidOperation
 __all__ = [
     "QUANTITY_FORMAT_MESSAGE",
     "QuantityError",
+    "canonical_or_same",
     "canonical_quantity",
     "canonicalize_list",
     "format_quantity",
@@ -109,7 +110,8 @@ def canonical_quantity(value: str | int | float) -> str:
     if isinstance(value, str):
         match = _GRAMMAR.match(value)
         suffix = (match["suffix"] or "") if match else ""
-    if isinstance(exact.as_tuple().exponent, int) and exact.as_tuple().exponent < -9:  # type: ignore[operator]
+    finest = exact.as_tuple().exponent
+    if isinstance(finest, int) and finest < -9:
         with contextlib.suppress(InvalidOperation):
             exact = exact.quantize(_NANO, rounding=ROUND_UP)  # finer than nano: kube rounds up
     if exact == 0:
@@ -132,17 +134,20 @@ def canonical_quantity(value: str | int | float) -> str:
     return f"{mantissa}e{exponent}"
 
 
-def canonicalize_list(resources: object, names: tuple[str, ...] | None = None) -> None:
+def canonical_or_same(value: object) -> object:
+    """A quantity in its canonical form; anything that is not one as it is, for validation to refuse."""
+    if type(value) is str or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        try:
+            return canonical_quantity(value)
+        except QuantityError:
+            pass
+    return value
+
+
+def canonicalize_list(resources: object) -> None:
     """Rewrite a ResourceList's quantities (`{"cpu": 0.5, "memory": "1024Mi"}`) in their canonical form,
-    in place (only the keys in `names`, when given); values that are not quantities are left for
-    validation to refuse."""
+    in place."""
     if not isinstance(resources, dict):
         return
     for name, value in resources.items():  # replacing values keeps the dict the same size
-        if names is not None and name not in names:
-            continue
-        if type(value) is str or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-            try:
-                resources[name] = canonical_quantity(value)
-            except QuantityError:
-                continue
+        resources[name] = canonical_or_same(value)

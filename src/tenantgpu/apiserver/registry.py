@@ -463,11 +463,11 @@ class Registry:
         if subresource == "ephemeralcontainers":
             # As kube's strategy for it: every change but spec.ephemeralContainers is dropped.
             merged = clone(old)
+            spec = merged.setdefault("spec", {})
+            spec.pop("ephemeralContainers", None)
             ephemeral = (new.get("spec") or {}).get("ephemeralContainers")
             if ephemeral:
-                merged.setdefault("spec", {})["ephemeralContainers"] = ephemeral
-            else:
-                merged.setdefault("spec", {}).pop("ephemeralContainers", None)
+                spec["ephemeralContainers"] = ephemeral
             return merged
         if subresource == "status":
             for field in set(new) | set(old):
