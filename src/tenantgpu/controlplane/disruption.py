@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tenantgpu.apiserver.eviction import covers
+from tenantgpu.controlplane.conditions import get_condition, parse_time
 from tenantgpu.controlplane.owners import controller_of
 from tenantgpu.controlplane.podstate import is_ready
 from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
@@ -36,13 +37,6 @@ class NoScale(Exception):
 
 def _rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_time(text: str) -> float | None:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def scaled(value: int | str, total: int) -> int:
@@ -192,7 +186,7 @@ class DisruptionController:
         kept: dict[str, str] = {}
         recheck: float | None = None
         for name, when in listed.items():
-            since = _parse_time(str(when))
+            since = parse_time(when)
             if name not in alive or since is None or since + DELETION_TIMEOUT_SECONDS < now:
                 continue
             kept[name] = when
@@ -202,14 +196,7 @@ class DisruptionController:
 
     def _condition(self, budget: dict[str, Any], allowed: bool, reason: str, message: str) -> dict[str, Any]:
         status = "True" if allowed else "False"
-        previous = next(
-            (
-                c
-                for c in (budget.get("status") or {}).get("conditions") or []
-                if c.get("type") == "DisruptionAllowed"
-            ),
-            None,
-        )
+        previous = get_condition(budget.get("status") or {}, "DisruptionAllowed")
         since = (
             previous.get("lastTransitionTime")
             if previous is not None and previous.get("status") == status
