@@ -134,6 +134,9 @@ class DaemonSetController:
     def _pod_changed(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
         ref = controller_of(pod)
         if ref is not None and ref.get("kind") == "DaemonSet":
+            expected = self._expected.get(ref.get("uid", ""))
+            if expected is not None and event != "MODIFIED":  # its sync made the entry before creating
+                expected.observe(pod["metadata"].get("name", ""), self.clock())
             self.queue.add((pod["metadata"].get("namespace") or "", ref.get("name", "")))
 
     def _node_changed(self, event: str, node: dict[str, Any], old: dict[str, Any] | None) -> None:

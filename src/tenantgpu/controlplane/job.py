@@ -138,6 +138,9 @@ class JobController:
         namespace = pod["metadata"].get("namespace") or ""
         job = self.jobs.get(namespace, ref.get("name", ""))
         if job is not None and job["metadata"].get("uid") == ref.get("uid"):
+            expected = self._expected.get(ref.get("uid", ""))
+            if expected is not None and event != "MODIFIED":  # its sync made the entry before creating
+                expected.observe(pod["metadata"].get("name", ""), self.clock())
             self.queue.add((namespace, ref["name"]))
         elif self.jobs.synced and JOB_TRACKING_FINALIZER in finalizers(pod):
             # Its Job is gone: nothing will count it any more, so it must not keep the finalizer.

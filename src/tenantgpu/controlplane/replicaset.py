@@ -96,6 +96,9 @@ class ReplicaSetController:
             return
         if event != "DELETED" and is_terminal(pod) and (old is None or not is_terminal(old)):
             self._restarts.setdefault(ref.get("uid", ""), _Restarts()).ended.append(self.clock())
+        expected = self._expected.get(ref.get("uid", ""))
+        if expected is not None and event != "MODIFIED":  # its sync made the entry before creating
+            expected.observe(pod["metadata"].get("name", ""), self.clock())
         self.queue.add((pod["metadata"].get("namespace") or "", ref.get("name", "")))
 
     async def sync(self, key: Key) -> None:

@@ -80,12 +80,28 @@ class WorkQueue(Generic[K]):
 @dataclass
 class Expectations:
     """Objects a controller created that its watch has not shown yet (client-go's expectations), so
-    that a sync running before the watch catches up does not create them twice."""
+    that a sync running before the watch catches up does not create them twice.
+
+    The watch handler reports what it sees (`observe`), as client-go's handlers lower expectations: a
+    pod added and deleted again between two syncs is then not awaited until the expectation expires.
+    """
 
     pending: dict[str, float] = field(default_factory=dict)
+    # Names the watch showed before their create returned (the event can beat the response).
+    early: dict[str, float] = field(default_factory=dict)
 
     def expect(self, name: str, now: float) -> None:
-        self.pending[name] = now
+        if self.early.pop(name, None) is None:
+            self.pending[name] = now
+
+    def observe(self, name: str, now: float) -> None:
+        """The watch showed `name` being added or deleted."""
+        if self.pending.pop(name, None) is not None:
+            return
+        self.early[name] = now
+        if len(self.early) > 64:
+            for stale in [n for n, at in self.early.items() if now - at > EXPECTATION_SECONDS]:
+                del self.early[stale]
 
     def count(self, seen: set[str], now: float) -> int:
         """How many are still awaited, given the names the watch shows now."""
