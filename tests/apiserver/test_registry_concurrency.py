@@ -71,6 +71,15 @@ async def test_created_objects_get_distinct_version_4_uids(tmp_path: Path) -> No
     store.close()
 
 
+def test_uids_stay_distinct_version_4_past_each_batch_of_randomness() -> None:
+    from tenantgpu.apiserver.uids import UidSource
+
+    source = UidSource()
+    uids = [source.next() for _ in range(3 * UidSource._BATCH + 5)]
+    assert len(set(uids)) == len(uids)
+    assert all(uuid.UUID(uid).version == 4 and str(uuid.UUID(uid)) == uid for uid in uids)
+
+
 async def test_a_watch_from_a_list_taken_while_a_delete_is_staged_sees_the_delete(tmp_path: Path) -> None:
     # kubectl delete --wait lists the object, then watches from the list's resourceVersion: a list served
     # in the loop turn where the kubelet's final DELETE is staged but not committed must not report a

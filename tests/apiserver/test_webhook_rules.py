@@ -37,3 +37,43 @@ def test_scope() -> None:
     assert rule_matches({**everything, "scope": "Namespaced"}, _attributes())
     assert not rule_matches({**everything, "scope": "Cluster"}, _attributes())
     assert rule_matches({**everything, "scope": "Cluster"}, _attributes(NODE))
+
+
+def _configuration(name: str, *webhooks: tuple[str, dict]) -> dict:  # type: ignore[type-arg]
+    return {"metadata": {"name": name}, "webhooks": [{"name": n, "rules": [r]} for n, r in webhooks]}
+
+
+def test_webhooks_are_called_in_configuration_name_order_and_follow_replaced_configurations() -> None:
+    import asyncio
+
+    from tenantgpu.apiserver.webhooks import WebhookAdmission
+
+    nodes_rule = {**RULE, "resources": ["nodes"], "operations": ["*"]}
+    stored = {
+        True: [
+            _configuration("b-second", ("b1.example.com", RULE), ("b2.example.com", nodes_rule)),
+            _configuration("a-first", ("a1.example.com", RULE)),
+        ]
+    }
+    called: list[str] = []
+    admission = WebhookAdmission(lambda mutating: stored.get(mutating, []), lambda ns: None, None)  # type: ignore[arg-type]
+
+    async def record(webhook, attributes, mutating):  # type: ignore[no-untyped-def]
+        called.append(webhook["name"])
+
+    admission._call = record  # type: ignore[method-assign]
+
+    def run(attributes: AdmissionAttributes) -> list[str]:
+        called.clear()
+        asyncio.run(admission.run(attributes, True))
+        return list(called)
+
+    assert run(_attributes()) == ["a1.example.com", "b1.example.com"]
+    assert run(_attributes(NODE, "UPDATE")) == ["b2.example.com"]
+    assert run(_attributes(operation="UPDATE")) == []
+    assert run(_attributes()) == ["a1.example.com", "b1.example.com"]  # asked again: the same answer
+    # An update stores a new object: its rules count from the next request on.
+    stored[True] = [_configuration("a-first", ("a1.example.com", {**RULE, "operations": ["UPDATE"]}))]
+    assert run(_attributes()) == []
+    assert run(_attributes(operation="UPDATE")) == ["a1.example.com"]
+    assert run(_attributes(NODE, "UPDATE")) == []

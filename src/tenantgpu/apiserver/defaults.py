@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from tenantgpu.apiserver.jsoncodec import clone
 from tenantgpu.apiserver.quantity import QuantityError, canonical_or_same, canonicalize_list, parse_quantity
 
 __all__ = ["default", "pod_qos_class"]
@@ -103,7 +104,7 @@ def _default_pod_spec(spec: dict[str, Any]) -> None:
             empty_dir["sizeLimit"] = canonical_or_same(empty_dir["sizeLimit"])
 
 
-def _default_pod(obj: dict[str, Any]) -> None:
+def _default_pod_spec_fields(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     _default_pod_spec(spec)
     # The rest is the admission plugins' (ServiceAccount, Priority, DefaultTolerationSeconds), which
@@ -126,10 +127,13 @@ def _default_pod(obj: dict[str, Any]) -> None:
             tolerations.append(
                 {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
             )
+
+
+def _default_pod_status(obj: dict[str, Any]) -> None:
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
     if "qosClass" not in status:  # not setdefault: the class is worked out only when it is missing
-        status["qosClass"] = pod_qos_class(spec)
+        status["qosClass"] = pod_qos_class(obj.get("spec") or {})
 
 
 def _default_service(obj: dict[str, Any]) -> None:
@@ -377,11 +381,9 @@ _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "StatefulSet": _default_stateful_set,
     "Job": _default_job,
     "CronJob": _default_cron_job,
-    "Pod": _default_pod,
     "Service": _default_service,
     "Namespace": _default_namespace,
     "Secret": _default_secret,
-    "Node": _default_node,
     "ResourceQuota": _default_resource_quota,
     "TenantControlPlane": _default_tenant_control_plane,
     "MutatingWebhookConfiguration": _default_webhooks(mutating=True),
@@ -389,8 +391,32 @@ _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
 }
 
 
-def default(kind: str, obj: dict[str, Any]) -> None:
-    """Fill in, in place, the fields kube-apiserver defaults for `kind`; other kinds are left alone."""
+# Kinds whose defaulting is split by the top-level fields it writes: an update that shares a field with
+# the stored object (which was defaulted when it was stored) skips that field's defaulting. The other
+# kinds' defaulters may write anywhere, so they run on private copies of every field.
+_DEFAULTERS_BY_FIELD: dict[str, tuple[tuple[str, Callable[[dict[str, Any]], None]], ...]] = {
+    "Pod": (("spec", _default_pod_spec_fields), ("status", _default_pod_status)),
+    "Node": (("status", _default_node),),
+}
+
+
+def default(kind: str, obj: dict[str, Any], unchanged: frozenset[str] = frozenset()) -> None:
+    """Fill in, in place, the fields kube-apiserver defaults for `kind`; other kinds are left alone.
+
+    `unchanged` names top-level fields that `obj` shares with the stored object it updates; they must
+    not be changed in place. They are defaulted already, so their defaulting is skipped where a kind's
+    defaulting is split by field; elsewhere they are copied first.
+    """
+    by_field = _DEFAULTERS_BY_FIELD.get(kind)
+    if by_field is not None:
+        for field, defaulter in by_field:
+            if field not in unchanged:
+                defaulter(obj)
+        return
     defaulter = _DEFAULTERS.get(kind)
-    if defaulter is not None:
-        defaulter(obj)
+    if defaulter is None:
+        return
+    for field in unchanged:
+        if field in obj:
+            obj[field] = clone(obj[field])
+    defaulter(obj)

@@ -14,6 +14,7 @@ __all__ = [
     "apply_merge_patch",
     "apply_strategic_merge_patch",
     "has_strategic_schema",
+    "patched_fields",
 ]
 
 
@@ -24,6 +25,28 @@ class PatchError(ValueError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+def patched_fields(patch: Any, content_type: str) -> frozenset[str] | None:
+    """The top-level fields a merge or strategic merge patch can change; None when that is not known
+    (a JSON patch, or a strategic directive that works on the whole object)."""
+    if not isinstance(patch, dict) or content_type not in (MERGE_PATCH, STRATEGIC_MERGE_PATCH):
+        return None
+    if content_type == MERGE_PATCH:
+        return frozenset(patch)
+    fields = set()
+    for key in patch:
+        if key.startswith("$"):
+            directive, _, target = key.partition("/")
+            if directive + "/" not in (_SET_ORDER, _DELETE_PRIMITIVE) or not target:
+                return None
+            key = target
+        fields.add(key)
+    return frozenset(fields)
 
 
 # --- RFC 7386 JSON merge patch ------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import functools
-import os
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -25,6 +24,7 @@ from tenantgpu.apiserver.jsoncodec import clone, loads
 from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable
 from tenantgpu.apiserver.serviceips import ServiceNetwork
 from tenantgpu.apiserver.storage import Datastore, KeyExists, KeyNotFound, RevisionMismatch
+from tenantgpu.apiserver.uids import UidSource
 from tenantgpu.apiserver.validation import default as default_object
 from tenantgpu.apiserver.validation import validate as validate_object
 from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, ResourceCache, Watcher, encode
@@ -48,15 +48,6 @@ def now_rfc3339() -> str:
 def _format_second(second: int) -> str:
     # Timestamps have whole-second resolution, so each second is formatted once (a hot path).
     return dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _new_uid() -> str:
-    """A random (version 4) UUID string, without the cost of building a `uuid.UUID` (a hot path)."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = raw[6] & 0x0F | 0x40
-    raw[8] = raw[8] & 0x3F | 0x80
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _cause(item: Any) -> dict[str, str]:
@@ -198,6 +189,11 @@ def _carry_over(new: Obj, old: Obj, field: str) -> None:
         new[field] = clone(old[field])
 
 
+def _shared_fields(new: Obj, old: Obj) -> frozenset[str]:
+    """The top-level fields `new` shares with the stored `old` (which nothing may change in place)."""
+    return frozenset(k for k, v in new.items() if isinstance(v, dict | list) and old.get(k) is v)
+
+
 def _binding_base(old: Obj, new: Obj) -> Obj:
     """The object a binding is validated against: `old` with the new spec.nodeName.
 
@@ -223,6 +219,7 @@ class Registry:
     ) -> None:
         self.kinds = kinds
         self.datastore = datastore
+        self._uids = UidSource()
         self.prefix = "/" + prefix.strip("/")
         self.admission = admission
         self.service_network = service_network or ServiceNetwork()
@@ -399,7 +396,7 @@ class Registry:
             )
         for transient in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(transient, None)
-        meta["uid"] = _new_uid()
+        meta["uid"] = self._uids.next()
         meta["creationTimestamp"] = now_rfc3339()
         if kind.has_status or kind.group:
             meta["generation"] = 1
@@ -558,11 +555,20 @@ class Registry:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        changes: frozenset[str] | None = None,
     ) -> Entry:
-        """Read-modify-write (PATCH, binding, scale), retried when a concurrent write got there first."""
+        """Read-modify-write (PATCH, binding, scale), retried when a concurrent write got there first.
+
+        `changes` names the top-level fields `mutation` may change (a merge patch's keys), when the
+        caller knows them: the mutation is then given an object that shares every other field with the
+        stored one instead of a whole copy (a patch of a pod's annotations leaves spec and status be).
+        """
+        shares = changes is not None and kind.strategy.on_update is None and not self._allocates(kind)
         async for _ in _Attempts(self.datastore):
             current = self.get(kind, namespace, name)
-            new = mutation(current.copy())
+            new = mutation(
+                current.copy_fields(changes | {"metadata"}) if shares and changes else current.copy()
+            )
             meta = self._check_type(kind, new)
             meta["name"] = name
             wanted = meta.get("resourceVersion")
@@ -594,14 +600,16 @@ class Registry:
             old = current.obj
             with _well_formed(kind):
                 obj = self._prepare_update(kind, obj, old, subresource)
-                default_object(kind.kind, obj)
+                default_object(kind.kind, obj, _shared_fields(obj, old))
                 attributes = AdmissionAttributes(
                     "UPDATE", kind, namespace, name, obj, old, user, subresource=subresource, dry_run=dry_run
                 )
+                # Admission plugins must not change `obj` in place where it shares fields with `old`:
+                # webhooks apply their patches to a copy, the built-in plugins change pods on create only.
                 await self.admission.mutate(attributes)
                 obj = attributes.obj or obj
                 if attributes.mutated:
-                    default_object(kind.kind, obj)
+                    default_object(kind.kind, obj, _shared_fields(obj, old))
                 self._validate(
                     kind, obj, _binding_base(old, obj) if subresource == "binding" else old, subresource
                 )

@@ -68,6 +68,7 @@ from tenantgpu.apiserver.patch import (
     apply_json_patch,
     apply_merge_patch,
     apply_strategic_merge_patch,
+    patched_fields,
 )
 from tenantgpu.apiserver.pki import ServerPKI, admin_kubeconfig, render_kubeconfig
 from tenantgpu.apiserver.protobuf_bodies import ProtobufBodyError, decode_object
@@ -904,6 +905,7 @@ class APIServer(SubresourceHandlers):
             user,
             subresource=target.subresource,
             dry_run=dry_run,
+            changes=patched_fields(patch, content_type),
         )
         return _warned(self._render(request, kind, entry), warnings)
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from tenantgpu.apiserver import errors
-from tenantgpu.apiserver.jsoncodec import dumps, loads
+from tenantgpu.apiserver.jsoncodec import clone, dumps, loads
 
 Obj = dict[str, Any]
 
@@ -34,6 +34,16 @@ class Entry:
     def copy(self) -> Obj:
         """A private, mutable copy of the object."""
         return loads(self.raw)
+
+    def copy_fields(self, fields: Iterable[str]) -> Obj:
+        """A new object whose top-level `fields` are private copies; every other field is shared with
+        this one, so it must not be changed in place (the top level itself may be)."""
+        obj = dict(self.obj)
+        for name in fields:
+            value = obj.get(name)
+            if isinstance(value, dict | list):
+                obj[name] = clone(value)
+        return obj
 
     def at_revision(self, revision: int) -> Entry:
         """The same object content stamped with another resourceVersion (deletion events)."""

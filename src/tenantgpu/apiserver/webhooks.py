@@ -12,7 +12,6 @@ import asyncio
 import base64
 import collections
 import ssl
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from tenantgpu.apiserver.hooks import DirectEgress, Egress
 from tenantgpu.apiserver.jsoncodec import dumps, loads
 from tenantgpu.apiserver.patch import PatchError, apply_json_patch
 from tenantgpu.apiserver.selectors import match_selector_object
+from tenantgpu.apiserver.uids import UidSource
 
 Obj = dict[str, Any]
 ConfigurationSource = Callable[[bool], list[Obj]]
@@ -330,6 +330,55 @@ class _WebhookPhase:
         await self._owner.run(attributes, self.mutating)
 
 
+# What of a request the rules of a webhook look at: operation, group, version, resource, subresource,
+# and whether the kind is namespaced (the rule's scope).
+_RuleKey = tuple[str, str, str, str, str, bool]
+
+
+def _rule_key(attributes: AdmissionAttributes) -> _RuleKey:
+    kind = attributes.kind
+    return (
+        attributes.operation,
+        kind.group,
+        kind.version,
+        kind.plural,
+        attributes.subresource,
+        kind.namespaced,
+    )
+
+
+class _RuleIndex:
+    """The webhooks whose rules cover each kind of request, for one set of configurations.
+
+    Every write asks which webhooks apply, and nearly all of them (patches, bindings, events) match
+    none: the rules are matched once per kind of request while the configurations stay the same
+    objects (stored objects are never changed in place; a new revision is a new object).
+    """
+
+    def __init__(self, configurations: list[Obj]) -> None:
+        self.configurations = configurations
+        if len(configurations) > 1:
+            configurations = sorted(configurations, key=lambda c: c["metadata"]["name"])
+        self._webhooks = [w for c in configurations for w in c.get("webhooks") or []]
+        self._by_key: dict[_RuleKey, list[Obj]] = {}
+
+    def serves(self, configurations: list[Obj]) -> bool:
+        mine = self.configurations
+        return len(mine) == len(configurations) and all(
+            a is b for a, b in zip(mine, configurations, strict=True)
+        )
+
+    def candidates(self, attributes: AdmissionAttributes) -> list[Obj]:
+        key = _rule_key(attributes)
+        found = self._by_key.get(key)
+        if found is None:
+            found = [
+                w for w in self._webhooks if any(rule_matches(r, attributes) for r in w.get("rules") or [])
+            ]
+            self._by_key[key] = found
+        return found
+
+
 class WebhookAdmission:
     """Calls the webhooks registered in this API server's webhook configurations."""
 
@@ -341,6 +390,8 @@ class WebhookAdmission:
         self._egress = egress
         self._direct = DirectEgress()
         self._http = _HTTPClient()
+        self._indexes: dict[bool, _RuleIndex] = {}
+        self._uids = UidSource()
 
     def plugins(self) -> list[AdmissionPlugin]:
         return [_WebhookPhase(self, True), _WebhookPhase(self, False)]
@@ -349,8 +400,7 @@ class WebhookAdmission:
         self._http.close()
 
     def _selected(self, webhook: Obj, attributes: AdmissionAttributes) -> bool:
-        if not any(rule_matches(rule, attributes) for rule in webhook.get("rules") or []):
-            return False
+        """Whether a webhook whose rules cover the request selects it by namespace and object labels."""
         kind = attributes.kind
         namespace_selector = webhook.get("namespaceSelector")
         if namespace_selector and (kind.namespaced or kind.kind == "Namespace"):
@@ -372,19 +422,23 @@ class WebhookAdmission:
                 return False
         return True
 
-    async def run(self, attributes: AdmissionAttributes, mutating: bool) -> None:
+    def _index(self, mutating: bool) -> _RuleIndex:
         configurations = self._configurations(mutating)
-        if len(configurations) > 1:
-            configurations = sorted(configurations, key=lambda c: c["metadata"]["name"])
-        for configuration in configurations:
-            for webhook in configuration.get("webhooks") or []:
-                if not self._selected(webhook, attributes):
-                    continue
-                if attributes.dry_run and webhook.get("sideEffects") not in ("None", "NoneOnDryRun"):
-                    raise errors.bad_request(
-                        f'admission webhook "{webhook.get("name")}" does not support dry run'
-                    )
-                await self._call(webhook, attributes, mutating)
+        index = self._indexes.get(mutating)
+        if index is None or not index.serves(configurations):
+            index = self._indexes[mutating] = _RuleIndex(configurations)
+        return index
+
+    async def run(self, attributes: AdmissionAttributes, mutating: bool) -> None:
+        # Configurations in name order, webhooks in their order within each, as kube-apiserver calls them.
+        for webhook in self._index(mutating).candidates(attributes):
+            if not self._selected(webhook, attributes):
+                continue
+            if attributes.dry_run and webhook.get("sideEffects") not in ("None", "NoneOnDryRun"):
+                raise errors.bad_request(
+                    f'admission webhook "{webhook.get("name")}" does not support dry run'
+                )
+            await self._call(webhook, attributes, mutating)
 
     def _review(self, webhook: Obj, attributes: AdmissionAttributes) -> tuple[Obj, str]:
         versions = webhook.get("admissionReviewVersions") or ["v1"]
@@ -396,7 +450,7 @@ class WebhookAdmission:
             attributes.operation
         )
         request: Obj = {
-            "uid": str(uuid.uuid4()),
+            "uid": self._uids.next(),
             "kind": gvk,
             "resource": gvr,
             "requestKind": gvk,
