@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tenantgpu.apiserver.errors import APIError
-from tenantgpu.apiserver.watchcache import Entry, Event, ResourceCache, Watcher, encode
+from tenantgpu.apiserver.watchcache import Entry, Event, ResourceCache, TriggerField, Watcher, encode
 
 
 def _pod(name: str, revision: int, node: str = "") -> Entry:
@@ -65,3 +65,37 @@ async def test_a_watcher_that_falls_behind_is_closed() -> None:
 async def test_next_batch_times_out_empty() -> None:
     events, ended = await Watcher(None, None).next_batch(0.01)
     assert events == [] and not ended
+
+
+NODE_NAME = TriggerField("spec.nodeName", lambda obj: obj["spec"].get("nodeName") or "")
+
+
+async def test_watchers_indexed_by_node_see_what_unindexed_ones_see() -> None:
+    # kube's indexed triggers: a kubelet's watch is offered only its node's pod events, and sees the
+    # same events as a watcher offered every event would (binding as ADDED, moving away as DELETED).
+    cache = ResourceCache(start_revision=0, window=100, trigger=NODE_NAME)
+    indexed = {node: Watcher("default", _on_node(node), trigger=node) for node in ("w1", "w2", "")}
+    plain = {node: Watcher("default", _on_node(node)) for node in ("w1", "w2", "")}
+    for watcher in [*indexed.values(), *plain.values()]:
+        cache.watch(watcher, None)
+    assert cache.watcher_count == 6
+    states = [_pod("p", 1), _pod("p", 2, "w1"), _pod("p", 3, "w2"), _pod("q", 4, "w2")]
+    cache.record("default/p", Event("ADDED", states[0]))
+    cache.record("default/p", Event("MODIFIED", states[1], states[0]))
+    cache.record("default/p", Event("MODIFIED", states[2], states[1]))
+    cache.record("default/q", Event("ADDED", states[3]))
+    cache.record("default/p", Event("DELETED", states[2].at_revision(5)))
+    seen = {}
+    for node in ("w1", "w2", ""):
+        for kind, watcher in (("indexed", indexed[node]), ("plain", plain[node])):
+            events, _ = await watcher.next_batch(0.01)
+            seen[kind, node] = [(e.type, e.entry.obj["metadata"]["name"], e.entry.revision) for e in events]
+        assert seen["indexed", node] == seen["plain", node]
+    assert seen["indexed", "w1"] == [("ADDED", "p", 2), ("DELETED", "p", 3)]
+    assert seen["indexed", "w2"] == [("ADDED", "p", 3), ("ADDED", "q", 4), ("DELETED", "p", 5)]
+    assert seen["indexed", ""] == [("ADDED", "p", 1), ("DELETED", "p", 2)]
+    cache.unwatch(indexed["w1"])
+    assert cache.watcher_count == 5
+    cache.close_watchers()
+    assert cache.watcher_count == 0
+    assert (await indexed["w2"].next_batch(0.01))[1]  # closed: the stream ends

@@ -27,7 +27,15 @@ from tenantgpu.apiserver.storage import Datastore, KeyExists, KeyNotFound, Revis
 from tenantgpu.apiserver.uids import UidSource
 from tenantgpu.apiserver.validation import default as default_object
 from tenantgpu.apiserver.validation import validate as validate_object
-from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, ResourceCache, Watcher, encode
+from tenantgpu.apiserver.watchcache import (
+    Entry,
+    Event,
+    Predicate,
+    ResourceCache,
+    TriggerField,
+    Watcher,
+    encode,
+)
 
 Obj = dict[str, Any]
 Mutation = Callable[[Obj], Obj]
@@ -189,6 +197,14 @@ def _carry_over(new: Obj, old: Obj, field: str) -> None:
         new[field] = clone(old[field])
 
 
+# kube-apiserver's watch triggers (the pod and node storages' TriggerFunc): each kubelet watches its own
+# pods and its own node, and is offered only their events instead of every pod's and node's.
+WATCH_TRIGGERS = {
+    ("", "Pod"): TriggerField("spec.nodeName", lambda obj: (obj.get("spec") or {}).get("nodeName") or ""),
+    ("", "Node"): TriggerField("metadata.name", lambda obj: obj["metadata"].get("name") or ""),
+}
+
+
 def _shared_fields(new: Obj, old: Obj) -> frozenset[str]:
     """The top-level fields `new` shares with the stored `old` (which nothing may change in place)."""
     return frozenset(k for k, v in new.items() if isinstance(v, dict | list) and old.get(k) is v)
@@ -236,7 +252,7 @@ class Registry:
         for kind in self.kinds:
             if kind.kind in VIRTUAL_KINDS:
                 continue
-            cache = ResourceCache(start, self._window)
+            cache = ResourceCache(start, self._window, WATCH_TRIGGERS.get((kind.group, kind.kind)))
             self._caches[kind.key_segment] = cache
             base = f"{self.prefix}/{kind.key_segment}/"
             for kv in await self.datastore.range(base):
@@ -294,9 +310,19 @@ class Registry:
         return [entry for _, entry in items]
 
     def watch(
-        self, kind: Kind, namespace: str | None, predicate: Predicate | None, since: int | None
+        self,
+        kind: Kind,
+        namespace: str | None,
+        predicate: Predicate | None,
+        since: int | None,
+        *,
+        required: Callable[[str], str | None] | None = None,
     ) -> tuple[Watcher, list[Event]]:
-        watcher = Watcher(namespace if kind.namespaced else None, predicate)
+        """Opens a watch; `required(path)` tells the value the predicate requires a field to have, if
+        any (a field selector's `path=value`), so the watcher can be indexed by the kind's trigger."""
+        trigger = WATCH_TRIGGERS.get((kind.group, kind.kind))
+        value = required(trigger.path) if trigger is not None and required is not None else None
+        watcher = Watcher(namespace if kind.namespaced else None, predicate, trigger=value)
         return watcher, self.cache(kind).watch(watcher, since)
 
     def unwatch(self, kind: Kind, watcher: Watcher) -> None:

@@ -162,6 +162,7 @@ class APIServer(SubresourceHandlers):
             self.signer,
             check_issuer=bool(config.trusted_client_cas) or config.client_trust is not None,
         )
+        self._webhook_lists: dict[bool, tuple[int, list[Obj]]] = {}
         self.webhooks = WebhookAdmission(self._webhook_configurations, self._namespace_object, config.egress)
         self.admission = AdmissionChain(
             [
@@ -334,11 +335,15 @@ class APIServer(SubresourceHandlers):
         return self.registry.get_object(kind, "", name)
 
     def _webhook_configurations(self, mutating: bool) -> list[Obj]:
-        # Asked on every write: straight from the cache (the webhook chain orders them by name).
+        # Asked on every write: straight from the cache, and the same list while the cache is unchanged
+        # (the webhook chain orders them by name and matches their rules once per list).
         kind = self._webhook_kinds[mutating]
         assert kind is not None
-        objects = self.registry.cache(kind).objects
-        return [entry.obj for entry in objects.values()] if objects else []
+        cache = self.registry.cache(kind)
+        held = self._webhook_lists.get(mutating)
+        if held is None or held[0] != cache.changes:
+            held = self._webhook_lists[mutating] = (cache.changes, [e.obj for e in cache.objects.values()])
+        return held[1]
 
     def _storage_counts(self) -> list[tuple[str, int, int]]:
         counts = []
@@ -704,8 +709,13 @@ class APIServer(SubresourceHandlers):
             raise errors.bad_request(f"includeObject must be one of None, Metadata, Object, not {include!r}")
         first_table = [True]
         predicate = self._predicate(request, kind)
+        field_text = query.get("fieldSelector", "")
+        # the selector parsed already in _predicate; what it requires exactly indexes the watcher
+        exact = {p: v for p, op, v in parse_field_selector(field_text).requirements if op in ("=", "==")}
         try:
-            watcher, backlog = self.registry.watch(kind, target.namespace or None, predicate, since)
+            watcher, backlog = self.registry.watch(
+                kind, target.namespace or None, predicate, since, required=exact.get if exact else None
+            )
         except errors.APIError as error:
             if error.code != 410:
                 raise

@@ -69,12 +69,33 @@ class Event:
 Predicate = Callable[[Obj], bool]
 
 
-class Watcher:
-    """One open watch: a namespace, a selector predicate and a bounded backlog of events to send."""
+@dataclass(frozen=True, slots=True)
+class TriggerField:
+    """The field a resource's watchers are indexed by, with the function that reads it (kube's
+    `TriggerFunc`): a watch whose field selector requires `path=<value>` gets only its value's events."""
 
-    def __init__(self, namespace: str | None, predicate: Predicate | None, limit: int = 50_000) -> None:
+    path: str
+    value: Callable[[Obj], str]
+
+
+class Watcher:
+    """One open watch: a namespace, a selector predicate and a bounded backlog of events to send.
+
+    `trigger` is the value of the resource's trigger field the predicate requires, if it requires one;
+    the predicate is still applied to every event offered.
+    """
+
+    def __init__(
+        self,
+        namespace: str | None,
+        predicate: Predicate | None,
+        limit: int = 50_000,
+        *,
+        trigger: str | None = None,
+    ) -> None:
         self.namespace = namespace
         self.predicate = predicate
+        self.trigger = trigger
         self.limit = limit
         self.overflowed = False
         self._pending: deque[Event | None] = deque()
@@ -146,18 +167,26 @@ class Watcher:
 class ResourceCache:
     """Current objects of one resource in one tenant, the recent event window and the open watchers."""
 
-    def __init__(self, start_revision: int, window: int) -> None:
+    def __init__(self, start_revision: int, window: int, trigger: TriggerField | None = None) -> None:
         self.objects: dict[str, Entry] = {}
+        # Counts every change of `objects`: what was derived from them is current while it is equal.
+        self.changes = 0
         self._events: deque[Event] = deque(maxlen=window)
         self._window_start = start_revision
         self._watchers: set[Watcher] = set()
+        # kube's indexed triggers: watchers that require one value of the trigger field (a kubelet's
+        # `spec.nodeName=<node>`) are offered only the events whose object has, or had, that value.
+        self._trigger = trigger
+        self._by_value: dict[str, set[Watcher]] = {}
         # In-process observers (e.g. the quota controller), told of every change synchronously.
         self.listeners: list[Callable[[Event], None]] = []
 
     def load(self, key: str, entry: Entry) -> None:
         self.objects[key] = entry
+        self.changes += 1
 
     def record(self, key: str, event: Event) -> None:
+        self.changes += 1
         if event.type == "DELETED":
             self.objects.pop(key, None)
         else:
@@ -167,6 +196,16 @@ class ResourceCache:
         self._events.append(event)
         for watcher in self._watchers:
             watcher.offer(event)
+        if self._by_value:
+            value_of = self._trigger.value  # type: ignore[union-attr]
+            value = value_of(event.entry.obj)
+            for watcher in self._by_value.get(value, ()):
+                watcher.offer(event)
+            if event.prev is not None:
+                before = value_of(event.prev.obj)
+                if before != value:
+                    for watcher in self._by_value.get(before, ()):
+                        watcher.offer(event)
         for listener in self.listeners:
             listener(event)
 
@@ -195,17 +234,27 @@ class ResourceCache:
                     seen = watcher.translate(event)
                     if seen is not None:
                         backlog.append(seen)
-        self._watchers.add(watcher)
+        if watcher.trigger is not None and self._trigger is not None:
+            self._by_value.setdefault(watcher.trigger, set()).add(watcher)
+        else:
+            self._watchers.add(watcher)
         return backlog
 
     def unwatch(self, watcher: Watcher) -> None:
         self._watchers.discard(watcher)
+        if watcher.trigger is not None:
+            indexed = self._by_value.get(watcher.trigger)
+            if indexed is not None:
+                indexed.discard(watcher)
+                if not indexed:
+                    del self._by_value[watcher.trigger]
 
     def close_watchers(self) -> None:
-        for watcher in list(self._watchers):
+        for watcher in [*self._watchers, *(w for ws in self._by_value.values() for w in ws)]:
             watcher.close()
         self._watchers.clear()
+        self._by_value.clear()
 
     @property
     def watcher_count(self) -> int:
-        return len(self._watchers)
+        return len(self._watchers) + sum(len(ws) for ws in self._by_value.values())

@@ -364,6 +364,8 @@ class _RuleIndex:
 
     def serves(self, configurations: list[Obj]) -> bool:
         mine = self.configurations
+        if mine is configurations:
+            return True
         return len(mine) == len(configurations) and all(
             a is b for a, b in zip(mine, configurations, strict=True)
         )
