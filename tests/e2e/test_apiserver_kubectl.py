@@ -372,7 +372,7 @@ def test_old_kubectl_creates_with_default_validation(kubectl: Kubectl, tmp_path:
     assert f"pod/{name} configured" in out
 
 
-@pytest.mark.parametrize("version", ["1.28", "1.33"])
+@pytest.mark.parametrize("version", ["1.27", "1.28", "1.33"])  # 1.27 asks the v1beta1 API
 def test_auth_whoami_names_the_caller(kubectl: Kubectl, apiserver: RunningAPIServer, version: str) -> None:
     admin = kubectl("auth", "whoami", version=version).stdout
     assert "kubernetes-admin" in admin and "system:masters" in admin

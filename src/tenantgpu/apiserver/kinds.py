@@ -118,7 +118,8 @@ class KindTable:
         if key in self._by_resource:
             raise ValueError(f"kind {kind.group_resource} is already served")
         self._by_resource[key] = kind
-        self._by_kind[(kind.group, kind.kind)] = kind
+        # a kind served in several versions is known by its first (preferred) one
+        self._by_kind.setdefault((kind.group, kind.kind), kind)
         self._ordered.append(kind)
 
     def resource(self, group: str, version: str, plural: str) -> Kind | None:
@@ -351,6 +352,15 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
     ),
     Kind("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", False, verbs=("create",)),
     Kind("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False, verbs=("create",)),
+    # kube-apiserver 1.28-1.31 still serve the beta, which `kubectl auth whoami` of 1.27 asks for.
+    Kind(
+        "authentication.k8s.io",
+        "v1beta1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        False,
+        verbs=("create",),
+    ),
     Kind(
         "authorization.k8s.io",
         "v1",

@@ -833,7 +833,7 @@ class APIServer(SubresourceHandlers):
         if kind.kind == "TokenReview":
             return await self._token_review(request)
         if kind.kind == "SelfSubjectReview":
-            return await self._self_subject_review(request, user)
+            return await self._self_subject_review(request, user, kind)
         if kind.kind == "SelfSubjectRulesReview":
             return await self._self_subject_rules_review(request, user)
         if kind.kind == "Binding":

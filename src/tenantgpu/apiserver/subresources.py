@@ -244,12 +244,12 @@ class SubresourceHandlers:
         }
         return json_response(result, 201)
 
-    async def _self_subject_review(self, request: web.Request, user: UserInfo) -> web.Response:
+    async def _self_subject_review(self, request: web.Request, user: UserInfo, kind: Kind) -> web.Response:
         """`kubectl auth whoami`: the caller as this server sees it (the body carries nothing else)."""
         await self._read_body(request)
         result = {
             "kind": "SelfSubjectReview",
-            "apiVersion": "authentication.k8s.io/v1",
+            "apiVersion": kind.api_version,
             "metadata": {"creationTimestamp": None},
             "status": {"userInfo": user.as_dict()},
         }
