@@ -281,6 +281,11 @@ def test_history_limits_suspend_and_cascading_delete(
     )
 
     batch.patch_namespaced_cron_job("keep-one", NS, {"spec": {"suspend": True}})
+    # the controller acts on what its watch has shown: let the suspension reach it before the clock moves
+    wait_for(
+        "the controller to see the suspension",
+        lambda: ((controller.cron_jobs.get(NS, "keep-one") or {}).get("spec") or {}).get("suspend") or None,
+    )
     advance_to_next_run(clock, controller, background_loop, "keep-one")
     table = kubectl("get", "cronjob", "keep-one").stdout
     assert table.split("\n")[0].split() == [

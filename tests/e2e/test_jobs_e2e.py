@@ -260,10 +260,11 @@ def test_foreground_deletion_keeps_the_job_until_its_pods_are_gone(
 ) -> None:
     batch.create_namespaced_job(NS, job_body("fg", parallelism=2, completions=2))
     wait_for("two pods", lambda: len(job_pods(core, "fg")) == 2)
-    batch.delete_namespaced_job("fg", NS, propagation_policy="Foreground")
-    marked = batch.read_namespaced_job("fg", NS)
-    assert marked.metadata.deletion_timestamp is not None
-    assert "foregroundDeletion" in (marked.metadata.finalizers or [])
+    # The answer to the delete is the Job as marked: the pods may all be gone before a later read.
+    answer = batch.delete_namespaced_job("fg", NS, propagation_policy="Foreground", _preload_content=False)
+    marked = json.loads(answer.data)["metadata"]
+    assert marked["deletionTimestamp"] is not None
+    assert "foregroundDeletion" in marked["finalizers"]
     wait_for("the pods to go", lambda: not job_pods(core, "fg"))
     wait_for(
         "the job to go", lambda: "fg" not in [j.metadata.name for j in batch.list_namespaced_job(NS).items]
