@@ -80,6 +80,9 @@ class RunningLab:
     def pod(self, tenant: str, name: str) -> dict[str, Any]:
         return json.loads(self.kubectl(tenant, "get", "pod", name, "-o", "json").stdout)
 
+    def pod_in(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
+        return json.loads(self.kubectl(tenant, "get", "pod", "-n", namespace, name, "-o", "json").stdout)
+
     def node(self, tenant: str, name: str) -> dict[str, Any]:
         return json.loads(self.kubectl(tenant, "get", "node", name, "-o", "json").stdout)
 
@@ -314,6 +317,44 @@ def test_a_gpu_daemonset_puts_a_slice_on_every_node_through_hami(lab: RunningLab
     assert "0MiB / 1024MiB" in log
     lab.kubectl("tenant-b", "delete", "ds", "gpu-probe")
     wait_for("the probe collected", lambda: not lab.pods("tenant-b", "app=gpu-probe"), timeout=60)
+
+
+def test_a_limit_range_gives_every_pod_of_a_namespace_a_gpu_slice_that_hami_places(lab: RunningLab) -> None:
+    """kube's LimitRanger runs before the mutating webhooks, so HAMi's sees the defaulted GPU request."""
+    lab.kubectl("tenant-b", "create", "namespace", "slices")
+    limit_range = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "gpu-slice", "namespace": "slices"},
+        "spec": {
+            "limits": [{"type": "Container", "default": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"}}]
+        },
+    }
+    lab.create("tenant-b", limit_range)
+    plain = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "plain", "namespace": "slices", "labels": {"app": "sliced"}},
+        "spec": {"containers": [{"name": "cuda", "image": "cuda-sample"}]},
+    }
+    lab.create("tenant-b", plain)
+    pod = wait_for(
+        "the defaulted pod Running",
+        lambda: phase(p := lab.pod_in("tenant-b", "slices", "plain")) == "Running" and p,
+    )
+    assert pod["spec"]["schedulerName"] == "hami-scheduler"
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {
+        "nvidia.com/gpu": "1",
+        "nvidia.com/gpumem": "2k",
+    }
+    assert annotations(pod)["kubernetes.io/limit-ranger"] == (
+        "LimitRanger plugin set: nvidia.com/gpu, nvidia.com/gpumem request for container cuda; "
+        "nvidia.com/gpu, nvidia.com/gpumem limit for container cuda"
+    )
+    assert annotations(pod)[ALLOCATED] == f"{card_of(pod)},NVIDIA,2000,0:;"
+    log = lab.kubectl("tenant-b", "logs", "-n", "slices", "plain").stdout
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=2000m" in log
+    lab.kubectl("tenant-b", "delete", "namespace", "slices", "--wait=true", "--timeout=60s")
 
 
 def test_a_gpu_statefulset_starts_its_workers_in_order_on_the_shared_a100(lab: RunningLab) -> None:

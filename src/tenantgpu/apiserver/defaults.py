@@ -176,6 +176,31 @@ def _default_node(obj: dict[str, Any]) -> None:
         status["allocatable"] = dict(status["capacity"])
 
 
+def _default_limit_range(obj: dict[str, Any]) -> None:
+    """SetDefaults_LimitRangeItem: a Container item's default limit falls back to its max, and its
+    default request to the default limit, then to its min; every quantity in canonical form."""
+    for item in (obj.get("spec") or {}).get("limits") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "Container":
+            default = item.setdefault("default", {})
+            request = item.setdefault("defaultRequest", {})
+            if isinstance(default, dict) and isinstance(request, dict):
+                for source, target in (
+                    (item.get("max"), default),
+                    (default, request),
+                    (item.get("min"), request),
+                ):
+                    for name, value in (source or {}).items():
+                        target.setdefault(name, value)
+            if not default:
+                item.pop("default")
+            if not request:
+                item.pop("defaultRequest")
+        for key in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+            canonicalize_list(item.get(key))
+
+
 def _default_resource_quota(obj: dict[str, Any]) -> None:
     canonicalize_list((obj.get("spec") or {}).get("hard"))
     status = obj.get("status") or {}
@@ -385,6 +410,7 @@ _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "Namespace": _default_namespace,
     "Secret": _default_secret,
     "ResourceQuota": _default_resource_quota,
+    "LimitRange": _default_limit_range,
     "TenantControlPlane": _default_tenant_control_plane,
     "MutatingWebhookConfiguration": _default_webhooks(mutating=True),
     "ValidatingWebhookConfiguration": _default_webhooks(mutating=False),

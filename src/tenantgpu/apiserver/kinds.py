@@ -325,6 +325,7 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         subresources=(_status("ResourceQuota"),),
         strategy=Strategy(_STATUS),
     ),
+    Kind("", "v1", "LimitRange", "limitranges", True, ("limits",)),
     Kind("coordination.k8s.io", "v1", "Lease", "leases", True),
     Kind(
         "admissionregistration.k8s.io",

@@ -61,6 +61,7 @@ from tenantgpu.apiserver.httputil import (
 )
 from tenantgpu.apiserver.jsoncodec import loads
 from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable, kind_table
+from tenantgpu.apiserver.limitranger import LimitRangerDefaults, LimitRangerLimits
 from tenantgpu.apiserver.metrics import APIMetrics
 from tenantgpu.apiserver.openapi_v2 import OPENAPI_V2_CONTENT_TYPE, openapi_v2_protobuf
 from tenantgpu.apiserver.patch import (
@@ -164,11 +165,15 @@ class APIServer(SubresourceHandlers):
         )
         self._webhook_lists: dict[bool, tuple[int, list[Obj]]] = {}
         self.webhooks = WebhookAdmission(self._webhook_configurations, self._namespace_object, config.egress)
+        # kube's order: LimitRanger's defaults come before the mutating webhooks (HAMi's sees them), its
+        # limits are checked on what the webhooks left, before the validating webhooks and the quota.
         self.admission = AdmissionChain(
             [
                 NamespaceLifecycle(self._namespace_object),
+                LimitRangerDefaults(self._limit_ranges),
                 PriorityAdmission(self._priority_class, self._default_priority_class),
                 *config.admission_plugins,
+                LimitRangerLimits(self._limit_ranges),
                 *self.webhooks.plugins(),
             ]
         )
@@ -333,6 +338,11 @@ class APIServer(SubresourceHandlers):
         kind = self.kinds.resource("", "v1", "namespaces")
         assert kind is not None
         return self.registry.get_object(kind, "", name)
+
+    def _limit_ranges(self, namespace: str) -> list[Obj]:
+        kind = self.kinds.resource("", "v1", "limitranges")
+        assert kind is not None
+        return [entry.obj for entry in self.registry.list(kind, namespace)]  # by name; [] at once if none
 
     def _webhook_configurations(self, mutating: bool) -> list[Obj]:
         # Asked on every write: straight from the cache, and the same list while the cache is unchanged

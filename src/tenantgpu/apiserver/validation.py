@@ -16,7 +16,7 @@ from typing import Any
 
 from tenantgpu.apiserver.cronschedule import ScheduleError, parse_schedule, time_zone_error
 from tenantgpu.apiserver.defaults import default, pod_qos_class
-from tenantgpu.apiserver.quantity import QuantityError, parse_quantity
+from tenantgpu.apiserver.quantity import QuantityError, canonical_or_same, parse_quantity
 from tenantgpu.apiserver.selectors import (
     SelectorError,
     label_value_errors,
@@ -1335,6 +1335,155 @@ def _validate_resource_quota(obj: Mapping[str, Any], old: Mapping[str, Any] | No
     return causes
 
 
+_LIMIT_TYPES = ("Pod", "Container", "PersistentVolumeClaim")
+
+
+def _validate_limit_range(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    """ValidateLimitRange: known (or qualified) types, resource names and quantities, and for each
+    resource min <= defaultRequest <= default <= max, a ratio of at least 1 that min and max allow."""
+    causes: list[Cause] = []
+    limits = (obj.get("spec") or {}).get("limits") or []
+    if not isinstance(limits, list):
+        return [_invalid("spec.limits", limits, "must be a list")]
+    for i, item in enumerate(limits):
+        path = f"spec.limits[{i}]"
+        if not isinstance(item, dict):
+            causes.append(_invalid(path, item, "must be an object"))
+            continue
+        kind = item.get("type") or ""
+        type_errors = qualified_name_errors(kind) if isinstance(kind, str) else ["must be a string"]
+        causes.extend(_invalid(f"{path}.type", kind, e) for e in type_errors)
+        if not type_errors and "/" not in kind and kind not in _LIMIT_TYPES:
+            causes.append(_invalid(f"{path}.type", kind, "must be a standard limit type or fully qualified"))
+        values: dict[str, dict[str, Decimal]] = {}
+        for key in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio"):
+            given = item.get(key) or {}
+            if kind == "Pod" and key in ("default", "defaultRequest") and given:
+                causes.append(_forbidden(f"{path}.{key}", "may not be specified when `type` is 'Pod'"))
+                continue
+            if kind in ("Pod", "Container"):
+                _validate_resource_names(f"{path}.{key}", given, causes)
+            else:
+                _validate_resource_names(
+                    f"{path}.{key}", given, causes, "must be a standard resource type or fully qualified"
+                )
+            values[key] = {}
+            for name, value in given.items():
+                amount = _quantity(f"{path}.{key}[{name}]", value, causes)
+                if amount is not None:
+                    values[key][name] = amount
+        if (
+            kind == "PersistentVolumeClaim"
+            and "storage" not in values["min"]
+            and "storage" not in values["max"]
+        ):
+            causes.append(
+                _required(
+                    f"{path}.limits",
+                    "either minimum or maximum storage value is required, but neither was provided",
+                )
+            )
+        causes.extend(_limit_range_item_bounds(path, item, values))
+    return causes
+
+
+def _limit_range_item_bounds(
+    path: str, item: Mapping[str, Any], values: dict[str, dict[str, Decimal]]
+) -> list[Cause]:
+    """The order a LimitRange item's quantities of one resource must keep, in kube's words."""
+    causes: list[Cause] = []
+    low, high = values.get("min", {}), values.get("max", {})
+    default, request = values.get("default", {}), values.get("defaultRequest", {})
+    ratios = values.get("maxLimitRequestRatio", {})
+
+    def shown(key: str, name: str) -> str:
+        return str(canonical_or_same((item.get(key) or {})[name]))
+
+    for name in sorted(set().union(*values.values())):
+        at = f"[{name}]"
+        if name in low and name in high and low[name] > high[name]:
+            causes.append(
+                _invalid(
+                    f"{path}.min{at}",
+                    shown("min", name),
+                    f"min value {shown('min', name)} is greater than max value {shown('max', name)}",
+                )
+            )
+        if name in request and name in low and low[name] > request[name]:
+            causes.append(
+                _invalid(
+                    f"{path}.defaultRequest{at}",
+                    shown("defaultRequest", name),
+                    f"min value {shown('min', name)} is greater than default request value {shown('defaultRequest', name)}",
+                )
+            )
+        if name in request and name in high and request[name] > high[name]:
+            causes.append(
+                _invalid(
+                    f"{path}.defaultRequest{at}",
+                    shown("defaultRequest", name),
+                    f"default request value {shown('defaultRequest', name)} is greater than max value {shown('max', name)}",
+                )
+            )
+        if name in request and name in default and request[name] > default[name]:
+            causes.append(
+                _invalid(
+                    f"{path}.defaultRequest{at}",
+                    shown("defaultRequest", name),
+                    f"default request value {shown('defaultRequest', name)} is greater than default limit value {shown('default', name)}",
+                )
+            )
+        if name in default and name in low and low[name] > default[name]:
+            causes.append(
+                _invalid(
+                    f"{path}.default{at}",
+                    shown("min", name),
+                    f"min value {shown('min', name)} is greater than default value {shown('default', name)}",
+                )
+            )
+        if name in default and name in high and default[name] > high[name]:
+            causes.append(
+                _invalid(
+                    f"{path}.default{at}",
+                    shown("max", name),
+                    f"default value {shown('default', name)} is greater than max value {shown('max', name)}",
+                )
+            )
+        if name in ratios and ratios[name] < 1:
+            shown_ratio = shown("maxLimitRequestRatio", name)
+            causes.append(
+                _invalid(
+                    f"{path}.maxLimitRequestRatio{at}", shown_ratio, f"ratio {shown_ratio} is less than 1"
+                )
+            )
+        if name in ratios and name in low and name in high and low[name] > 0:
+            allowed = high[name] / low[name]
+            if ratios[name] > allowed:
+                shown_ratio = shown("maxLimitRequestRatio", name)
+                causes.append(
+                    _invalid(
+                        f"{path}.maxLimitRequestRatio{at}",
+                        shown_ratio,
+                        f"ratio {shown_ratio} is greater than max/min = {float(allowed):f}",
+                    )
+                )
+        # extended resources (GPUs) are not overcommitted: a default limit and request must agree
+        if (
+            _is_extended_resource(name)
+            and name in default
+            and name in request
+            and default[name] != request[name]
+        ):
+            causes.append(
+                _invalid(
+                    f"{path}.defaultRequest{at}",
+                    shown("defaultRequest", name),
+                    f"default value {shown('default', name)} must equal to defaultRequest value {shown('defaultRequest', name)} in {name}",
+                )
+            )
+    return causes
+
+
 def _validate_lease(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     causes: list[Cause] = []
     spec = obj.get("spec") or {}
@@ -1581,6 +1730,7 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "Namespace": _validate_namespace,
     "Service": _validate_service,
     "ResourceQuota": _validate_resource_quota,
+    "LimitRange": _validate_limit_range,
     "Lease": _validate_lease,
     "Event": _validate_event,
     "Secret": _validate_secret,
