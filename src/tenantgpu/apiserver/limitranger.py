@@ -185,38 +185,26 @@ def _applies(attributes: AdmissionAttributes) -> bool:
     )
 
 
-class LimitRangerDefaults:
-    """The mutating half: container defaults from the namespace's LimitRanges, before the webhooks."""
+class LimitRanger:
+    """One half of the plugin: the mutating half gives container defaults before the webhooks, the
+    validating half checks the pod as admitted against every LimitRange of its namespace."""
 
     name = "LimitRanger"
-    mutating = True
 
-    def __init__(self, limit_ranges: LimitRangeLookup) -> None:
+    def __init__(self, limit_ranges: LimitRangeLookup, *, mutating: bool) -> None:
         self._limit_ranges = limit_ranges
+        self.mutating = mutating
 
     async def admit(self, attributes: AdmissionAttributes) -> None:
         if not _applies(attributes):
             return
-        for limit_range in self._limit_ranges(attributes.namespace):
-            if apply_defaults(limit_range, attributes.obj or {}):
-                attributes.mutated = True
-
-
-class LimitRangerLimits:
-    """The validating half: the pod as admitted, against every LimitRange of its namespace."""
-
-    name = "LimitRanger"
-    mutating = False
-
-    def __init__(self, limit_ranges: LimitRangeLookup) -> None:
-        self._limit_ranges = limit_ranges
-
-    async def admit(self, attributes: AdmissionAttributes) -> None:
-        if not _applies(attributes):
-            return
+        pod = attributes.obj or {}
         found: list[str] = []
         for limit_range in self._limit_ranges(attributes.namespace):
-            found += violations(limit_range, attributes.obj or {})
+            if not self.mutating:
+                found += violations(limit_range, pod)
+            elif apply_defaults(limit_range, pod):
+                attributes.mutated = True
         if found:
             # kube aggregates the errors: one is shown as it is, several in brackets
             why = found[0] if len(found) == 1 else "[" + ", ".join(found) + "]"

@@ -61,7 +61,7 @@ from tenantgpu.apiserver.httputil import (
 )
 from tenantgpu.apiserver.jsoncodec import loads
 from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable, kind_table
-from tenantgpu.apiserver.limitranger import LimitRangerDefaults, LimitRangerLimits
+from tenantgpu.apiserver.limitranger import LimitRanger
 from tenantgpu.apiserver.metrics import APIMetrics
 from tenantgpu.apiserver.openapi_v2 import OPENAPI_V2_CONTENT_TYPE, openapi_v2_protobuf
 from tenantgpu.apiserver.patch import (
@@ -170,10 +170,10 @@ class APIServer(SubresourceHandlers):
         self.admission = AdmissionChain(
             [
                 NamespaceLifecycle(self._namespace_object),
-                LimitRangerDefaults(self._limit_ranges),
+                LimitRanger(self._limit_ranges, mutating=True),
                 PriorityAdmission(self._priority_class, self._default_priority_class),
                 *config.admission_plugins,
-                LimitRangerLimits(self._limit_ranges),
+                LimitRanger(self._limit_ranges, mutating=False),
                 *self.webhooks.plugins(),
             ]
         )
