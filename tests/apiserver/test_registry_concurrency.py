@@ -80,6 +80,18 @@ def test_uids_stay_distinct_version_4_past_each_batch_of_randomness() -> None:
     assert all(uuid.UUID(uid).version == 4 and str(uuid.UUID(uid)) == uid for uid in uids)
 
 
+def test_generated_name_tails_use_the_whole_alphabet_evenly() -> None:
+    from tenantgpu.apiserver.uids import UidSource
+
+    source = UidSource()
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    tails = [source.suffix(alphabet) for _ in range(2000)]
+    assert all(len(t) == 5 and set(t) <= set(alphabet) for t in tails)
+    assert len(set(tails)) == len(tails)
+    counts = [sum(t.count(c) for t in tails) for c in alphabet]
+    assert min(counts) > 0.7 * 10000 / len(alphabet) and max(counts) < 1.3 * 10000 / len(alphabet)
+
+
 async def test_a_watch_from_a_list_taken_while_a_delete_is_staged_sees_the_delete(tmp_path: Path) -> None:
     # kubectl delete --wait lists the object, then watches from the list's resourceVersion: a list served
     # in the loop turn where the kubelet's final DELETE is staged but not committed must not report a

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import functools
-import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -417,9 +416,7 @@ class Registry:
             meta.pop("namespace", None)
             namespace = ""
         if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = str(meta["generateName"]) + "".join(
-                secrets.choice(_GENERATE_ALPHABET) for _ in range(5)
-            )
+            meta["name"] = str(meta["generateName"]) + self._uids.suffix(_GENERATE_ALPHABET)
         for transient in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(transient, None)
         meta["uid"] = self._uids.next()
