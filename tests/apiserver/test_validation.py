@@ -512,3 +512,25 @@ def test_a_tenant_control_plane_keeps_its_datastore_schema_and_cluster_domain() 
     assert _tcp_causes(_tcp(dataStoreSchema="abc"), old) == [
         ("spec", 'Invalid value: "object": unsetting the dataStore is not supported')
     ]
+
+
+def test_endpoint_slice_address_type_and_addresses() -> None:
+    meta = {"name": "web-abc", "namespace": "default"}
+    good = {"metadata": meta, "addressType": "IPv4", "endpoints": [{"addresses": ["10.244.0.5"]}]}
+    assert validate("EndpointSlice", good) == []
+    assert messages(validate("EndpointSlice", {"metadata": meta})) == ["addressType: Required value"]
+    bad = {
+        "metadata": meta,
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["fd00::1"]}, {"addresses": []}],
+        "ports": [{"port": 80, "protocol": "HTTP"}],
+    }
+    assert messages(validate("EndpointSlice", bad)) == [
+        'endpoints[0].addresses[0]: Invalid value: "fd00::1": must be a valid IPv4 address',
+        "endpoints[1].addresses: Required value: must contain at least 1 address",
+        'ports[0].protocol: Unsupported value: "HTTP": supported values: "SCTP", "TCP", "UDP"',
+    ]
+    moved = {**good, "addressType": "IPv6", "endpoints": [{"addresses": ["fd00::1"]}]}
+    assert messages(validate("EndpointSlice", moved, old=good)) == [
+        'addressType: Invalid value: "IPv6": field is immutable'
+    ]

@@ -50,6 +50,28 @@ def test_default_kubernetes_service_points_at_the_api_server(
             "ports": [{"name": "https", "port": apiserver.server.port, "protocol": "TCP"}],
         }
     ]
+    port = apiserver.server.port
+    rows = kubectl("get", "endpoints", "kubernetes", version=version).stdout.splitlines()
+    assert rows[0].split() == ["NAME", "ENDPOINTS", "AGE"] and rows[1].split()[:2] == [
+        "kubernetes",
+        f"127.0.0.1:{port}",
+    ]
+    # kube-apiserver writes its EndpointSlice beside the Endpoints; kubectl describe reads the slice
+    endpoint_slice = wait_for(
+        "the kubernetes EndpointSlice",
+        lambda: (
+            kubectl("get", "endpointslices", "kubernetes", "-o", "json", check=False, version=version).stdout
+            or None
+        ),
+    )
+    assert json.loads(endpoint_slice)["metadata"]["labels"] == {"kubernetes.io/service-name": "kubernetes"}
+    rows = kubectl("get", "endpointslices", version=version).stdout.splitlines()
+    assert rows[0].split() == ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"]
+    assert rows[1].split()[:4] == ["kubernetes", "IPv4", str(port), "127.0.0.1"]
+    described = kubectl("describe", "svc", "kubernetes", version=version).stdout
+    assert f"127.0.0.1:{port}" in " ".join(
+        line for line in described.splitlines() if line.startswith("Endpoints:")
+    )
 
 
 def test_services_get_cluster_ips_and_node_ports_and_refusals_read_as_kube_s(kubectl: Kubectl) -> None:

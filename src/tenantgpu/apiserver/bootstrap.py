@@ -1,5 +1,5 @@
-"""What every cluster has from the start, kept by the API server itself: `default/kubernetes` and the
-system PriorityClasses.
+"""What every cluster has from the start, kept by the API server itself: `default/kubernetes` (Service,
+Endpoints and EndpointSlice) and the system PriorityClasses.
 
 kube-apiserver's bootstrap controller creates the Service and Endpoints `default/kubernetes` once it
 serves and puts them back every 10 s if they are deleted or their endpoint drifts: the Service takes the
@@ -81,6 +81,22 @@ class KubernetesService:
             ],
         }
 
+    def endpoint_slice(self) -> dict[str, Any]:
+        """The slice kube-apiserver writes beside its Endpoints (named after the Service, labelled with
+        it), which `kubectl describe service` reads."""
+        return {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": NAME,
+                "namespace": NAMESPACE,
+                "labels": {"kubernetes.io/service-name": NAME},
+            },
+            "addressType": "IPv6" if ":" in self.address else "IPv4",
+            "endpoints": [{"addresses": [self.address], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "port": self.port, "protocol": "TCP"}],
+        }
+
     async def ensure(self) -> None:
         """Creates what is missing and puts back an endpoint that no longer matches this server."""
         kinds = self.registry.kinds
@@ -102,6 +118,18 @@ class KubernetesService:
             await self._create(endpoints, self.endpoints())
         elif current.get("subsets") != wanted:
             await self.registry.modify(endpoints, NAMESPACE, NAME, _set(("subsets",), wanted), _APISERVER)
+        slices = kinds.resource("discovery.k8s.io", "v1", "endpointslices")
+        assert slices is not None
+        slice_now = self.registry.get_object(slices, NAMESPACE, NAME)
+        wanted_slice = self.endpoint_slice()
+        if slice_now is None:
+            await self._create(slices, wanted_slice)
+        elif any(slice_now.get(k) != wanted_slice[k] for k in ("addressType", "endpoints", "ports")):
+
+            def replace(obj: dict[str, Any]) -> dict[str, Any]:
+                return {**obj, **{k: wanted_slice[k] for k in ("addressType", "endpoints", "ports")}}
+
+            await self.registry.modify(slices, NAMESPACE, NAME, replace, _APISERVER)
 
     async def _create(self, kind: Any, obj: dict[str, Any]) -> None:
         try:

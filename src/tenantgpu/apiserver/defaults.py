@@ -201,6 +201,14 @@ def _default_limit_range(obj: dict[str, Any]) -> None:
             canonicalize_list(item.get(key))
 
 
+def _default_endpoint_slice(obj: dict[str, Any]) -> None:
+    """A port's protocol defaults to TCP and its name to "" (SetDefaults_EndpointPort)."""
+    for port in obj.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")
+            port.setdefault("name", "")
+
+
 def _default_resource_quota(obj: dict[str, Any]) -> None:
     canonicalize_list((obj.get("spec") or {}).get("hard"))
     status = obj.get("status") or {}
@@ -411,6 +419,7 @@ _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "Secret": _default_secret,
     "ResourceQuota": _default_resource_quota,
     "LimitRange": _default_limit_range,
+    "EndpointSlice": _default_endpoint_slice,
     "TenantControlPlane": _default_tenant_control_plane,
     "MutatingWebhookConfiguration": _default_webhooks(mutating=True),
     "ValidatingWebhookConfiguration": _default_webhooks(mutating=False),

@@ -315,6 +315,7 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         strategy=Strategy(_STATUS, _service_on_create),
     ),
     Kind("", "v1", "Endpoints", "endpoints", True, ("ep",)),
+    Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
     Kind(
         "",
         "v1",

@@ -491,6 +491,30 @@ class _Printer:
     row: _RowFn
 
 
+def _at_most_three(items: list[str], empty: str = "<unset>") -> str:
+    """kubectl's lists in a cell: the first three, then `+ N more...`."""
+    if len(items) > 3:
+        return f"{','.join(items[:3])} + {len(items) - 3} more..."
+    return ",".join(items) or empty
+
+
+def _endpoints_text(endpoints: Mapping[str, Any]) -> str:
+    """An Endpoints object's `host:port` pairs (addresses alone for a subset without ports)."""
+    subsets = endpoints.get("subsets") or []
+    if not subsets:
+        return "<none>"
+    pairs: list[str] = []
+    for subset in subsets:
+        ips = [a.get("ip", "") for a in subset.get("addresses") or []]
+        ports = subset.get("ports") or []
+        if not ports:
+            pairs += ips
+        for port in ports:
+            number = port.get("port")
+            pairs += [f"[{ip}]:{number}" if ":" in ip else f"{ip}:{number}" for ip in ips]
+    return _at_most_three(pairs, empty="")
+
+
 def _simple(columns: list[Column], cells: Callable[[Mapping[str, Any]], list[Any]], age_at: int) -> _Printer:
     def row(obj: Mapping[str, Any], now: datetime) -> list[Any]:
         values = cells(obj)
@@ -902,6 +926,40 @@ _PRINTERS: dict[str, _Printer] = {
         ],
         lambda o: [_name(o), o.get("type") or "", str(len(o.get("data") or {}))],
         3,
+    ),
+    "Endpoints": _simple(
+        [
+            _NAME,
+            Column("Endpoints", description="The set of all endpoints is the union of all subsets."),
+            _AGE,
+        ],
+        lambda o: [_name(o), _endpoints_text(o)],
+        2,
+    ),
+    "EndpointSlice": _simple(
+        [
+            _NAME,
+            Column(
+                "AddressType", description="addressType specifies the type of address carried by this slice."
+            ),
+            Column(
+                "Ports", description="ports specifies the list of network ports exposed by each endpoint."
+            ),
+            Column("Endpoints", description="endpoints is a list of unique endpoints in this slice."),
+            _AGE,
+        ],
+        lambda o: [
+            _name(o),
+            str(o.get("addressType") or ""),
+            _at_most_three(
+                [
+                    str(p.get("port") if p.get("port") is not None else p.get("name") or "*")
+                    for p in o.get("ports") or []
+                ]
+            ),
+            _at_most_three([a for e in o.get("endpoints") or [] for a in e.get("addresses") or []]),
+        ],
+        4,
     ),
     "ConfigMap": _simple(
         [_NAME, Column("Data", description="The number of data items"), _AGE],

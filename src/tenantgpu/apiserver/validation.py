@@ -1335,6 +1335,40 @@ def _validate_resource_quota(obj: Mapping[str, Any], old: Mapping[str, Any] | No
     return causes
 
 
+_ADDRESS_TYPES = ("IPv4", "IPv6", "FQDN")
+
+
+def _validate_endpoint_slice(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    """ValidateEndpointSlice's main rules: a supported, immutable addressType, 1-100 addresses of that
+    type per endpoint, ports with a protocol kube knows."""
+    causes: list[Cause] = []
+    kind = obj.get("addressType")
+    if not kind:
+        causes.append(_required("addressType"))
+    elif kind not in _ADDRESS_TYPES:
+        causes.append(_not_supported("addressType", kind, list(_ADDRESS_TYPES)))
+    elif old is not None and old.get("addressType") != kind:
+        causes.append(_invalid("addressType", kind, "field is immutable"))
+    for i, endpoint in enumerate(obj.get("endpoints") or []):
+        addresses = (endpoint or {}).get("addresses") or []
+        path = f"endpoints[{i}].addresses"
+        if not addresses:
+            causes.append(_required(path, "must contain at least 1 address"))
+        elif len(addresses) > 100:
+            causes.append(
+                Cause("FieldValueTooMany", f"Too many: {len(addresses)}: must have at most 100 items", path)
+            )
+        for j, address in enumerate(addresses):
+            version = 4 if kind == "IPv4" else 6 if kind == "IPv6" else 0
+            if version and not (is_ip(address) and ipaddress.ip_address(str(address)).version == version):
+                causes.append(_invalid(f"{path}[{j}]", address, f"must be a valid IPv{version} address"))
+    for i, port in enumerate(obj.get("ports") or []):
+        protocol = (port or {}).get("protocol")
+        if protocol is not None and protocol not in ("TCP", "UDP", "SCTP"):
+            causes.append(_not_supported(f"ports[{i}].protocol", protocol, ["SCTP", "TCP", "UDP"]))
+    return causes
+
+
 _LIMIT_TYPES = ("Pod", "Container", "PersistentVolumeClaim")
 
 
@@ -1731,6 +1765,7 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "Service": _validate_service,
     "ResourceQuota": _validate_resource_quota,
     "LimitRange": _validate_limit_range,
+    "EndpointSlice": _validate_endpoint_slice,
     "Lease": _validate_lease,
     "Event": _validate_event,
     "Secret": _validate_secret,

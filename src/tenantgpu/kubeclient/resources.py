@@ -45,6 +45,7 @@ _KNOWN = [
     ResourceKind("", "v1", "secrets", "Secret", True),
     ResourceKind("", "v1", "resourcequotas", "ResourceQuota", True),
     ResourceKind("", "v1", "limitranges", "LimitRange", True),
+    ResourceKind("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
     ResourceKind("", "v1", "serviceaccounts", "ServiceAccount", True),
     ResourceKind("coordination.k8s.io", "v1", "leases", "Lease", True),
     ResourceKind(
