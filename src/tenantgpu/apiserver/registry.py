@@ -469,10 +469,11 @@ class Registry:
     def _prepare_update(self, kind: Kind, new: Obj, old: Obj, subresource: str) -> Obj:
         """Carries over what an update of this (sub)resource may not change.
 
-        `new` is the caller's own; `old` is the stored object, which must not change and must not be
-        shared with the result (later steps, such as defaulting, change the result in place). What
-        `new` already holds equal to `old` is kept: the stored part is copied only where they differ,
-        which for the usual update (a patch of annotations or of the status) is nowhere.
+        `new` is the caller's own, but may share top-level fields with `old`, the stored object, which
+        must not change (`modify` shares what a patch leaves alone). Later steps change the result in
+        place only where it is its own: defaulting skips or copies the shared fields. What `new` already
+        holds equal to `old` is kept: the stored part is copied only where they differ, which for the
+        usual update (a patch of annotations or of the status) is nowhere.
         """
         if subresource == "finalize":
             # Only spec.finalizers may change through the namespace's finalize subresource.
