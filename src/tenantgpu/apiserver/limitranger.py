@@ -61,7 +61,7 @@ def _containers(pod: Obj) -> list[tuple[str, Obj]]:
 
 def apply_defaults(limit_range: Obj, pod: Obj) -> bool:
     """Give the pod's containers the LimitRange's container defaults; whether anything was set."""
-    defaults = {"limits": {}, "requests": {}}
+    defaults: dict[str, dict[str, Any]] = {"limits": {}, "requests": {}}
     for item in _items(limit_range, "Container"):
         defaults["requests"].update(item.get("defaultRequest") or {})
         defaults["limits"].update(item.get("default") or {})
