@@ -21,6 +21,7 @@ from typing import Any
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes
 from tenantgpu.apiserver.quantity import QuantityError, canonical_or_same, parse_quantity
+from tenantgpu.apiserver.quota import pod_resources
 
 Obj = dict[str, Any]
 LimitRangeLookup = Callable[[str], list[Obj]]
@@ -130,31 +131,9 @@ def _check(item: Obj, kind: str, requests: Amounts, limits: Amounts) -> list[str
 
 
 def _pod_totals(pod: Obj, bucket: str) -> dict[str, tuple[Decimal, str]]:
-    """The pod's requests or limits as the scheduler counts them: the containers' sum, at least any init
-    container's (a restartable init container runs beside the others, so it is added)."""
-    spec = pod.get("spec") or {}
-    total: dict[str, Decimal] = {}
-    for container in spec.get("containers") or []:
-        for name, (amount, _) in _amounts((container.get("resources") or {}).get(bucket)).items():
-            total[name] = total.get(name, Decimal(0)) + amount
-    sidecars: dict[str, Decimal] = {}
-    peak: dict[str, Decimal] = {}
-    for container in spec.get("initContainers") or []:
-        amounts = {n: a for n, (a, _) in _amounts((container.get("resources") or {}).get(bucket)).items()}
-        if container.get("restartPolicy") == "Always":
-            for name, amount in amounts.items():
-                total[name] = total.get(name, Decimal(0)) + amount
-                sidecars[name] = sidecars.get(name, Decimal(0)) + amount
-            running = dict(sidecars)
-        else:
-            running = dict(amounts)
-            for name, amount in sidecars.items():
-                running[name] = running.get(name, Decimal(0)) + amount
-        for name, amount in running.items():
-            peak[name] = max(amount, peak.get(name, amount))
-    for name, amount in peak.items():
-        total[name] = max(amount, total.get(name, amount))
-    return {name: (amount, _shown(str(amount))) for name, amount in total.items()}
+    """The pod's requests or limits as kube sums them for a `Pod` item, with how each is printed."""
+    totals = pod_resources(pod.get("spec") or {}, bucket)
+    return {name: (amount, _shown(str(amount))) for name, amount in totals.items()}
 
 
 def violations(limit_range: Obj, pod: Obj) -> list[str]:

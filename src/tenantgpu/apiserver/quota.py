@@ -43,12 +43,26 @@ def _container_sums(containers: Iterable[Mapping[str, Any]], section: str) -> di
     return totals
 
 
-def _effective(spec: Mapping[str, Any], section: str) -> dict[str, Decimal]:
-    """Containers add up; an init container runs alone, so the pod needs the larger of the two."""
+def pod_resources(spec: Mapping[str, Any], section: str) -> dict[str, Decimal]:
+    """A pod's requests or limits as kube counts them (PodRequests / PodLimits): the containers add up;
+    an init container runs alone, so the pod needs at least each one's; a restartable init container
+    (a sidecar) runs beside everything started after it, so it is added to both."""
     totals = _container_sums(spec.get("containers") or [], section)
+    sidecars: dict[str, Decimal] = {}
+    peak: dict[str, Decimal] = {}  # the most any step of the init sequence needs
     for init in spec.get("initContainers") or []:
-        for name, value in _container_sums([init], section).items():
-            totals[name] = max(totals.get(name, Decimal(0)), value)
+        own = _container_sums([init], section)
+        if init.get("restartPolicy") == "Always":
+            for name, value in own.items():
+                totals[name] = totals.get(name, Decimal(0)) + value
+                sidecars[name] = sidecars.get(name, Decimal(0)) + value
+            running = dict(sidecars)
+        else:
+            running = {**sidecars, **{n: v + sidecars.get(n, Decimal(0)) for n, v in own.items()}}
+        for name, value in running.items():
+            peak[name] = max(peak.get(name, value), value)
+    for name, value in peak.items():
+        totals[name] = max(totals.get(name, value), value)
     return totals
 
 
@@ -56,11 +70,11 @@ def pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     """What one pod counts against a quota, under every name a quota may use for it."""
     spec = pod.get("spec") or {}
     usage = {"pods": Decimal(1), "count/pods": Decimal(1)}
-    for name, value in _effective(spec, "requests").items():
+    for name, value in pod_resources(spec, "requests").items():
         usage[f"requests.{name}"] = value
         if name in _COMPUTE:
             usage[name] = value
-    for name, value in _effective(spec, "limits").items():
+    for name, value in pod_resources(spec, "limits").items():
         usage[f"limits.{name}"] = value
     return usage
 
