@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -97,10 +98,11 @@ class SQLiteDatastore:
 
     Statements run inline on the event loop: each is tens of microseconds, far cheaper than a hop to a
     thread, and a single writer keeps compare-and-swap trivially atomic. The writes of one loop turn
-    share a transaction, committed by a callback at the start of the next turn: a COMMIT (a WAL append)
-    costs more than the statements it closes, so under load one commit carries many writes. Rows carry
-    their revision; deletes also record the revision they consumed, so revisions never go back after a
-    restart. WAL checkpoints, which fsync, run in a background thread so they never stall the loop.
+    share a transaction, committed in that turn's I/O phase, after the callbacks that staged them: a
+    COMMIT (a WAL append) costs more than the statements it closes, so under load one commit carries
+    many writes. Rows carry their revision; deletes also record the revision they consumed, so
+    revisions never go back after a restart. WAL checkpoints, which fsync, run in a background thread
+    so they never stall the loop.
     """
 
     def __init__(self, path: str | Path, *, checkpoint_interval: float = 2.0) -> None:
@@ -130,6 +132,9 @@ class SQLiteDatastore:
         if row is None:
             self._db.execute("INSERT INTO meta (id, revision) VALUES (1, ?)", (self._revision,))
         self._open = False  # a transaction is open (this loop turn's writes)
+        # (read end, write end) of the pipe whose writability schedules the commit
+        self._commit_pipe: tuple[int, int] | None = None
+        self._commit_loop: asyncio.AbstractEventLoop | None = None
         self._waiters: list[asyncio.Future[None]] = []
         self._committed: list[tuple[Committed, int]] = []
         self._stop = threading.Event()
@@ -154,13 +159,41 @@ class SQLiteDatastore:
     # --- the group commit -----------------------------------------------------------------------
 
     def _transaction(self) -> None:
-        """Opens this loop turn's transaction on first use; the next turn commits it."""
+        """Opens this loop turn's transaction on first use; the turn's I/O phase commits it."""
         if not self._open:
             self._db.execute("BEGIN IMMEDIATE")
             self._open = True
-            asyncio.get_running_loop().call_soon(self._commit)
+            self._schedule_commit(asyncio.get_running_loop())
+
+    def _schedule_commit(self, loop: asyncio.AbstractEventLoop) -> None:
+        # On uvloop a callback from call_soon would run in the next turn's batch of callbacks, and the
+        # writers it wakes only in the batch after that. A writability callback on a pipe's write end,
+        # always writable, runs in this turn's I/O phase, after every callback that staged a write: the
+        # writers resume, and the watchers write their events, one turn sooner. Under load a turn takes
+        # milliseconds, and a pod's way crosses the lab process's commits about ten times.
+        if self._commit_pipe is None:
+            self._commit_pipe = os.pipe()
+        try:
+            loop.add_writer(self._commit_pipe[1], self._commit)
+        except NotImplementedError:  # a loop without readiness callbacks (Windows' Proactor)
+            loop.call_soon(self._commit)
+        else:
+            self._commit_loop = loop
+
+    def _unschedule_commit(self) -> None:
+        loop, self._commit_loop = self._commit_loop, None
+        if loop is not None and self._commit_pipe is not None and not loop.is_closed():
+            loop.remove_writer(self._commit_pipe[1])
+
+    def _close_commit_pipe(self) -> None:
+        self._unschedule_commit()
+        pipe, self._commit_pipe = self._commit_pipe, None
+        for fd in pipe or ():
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _commit(self) -> None:
+        self._unschedule_commit()
         if not self._open:
             return
         self._open = False
@@ -293,6 +326,7 @@ class SQLiteDatastore:
 
     def close(self) -> None:
         self._commit()
+        self._close_commit_pipe()
         self._stop.set()
         self._checkpointer.join(5)
         with contextlib.suppress(sqlite3.Error):
