@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tenantgpu.apiserver.errors import APIError
@@ -99,3 +101,36 @@ async def test_watchers_indexed_by_node_see_what_unindexed_ones_see() -> None:
     cache.close_watchers()
     assert cache.watcher_count == 0
     assert (await indexed["w2"].next_batch(0.01))[1]  # closed: the stream ends
+
+
+async def test_a_waiting_watch_hands_events_to_its_sink_and_queues_what_it_refuses() -> None:
+    cache = ResourceCache(start_revision=0, window=100)
+    watcher = Watcher(None, None)
+    cache.watch(watcher, None)
+    written: list[int] = []
+    accepting = [True]
+
+    def sink(event: Event) -> bool:
+        if accepting[0]:
+            written.append(event.entry.revision)
+        return accepting[0]
+
+    watcher.sink = sink
+    # Before the watch's task waits (it may be writing), events are queued, not written past it.
+    cache.record("default/p1", Event("ADDED", _pod("p1", 1)))
+    assert written == []
+    events, _ = await watcher.next_batch(0.01)
+    assert [e.entry.revision for e in events] == [1]
+
+    batch = asyncio.ensure_future(watcher.next_batch(5.0))
+    await asyncio.sleep(0)  # the task now waits with nothing queued
+    cache.record("default/p2", Event("ADDED", _pod("p2", 2)))
+    assert written == [2] and not batch.done()  # written in the commit; the task was not woken
+
+    accepting[0] = False  # the client stopped reading: the connection paused writing
+    cache.record("default/p3", Event("ADDED", _pod("p3", 3)))
+    accepting[0] = True
+    cache.record("default/p4", Event("ADDED", _pod("p4", 4)))  # behind p3, so queued too
+    events, ended = await batch
+    assert [e.entry.revision for e in events] == [3, 4] and not ended
+    assert written == [2]

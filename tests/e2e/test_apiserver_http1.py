@@ -33,9 +33,13 @@ def background_loop(request: pytest.FixtureRequest) -> Iterator[BackgroundLoop]:
 class Wire:
     """One TLS connection with the admin's client certificate; responses parsed by hand."""
 
-    def __init__(self, apiserver: RunningAPIServer) -> None:
+    def __init__(self, apiserver: RunningAPIServer, *, receive_buffer: int | None = None) -> None:
         raw = RawClient(apiserver.kubeconfig)
-        plain = socket.create_connection((raw.host, raw.port), timeout=10)
+        plain = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if receive_buffer is not None:
+            plain.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        plain.settimeout(10)
+        plain.connect((raw.host, raw.port))
         self.sock: ssl.SSLSocket = raw.context.wrap_socket(plain, server_hostname=raw.host)
         self.buffer = b""
 
@@ -255,3 +259,40 @@ def test_many_sequential_requests_on_one_connection_keep_working(wire: Wire) -> 
         wire.send(_request("GET", f"/api/v1/namespaces/default/configmaps?limit={i + 1}"))
         status, _, body = wire.response()
         assert status == 200 and json.loads(body)["kind"] == "ConfigMapList"
+
+
+def test_a_watch_whose_client_stops_reading_gets_every_event_in_order_when_it_reads_again(
+    apiserver: RunningAPIServer,
+) -> None:
+    """Events go straight to a waiting watch's connection in the commit that recorded them, unless the
+    connection paused writing (the client stopped reading): then they queue behind, in order."""
+    raw = RawClient(apiserver.kubeconfig)
+    wire = Wire(apiserver, receive_buffer=4096)  # fills up after a few events
+    names = [f"paused-{i:03d}" for i in range(48)]
+    try:
+        wire.send(_request("GET", "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=0"))
+        status, _, _ = wire.response(head_only=True)
+        assert status == 200
+        filler = "x" * 262_144  # 48 events of 256 KiB: far beyond what the sockets buffer
+        for name in names:
+            body = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name},
+                "data": {"f": filler},
+            }
+            assert raw.request("POST", "/api/v1/namespaces/default/configmaps", body).status == 201
+        seen: list[tuple[str, int]] = []
+        for chunk in wire.chunks():
+            for line in chunk.splitlines():
+                meta = json.loads(line)["object"]["metadata"]
+                if meta["name"].startswith("paused-"):
+                    seen.append((meta["name"], int(meta["resourceVersion"])))
+            if len(seen) >= len(names):
+                break
+        assert [name for name, _ in seen] == names
+        assert [rv for _, rv in seen] == sorted(rv for _, rv in seen)
+    finally:
+        wire.close()
+        for name in names:
+            raw.request("DELETE", f"/api/v1/namespaces/default/configmaps/{name}")

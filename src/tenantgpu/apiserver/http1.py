@@ -138,6 +138,16 @@ class ChunkedStream:
         transport.write(b"%x\r\n%b\r\n" % (len(data), data))
         await self._connection.drain()
 
+    def write_now(self, data: bytes) -> bool:
+        """Write one chunk without waiting, unless the connection is closing or paused for the client
+        to catch up; whether it was written."""
+        connection = self._connection
+        transport = connection.transport
+        if transport is None or connection.writing_paused or transport.is_closing():
+            return False
+        transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        return True
+
     async def write_eof(self, data: bytes = b"") -> None:
         await self.write(data)
         transport = self._connection.transport
@@ -260,6 +270,10 @@ class HTTPConnection(asyncio.Protocol):
         if self._task is not None:
             self._task.cancel()  # as aiohttp's handler_cancellation: a gone client's handler stops
         self._wake_writer()
+
+    @property
+    def writing_paused(self) -> bool:
+        return self._writing_paused
 
     def pause_writing(self) -> None:
         self._writing_paused = True

@@ -767,6 +767,17 @@ class APIServer(SubresourceHandlers):
                 chunk += encode({"type": "BOOKMARK", "object": mark}) + b"\n"
             await response.write(chunk)
             last_sent = time.monotonic()
+            if isinstance(response, ChunkedStream) and not table:
+                stream = response
+
+                def sink(event: Event) -> bool:
+                    nonlocal last_sent
+                    if not stream.write_now(event.line()):
+                        return False
+                    last_sent = time.monotonic()
+                    return True
+
+                watcher.sink = sink
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -789,6 +800,7 @@ class APIServer(SubresourceHandlers):
                     }
                     await response.write(encode({"type": "BOOKMARK", "object": mark}) + b"\n")
                     last_sent = time.monotonic()
+            watcher.sink = None
             await response.write_eof()
         except (ConnectionResetError, ConnectionError):
             pass

@@ -100,6 +100,9 @@ class Watcher:
         self.overflowed = False
         self._pending: deque[Event | None] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        # Writes one event to the client at once, or returns False (then it is queued): set by a server
+        # whose stream can take a write outside the watch's task.
+        self.sink: Callable[[Event], bool] | None = None
 
     def matches(self, entry: Entry | None) -> bool:
         if entry is None:
@@ -133,6 +136,11 @@ class Watcher:
             return
         seen = self.translate(event)
         if seen is None:
+            return
+        # While the watch's task waits with nothing queued, the event goes straight to the client: in
+        # the commit that recorded it, a loop turn sooner, and with no task to wake for it. Anything
+        # queued goes first, so the order holds.
+        if self.sink is not None and self._waiter is not None and not self._pending and self.sink(seen):
             return
         if len(self._pending) >= self.limit:
             # A watcher that cannot keep up is closed, as kube-apiserver does; the client re-watches.
