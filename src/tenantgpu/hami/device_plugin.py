@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenantgpu import eager
 from tenantgpu.gpushare import (
     ContainerDevice,
     DeviceInfo,
@@ -206,7 +207,8 @@ async def report_allocation(
         except ApiError as err:
             log.warning("device plugin %s: releasing node lock: %s", node_name, err)
 
-    await asyncio.gather(mark_pod(), unlock())
+    # both requests go out in this loop turn
+    await asyncio.gather(eager.start(mark_pod()), eager.start(unlock()))
 
 
 class DevicePlugin:

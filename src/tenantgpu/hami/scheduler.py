@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from tenantgpu import eager
 from tenantgpu.gpushare import ClusterState, Decision, SharingConfig
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare.policy import node_policy_of, spreads
@@ -197,7 +198,8 @@ class HamiScheduler:
         ]
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
+        # started at once: a bind's first requests go out in this loop turn, not the next
+        task = eager.start(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -448,10 +450,10 @@ class HamiScheduler:
                 # HAMi writes the filter annotations before it locks, so both may go out together.
                 patch = {"metadata": {"annotations": annotations, "labels": {ann.VGPU_NODE: node}}}
                 outcome = await asyncio.gather(
-                    self.locks.lock(node, ns, name, node=self.nodes.get(None, node))
+                    eager.start(self.locks.lock(node, ns, name, node=self.nodes.get(None, node)))
                     if takes_lock
                     else asyncio.sleep(0),
-                    self.client.patch("pods", name, patch, ns, decode=False),
+                    eager.start(self.client.patch("pods", name, patch, ns, decode=False)),
                     return_exceptions=True,
                 )
                 locked = takes_lock and not isinstance(outcome[0], BaseException)

@@ -32,6 +32,7 @@ from typing import Any
 
 import aiohttp
 
+from tenantgpu import eager
 from tenantgpu.gpushare import SharingConfig, allocate_env, decode_pod_devices
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import (
@@ -94,7 +95,7 @@ class PodRecord:
     pod_ip: str | None = None
     start_time: str | None = None
     started_at: str | None = None
-    task: asyncio.Task[None] | None = None
+    task: asyncio.Future[None] | None = None
     terminating: bool = False
     finished: bool = False
     envs: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -302,7 +303,9 @@ class Kubelet:
             elif phase == "Running":
                 record.task = asyncio.create_task(self._adopt(pod, record))
             else:
-                record.task = asyncio.create_task(self._run(pod, record))
+                # started at once: a GPU pod's Allocate and its report (which frees the node lock for
+                # the next pod) go out in this loop turn
+                record.task = eager.start(self._run(pod, record))
             return
         if meta.get("deletionTimestamp") and not record.terminating:
             record.terminating = True
