@@ -112,3 +112,28 @@ def test_the_coroutine_runs_in_a_copy_of_the_context(loop_factory) -> None:  # t
         assert await task == ("task", "task")
 
     _run(loop_factory, main())
+
+
+@pytest.mark.parametrize("loop_factory", LOOPS)
+def test_a_cancellation_before_the_task_first_runs_reaches_the_coroutine(loop_factory) -> None:  # type: ignore[no-untyped-def]
+    """The kubelet cancels a pod's start when the pod is deleted, possibly in the same loop turn: the
+    started coroutine must see the CancelledError (and clean up), not be dropped half-way."""
+    cleaned: list[str] = []
+    waited_on: list[asyncio.Future[None]] = []
+
+    async def waits_forever() -> None:
+        waited_on.append(asyncio.get_running_loop().create_future())
+        try:
+            await waited_on[0]
+        finally:
+            cleaned.append("cleaned up")
+
+    async def main() -> None:
+        task = eager.start(waits_forever())
+        task.cancel()  # before the loop turns: the task has not run a step of its own yet
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert cleaned == ["cleaned up"] and task.cancelled()
+        assert waited_on[0].cancelled()  # as a task cancels what it waits on (a dial, a response)
+
+    _run(loop_factory, main())

@@ -9,6 +9,7 @@ the wire in this turn. This is what Python 3.12's eager tasks do; the project su
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import contextvars
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
@@ -36,38 +37,41 @@ def start(coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.F
         else:
             future.set_exception(exc)
         return future
-    return loop.create_task(_resume(coro, first), name=name, context=context)
+    return loop.create_task(_Resumed(coro, first), name=name, context=context)
 
 
-async def _resume(coro: Coroutine[Any, Any, T], first: Any) -> T:
-    return await _Resumed(coro, first)
+class _Resumed(collections.abc.Coroutine):  # type: ignore[type-arg]
+    """What the task drives in place of the started coroutine: its first step hands the task what the
+    coroutine waits on; after that, and for a cancellation even before, it passes the task's sends and
+    throws straight to the coroutine, which so sees a cancellation as it would in a task of its own."""
 
-
-class _Resumed:
-    """Hands the task what the started coroutine waits on, and the task's answers back to it."""
-
-    __slots__ = ("_coro", "_first")
+    __slots__ = ("_coro", "_first", "_started")
 
     def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
         self._coro = coro
         self._first = first
+        self._started = False
+
+    def send(self, value: Any) -> Any:
+        if not self._started:
+            self._started = True
+            first, self._first = self._first, None
+            return first
+        return self._coro.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        if not self._started and asyncio.isfuture(self._first):
+            # A task cancelled before its first step cancels nothing itself; what the coroutine waits on
+            # is cancelled here, as a task cancels the future it waits on.
+            self._first.cancel()
+        self._started = True
+        self._first = None
+        if val is None and tb is None:
+            return self._coro.throw(typ)
+        return self._coro.throw(typ, val, tb)
+
+    def close(self) -> None:
+        self._coro.close()
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        coro, waiting_on = self._coro, self._first
-        self._first = None
-        while True:
-            try:
-                answer = yield waiting_on
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # what the task throws in (a cancellation) goes to the coroutine
-                try:
-                    waiting_on = coro.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    waiting_on = coro.send(answer)
-                except StopIteration as done:
-                    return done.value
+        raise TypeError("only the task that started it drives a resumed coroutine")

@@ -179,3 +179,25 @@ async def test_closing_a_datastore_releases_what_schedules_its_commits(tmp_path:
         await store.create("/t/cm/a", _value("a"))
         store.close()
     assert open_fds() == before
+
+
+async def test_after_commit_runs_once_the_commit_and_its_callbacks_have(tmp_path: Path) -> None:
+    store = SQLiteDatastore(tmp_path / "s.db")
+    order: list[str] = []
+
+    def committed(revision: int) -> None:
+        order.append(f"committed {revision}")
+        store.after_commit(lambda: order.append("after, asked in a commit callback"))
+
+    write = asyncio.ensure_future(store.create("/t/cm/a", _value("a"), committed))
+    await asyncio.sleep(0)  # staged, not yet committed
+    store.after_commit(lambda: order.append("after, asked while staged"))
+    await write
+    await asyncio.sleep(0)
+    assert order == ["committed 1", "after, asked while staged", "after, asked in a commit callback"]
+    # With no commit under way or pending, it runs in the loop's next turn.
+    store.after_commit(lambda: order.append("after, with nothing pending"))
+    assert order[-1] != "after, with nothing pending"
+    await asyncio.sleep(0)
+    assert order[-1] == "after, with nothing pending"
+    store.close()

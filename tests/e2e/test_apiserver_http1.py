@@ -19,6 +19,7 @@ import pytest
 import uvloop
 from apiserver_harness import BackgroundLoop, RawClient, RunningAPIServer, wait_for
 
+from tenantgpu.apiserver.auth import UserInfo
 from tenantgpu.apiserver.kinds import POD
 
 
@@ -296,3 +297,47 @@ def test_a_watch_whose_client_stops_reading_gets_every_event_in_order_when_it_re
         wire.close()
         for name in names:
             raw.request("DELETE", f"/api/v1/namespaces/default/configmaps/{name}")
+
+
+def test_the_events_of_one_commit_reach_a_watch_as_one_chunk(apiserver: RunningAPIServer) -> None:
+    """Writes of one loop turn share a commit; a waiting watch gets that commit's events in one chunk,
+    written once the commit has run, in revision order."""
+    wire = Wire(apiserver)
+    names = [f"one-commit-{i}" for i in range(3)]
+    try:
+        wire.send(_request("GET", "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=0"))
+        status, _, _ = wire.response(head_only=True)
+        assert status == 200
+        kind = apiserver.server.kinds.resource("", "v1", "configmaps")
+        assert kind is not None
+        wait_for(
+            "the watch to be registered", lambda: apiserver.server.registry.cache(kind).watcher_count > 0
+        )
+        admin = UserInfo("admin", ("system:masters",))
+
+        async def create_together() -> None:
+            await asyncio.gather(
+                *(
+                    apiserver.server.registry.create(
+                        kind,
+                        "default",
+                        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}},
+                        admin,
+                    )
+                    for n in names
+                )
+            )
+
+        apiserver.loop.run(create_together())
+        chunk: bytes = b""
+        for chunk in wire.chunks():
+            if b"one-commit-" in chunk:
+                break
+        events = [json.loads(line) for line in chunk.splitlines()]
+        assert [e["object"]["metadata"]["name"] for e in events] == names
+        versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+        assert versions == sorted(versions)
+    finally:
+        wire.close()
+        for name in names:
+            RawClient(apiserver.kubeconfig).request("DELETE", f"/api/v1/namespaces/default/configmaps/{name}")

@@ -128,8 +128,10 @@ class ChunkedStream:
         self._connection = connection
         self.status = status
         self.finished = False
+        self._held: list[bytes] = []
 
     async def write(self, data: bytes) -> None:
+        self.flush()
         if not data:
             return
         transport = self._connection.transport
@@ -138,15 +140,29 @@ class ChunkedStream:
         transport.write(b"%x\r\n%b\r\n" % (len(data), data))
         await self._connection.drain()
 
-    def write_now(self, data: bytes) -> bool:
-        """Write one chunk without waiting, unless the connection is closing or paused for the client
-        to catch up; whether it was written."""
+    def hold(self, data: bytes) -> bool:
+        """Keep `data` for the next `flush()`, which writes all it holds as one chunk, unless the
+        connection is closing or paused for the client to catch up; whether it was taken."""
         connection = self._connection
         transport = connection.transport
         if transport is None or connection.writing_paused or transport.is_closing():
             return False
-        transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        self._held.append(data)
         return True
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._held)
+
+    def flush(self) -> None:
+        """Write what `hold` kept, as one chunk (the connection may have closed meanwhile)."""
+        if not self._held:
+            return
+        data = b"".join(self._held)
+        self._held.clear()
+        transport = self._connection.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(b"%x\r\n%b\r\n" % (len(data), data))
 
     async def write_eof(self, data: bytes = b"") -> None:
         await self.write(data)

@@ -769,11 +769,16 @@ class APIServer(SubresourceHandlers):
             last_sent = time.monotonic()
             if isinstance(response, ChunkedStream) and not table:
                 stream = response
+                after_commit = self.config.datastore.after_commit
 
                 def sink(event: Event) -> bool:
+                    # The events one commit brings this watch go out as one chunk, once it has run.
                     nonlocal last_sent
-                    if not stream.write_now(event.line()):
+                    first = not stream.holding
+                    if not stream.hold(event.line()):
                         return False
+                    if first:
+                        after_commit(stream.flush)
                     last_sent = time.monotonic()
                     return True
 

@@ -86,6 +86,11 @@ class Datastore(Protocol):
         true if there was such a write to wait for."""
         ...
 
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Runs `callback` once, after the commit under way or pending and all its callbacks; with none,
+        in the loop's next turn."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -135,6 +140,8 @@ class SQLiteDatastore:
         # (read end, write end) of the pipe whose writability schedules the commit
         self._commit_pipe: tuple[int, int] | None = None
         self._commit_loop: asyncio.AbstractEventLoop | None = None
+        self._committing = False  # the commit callbacks are running
+        self._after_commit: list[Callable[[], None]] = []
         self._waiters: list[asyncio.Future[None]] = []
         self._committed: list[tuple[Committed, int]] = []
         self._stop = threading.Event()
@@ -210,16 +217,32 @@ class SQLiteDatastore:
                 if not waiter.done():
                     waiter.set_exception(StorageError(f"commit failed: {exc}"))
             return
-        for callback, revision in committed:
-            try:
-                callback(revision)
-            except Exception:  # one observer's bug must not keep the others (or the writers) waiting
-                log.exception("a commit callback failed for revision %d", revision)
+        self._committing = True
+        try:
+            for callback, revision in committed:
+                try:
+                    callback(revision)
+                except Exception:  # one observer's bug must not keep the others (or the writers) waiting
+                    log.exception("a commit callback failed for revision %d", revision)
+        finally:
+            self._committing = False
         self._visible = staged
         for waiter in waiters:
             # A writer whose request was cancelled has a cancelled waiter; the write stays committed.
             if not waiter.done():
                 waiter.set_result(None)
+        after, self._after_commit = self._after_commit, []
+        for hook in after:
+            try:
+                hook()
+            except Exception:
+                log.exception("an after-commit callback failed")
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        if self._open or self._committing:
+            self._after_commit.append(callback)
+        else:
+            asyncio.get_running_loop().call_soon(callback)
 
     def _until_committed(self) -> asyncio.Future[None]:
         # Each writer waits on a future of its own rather than on a shared one through
