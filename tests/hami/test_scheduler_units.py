@@ -144,3 +144,28 @@ async def test_a_pod_finding_every_node_locked_waits_for_the_first_node_to_free(
     assert scheduler._waiting == {"": {("default", "late"): None}}
     await scheduler.stop()
     await client.close()
+
+
+async def test_the_pod_woken_by_a_lock_release_is_decided_in_the_same_loop_turn() -> None:
+    """The lock cycle of a node waits for this decision: the release's node event decides and binds the
+    woken pod at once, instead of leaving it to the schedule loop's next turn."""
+    from tenantgpu.hami.scheduler import HamiScheduler
+    from tenantgpu.kubeclient import KubeClient, KubeConfig
+
+    client = KubeClient(KubeConfig(server="http://127.0.0.1:9"))  # binds fail fast: only the decision matters
+    scheduler = HamiScheduler(client, CFG)
+    locked = _locked(_node("a"), "holder-a")
+    scheduler.nodes.cache[("", "a")] = locked
+    scheduler.state.upsert_node(locked)
+    scheduler.pods.cache[("default", "holder-a")] = {"metadata": {"name": "holder-a", "namespace": "default"}}
+    scheduler.pods.cache[("default", "waiting")] = _pod("waiting")
+    scheduler._schedule_one(("default", "waiting"))
+    assert scheduler._waiting and not scheduler._assumed  # parked behind a's lock
+
+    released = _node("a")
+    scheduler.nodes.cache[("", "a")] = released
+    scheduler._on_node("MODIFIED", released, locked)  # the watch event of the release; no loop turn after
+    assert scheduler._assumed[("default", "waiting")]["spec"]["nodeName"] == "a"
+    assert not scheduler._waiting and len(scheduler._queue) == 0
+    await scheduler.stop()
+    await client.close()

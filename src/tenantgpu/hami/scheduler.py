@@ -85,6 +85,13 @@ class _WorkQueue:
             self._items.append(key)
         self._ready.set()
 
+    def pop_nowait(self) -> Key | None:
+        if not self._items:
+            return None
+        key = self._items.popleft()
+        self._members.discard(key)
+        return key
+
     async def pop(self) -> Key:
         while not self._items:
             self._ready.clear()
@@ -267,9 +274,11 @@ class HamiScheduler:
             if lock is not None and lock.endswith(owner):
                 flight.seen = True
             elif flight.seen:
-                self._release_inflight(name)
-        elif lock is None:
-            self._wake(name)
+                self._inflight.pop(name, None)
+                if self._wake(name):
+                    self._schedule_woken()
+        elif lock is None and self._wake(name):
+            self._schedule_woken()
         if kind == "ADDED" or _capacity_view(node) != _capacity_view(old or {}):
             self._requeue_unschedulable()
 
@@ -294,17 +303,18 @@ class HamiScheduler:
         self._inflight.pop(node, None)
         self._wake(node)
 
-    def _wake(self, node: str, *, everyone: bool = False) -> None:
+    def _wake(self, node: str, *, everyone: bool = False) -> bool:
         """Let the longest-waiting pod for `node` retry (all of them with `everyone`): of those parked on
-        it and those that found every node locked, whichever was parked first.
+        it and those that found every node locked, whichever was parked first. Whether one was woken.
 
         One at a time: the first one re-locks the node, and re-deciding the others would be wasted work.
         """
         if everyone:
-            for key in self._waiting.pop(node, {}):
+            woken = self._waiting.pop(node, {})
+            for key in woken:
                 self._parked.pop(key, None)
                 self._queue.push(key, front=True)
-            return
+            return bool(woken)
         oldest: tuple[int, Key, str] | None = None
         for source in dict.fromkeys((node, _ANY_NODE)):
             waiting = self._waiting.get(source)
@@ -313,7 +323,7 @@ class HamiScheduler:
                 candidate = (self._parked.get(key, 0), key, source)
                 oldest = candidate if oldest is None or candidate < oldest else oldest
         if oldest is None:
-            return
+            return False
         _, key, source = oldest
         waiting = self._waiting[source]
         del waiting[key]
@@ -321,6 +331,19 @@ class HamiScheduler:
             del self._waiting[source]
         self._parked.pop(key, None)
         self._queue.push(key, front=True)
+        return True
+
+    def _schedule_woken(self) -> None:
+        """Decide the pod at the queue's front now, in the loop turn that saw its node free, rather than
+        in the schedule loop's next turn: under load a turn takes milliseconds, and each node's lock
+        cycle waits for this decision."""
+        key = self._queue.pop_nowait()
+        if key is None:
+            return
+        try:
+            self._schedule_one(key)
+        except Exception:
+            log.exception("hami-scheduler: scheduling %s/%s", *key)
 
     def _park(self, node: str, key: Key) -> None:
         self._parkings += 1
