@@ -470,19 +470,25 @@ class HamiScheduler:
         locked = False
         try:
             if decision.requests_gpu:
-                # HAMi writes the filter annotations before it locks, so both may go out together.
+                # HAMi writes the filter annotations before it locks, so both may go out together. The
+                # patch is awaited here, not through a task and a gather, each of which would cost the
+                # Binding one more loop turn; the lock's task has mostly finished by then.
                 patch = {"metadata": {"annotations": annotations, "labels": {ann.VGPU_NODE: node}}}
-                outcome = await asyncio.gather(
+                locking = (
                     eager.start(self.locks.lock(node, ns, name, node=self.nodes.get(None, node)))
                     if takes_lock
-                    else asyncio.sleep(0),
-                    eager.start(self.client.patch("pods", name, patch, ns, decode=False)),
-                    return_exceptions=True,
+                    else None
                 )
-                locked = takes_lock and not isinstance(outcome[0], BaseException)
-                for result in outcome:
-                    if isinstance(result, BaseException):
-                        raise result
+                patch_error: Exception | None = None
+                try:
+                    await self.client.patch("pods", name, patch, ns, decode=False)
+                except Exception as err:
+                    patch_error = err
+                if locking is not None:
+                    await locking  # its error (the lock is held by another pod) is the one reported
+                    locked = True
+                if patch_error is not None:
+                    raise patch_error
             await self.client.create_binding(ns, name, node, pod_uid=(pod.get("metadata") or {}).get("uid"))
         except NodeLockError as err:
             self._undo(key, node)
