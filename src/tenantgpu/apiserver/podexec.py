@@ -45,6 +45,8 @@ UNSUPPORTED_STREAMS = {
 STREAMS = frozenset({"exec", *UNSUPPORTED_STREAMS})
 CLOSE_SIGNAL = 255  # v5: the client closed one of its channels (its stdin)
 CLIENT_GRACE_SECONDS = 1.0
+# About what a container runtime takes to start an exec'd process; see _until_client_settled.
+STREAM_SETUP_SECONDS = 0.1
 _STATUS_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 
 
@@ -187,6 +189,10 @@ async def _until_client_settled(ws: web.WebSocketResponse, options: ExecOptions,
     want_size = options.tty and protocol not in ("v2.channel.k8s.io", "channel.k8s.io")
     want_stdin_end = options.stdin and not options.tty and protocol == "v5.channel.k8s.io"
     if not (want_size or want_stdin_end):
+        if protocol in _STATUS_PROTOCOLS:
+            # Such a client sends nothing that says its streams are set up: give it the moment a real
+            # runtime takes to start the process (on a loaded machine kubectl 1.33 lost the whole output).
+            await asyncio.sleep(STREAM_SETUP_SECONDS)
         return
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(CLIENT_GRACE_SECONDS):
