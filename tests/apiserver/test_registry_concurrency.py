@@ -87,7 +87,9 @@ def test_generated_name_tails_use_the_whole_alphabet_evenly() -> None:
     alphabet = "bcdfghjklmnpqrstvwxz2456789"
     tails = [source.suffix(alphabet) for _ in range(2000)]
     assert all(len(t) == 5 and set(t) <= set(alphabet) for t in tails)
-    assert len(set(tails)) == len(tails)
+    # 2,000 draws from 27^5 tails collide about once in seven runs, as kube's do (the create then gets
+    # 409 AlreadyExists and the client retries); more than a few repeats would mean a broken source.
+    assert len(set(tails)) >= len(tails) - 3
     counts = [sum(t.count(c) for t in tails) for c in alphabet]
     assert min(counts) > 0.7 * 10000 / len(alphabet) and max(counts) < 1.3 * 10000 / len(alphabet)
 

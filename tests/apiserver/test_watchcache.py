@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -110,12 +111,13 @@ async def test_a_waiting_watch_hands_events_to_its_sink_and_queues_what_it_refus
     written: list[int] = []
     accepting = [True]
 
-    def sink(event: Event) -> bool:
-        if accepting[0]:
-            written.append(event.entry.revision)
-        return accepting[0]
+    class Sink:
+        def hold(self, data: bytes) -> bool:
+            if accepting[0]:
+                written.append(int(json.loads(data)["object"]["metadata"]["resourceVersion"]))
+            return accepting[0]
 
-    watcher.sink = sink
+    watcher.sink = Sink()
     # Before the watch's task waits (it may be writing), events are queued, not written past it.
     cache.record("default/p1", Event("ADDED", _pod("p1", 1)))
     assert written == []

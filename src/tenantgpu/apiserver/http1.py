@@ -122,13 +122,20 @@ class Request:
 
 
 class ChunkedStream:
-    """A streamed response body (a watch, followed logs): each write is one chunk."""
+    """A streamed response body (a watch, followed logs): each write is one chunk.
+
+    `hold` keeps data to write later, when the server's `defer` runs `flush` (for a watch: once the
+    commit that brought the events has run), so what arrives together goes out as one chunk.
+    """
+
+    __slots__ = ("_connection", "_held", "finished", "last_write", "status")
 
     def __init__(self, connection: HTTPConnection, status: int) -> None:
         self._connection = connection
         self.status = status
         self.finished = False
-        self._held: list[bytes] = []
+        self._held: list[bytes] | None = None
+        self.last_write = time.monotonic()  # of data, held or written
 
     async def write(self, data: bytes) -> None:
         self.flush()
@@ -138,28 +145,30 @@ class ChunkedStream:
         if transport is None or transport.is_closing():
             raise ConnectionResetError("the client closed the connection")
         transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        self.last_write = time.monotonic()
         await self._connection.drain()
 
     def hold(self, data: bytes) -> bool:
-        """Keep `data` for the next `flush()`, which writes all it holds as one chunk, unless the
-        connection is closing or paused for the client to catch up; whether it was taken."""
+        """Keep `data` for the next `flush()`, unless the connection is closing or paused for the
+        client to catch up; whether it was taken."""
         connection = self._connection
         transport = connection.transport
         if transport is None or connection.writing_paused or transport.is_closing():
             return False
-        self._held.append(data)
+        if self._held is None:
+            self._held = [data]
+            connection.defer(self.flush)
+        else:
+            self._held.append(data)
+        self.last_write = time.monotonic()
         return True
-
-    @property
-    def holding(self) -> bool:
-        return bool(self._held)
 
     def flush(self) -> None:
         """Write what `hold` kept, as one chunk (the connection may have closed meanwhile)."""
-        if not self._held:
+        held, self._held = self._held, None
+        if not held:
             return
-        data = b"".join(self._held)
-        self._held.clear()
+        data = b"".join(held)
         transport = self._connection.transport
         if transport is not None and not transport.is_closing():
             transport.write(b"%x\r\n%b\r\n" % (len(data), data))
@@ -182,6 +191,10 @@ async def start_stream(request: Any, status: int, headers: Mapping[str, str]) ->
     return response
 
 
+def _next_turn(callback: Callable[[], None]) -> None:
+    asyncio.get_running_loop().call_soon(callback)
+
+
 class HTTPServer:
     """Owns the listening socket's connections; `fallback` makes the aiohttp handlers that take over
     connections switching protocols."""
@@ -194,10 +207,13 @@ class HTTPServer:
         *,
         idle_timeout: float = IDLE_TIMEOUT,
         sweep_seconds: float = _SWEEP_SECONDS,
+        defer: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.handler = handler
         self.fallback = fallback
         self.max_body_bytes = max_body_bytes
+        # When held stream data is written (ChunkedStream.hold): by default in the loop's next turn.
+        self.defer: Callable[[Callable[[], None]], None] = defer or _next_turn
         self.idle_timeout = idle_timeout
         self._sweep_seconds = sweep_seconds
         self.connections: set[HTTPConnection] = set()
@@ -290,6 +306,9 @@ class HTTPConnection(asyncio.Protocol):
     @property
     def writing_paused(self) -> bool:
         return self._writing_paused
+
+    def defer(self, callback: Callable[[], None]) -> None:
+        self._server.defer(callback)
 
     def pause_writing(self) -> None:
         self._writing_paused = True

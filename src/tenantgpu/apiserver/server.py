@@ -225,7 +225,8 @@ class APIServer(SubresourceHandlers):
             handler_cancellation=True,
             access_log=None,
         )
-        self._http = HTTPServer(self._handle, fallback, limit)
+        # A watch's events go out once the commit that brought them has run (ChunkedStream.hold).
+        self._http = HTTPServer(self._handle, fallback, limit, defer=self.config.datastore.after_commit)
         try:
             self._listener = await loop.create_server(
                 self._http, self.config.host, self.config.port, ssl=self._ssl_context(), backlog=128
@@ -767,22 +768,9 @@ class APIServer(SubresourceHandlers):
                 chunk += encode({"type": "BOOKMARK", "object": mark}) + b"\n"
             await response.write(chunk)
             last_sent = time.monotonic()
-            if isinstance(response, ChunkedStream) and not table:
-                stream = response
-                after_commit = self.config.datastore.after_commit
-
-                def sink(event: Event) -> bool:
-                    # The events one commit brings this watch go out as one chunk, once it has run.
-                    nonlocal last_sent
-                    first = not stream.holding
-                    if not stream.hold(event.line()):
-                        return False
-                    if first:
-                        after_commit(stream.flush)
-                    last_sent = time.monotonic()
-                    return True
-
-                watcher.sink = sink
+            stream = response if isinstance(response, ChunkedStream) else None
+            if stream is not None and not table:
+                watcher.sink = stream  # events go straight to the connection while this task waits
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -797,6 +785,8 @@ class APIServer(SubresourceHandlers):
                     continue
                 if request.transport is None or request.transport.is_closing():
                     break
+                if stream is not None:
+                    last_sent = max(last_sent, stream.last_write)
                 if bookmarks and not table and time.monotonic() - last_sent >= 10.0:
                     mark = {
                         "kind": kind.kind,

@@ -11,7 +11,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.jsoncodec import clone, dumps, loads
@@ -78,12 +78,23 @@ class TriggerField:
     value: Callable[[Obj], str]
 
 
+class EventSink(Protocol):
+    """Where a waiting watch's events can be written outside its task (a server's streamed response)."""
+
+    def hold(self, data: bytes) -> bool:
+        """Take one event's line to send, or refuse it (then it is queued for the watch's task)."""
+        ...
+
+
 class Watcher:
     """One open watch: a namespace, a selector predicate and a bounded backlog of events to send.
 
     `trigger` is the value of the resource's trigger field the predicate requires, if it requires one;
     the predicate is still applied to every event offered.
     """
+
+    # A lab keeps about twenty watches open per tenant, most of them idle.
+    __slots__ = ("_pending", "_waiter", "limit", "namespace", "overflowed", "predicate", "sink", "trigger")
 
     def __init__(
         self,
@@ -100,9 +111,8 @@ class Watcher:
         self.overflowed = False
         self._pending: deque[Event | None] = deque()
         self._waiter: asyncio.Future[None] | None = None
-        # Writes one event to the client at once, or returns False (then it is queued): set by a server
-        # whose stream can take a write outside the watch's task.
-        self.sink: Callable[[Event], bool] | None = None
+        # Set by a server whose stream can take a write outside the watch's task.
+        self.sink: EventSink | None = None
 
     def matches(self, entry: Entry | None) -> bool:
         if entry is None:
@@ -140,7 +150,8 @@ class Watcher:
         # While the watch's task waits with nothing queued, the event goes straight to the client: in
         # the commit that recorded it, a loop turn sooner, and with no task to wake for it. Anything
         # queued goes first, so the order holds.
-        if self.sink is not None and self._waiter is not None and not self._pending and self.sink(seen):
+        sink = self.sink
+        if sink is not None and self._waiter is not None and not self._pending and sink.hold(seen.line()):
             return
         if len(self._pending) >= self.limit:
             # A watcher that cannot keep up is closed, as kube-apiserver does; the client re-watches.
