@@ -62,6 +62,12 @@ async def make_agent(
         await agent.start()
         if wait:
             await agent.wait_connected(timeout=5.0)
+            if address == proxy_server.address:
+                # The agent counts itself connected once its stream is open, the server once it has
+                # registered the stream: a dial in between finds no agent (seen on a loaded machine).
+                await proxy_server.backends.wait_for(
+                    lambda sessions: any(s.info().agent_id == agent.agent_id for s in sessions), 5.0
+                )
         return agent
 
     yield factory

@@ -216,6 +216,7 @@ class SQLiteDatastore:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_exception(StorageError(f"commit failed: {exc}"))
+            self._run_after_commit()
             return
         self._committing = True
         try:
@@ -231,6 +232,9 @@ class SQLiteDatastore:
             # A writer whose request was cancelled has a cancelled waiter; the write stays committed.
             if not waiter.done():
                 waiter.set_result(None)
+        self._run_after_commit()
+
+    def _run_after_commit(self) -> None:
         after, self._after_commit = self._after_commit, []
         for hook in after:
             try:
