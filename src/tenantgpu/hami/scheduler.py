@@ -273,10 +273,8 @@ class HamiScheduler:
             owner = f",{flight.pod[0]},{flight.pod[1]}"
             if lock is not None and lock.endswith(owner):
                 flight.seen = True
-            elif flight.seen:
-                self._inflight.pop(name, None)
-                if self._wake(name):
-                    self._schedule_woken()
+            elif flight.seen and self._release_inflight(name):
+                self._schedule_woken()
         elif lock is None and self._wake(name):
             self._schedule_woken()
         if kind == "ADDED" or _capacity_view(node) != _capacity_view(old or {}):
@@ -299,9 +297,10 @@ class HamiScheduler:
             self.state.upsert_quota(quota)
         self._requeue_unschedulable()
 
-    def _release_inflight(self, node: str) -> None:
+    def _release_inflight(self, node: str) -> bool:
+        """The node's bind is over: let the next pod waiting for it retry; whether one was woken."""
         self._inflight.pop(node, None)
-        self._wake(node)
+        return self._wake(node)
 
     def _wake(self, node: str, *, everyone: bool = False) -> bool:
         """Let the longest-waiting pod for `node` retry (all of them with `everyone`): of those parked on
