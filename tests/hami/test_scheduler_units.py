@@ -169,3 +169,41 @@ async def test_the_pod_woken_by_a_lock_release_is_decided_in_the_same_loop_turn(
     assert not scheduler._waiting and len(scheduler._queue) == 0
     await scheduler.stop()
     await client.close()
+
+
+async def test_a_bind_stopped_before_its_filter_patch_answers_stops_its_lock_too() -> None:
+    """The bind takes the node lock beside its filter patch; when the scheduler stops while the patch is
+    unanswered, the lock's steps stop with the bind instead of going on after the scheduler is gone."""
+    import asyncio
+
+    from tenantgpu.hami.scheduler import HamiScheduler
+    from tenantgpu.kubeclient import KubeClient, KubeConfig
+
+    client = KubeClient(KubeConfig(server="http://127.0.0.1:9"))
+    scheduler = HamiScheduler(client, CFG)
+    node = _node("a")
+    scheduler.nodes.cache[("", "a")] = node
+    scheduler.state.upsert_node(node)
+    scheduler.pods.cache[("default", "p")] = _pod("p")
+    answer = asyncio.Event()
+    lock_steps: list[str] = []
+
+    async def unanswered_patch(*_args: object, **_kwargs: object) -> None:
+        await answer.wait()
+
+    async def slow_lock(*_args: object, **_kwargs: object) -> None:
+        lock_steps.append("asked")
+        try:
+            await answer.wait()
+        except asyncio.CancelledError:
+            lock_steps.append("cancelled")
+            raise
+        lock_steps.append("taken")
+
+    client.patch = unanswered_patch  # type: ignore[method-assign]
+    scheduler.locks.lock = slow_lock  # type: ignore[method-assign]
+    scheduler._schedule_one(("default", "p"))
+    assert lock_steps == ["asked"]  # both requests are out, neither answered
+    await scheduler.stop()
+    assert lock_steps == ["asked", "cancelled"]
+    await client.close()

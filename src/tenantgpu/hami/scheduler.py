@@ -467,17 +467,15 @@ class HamiScheduler:
         ns, name = key
         node = decision.node or ""
         locked = False
+        locking: asyncio.Future[None] | None = None
         try:
             if decision.requests_gpu:
                 # HAMi writes the filter annotations before it locks, so both may go out together. The
                 # patch is awaited here, not through a task and a gather, each of which would cost the
                 # Binding one more loop turn; the lock's task has mostly finished by then.
                 patch = {"metadata": {"annotations": annotations, "labels": {ann.VGPU_NODE: node}}}
-                locking = (
-                    eager.start(self.locks.lock(node, ns, name, node=self.nodes.get(None, node)))
-                    if takes_lock
-                    else None
-                )
+                if takes_lock:
+                    locking = eager.start(self.locks.lock(node, ns, name, node=self.nodes.get(None, node)))
                 patch_error: Exception | None = None
                 try:
                     await self.client.patch("pods", name, patch, ns, decode=False)
@@ -489,6 +487,11 @@ class HamiScheduler:
                 if patch_error is not None:
                     raise patch_error
             await self.client.create_binding(ns, name, node, pod_uid=(pod.get("metadata") or {}).get("uid"))
+        except asyncio.CancelledError:
+            # The scheduler is stopping: the lock's own steps stop with the bind, not after it.
+            if locking is not None:
+                locking.cancel()
+            raise
         except NodeLockError as err:
             self._undo(key, node)
             self._park(node, key)
