@@ -6,6 +6,7 @@ from collections import Counter
 
 from tenantgpu.controlplane.nodelifecycle import has_unreachable_taints, last_heartbeat
 from tenantgpu.controlplane.scheduler import extended_requests, failure_message
+from tenantgpu.gpushare.basics import PodDemand, pod_demand
 
 
 def test_extended_requests_sum_app_containers_and_take_the_largest_init_container() -> None:
@@ -34,3 +35,32 @@ def test_heartbeat_prefers_the_newest_sign_of_life() -> None:
     assert last_heartbeat(node, None).second == 0
     assert last_heartbeat({}, None) is None
     assert not has_unreachable_taints(node)
+
+
+def _cpu(amount: str, **fields: str) -> dict:
+    return {"resources": {"requests": {"cpu": amount, "nvidia.com/gpu": amount}}, **fields}
+
+
+def test_sidecars_run_beside_the_containers_and_every_init_container_started_after_them() -> None:
+    """kube's PodRequests, which NodeResourcesFit charges: an init container with restartPolicy Always
+    keeps running, so it adds to the app containers and to each later init container."""
+    sidecar = _cpu("1", restartPolicy="Always")
+    cases = [
+        # app 2 + sidecar 1 = 3; the init container after the sidecar runs beside it: 5 + 1 = 6
+        ([_cpu("2")], [sidecar, _cpu("5")], 6),
+        # an init container before the sidecar runs alone: max(2 + 1, 5) = 5, not 6
+        ([_cpu("2")], [_cpu("5"), sidecar], 5),
+        # a large app side wins over the init sequence: 4 + 1 = 5 against 3 + 1 = 4
+        ([_cpu("4")], [sidecar, _cpu("3")], 5),
+        # two sidecars add up on both sides: 1 + 1 + 1 = 3, and 2 + 1 + 1 = 4 for the last init container
+        ([_cpu("1")], [sidecar, sidecar, _cpu("2")], 4),
+    ]
+    for containers, inits, expected in cases:
+        pod = {"spec": {"containers": containers, "initContainers": inits}}
+        assert pod_demand(pod).cpu_milli == expected * 1000, (containers, inits)
+        assert extended_requests(pod) == Counter({"nvidia.com/gpu": expected}), (containers, inits)
+
+
+def test_pod_overhead_is_charged_on_top_of_the_containers() -> None:
+    pod = {"spec": {"containers": [_cpu("2")], "overhead": {"cpu": "250m", "memory": "64Mi"}}}
+    assert pod_demand(pod) == PodDemand(cpu_milli=2250, memory=64 * 2**20)

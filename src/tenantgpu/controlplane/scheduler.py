@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tenantgpu.controlplane.podstate import is_terminal, node_name, pod_key, wants_default_scheduler
-from tenantgpu.gpushare.basics import capacity_reason, node_capacity, pod_demand, static_reason
+from tenantgpu.gpushare.basics import capacity_reason, node_capacity, pod_amounts, pod_demand, static_reason
 from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.kubeclient.client import now_rfc3339
@@ -35,25 +36,24 @@ class _NodeUse:
     extended: Counter[str] | None = None
 
 
-def _requests(container: dict[str, Any]) -> dict[str, Any]:
+def _requests(container: Mapping[str, Any]) -> dict[str, Any]:
     resources = container.get("resources") or {}
     # Requests default to limits when only limits are given (the API server does this; be safe twice).
     return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
 
 
+def _extended(container: Mapping[str, Any]) -> dict[str, int]:
+    return {
+        name: int(parse_quantity(value))
+        for name, value in _requests(container).items()
+        if name not in _BASIC_RESOURCES
+    }
+
+
 def extended_requests(pod: dict[str, Any]) -> Counter[str]:
-    """Extended resources a pod asks for: max(sum over containers, largest init container), per name."""
-    spec = pod.get("spec") or {}
-    app: Counter[str] = Counter()
-    for container in spec.get("containers") or []:
-        for name, value in _requests(container).items():
-            if name not in _BASIC_RESOURCES:
-                app[name] += int(parse_quantity(value))
-    for container in spec.get("initContainers") or []:
-        for name, value in _requests(container).items():
-            if name not in _BASIC_RESOURCES:
-                app[name] = max(app[name], int(parse_quantity(value)))
-    return app
+    """Extended resources a pod asks for, per name, counted as kube's PodRequests counts them (app
+    containers and sidecars add up; no init container runs short; see `pod_amounts`)."""
+    return Counter(pod_amounts(pod.get("spec") or {}, _extended))
 
 
 def _allocatable(node: dict[str, Any], name: str) -> int:

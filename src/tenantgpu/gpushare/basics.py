@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,7 @@ def _quantity(value: Any) -> Any:
     return parse_quantity(value)
 
 
-def _resource(container: dict[str, Any], name: str) -> Any:
+def _resource(container: Mapping[str, Any], name: str) -> Any:
     res = container.get("resources") or {}
     req = res.get("requests") or {}
     if name in req:
@@ -43,21 +44,53 @@ def _resource(container: dict[str, Any], name: str) -> Any:
     return 0
 
 
+def pod_amounts(
+    spec: Mapping[str, Any], amounts: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+) -> dict[str, Any]:
+    """What a pod needs of each resource, as kube's PodRequests counts it, given each container's `amounts`.
+
+    The app containers add up. An init container runs alone, beside the sidecars started before it, so
+    the pod needs at least that much. A sidecar (an init container with `restartPolicy: Always`) keeps
+    running beside everything started after it, so it also adds to the app containers' sum.
+    """
+    totals: dict[str, Any] = {}
+    for container in spec.get("containers") or []:
+        for name, value in amounts(container).items():
+            totals[name] = totals.get(name, 0) + value
+    sidecars: dict[str, Any] = {}
+    peak: dict[str, Any] = {}  # the most any step of the init sequence needs
+    for init in spec.get("initContainers") or []:
+        own = amounts(init)
+        if init.get("restartPolicy") == "Always":
+            for name, value in own.items():
+                totals[name] = totals.get(name, 0) + value
+                sidecars[name] = sidecars.get(name, 0) + value
+            running = sidecars
+        else:
+            running = {**sidecars, **{name: value + sidecars.get(name, 0) for name, value in own.items()}}
+        for name, value in running.items():
+            if value > peak.get(name, 0):
+                peak[name] = value
+    for name, value in peak.items():
+        if value > totals.get(name, 0):
+            totals[name] = value
+    return totals
+
+
+def _cpu_and_memory(container: Mapping[str, Any]) -> dict[str, Any]:
+    return {"cpu": _resource(container, "cpu"), "memory": _resource(container, "memory")}
+
+
 def pod_demand(pod: dict[str, Any]) -> PodDemand:
-    """max(sum of app containers, largest init container) + overhead, per resource; raises QuantityError."""
+    """CPU and memory as kube's PodRequests counts them (see `pod_amounts`), plus the pod's overhead;
+    raises QuantityError."""
     spec = pod.get("spec") or {}
-    containers = spec.get("containers") or []
-    inits = spec.get("initContainers") or []
     overhead = spec.get("overhead") or {}
-    values = []
-    for name in ("cpu", "memory"):
-        app = 0
-        for c in containers:
-            app += _resource(c, name)
-        init = 0
-        for c in inits:
-            init = max(init, _resource(c, name))
-        values.append(max(app, init) + (_quantity(overhead[name]) if name in overhead else 0))
+    needs = pod_amounts(spec, _cpu_and_memory)
+    values = [
+        needs.get(name, 0) + (_quantity(overhead[name]) if name in overhead else 0)
+        for name in ("cpu", "memory")
+    ]
     return PodDemand(cpu_milli=math.ceil(values[0] * 1000), memory=math.ceil(values[1]))
 
 
@@ -185,6 +218,7 @@ __all__ = [
     "QuantityError",
     "capacity_reason",
     "node_capacity",
+    "pod_amounts",
     "pod_demand",
     "selector_matches",
     "static_reason",
