@@ -24,7 +24,7 @@ from tenantgpu.controlplane.deployment import resolve
 from tenantgpu.controlplane.history import REVISION_HASH, History
 from tenantgpu.controlplane.owners import controller_of, owned_by, pod_from_template
 from tenantgpu.controlplane.podstate import is_ready, is_terminal
-from tenantgpu.controlplane.workqueue import Expectations, Key, WorkQueue, object_key
+from tenantgpu.controlplane.workqueue import Expectations, Key, WorkQueue, object_key, observe_event
 from tenantgpu.gpushare.basics import static_reason
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
@@ -134,9 +134,7 @@ class DaemonSetController:
     def _pod_changed(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
         ref = controller_of(pod)
         if ref is not None and ref.get("kind") == "DaemonSet":
-            expected = self._expected.get(ref.get("uid", ""))
-            if expected is not None and event != "MODIFIED":  # its sync made the entry before creating
-                expected.observe(pod["metadata"].get("name", ""), self.clock())
+            observe_event(self._expected, ref.get("uid", ""), event, pod, self.clock())
             self.queue.add((pod["metadata"].get("namespace") or "", ref.get("name", "")))
 
     def _node_changed(self, event: str, node: dict[str, Any], old: dict[str, Any] | None) -> None:

@@ -31,7 +31,7 @@ from tenantgpu.controlplane.owners import (
     without_finalizer_patch,
 )
 from tenantgpu.controlplane.podstate import is_ready, is_terminal
-from tenantgpu.controlplane.workqueue import Expectations, Key, WorkQueue, object_key
+from tenantgpu.controlplane.workqueue import Expectations, Key, WorkQueue, object_key, observe_event
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
 log = logging.getLogger(__name__)
@@ -138,9 +138,7 @@ class JobController:
         namespace = pod["metadata"].get("namespace") or ""
         job = self.jobs.get(namespace, ref.get("name", ""))
         if job is not None and job["metadata"].get("uid") == ref.get("uid"):
-            expected = self._expected.get(ref.get("uid", ""))
-            if expected is not None and event != "MODIFIED":  # its sync made the entry before creating
-                expected.observe(pod["metadata"].get("name", ""), self.clock())
+            observe_event(self._expected, ref.get("uid", ""), event, pod, self.clock())
             self.queue.add((namespace, ref["name"]))
         elif self.jobs.synced and JOB_TRACKING_FINALIZER in finalizers(pod):
             # Its Job is gone: nothing will count it any more, so it must not keep the finalizer.

@@ -21,7 +21,7 @@ from typing import Any
 
 from tenantgpu.controlplane.owners import controller_of, owned_by, pod_from_template
 from tenantgpu.controlplane.podstate import is_ready, is_terminal
-from tenantgpu.controlplane.workqueue import Expectations, Key, WorkQueue, object_key
+from tenantgpu.controlplane.workqueue import Expectations, Key, WorkQueue, object_key, observe_event
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
 COMPONENT = "replicaset-controller"
@@ -96,9 +96,7 @@ class ReplicaSetController:
             return
         if event != "DELETED" and is_terminal(pod) and (old is None or not is_terminal(old)):
             self._restarts.setdefault(ref.get("uid", ""), _Restarts()).ended.append(self.clock())
-        expected = self._expected.get(ref.get("uid", ""))
-        if expected is not None and event != "MODIFIED":  # its sync made the entry before creating
-            expected.observe(pod["metadata"].get("name", ""), self.clock())
+        observe_event(self._expected, ref.get("uid", ""), event, pod, self.clock())
         self.queue.add((pod["metadata"].get("namespace") or "", ref.get("name", "")))
 
     async def sync(self, key: Key) -> None:

@@ -108,3 +108,13 @@ class Expectations:
         for name in [n for n, at in self.pending.items() if n in seen or now - at > EXPECTATION_SECONDS]:
             del self.pending[name]
         return len(self.pending)
+
+
+def observe_event(
+    expectations: dict[str, Expectations], owner_uid: str, event: str, obj: dict[str, Any], now: float
+) -> None:
+    """Report a watch event of an owned object to its owner's expectations. The owner's sync made the
+    entry before it created the object, so only an add or a delete counts, not a change."""
+    expected = expectations.get(owner_uid)
+    if expected is not None and event != "MODIFIED":
+        expected.observe((obj.get("metadata") or {}).get("name", ""), now)
