@@ -51,8 +51,9 @@ def _extended(container: Mapping[str, Any]) -> dict[str, int]:
 
 
 def extended_requests(pod: dict[str, Any]) -> Counter[str]:
-    """Extended resources a pod asks for, per name, counted as kube's PodRequests counts them (app
-    containers and sidecars add up; no init container runs short; see `pod_amounts`)."""
+    """Extended resources a pod asks for, per name, counted as kube's PodRequests counts them: the app
+    containers and sidecars add up, and the pod gets at least what each init container needs beside the
+    sidecars started before it (see `pod_amounts`)."""
     return Counter(pod_amounts(pod.get("spec") or {}, _extended))
 
 

@@ -3,10 +3,11 @@
 import os
 
 # grpcio turns on gRPC's fork handlers unless told otherwise. A process with busy channels that forks a
-# child (the lab starting a controller-manager or control-plane process again) then runs them in the child
-# before it execs, where they can abort it ("Check failed: next_worker->state == KICKED"). The lab's
-# children exec at once and never touch the parent's channels, so they need no handlers. This must run
-# before grpc is first imported, and every grpc import in the project comes through this package.
+# child (the lab starting a control-plane process for a DataStore, or again after a crash) then runs
+# them in the child before it execs, where they can abort it ("Check failed: next_worker->state ==
+# KICKED"). The lab's children exec at once and never touch the parent's channels, so they need no
+# handlers. This must run before grpc is first imported; every grpc import in the project comes
+# through this package.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from tenantgpu.konnectivity.agent import (
