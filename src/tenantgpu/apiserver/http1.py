@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from email.utils import formatdate
 from http import HTTPStatus
+from ssl import SSLContext
 from typing import Any, cast
 from urllib.parse import parse_qsl, unquote
 
@@ -217,6 +218,7 @@ class HTTPServer:
         self.idle_timeout = idle_timeout
         self._sweep_seconds = sweep_seconds
         self.connections: set[HTTPConnection] = set()
+        self._listener: asyncio.Server | None = None
         self._date = ""
         self._date_second = -1
         self._sweeper: asyncio.Task[None] | None = None
@@ -239,8 +241,19 @@ class HTTPServer:
             for connection in list(self.connections):
                 connection.close_if_idle(now)
 
+    async def listen(self, host: str, port: int, ssl: SSLContext | None, backlog: int = 100) -> int:
+        """Accept connections on host:port (0: a free port); returns the port."""
+        self._listener = await asyncio.get_running_loop().create_server(
+            self, host, port, ssl=ssl, backlog=backlog
+        )
+        return int(self._listener.sockets[0].getsockname()[1])
+
     async def close(self) -> None:
-        """Stop every connection: running handlers are cancelled (watches end), sockets closed."""
+        """Stop listening and every connection: running handlers are cancelled (watches end), sockets
+        closed."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -197,7 +197,6 @@ class APIServer(SubresourceHandlers):
         self._quota_controller = QuotaController(self.registry, quota_usage)
         self.metrics = APIMetrics(self._storage_counts)
         self._http: HTTPServer | None = None
-        self._listener: asyncio.Server | None = None
         self._port = config.port
         self._version = encode(_version_info(config.kubernetes_version))
         self._docs: dict[str, bytes] = {}
@@ -228,14 +227,13 @@ class APIServer(SubresourceHandlers):
         # A watch's events go out once the commit that brought them has run (ChunkedStream.hold).
         self._http = HTTPServer(self._handle, fallback, limit, defer=self.config.datastore.after_commit)
         try:
-            self._listener = await loop.create_server(
-                self._http, self.config.host, self.config.port, ssl=self._ssl_context(), backlog=128
+            self._port = await self._http.listen(
+                self.config.host, self.config.port, self._ssl_context(), backlog=128
             )
         except BaseException:
             # e.g. the port is taken: leave nothing running, so the caller may retry elsewhere.
             await self.stop()
             raise
-        self._port = self._listener.sockets[0].getsockname()[1]
         self._docs.clear()
         self._kubernetes_service = KubernetesService(self.registry, _advertised(self.config.host), self._port)
         self._kubernetes_service.start()
@@ -247,9 +245,6 @@ class APIServer(SubresourceHandlers):
         await self._quota_controller.stop()
         self.registry.close()
         await self.webhooks.close()
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
         if self._http is not None:
             await self._http.close()
             self._http = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import logging
@@ -86,7 +85,6 @@ class HamiWebhook:
         self.cert = cert or ServingCert.issue(service_hosts(service, namespace, [host, "localhost"]), service)
         self.reviews = 0
         self._http: HTTPServer | None = None
-        self._listener: asyncio.Server | None = None
 
     @property
     def ca_bundle(self) -> bytes:
@@ -126,15 +124,9 @@ class HamiWebhook:
         # web server takes. A request to switch protocols, which no API server sends, goes to aiohttp.
         fallback = web.Server(self._handle, access_log=None)  # type: ignore[arg-type]
         self._http = HTTPServer(self._handle, fallback, MAX_REVIEW_BYTES)
-        self._listener = await asyncio.get_running_loop().create_server(
-            self._http, self.host, self.port, ssl=self.cert.server_context()
-        )
-        self.port = self._listener.sockets[0].getsockname()[1]
+        self.port = await self._http.listen(self.host, self.port, self.cert.server_context())
 
     async def stop(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
         if self._http is not None:
             await self._http.close()
             self._http = None
