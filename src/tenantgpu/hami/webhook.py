@@ -120,8 +120,9 @@ class HamiWebhook:
     async def start(self) -> None:
         for informer in self._informers:
             await informer.start()
-        # The API servers' own HTTP/1.1 server: a review costs the worker a fraction of what aiohttp's
-        # web server takes. A request to switch protocols, which no API server sends, goes to aiohttp.
+        # The API servers' own HTTP/1.1 server: a review costs the worker about a sixth less CPU than on
+        # aiohttp's web server (bench/webhook). A request to switch protocols, which no API server
+        # sends, goes to aiohttp.
         fallback = web.Server(self._handle, access_log=None)  # type: ignore[arg-type]
         self._http = HTTPServer(self._handle, fallback, MAX_REVIEW_BYTES)
         self.port = await self._http.listen(self.host, self.port, self.cert.server_context())
