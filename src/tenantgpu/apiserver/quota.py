@@ -17,6 +17,7 @@ from tenantgpu.apiserver.kinds import Kind
 from tenantgpu.apiserver.quantity import QuantityError, format_quantity, parse_quantity
 from tenantgpu.apiserver.quota_scopes import quota_matches_pod
 from tenantgpu.apiserver.registry import Registry
+from tenantgpu.gpushare.basics import pod_amounts
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -46,24 +47,9 @@ def _container_sums(containers: Iterable[Mapping[str, Any]], section: str) -> di
 def pod_resources(spec: Mapping[str, Any], section: str) -> dict[str, Decimal]:
     """A pod's requests or limits as kube counts them (PodRequests / PodLimits): the containers add up;
     an init container runs alone, so the pod needs at least each one's; a restartable init container
-    (a sidecar) runs beside everything started after it, so it is added to both."""
-    totals = _container_sums(spec.get("containers") or [], section)
-    sidecars: dict[str, Decimal] = {}
-    peak: dict[str, Decimal] = {}  # the most any step of the init sequence needs
-    for init in spec.get("initContainers") or []:
-        own = _container_sums([init], section)
-        if init.get("restartPolicy") == "Always":
-            for name, value in own.items():
-                totals[name] = totals.get(name, Decimal(0)) + value
-                sidecars[name] = sidecars.get(name, Decimal(0)) + value
-            running = dict(sidecars)
-        else:
-            running = {**sidecars, **{n: v + sidecars.get(n, Decimal(0)) for n, v in own.items()}}
-        for name, value in running.items():
-            peak[name] = max(peak.get(name, value), value)
-    for name, value in peak.items():
-        totals[name] = max(totals.get(name, value), value)
-    return totals
+    (a sidecar) runs beside everything started after it, so it is added to both (`pod_amounts`, the
+    schedulers' rule too)."""
+    return pod_amounts(spec, lambda container: _container_sums([container], section))
 
 
 def pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:

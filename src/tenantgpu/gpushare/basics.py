@@ -69,11 +69,9 @@ def pod_amounts(
         else:
             running = {**sidecars, **{name: value + sidecars.get(name, 0) for name, value in own.items()}}
         for name, value in running.items():
-            if value > peak.get(name, 0):
-                peak[name] = value
+            peak[name] = max(peak.get(name, value), value)
     for name, value in peak.items():
-        if value > totals.get(name, 0):
-            totals[name] = value
+        totals[name] = max(totals.get(name, value), value)
     return totals
 
 
