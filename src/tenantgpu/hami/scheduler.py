@@ -337,8 +337,11 @@ class HamiScheduler:
         in the schedule loop's next turn: under load a turn takes milliseconds, and each node's lock
         cycle waits for this decision."""
         key = self._queue.pop_nowait()
-        if key is None:
-            return
+        if key is not None:
+            self._schedule_logged(key)
+
+    def _schedule_logged(self, key: Key) -> None:
+        """`_schedule_one`, whose bug leaves the pod Pending and logged rather than the loop stopped."""
         try:
             self._schedule_one(key)
         except Exception:
@@ -401,11 +404,7 @@ class HamiScheduler:
 
     async def _schedule_loop(self) -> None:
         while True:
-            key = await self._queue.pop()
-            try:
-                self._schedule_one(key)
-            except Exception:
-                log.exception("hami-scheduler: scheduling %s/%s", *key)
+            self._schedule_logged(await self._queue.pop())
             for node in [n for n in self._waiting if self._node_free(n)]:
                 self._wake(node)  # the woken pod went elsewhere: the next one may take the node
             await asyncio.sleep(0)  # let watch events in between decisions
