@@ -154,6 +154,7 @@ class HamiScheduler:
     async def start(self) -> None:
         """Rebuild everything from the API (also when this instance was stopped before) and run."""
         self.state = ClusterState(self.cfg)
+        self.state.load_fast_path()
         self._queue = _WorkQueue()
         for book in (self._unschedulable, self._last_failure, self._waiting, self._assumed, self._inflight):
             book.clear()
