@@ -6,7 +6,9 @@ arrives late holds back every packet queued behind it on that stream. This bench
 grpc.aio `AgentService` server in this process writes 3 KB DATA packets on STREAMS agent streams while
 BUSY_TASKS tasks keep its loop busy (BUSY_MS of work per turn each, as a loaded lab process), and an agent
 process reads them. For each write it records how long `context.write()` took and when the agent read
-the packet. Modes: a few streams writing at once, and all of them.
+the packet. Modes: a few streams writing at once, and all of them; each with grpc.aio's server and with
+the proxy server's own (`konnectivity/h2grpc.py`, gRPC's framing on HTTP/2 with h2), serving the same
+servicer.
 
 Environment: STREAMS (20), BUSY_TASKS (2), BUSY_MS (2), SECONDS (4).
 """
@@ -54,12 +56,14 @@ def _agent(port: int, streams: int, results: Connection) -> None:
 
 
 async def _measure(
-    writers: int, streams: int, busy_tasks: int, busy_ms: float, seconds: float
+    writers: int, streams: int, busy_tasks: int, busy_ms: float, seconds: float, server_kind: str
 ) -> dict[str, Any]:
     from grpc import aio
 
     from tenantgpu.konnectivity import wire
     from tenantgpu.konnectivity._proto import agent_pb2_grpc
+    from tenantgpu.konnectivity._proto import client_pb2 as pb
+    from tenantgpu.konnectivity.h2grpc import H2GrpcServer, StreamMethod
 
     queues: list[asyncio.Queue[float]] = []
     writes: list[tuple[float, float]] = []  # (start, duration)
@@ -78,10 +82,16 @@ async def _measure(
                 await context.write(wire.data(1, repr(start).encode().ljust(PAYLOAD_BYTES)))
                 writes.append((start, time.perf_counter() - start))
 
-    server = aio.server(options=wire.GRPC_OPTIONS)
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(Service(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    server: Any
+    if server_kind == "grpc.aio":
+        server = aio.server(options=wire.GRPC_OPTIONS)
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(Service(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+    else:  # the proxy server's own (konnectivity/h2grpc.py), with the same servicer
+        method = StreamMethod(lambda context: Service().Connect(None, context), pb.Packet.FromString)
+        server = H2GrpcServer({"/AgentService/Connect": method}, max_message_bytes=wire.MAX_MESSAGE_BYTES)
+        port = await server.start("127.0.0.1", 0, None)
     receiving, sending = multiprocessing.Pipe(duplex=False)
     agent = multiprocessing.get_context("spawn").Process(target=_agent, args=(port, streams, sending))
     agent.start()
@@ -128,10 +138,11 @@ def run(streams: int, busy_tasks: int, busy_ms: float, seconds: float) -> dict[s
     from tenantgpu import eventloop
 
     modes = {}
-    for writers in (min(4, streams), streams):
-        modes[f"{writers}_of_{streams}_streams_writing"] = eventloop.run(
-            _measure(writers, streams, busy_tasks, busy_ms, seconds)
-        )
+    for kind in ("grpc.aio", "h2grpc"):
+        for writers in (min(4, streams), streams):
+            modes[f"{kind} {writers}_of_{streams}_writing"] = eventloop.run(
+                _measure(writers, streams, busy_tasks, busy_ms, seconds, kind)
+            )
     return {"streams": streams, "busy_tasks": busy_tasks, "busy_ms_per_turn_each": busy_ms, "modes": modes}
 
 
@@ -145,7 +156,7 @@ def main() -> None:
     print(f"{result['busy_tasks']} tasks × {result['busy_ms_per_turn_each']} ms of work per loop turn")
     for mode, figures in result["modes"].items():
         print(
-            f"{mode:<28} {figures['writes_per_second']:>7} writes/s  write completes p50/p90/p99 "
+            f"{mode:<26} {figures['writes_per_second']:>7} writes/s  write completes p50/p90/p99 "
             f"{figures['write_completes_p50_ms']}/{figures['write_completes_p90_ms']}/"
             f"{figures['write_completes_p99_ms']} ms  agent has it p50/p99 "
             f"{figures['agent_has_it_p50_ms']}/{figures['agent_has_it_p99_ms']} ms"

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import random as _random
+import ssl
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -13,7 +14,8 @@ import grpc
 from grpc import aio
 
 from tenantgpu.konnectivity import wire
-from tenantgpu.konnectivity._proto import agent_pb2_grpc, client_pb2_grpc
+from tenantgpu.konnectivity._proto import client_pb2 as pb
+from tenantgpu.konnectivity._proto import client_pb2_grpc
 from tenantgpu.konnectivity.backends import (
     STRATEGY_DEFAULT,
     STRATEGY_DEST_HOST,
@@ -23,10 +25,15 @@ from tenantgpu.konnectivity.backends import (
 )
 from tenantgpu.konnectivity.egress import Egress
 from tenantgpu.konnectivity.frontend import ProxyFrontend
+from tenantgpu.konnectivity.h2grpc import H2GrpcServer, StreamContext, StreamMethod
 from tenantgpu.konnectivity.metrics import ServerMetrics
 from tenantgpu.konnectivity.sender import PacketSender
+from tenantgpu.kubeclient.config import load_cert_chain
 
 log = logging.getLogger(__name__)
+
+# The agent's method on the wire: agent.proto declares no package, as upstream's.
+AGENT_CONNECT_PATH = "/AgentService/Connect"
 
 TokenVerifier = Callable[[str], Awaitable[str | None]]
 """Checks an agent's bearer token; returns the authenticated username, or None to refuse.
@@ -87,7 +94,7 @@ class ProxyServer:
         self.backends = BackendManager(proxy_strategies, rng, self.metrics)
         self.egress = Egress(self.backends, dial_timeout=dial_timeout, rng=rng)
         self.uds_path = uds_path
-        self._server: aio.Server | None = None
+        self._server: H2GrpcServer | None = None
         self._frontend: aio.Server | None = None
 
     @property
@@ -100,17 +107,20 @@ class ProxyServer:
         return [session.info() for session in self.backends.sessions]
 
     async def start(self) -> None:
-        server = aio.server(options=wire.GRPC_OPTIONS)
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(_AgentService(self), server)
-        bind = wire.join_address(self._host, self._requested_port)
+        service = _AgentService(self)
+        server = H2GrpcServer(
+            {AGENT_CONNECT_PATH: StreamMethod(service.serve, pb.Packet.FromString)},
+            max_message_bytes=wire.MAX_MESSAGE_BYTES,
+        )
+        context = None
         if self._cert_pem is not None and self._key_pem is not None:
-            credentials = grpc.ssl_server_credentials([(self._key_pem, self._cert_pem)])
-            self.port = server.add_secure_port(bind, credentials)
-        else:
-            self.port = server.add_insecure_port(bind)
-        if self.port == 0:
-            raise OSError(f"konnectivity server cannot listen on {bind}")
-        await server.start()
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            load_cert_chain(context, self._cert_pem, self._key_pem)
+        try:
+            self.port = await server.start(self._host, self._requested_port, context)
+        except OSError as exc:
+            bind = wire.join_address(self._host, self._requested_port)
+            raise OSError(f"konnectivity server cannot listen on {bind}: {exc}") from exc
         self._server = server
         if self.uds_path is not None:
             # Kamaji's layout: kube-apiserver reaches its sidecar over a Unix socket (--uds-name).
@@ -119,6 +129,7 @@ class ProxyServer:
             client_pb2_grpc.add_ProxyServiceServicer_to_server(servicer, frontend)
             if frontend.add_insecure_port(f"unix:{self.uds_path}") == 0:
                 await server.stop(None)
+                self._server = None
                 raise OSError(f"konnectivity server cannot listen on unix:{self.uds_path}")
             await frontend.start()
             self._frontend = frontend
@@ -155,13 +166,13 @@ class ProxyServer:
         return username
 
 
-class _AgentService(agent_pb2_grpc.AgentServiceServicer):
+class _AgentService:
     """`AgentService.Connect`: one call per agent, held open for the agent's lifetime."""
 
     def __init__(self, proxy: ProxyServer) -> None:
         self._proxy = proxy
 
-    async def Connect(self, request_iterator: object, context: aio.ServicerContext) -> None:
+    async def serve(self, context: StreamContext) -> None:
         pairs = context.invocation_metadata() or ()
         metadata = {key.lower(): value for key, value in pairs if isinstance(value, str)}
         identity = await self._proxy.authenticate(metadata)
