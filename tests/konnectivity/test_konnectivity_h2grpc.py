@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import grpc
@@ -109,3 +110,27 @@ async def test_stopping_the_server_ends_the_clients_call(server: H2GrpcServer) -
 def test_grpc_message_percent_encodes_what_http2_headers_cannot_carry() -> None:
     assert grpc_message("plain text: ok") == "plain text: ok"
     assert grpc_message("100% ü\n") == "100%25 %C3%BC%0A"
+
+
+async def _read_until_it_fails(context: StreamContext) -> None:
+    """As the proxy server's servicer does: a failed read ends its loop, not the call with an error."""
+    await context.send_initial_metadata([])
+    with contextlib.suppress(Exception):
+        while await context.read() is not aio.EOF:
+            pass
+
+
+async def test_a_request_message_that_is_not_a_packet_fails_the_call_with_its_reason() -> None:
+    server = H2GrpcServer(
+        {CONNECT: StreamMethod(_read_until_it_fails, pb.Packet.FromString)},
+        max_message_bytes=wire.MAX_MESSAGE_BYTES,
+    )
+    port = await server.start("127.0.0.1", 0, None)
+    try:
+        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.stream_stream(CONNECT)()  # no serializer: the bytes go out as they are
+            await call.write(b"\xff\xff\xff")
+            assert await call.code() == grpc.StatusCode.UNKNOWN
+            assert "cannot parse request message" in (await call.details() or "")
+    finally:
+        await server.stop(None)

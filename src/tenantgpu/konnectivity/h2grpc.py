@@ -127,6 +127,8 @@ class StreamContext:
     # --- fed by the connection ---------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
+        if self._ended is not None:
+            return  # the call's request side is over (ended, refused or reset): nothing more is read
         self._buffer += data
         while len(self._buffer) >= 5:
             if self._buffer[0]:
@@ -145,6 +147,11 @@ class StreamContext:
             except Exception as exc:  # a message that is not one: the call fails as grpc's would
                 self._finish(GrpcAbort(_UNKNOWN, f"cannot parse request message: {exc}"))
                 return
+
+    @property
+    def refusal(self) -> GrpcAbort | None:
+        """Why the request side was refused (a compressed, oversized or unreadable message), if it was."""
+        return self._ended if isinstance(self._ended, GrpcAbort) else None
 
     def end(self) -> None:
         self._finish(EOFError())
@@ -193,7 +200,8 @@ class _Connection(asyncio.Protocol):
                     call[0].feed(event.data or b"")
                 if event.flow_controlled_length:
                     # the window reopens as the bytes arrive; the servicer reads its queue promptly
-                    self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                    with contextlib.suppress(ProtocolError):  # a stream already closed
+                        self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             elif isinstance(event, StreamEnded):
                 call = self._calls.get(event.stream_id)
                 if call is not None:
@@ -242,6 +250,9 @@ class _Connection(asyncio.Protocol):
         code, details = 0, ""
         try:
             await method.handler(context)
+            refused = context.refusal
+            if refused is not None:  # a request message the servicer could not have read
+                code, details = refused.code, refused.details
         except GrpcAbort as abort:
             code, details = abort.code, abort.details
         except (ConnectionError, asyncio.CancelledError):
