@@ -156,6 +156,11 @@ class StreamContext:
     def end(self) -> None:
         self._finish(EOFError())
 
+    def fail(self, reason: BaseException) -> None:
+        """The call was cut off (reset by the client, the connection lost): reads raise `reason`."""
+        self.closed = True
+        self._finish(reason)
+
     def _finish(self, reason: BaseException) -> None:
         if self._ended is None:
             self._ended = reason
@@ -209,8 +214,7 @@ class _Connection(asyncio.Protocol):
             elif isinstance(event, StreamReset):
                 call = self._calls.get(event.stream_id)
                 if call is not None:
-                    call[0].closed = True
-                    call[0]._finish(ConnectionResetError("the client cancelled the call"))
+                    call[0].fail(ConnectionResetError("the client cancelled the call"))
                 self._wake_writers()
             elif isinstance(event, WindowUpdated | RemoteSettingsChanged):
                 self._wake_writers()
@@ -223,8 +227,7 @@ class _Connection(asyncio.Protocol):
         self._transport = None
         self._server.connections.discard(self)
         for context, _task in list(self._calls.values()):
-            context.closed = True
-            context._finish(ConnectionResetError("the agent's connection closed"))
+            context.fail(ConnectionResetError("the agent's connection closed"))
         self._wake_writers()
         self._writable.set()
 
