@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 import pytest
@@ -33,6 +33,20 @@ async def _echo(context: StreamContext) -> None:
 
 async def _refuse_before_answering(context: StreamContext) -> None:
     await context.abort(grpc.StatusCode.UNAUTHENTICATED, "agent token is not one of ours")
+
+
+@contextlib.asynccontextmanager
+async def _serving(handler: Callable[[StreamContext], Awaitable[None]]) -> AsyncIterator[aio.Channel]:
+    """A server whose Connect is `handler`, and a grpcio channel to it."""
+    server = H2GrpcServer(
+        {CONNECT: StreamMethod(handler, pb.Packet.FromString)}, max_message_bytes=wire.MAX_MESSAGE_BYTES
+    )
+    port = await server.start("127.0.0.1", 0, None)
+    try:
+        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield channel
+    finally:
+        await server.stop(None)
 
 
 @pytest.fixture
@@ -73,19 +87,11 @@ async def test_an_abort_after_the_headers_reaches_the_client_as_status_and_detai
 
 
 async def test_a_refusal_before_any_answer_is_a_trailers_only_response() -> None:
-    server = H2GrpcServer(
-        {CONNECT: StreamMethod(_refuse_before_answering, pb.Packet.FromString)},
-        max_message_bytes=wire.MAX_MESSAGE_BYTES,
-    )
-    port = await server.start("127.0.0.1", 0, None)
-    try:
-        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
-            assert await call.code() == grpc.StatusCode.UNAUTHENTICATED
-            assert await call.details() == "agent token is not one of ours"
-            assert not dict(await call.initial_metadata())
-    finally:
-        await server.stop(None)
+    async with _serving(_refuse_before_answering) as channel:
+        call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+        assert await call.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert await call.details() == "agent token is not one of ours"
+        assert not dict(await call.initial_metadata())
 
 
 async def test_an_unknown_method_is_unimplemented(server: H2GrpcServer) -> None:
@@ -121,16 +127,8 @@ async def _read_until_it_fails(context: StreamContext) -> None:
 
 
 async def test_a_request_message_that_is_not_a_packet_fails_the_call_with_its_reason() -> None:
-    server = H2GrpcServer(
-        {CONNECT: StreamMethod(_read_until_it_fails, pb.Packet.FromString)},
-        max_message_bytes=wire.MAX_MESSAGE_BYTES,
-    )
-    port = await server.start("127.0.0.1", 0, None)
-    try:
-        async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.stream_stream(CONNECT)()  # no serializer: the bytes go out as they are
-            await call.write(b"\xff\xff\xff")
-            assert await call.code() == grpc.StatusCode.UNKNOWN
-            assert "cannot parse request message" in (await call.details() or "")
-    finally:
-        await server.stop(None)
+    async with _serving(_read_until_it_fails) as channel:
+        call = channel.stream_stream(CONNECT)()  # no serializer: the bytes go out as they are
+        await call.write(b"\xff\xff\xff")
+        assert await call.code() == grpc.StatusCode.UNKNOWN
+        assert "cannot parse request message" in (await call.details() or "")
