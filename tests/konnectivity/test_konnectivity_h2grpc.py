@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -132,3 +133,25 @@ async def test_a_request_message_that_is_not_a_packet_fails_the_call_with_its_re
         await call.write(b"\xff\xff\xff")
         assert await call.code() == grpc.StatusCode.UNKNOWN
         assert "cannot parse request message" in (await call.details() or "")
+
+
+async def test_stop_returns_after_the_servicers_have_cleaned_up() -> None:
+    cleaned = asyncio.Event()
+
+    async def holds_on(context: StreamContext) -> None:
+        await context.send_initial_metadata([])
+        try:
+            await context.read()
+        finally:
+            await asyncio.sleep(0.01)  # clean-up that itself waits, as removing an agent session does
+            cleaned.set()
+
+    server = H2GrpcServer(
+        {CONNECT: StreamMethod(holds_on, pb.Packet.FromString)}, max_message_bytes=wire.MAX_MESSAGE_BYTES
+    )
+    port = await server.start("127.0.0.1", 0, None)
+    async with aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+        await call.initial_metadata()
+        await server.stop(None)
+        assert cleaned.is_set()

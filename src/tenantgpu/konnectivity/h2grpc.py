@@ -320,6 +320,9 @@ class _Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    def calls(self) -> list[tuple[StreamContext, asyncio.Task[None]]]:
+        return list(self._calls.values())
+
     def go_away(self) -> None:
         """End every call (RST_STREAM) and tell the client no more come here (GOAWAY); then close."""
         for context, task in list(self._calls.values()):
@@ -364,8 +367,11 @@ class H2GrpcServer:
             self._listener = None
         if grace:
             deadline = asyncio.get_running_loop().time() + grace
-            while any(c._calls for c in self.connections) and asyncio.get_running_loop().time() < deadline:
+            while any(c.calls() for c in self.connections) and asyncio.get_running_loop().time() < deadline:
                 await asyncio.sleep(0.01)
+        tasks = [task for connection in self.connections for _, task in connection.calls()]
         for connection in list(self.connections):
             connection.go_away()
-        await asyncio.sleep(0)
+        if tasks:
+            # the servicers' own clean-up (their `finally`) runs before stop returns, as with grpc.aio
+            await asyncio.wait(tasks, timeout=5.0)
