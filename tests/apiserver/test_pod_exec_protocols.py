@@ -138,3 +138,44 @@ def test_spdy_frames_round_trip_through_the_reader_even_when_split() -> None:
     assert b"".join(f.payload for f in big) == b"x" * 70_000
     assert [f.flags for f in big] == [0, 0, spdy.FLAG_FIN]
     assert (ping.kind, ping.payload) == (spdy.PING, struct.pack(">I", 7))
+
+
+async def test_a_terminal_that_sends_its_size_again_gets_its_output_after_that_write() -> None:
+    """kubectl with a terminal may send its size twice as it sets up. Output sent between the two made it
+    write after closing ("websocket: close sent"): the server waits for the client to go quiet first."""
+    import asyncio
+    import time
+    from dataclasses import dataclass as _dataclass
+
+    from aiohttp import WSMsgType, web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from tenantgpu.apiserver.podexec import CLIENT_QUIET_SECONDS, RESIZE, ExecOptions, stream_result
+
+    @_dataclass
+    class Result:
+        stdout: str = "done\n"
+        stderr: str = ""
+        exit_code: int = 0
+
+    options = ExecOptions(
+        container="c", command=["nvidia-smi"], stdin=True, stdout=True, stderr=False, tty=True
+    )
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await stream_result(request, options, Result())
+
+    app = web.Application()
+    app.router.add_get("/exec", handler)
+    async with TestClient(TestServer(app)) as client:
+        ws = await client.ws_connect("/exec", protocols=("v5.channel.k8s.io",))
+        first_size_sent = time.monotonic()
+        await ws.send_bytes(bytes([RESIZE]) + b'{"Width":80,"Height":24}')
+        output = asyncio.create_task(ws.receive(timeout=5))
+        await asyncio.sleep(0.02)
+        if time.monotonic() - first_size_sent < 0.8 * CLIENT_QUIET_SECONDS:  # this process was not held up
+            assert not output.done()  # nothing yet: the client has not been quiet long enough
+        await ws.send_bytes(bytes([RESIZE]) + b'{"Width":100,"Height":30}')
+        message = await output
+        assert message.type == WSMsgType.BINARY and message.data == b"\x01done\r\n"
+        await ws.close()

@@ -14,7 +14,6 @@ as it would show the kubelet's. SPDY/3.1 (kubectl 1.29 and older) is in `spdy`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -45,6 +44,7 @@ UNSUPPORTED_STREAMS = {
 STREAMS = frozenset({"exec", *UNSUPPORTED_STREAMS})
 CLOSE_SIGNAL = 255  # v5: the client closed one of its channels (its stdin)
 CLIENT_GRACE_SECONDS = 1.0
+CLIENT_QUIET_SECONDS = 0.05  # after the client's size (or stdin's end): this long without a message
 # About what a container runtime takes to start an exec'd process; see _until_client_settled.
 STREAM_SETUP_SECONDS = 0.1
 _STATUS_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
@@ -194,15 +194,22 @@ async def _until_client_settled(ws: web.WebSocketResponse, options: ExecOptions,
             # runtime takes to start the process (on a loaded machine kubectl 1.33 lost the whole output).
             await asyncio.sleep(STREAM_SETUP_SECONDS)
         return
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(CLIENT_GRACE_SECONDS):
-            async for message in ws:
-                if message.type != WSMsgType.BINARY:
-                    return
-                channel = message.data[:1]
-                if channel == bytes([RESIZE]):
-                    want_size = False
-                elif channel == bytes([CLOSE_SIGNAL]):
-                    want_stdin_end = False
-                if not (want_size or want_stdin_end):
-                    return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CLIENT_GRACE_SECONDS
+    settled = False
+    while (left := deadline - loop.time()) > 0:
+        try:
+            # Once settled, wait only for the client to go quiet: a terminal may send its size again
+            # as it sets up, and output that beats that write makes kubectl write after it has closed
+            # ("websocket: close sent").
+            message = await ws.receive(timeout=min(left, CLIENT_QUIET_SECONDS) if settled else left)
+        except TimeoutError:
+            return
+        if message.type != WSMsgType.BINARY:
+            return
+        channel = message.data[:1]
+        if channel == bytes([RESIZE]):
+            want_size = False
+        elif channel == bytes([CLOSE_SIGNAL]):
+            want_stdin_end = False
+        settled = not (want_size or want_stdin_end)
