@@ -112,10 +112,6 @@ class StreamContext:
 
     async def read(self) -> Any:
         """The next request message, `grpc.aio.EOF` once the client has ended its side."""
-        if self._messages.empty() and self._ended is not None:
-            if isinstance(self._ended, EOFError):
-                return aio.EOF
-            raise self._ended
         item = await self._messages.get()
         if isinstance(item, BaseException):
             self._messages.put_nowait(item)  # every later read sees the end as well
@@ -243,7 +239,9 @@ class _Connection(asyncio.Protocol):
         pseudo = dict(h for h in headers if h[0].startswith(":"))
         method = self._server.methods.get(pseudo.get(":path", ""))
         if method is None or pseudo.get(":method") != "POST":
-            self._trailers_only(stream_id, _UNIMPLEMENTED, f"Method not found: {pseudo.get(':path', '')}")
+            self._send_status(
+                stream_id, _UNIMPLEMENTED, f"Method not found: {pseudo.get(':path', '')}", trailers_only=True
+            )
             return
         context = StreamContext(self, stream_id, headers, method, self._server.max_message_bytes)
         task = asyncio.get_running_loop().create_task(self._serve(context, method))
@@ -267,18 +265,13 @@ class _Connection(asyncio.Protocol):
             self._calls.pop(context.stream_id, None)
         if code < 0 or context.closed or self.lost:
             return
-        if not context.headers_sent:
-            self._trailers_only(context.stream_id, code, details)
-            return
-        trailers = [("grpc-status", str(code))]
-        if details:
-            trailers.append(("grpc-message", grpc_message(details)))
-        with contextlib.suppress(ProtocolError):
-            self._h2.send_headers(context.stream_id, trailers, end_stream=True)
-        self._flush()
+        self._send_status(context.stream_id, code, details, trailers_only=not context.headers_sent)
 
-    def _trailers_only(self, stream_id: int, code: int, details: str) -> None:
-        headers = [(":status", "200"), ("content-type", _GRPC_CONTENT_TYPE), ("grpc-status", str(code))]
+    def _send_status(self, stream_id: int, code: int, details: str, *, trailers_only: bool) -> None:
+        """End the stream with the call's status: in trailers, or, when no response headers went out
+        yet, in a trailers-only response."""
+        headers = [(":status", "200"), ("content-type", _GRPC_CONTENT_TYPE)] if trailers_only else []
+        headers.append(("grpc-status", str(code)))
         if details:
             headers.append(("grpc-message", grpc_message(details)))
         with contextlib.suppress(ProtocolError):
