@@ -53,8 +53,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from bench import _native as native
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -540,7 +538,6 @@ def run(
     paced_rate: float = 50.0,
     per_tenant: bool = False,
 ) -> dict[str, Any]:
-    reference_before = host_reference_ms()
     with tempfile.TemporaryDirectory(prefix="tenantgpu-bench-lab-") as tmp:
         work = Path(tmp)
         spec = work / "lab.yaml"
@@ -582,8 +579,7 @@ def run(
             RESULTS.mkdir(parents=True, exist_ok=True)
             shutil.copy(state / "logs" / "lab.log", RESULTS / "lab-bench.log")
         result = {"tenants": tenants, "nodes": 2 * tenants, "gpus": 16 * tenants, "in_flight": in_flight,
-                  "up_detached_bench_lab_s": round(up, 2),
-                  "host_reference_ms_before_after": [reference_before, host_reference_ms()], **result}  # fmt: skip
+                  "up_detached_bench_lab_s": round(up, 2), **result}  # fmt: skip
         if profiler is not None:
             collapsed = work / "profile.txt"
             if collapsed.exists():
@@ -593,22 +589,6 @@ def run(
             else:
                 result["profile_error"] = err.decode(errors="replace").strip()[-500:]
     return result
-
-
-def host_reference_ms(rounds: int = 5) -> float:
-    """How fast this host runs Python right now: the best of `rounds` timings of a fixed piece of work
-    like the lab's (building, encoding and decoding pod-sized JSON), in ms. Lower is faster; this
-    machine's speed drifts through a day, and the figure tells a slow phase from a slower lab."""
-    pod = fractional_pod("reference")
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for i in range(2000):
-            doc = dict(pod, metadata={**pod["metadata"], "name": f"reference-{i}"})
-            orjson.loads(orjson.dumps(doc))
-            json.dumps(doc)
-        best = min(best, time.perf_counter() - start)
-    return round(1000 * best, 1)
 
 
 def _startup_rows(phase: str, figures: dict[str, Any]) -> list[tuple[str, str]]:
@@ -651,8 +631,6 @@ def _print(result: dict[str, Any]) -> None:
         ),
         ("bench client CPU per pod (this process)", f"{result['bench_client_cpu_ms_per_pod']} ms"),
         ("tenantgpu up -d, this lab", f"{result['up_detached_bench_lab_s']} s"),
-        ("host speed: reference work before / after, ms (lower is faster)",
-         " / ".join(str(ms) for ms in result.get("host_reference_ms_before_after", []))),
     ]  # fmt: skip
     if "paced" in result:
         paced = result["paced"]
