@@ -43,6 +43,7 @@ import collections
 import contextlib
 import json
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -612,6 +613,7 @@ def _startup_rows(phase: str, figures: dict[str, Any]) -> list[tuple[str, str]]:
 def _print(result: dict[str, Any]) -> None:
     rows = [
         ("lab", f"{result['tenants']} tenants × 2 nodes × 8 L4, deviceSplitCount 20"),
+        ("Python of the lab and the clients", result.get("python", "")),
         ("clients (each creating its pods as fast as it can)", result.get("clients", f"{result['in_flight']} requests in flight")),
         ("pods created / Running", f"{result['pods']} / {result['running']}"),
         ("create errors", str(result["create_errors"])),
@@ -729,6 +731,8 @@ def main() -> None:
     per_client = int(os.environ.get("PER_TENANT", "1"))
     result = run(tenants, pods, per_client, profile, paced_pods, paced_rate, per_tenant=True)
     result["clients"] = f"{tenants}, one per tenant, {per_client} create request(s) in flight each"
+    # The interpreter's build moves every CPU figure (the Makefile says which one it prefers and why).
+    result["python"] = f"{platform.python_version()} ({os.path.realpath(sys.executable)})"
     if not profile and os.environ.get("OVERLOAD", "1") != "0":
         overload = run(tenants, pods, in_flight, False)
         result["overload"] = {"in_flight": in_flight, **{k: overload[k] for k in _OVERLOAD_FIGURES}}
