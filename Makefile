@@ -2,9 +2,9 @@
 #
 # The venv's interpreter is the first of PYTHON_CANDIDATES that is CPython >= 3.11 and can make a
 # venv. The distribution's own python3 comes first: Debian and Ubuntu build it with PGO and LTO and
-# link it statically, and the lab spends about a tenth less CPU per pod on it than on pyenv's default
-# build (a shared libpython without PGO) of the same 3.11 (README, "Session 19"). `make PYTHON=...`
-# chooses another; an existing .venv is kept until `make clean`.
+# link it statically, and the lab spends about 7 % less CPU per pod on it than on pyenv's default
+# build of the same 3.11, a shared libpython without PGO (docs/lab-performance-history.md, session
+# 19). `make PYTHON=...` chooses another; an existing .venv is kept until `make clean`.
 PYTHON_CANDIDATES ?= /usr/bin/python3 python3
 PYTHON ?= $(or $(firstword $(foreach p,$(PYTHON_CANDIDATES),$(shell $(p) -c \
 	'import ensurepip, platform, sys; sys.exit(sys.version_info < (3, 11) or platform.python_implementation() != "CPython")' \
