@@ -17,8 +17,9 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-# The project's byte code is compiled once here: with PYTHONDONTWRITEBYTECODE set (as in this workspace) each of
-# the lab's processes would otherwise compile its modules again at every start (0.2 s of `up -d`).
+# The project's byte code is compiled once here: with PYTHONDONTWRITEBYTECODE set (as in this
+# workspace), each of the lab's processes would otherwise compile its modules again at every start
+# (0.2 s of `up -d`).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
