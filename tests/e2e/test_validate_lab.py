@@ -8,6 +8,7 @@ import copy
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -255,6 +256,58 @@ def test_a_held_node_lock_fails_no_lock_contention(lab_dir: Path) -> None:
     assert result.outcome.status == "failed"
     assert "Running" in result.outcome.expected
     assert "burst-" in result.outcome.detail
+
+
+def _users_slice(name: str, uuid: str | None = None) -> dict:
+    """A workload of the tenant's own, as a user would leave it running beside the suite."""
+    limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000", "nvidia.com/gpucores": "20"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": {"nvidia.com/use-gpuuuid": uuid} if uuid else {}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "cuda", "image": "busybox", "resources": {"limits": limits}}],
+        },
+    }
+
+
+def _wait_allocated(cluster: KubeCluster, name: str, namespace: str) -> str:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        pod = cluster.get("Pod", name, namespace) or {}
+        allocated = (pod.get("metadata") or {}).get("annotations", {}).get("hami.io/vgpu-devices-allocated")
+        if allocated:
+            return allocated
+        time.sleep(0.05)
+    raise AssertionError(f"{namespace}/{name} got no GPU")
+
+
+def test_whole_card_checks_leave_a_users_running_slice_alone(lab_dir: Path) -> None:
+    """The README's walk-through leaves a slice on tenant-a's one A100 and then runs the suite: the
+    checks that need a whole card say why they cannot run there instead of failing, and on tenant-b
+    they take the L4 nobody uses."""
+    targets = _targets(lab_dir)
+    a, b = targets.tenants["tenant-a"], targets.tenants["tenant-b"]
+    l4s = json.loads(b.get("Node", "worker-b1")["metadata"]["annotations"]["hami.io/node-nvidia-register"])
+    a.create("Pod", _users_slice("slice"), "default")
+    b.create("Pod", _users_slice("slice", l4s[0]["id"]), "default")
+    try:
+        _wait_allocated(a, "slice", "default")
+        assert l4s[0]["id"] in _wait_allocated(b, "slice", "default")
+        for check in ("exclusive-card", "capacity-freed"):
+            skipped = _one(check, targets, "tenant-a").outcome
+            assert skipped.status == "skipped", skipped.explain()
+            assert "needs an idle GPU" in skipped.detail and "by default/slice" in skipped.detail
+            passed = _one(check, targets, "tenant-b", timeout=30.0).outcome
+            assert passed.status == "passed", passed.explain()
+            assert l4s[1]["id"] in passed.detail
+    finally:
+        for cluster in (a, b):
+            cluster.delete("Pod", "slice", "default")
+        deadline = time.monotonic() + 15  # the checks after this one need the cards free again
+        while any(c.get("Pod", "slice", "default") for c in (a, b)) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager

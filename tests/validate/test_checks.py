@@ -410,3 +410,67 @@ def test_gpu_checks_are_skipped_for_a_tenant_the_lab_gives_no_gpu() -> None:
     outcome = _run(scheduling.exclusive_card, _ctx("exclusive-card", "tenant-a", a, b, expectations=cpu_only))
     assert outcome.status == "skipped"
     assert outcome.detail == "the lab declares no GPU for tenant tenant-a"
+
+
+def _holder(name: str, uuid: str, phase: str = "Running") -> dict:
+    """Somebody else's pod holding a slice of `uuid`, as HAMi annotates it."""
+    return {
+        "metadata": {
+            "name": name,
+            "annotations": {"hami.io/vgpu-devices-allocated": f"{uuid},NVIDIA,4000,20:;"},
+        },
+        "spec": {"containers": [{"name": "c"}]},
+        "status": {"phase": phase},
+    }
+
+
+def _whole_card_hami(pinned: list[str]):
+    """Places the whole-card pod on the card it is pinned to and keeps the pinned slice Pending."""
+
+    def on_create(cluster: FakeCluster, pod: dict) -> None:
+        pod["spec"]["schedulerName"] = "hami-scheduler"
+        uuid = pod["metadata"]["annotations"]["nvidia.com/use-gpuuuid"]
+        pinned.append(uuid)
+        if pod["metadata"]["name"] == "whole-card":
+            pod["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = f"{uuid},NVIDIA,23034,100:;"
+            pod["status"] = {"phase": "Running"}
+        else:
+            pod["status"]["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/1 nodes are available: 1 CardInsufficientMemory.",
+                }
+            ]
+
+    return on_create
+
+
+def test_exclusive_card_takes_a_card_no_other_pod_holds() -> None:
+    a, b, exp = _lab()
+    b.add("Pod", _holder("inference", "GPU-l4-0"), "team-x")
+    b.add("Pod", _holder("finished", "GPU-l4-1", phase="Succeeded"), "team-x")  # holds nothing any more
+    pinned: list[str] = []
+    b.on_create_pod = _whole_card_hami(pinned)
+    outcome = _run(scheduling.exclusive_card, _ctx("exclusive-card", "tenant-b", a, b, expectations=exp))
+    assert outcome.status == "passed", outcome.explain()
+    assert pinned == ["GPU-l4-1", "GPU-l4-1"]
+    assert "whole-card pod holds GPU-l4-1" in outcome.detail
+
+
+@pytest.mark.parametrize(
+    ("fn", "check"),
+    [(scheduling.exclusive_card, "exclusive-card"), (scheduling.capacity_freed, "capacity-freed")],
+)
+def test_whole_card_checks_are_skipped_when_every_card_has_pods(fn, check: str) -> None:
+    a, b, exp = _lab()
+    a.add("Pod", _holder("slice", "GPU-a100"), "default")
+    created: list[str] = []
+    a.on_create_pod = lambda cluster, pod: created.append(pod["metadata"]["name"])
+    outcome = _run(fn, _ctx(check, "tenant-a", a, b, expectations=exp))
+    assert outcome.status == "skipped"
+    assert outcome.detail == (
+        "needs an idle GPU, and every GPU of tenant tenant-a has pods on it: GPU-a100 by default/slice"
+    )
+    assert created == []  # nothing was started on the busy card

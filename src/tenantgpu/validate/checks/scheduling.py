@@ -6,7 +6,7 @@ import time
 
 from tenantgpu.validate import hami
 from tenantgpu.validate.checks.base import Check
-from tenantgpu.validate.checks.gpus import TenantGPU, healthy_gpus
+from tenantgpu.validate.checks.gpus import TenantGPU, healthy_gpus, idle_gpu
 from tenantgpu.validate.checks.pods import (
     annotations,
     env_from_log,
@@ -116,7 +116,7 @@ def oversize_request_pending(ctx: CheckContext) -> Outcome:
 
 
 def exclusive_card(ctx: CheckContext) -> Outcome:
-    target = healthy_gpus(ctx)[0]
+    target = idle_gpu(ctx)
     with ctx.namespace() as namespace:
         whole = gpu_pod("whole-card", labels=ctx.labels(), annotations=_pinned(target))
         ctx.cluster.create("Pod", whole, namespace)
@@ -173,7 +173,7 @@ def gpu_type_selection(ctx: CheckContext) -> Outcome:
 
 
 def capacity_freed(ctx: CheckContext) -> Outcome:
-    target = healthy_gpus(ctx)[0]
+    target = idle_gpu(ctx)
     with ctx.namespace() as namespace:
         filler = gpu_pod(
             "filler", labels=ctx.labels(), gpumem=target.gpu.devmem, gpucores=10, annotations=_pinned(target)
