@@ -32,6 +32,9 @@ def test_a_container_without_a_gpu_has_no_nvidia_smi() -> None:
     result = run(["nvidia-smi"], PLAIN_CONTAINER)
     assert result.exit_code == COMMAND_NOT_FOUND
     assert 'exec: "nvidia-smi": executable file not found in $PATH' in result.stderr
+    # the programs it does offer, without the one it just said is missing
+    assert "runs: echo, env, false, hostname, printenv, true, and sh -c" in result.stderr
+    assert "nvidia-smi, printenv" in run(["python"], GPU_CONTAINER).stderr
 
 
 def test_env_and_printenv_show_hamis_variables() -> None:

@@ -59,7 +59,7 @@ Program = Callable[[list[str], ContainerView], ExecResult]
 def _nvidia_smi(args: list[str], view: ContainerView) -> ExecResult:
     if not view.gpus:
         # No GPU was allocated, so the NVIDIA runtime mounted neither the driver nor its tools.
-        return _not_found("nvidia-smi")
+        return _not_found("nvidia-smi", view)
     if args:
         return ExecResult(
             stderr=f"nvidia-smi: the simulated nvidia-smi takes no options (given: {' '.join(args)})\n",
@@ -113,7 +113,7 @@ def run(command: list[str], view: ContainerView) -> ExecResult:
         return _shell(name, args, view)
     program = _program(name)
     if program is None:
-        return _not_found(name)
+        return _not_found(name, view)
     return program(args, view)
 
 
@@ -255,8 +255,9 @@ def _sleep_seconds(operands: list[str]) -> float | None:
     return total
 
 
-def _not_found(name: str) -> ExecResult:
-    available = ", ".join(sorted(PROGRAMS))
+def _not_found(name: str, view: ContainerView) -> ExecResult:
+    # A container without a GPU has no nvidia-smi (nothing mounted it), so the list must not offer it.
+    available = ", ".join(sorted(p for p in PROGRAMS if view.gpus or p != "nvidia-smi"))
     return ExecResult(
         stderr=f'exec: "{name}": executable file not found in $PATH '
         f"(a tenantgpu simulated container runs: {available}, and sh -c around one of them)\n",
