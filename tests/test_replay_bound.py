@@ -18,6 +18,16 @@ def test_810_shares_leave_their_remainder_unless_tiny_pods_fill_it() -> None:
     assert bound.max_allocated_pct == pytest.approx(90.5)
 
 
+def test_two_half_shares_fit_a_one_gpu_node() -> None:
+    """Found by probing: the shape bound took a 0.5 share on a one-GPU node for a pod needing more than
+    half of the node's GPUs, allowed one per node, and so claimed half of the GPUs must stay free."""
+    nodes = make_nodes(*[(64, 256, 1, "T4")] * 4)
+    pods = make_pods(*[(1, 1, 1, 500)] * 8)
+    assert offline_bound(nodes, pods).min_unallocated_pct == pytest.approx(0.0, abs=1e-6)
+    whole = make_pods(*[(1, 1, 2, 1000)] * 2)  # two pods of 2 GPUs each on one 3-GPU node: one fits
+    assert offline_bound(make_nodes((64, 256, 3, "T4")), whole).max_allocated_pct == pytest.approx(200 / 3)
+
+
 def test_cpu_limits_the_bound() -> None:
     nodes = make_nodes((8, 64, 2, "T4"))
     pods = make_pods((6, 1, 1, 1000), (6, 1, 1, 1000))

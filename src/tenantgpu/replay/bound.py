@@ -7,8 +7,8 @@ an upper bound on allocated share.
 Shape bound: nodes are grouped into shapes and pods into request classes; an integer program
 decides how many pods of each class go to each node shape, under per-shape totals that every
 real placement also obeys: cpu, memory and GPU share, whole GPUs for exclusive pods and for shares
-above 1/2 (at most q shares above 1/(q+1) per GPU for q = 1, 2, 3), and at most one pod per node that
-needs more than half of its GPUs. Per-node and per-GPU packing are relaxed.
+above 1/2 (at most q shares above 1/(q+1) per GPU for q = 1, 2, 3), and at most one whole-GPU pod per
+node that needs more than half of its GPUs. Per-node and per-GPU packing are relaxed.
 
 GPU-pattern bound (cluster-wide, cpu, memory, models and node boundaries relaxed): in any placement
 each GPU holds either exclusive pods' whole GPUs, nothing, or a multiset of shares summing to at most
@@ -255,7 +255,9 @@ def _shape_bound(nodes: NodeList, pods: PodList, time_limit: float) -> tuple[flo
             # a GPU holds at most q shares larger than 1/(q+1); whole GPUs hold nothing else
             weight = q * exclusive + (1 if 0 < milli < MILLI and milli * (q + 1) > MILLI else 0)
             add((k, f"q{q}"), v, weight)
-        if num * 2 > gpus:
+        # Two pods can both take more than half of a node's GPUs only by sharing them, which whole-GPU
+        # pods cannot; shares can (two 0.5 shares on a one-GPU node), so only whole-GPU pods are big.
+        if exclusive and num * 2 > gpus:
             add((k, "big"), v, 1)
     for j, coefs in by_class.items():
         rows.append((coefs, float(classes[class_list[j]])))
