@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from tenantgpu.cli import main
+from tenantgpu.replay.report import line_styles
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(f"n{i},32000,131072,4,T4\n" for i in range(4))
 SHARES = (300, 500, 1000, 700)
@@ -88,3 +89,11 @@ def test_missing_columns_and_gpu_less_nodes_are_refused(tmp_path: Path) -> None:
     bad_pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1000,1024,0,0\n")
     result = run("--nodes", str(nodes), "--pods", str(bad_pods))
     assert result.exit_code == 2 and "asks for no GPU" in result.output
+
+
+def test_every_policy_of_a_full_replay_gets_its_own_line_style() -> None:
+    """A replay of every policy draws more lines than matplotlib has colours; the eleventh once took
+    the first one's blue, so random and hami-spread looked alike in the README's plot."""
+    styles = line_styles(13)
+    assert len(set(styles)) == 13
+    assert styles[0] == ("C0", "-") and styles[10] == ("C0", "--")

@@ -20,20 +20,26 @@ PLOTS = {
 }
 
 
+def line_styles(count: int) -> list[tuple[str, str]]:
+    """A distinct (colour, line style) per policy: matplotlib's ten colours, then dashed, then dotted,
+    so an eleventh policy (every policy with HAMi's two) does not take the first one's look."""
+    colours = [f"C{i}" for i in range(10)]
+    return [(colours[i % 10], ("-", "--", ":")[min(i // 10, 2)]) for i in range(count)]
+
+
 def plot_curves(summary: dict, key: str, path: Path, x_from: int = 60) -> None:
     """One line per policy (median over seeds) with a min–max band over seeds, against arrived %."""
     seed_key, median_key, label = PLOTS[key]
     fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=90)
-    for name, data in summary["policies"].items():
+    styles = line_styles(len(summary["policies"]))
+    for (name, data), (colour, style) in zip(summary["policies"].items(), styles, strict=True):
         xs = np.array(sorted(int(k) for k in data[median_key]))
         keep = xs >= x_from
         median = np.array([data[median_key][str(x)] for x in xs])
         seeds = np.array([[run[seed_key][str(x)] for x in xs] for run in data["per_seed"].values()])
-        (line,) = ax.plot(xs[keep], median[keep], label=name, linewidth=1.4)
+        ax.plot(xs[keep], median[keep], label=name, linewidth=1.4, color=colour, linestyle=style)
         if len(seeds) > 1:
-            ax.fill_between(
-                xs[keep], seeds.min(0)[keep], seeds.max(0)[keep], color=line.get_color(), alpha=0.15
-            )
+            ax.fill_between(xs[keep], seeds.min(0)[keep], seeds.max(0)[keep], color=colour, alpha=0.15)
     bound = summary.get("offline_bound")
     if key == "unallocated" and bound:
         ax.scatter(
