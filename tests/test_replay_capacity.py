@@ -5,13 +5,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from replay_helpers import make_pods
 from tenantgpu.cli import main
 from tenantgpu.replay.capacity import NodeShape, nodes_needed
 from tenantgpu.replay.fragmentation import typical_pods
-from tenantgpu.replay.policies import make_policy
+from tenantgpu.replay.policies import DEFAULT_CAPACITY_POLICIES, make_policy
 from tenantgpu.replay.simulate import replay
 from tenantgpu.replay.trace import TraceError
 
@@ -73,3 +74,81 @@ def test_capacity_command_prices_and_plots(tmp_path: Path) -> None:
     assert (out / "capacity.png").stat().st_size > 0
     bad = CliRunner().invoke(main, ["capacity", "--pods", str(pods), "--node", "lots of GPUs"])
     assert bad.exit_code == 2 and "bad node shape" in bad.output
+
+
+def capacity_pods(path: Path) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["capacity", "--pods", str(path), "-o", str(path.parent / "cap")])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def pod_doc(spec: object) -> dict:
+    return {"kind": "Pod", "metadata": {"name": "x"}, "spec": spec}
+
+
+def gpu_spec(**limits: object) -> dict:
+    return {"containers": [{"name": "c", "resources": {"limits": limits}}]}
+
+
+def deployment(replicas: object, template_spec: dict) -> dict:
+    return {"kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"replicas": replicas, "template": {"spec": template_spec}}}  # fmt: skip
+
+
+NEGATIVE = "must be greater than or equal to 0"
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (pod_doc({"containers": 5}), "pod x: spec.containers must be a list"),
+        (pod_doc({"containers": [5]}), "pod x: spec.containers[0] must be an object"),
+        (
+            pod_doc({"containers": [{"name": "c", "resources": {"limits": 7}}]}),
+            "pod x: container c: resources.limits must be a map of quantities",
+        ),
+        (
+            pod_doc(gpu_spec(**{"nvidia.com/gpu": [1]})),
+            "pod x: container c: resources.limits.nvidia.com/gpu: quantities must be strings or numbers, not list",
+        ),
+        (
+            pod_doc(gpu_spec(**{"nvidia.com/gpu": -1})),
+            f"pod x: container c: resources.limits.nvidia.com/gpu: invalid value -1: {NEGATIVE}",
+        ),
+        (
+            pod_doc(gpu_spec(**{"nvidia.com/gpu": 1, "nvidia.com/gpucores": -5})),
+            f"pod x: container c: resources.limits.nvidia.com/gpucores: invalid value -5: {NEGATIVE}",
+        ),
+        (
+            deployment(2, gpu_spec(**{"nvidia.com/gpumem": -100})),
+            "deployment d: pod template: container c: resources.limits.nvidia.com/gpumem: invalid value -100: "
+            + NEGATIVE,
+        ),
+        (
+            deployment("many", gpu_spec(**{"nvidia.com/gpu": 1})),
+            "deployment d: spec.replicas must be an integer greater than or equal to 0",
+        ),
+    ],
+)
+def test_capacity_refuses_malformed_or_negative_manifests(tmp_path: Path, doc: dict, message: str) -> None:
+    pods = tmp_path / "weird.yaml"
+    pods.write_text(yaml.safe_dump(doc))
+    code, out, err = capacity_pods(pods)
+    assert (code, out, err) == (2, "", f"error: {pods}: {message}\n")
+    assert "Traceback" not in err
+
+
+def test_capacity_refuses_unreadable_pod_files(tmp_path: Path) -> None:
+    folder = tmp_path / "pods.yaml"
+    folder.mkdir()
+    assert capacity_pods(folder) == (2, "", f"error: cannot read pod manifests {folder}: Is a directory\n")
+    binary = tmp_path / "pods.yml"
+    binary.write_bytes(b"\xff\xfe\x00kind")
+    assert capacity_pods(binary) == (2, "", f"error: cannot read pod manifests {binary}: not a text file\n")
+
+
+def test_capacity_help_says_what_runs_by_default() -> None:
+    # wide, so that click does not break `fgd-strand` at its hyphen
+    result = CliRunner().invoke(main, ["capacity", "--help"], terminal_width=300, max_content_width=300)
+    assert result.exit_code == 0
+    assert f"(repeatable; default: {', '.join(DEFAULT_CAPACITY_POLICIES)})" in result.output
+    assert "Pod list CSV, or Kubernetes manifests (.yaml, .yml, .json)" in result.output

@@ -97,3 +97,25 @@ def test_every_policy_of_a_full_replay_gets_its_own_line_style() -> None:
     styles = line_styles(13)
     assert len(set(styles)) == 13
     assert styles[0] == ("C0", "-") and styles[10] == ("C0", "--")
+
+
+def test_title_names_the_seeds_each_policy_ran_on_and_every_file_is_listed(
+    trace: tuple[Path, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    common = ["--nodes", str(trace[0]), "--pods", str(trace[1]), "--no-bound", "-o", str(out)]
+    # hami-* run on the first seed only unless --hami-seeds says otherwise
+    result = run(*common, "--seeds", "42-43", "--policy", "fgd", "--policy", "hami-binpack")
+    assert result.exit_code == 0, result.output
+    assert "pods: at 100 % arrived (median of 2 seeds; hami-binpack: seed 42)" in result.output
+    files = ", ".join(
+        str(out / name) for name in ("summary.json", "unallocated.png", "fragmentation.png", "report.html")
+    )
+    assert result.output.splitlines()[-1] == f"wrote {files}"
+    assert (
+        "Figures at 100 % arrived (median of 2 seeds; hami-binpack: seed 42)."
+        in (out / "report.html").read_text()
+    )
+    result = run(*common, "--seeds", "42", "--policy", "fgd")
+    assert result.exit_code == 0, result.output
+    assert "pods: at 100 % arrived (seed 42)" in result.output and "of 1 seeds" not in result.output

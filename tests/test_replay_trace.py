@@ -89,3 +89,18 @@ def test_pod_manifests_become_trace_rows(tmp_path: Path) -> None:
     assert pods.gpu_spec[0] == "A100|H100"
     with pytest.raises(TraceError, match="no pods"):
         load_workload(write(tmp_path, "e.yaml", "kind: ConfigMap\n"))
+
+
+def test_json_manifests_load_like_yaml(tmp_path: Path) -> None:
+    import json
+
+    import yaml
+
+    from tenantgpu.replay.trace import load_workload
+
+    docs = [d for d in yaml.safe_load_all(MANIFESTS) if d]
+    listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+    from_json = load_workload(write(tmp_path, "w.json", listed))
+    from_yaml = load_workload(write(tmp_path, "w.yaml", MANIFESTS))
+    assert from_json.names == from_yaml.names and from_json.gpu_spec == from_yaml.gpu_spec
+    assert list(from_json.total_milli) == list(from_yaml.total_milli)

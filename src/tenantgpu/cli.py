@@ -30,7 +30,9 @@ def main() -> None:
 
 
 # --- plan (gpushare what-if placement) -------------------------------------------------------
-from typing import Any  # noqa: E402  (kept in this region so other commands' edits do not collide)
+# imports kept in this region so other commands' edits do not collide
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
 
 
 def _read_objects(path: str) -> list[dict]:  # type: ignore[type-arg]
@@ -106,7 +108,11 @@ def plan(
         cfg = lab_cfg
         objects.extend(lab_nodes)
     if nodes_path is not None:
-        objects.extend(_read_objects(nodes_path))
+        node_objects = _read_objects(nodes_path)
+        # a pods file given as --nodes, or an empty dump, would otherwise plan against no cluster at all
+        if not any(obj.get("kind") == "Node" for obj in node_objects):
+            raise UserError(f"{nodes_path}: no Node in this file")
+        objects.extend(node_objects)
     objects.extend(_read_objects(pods_path))
     if node_policy:
         cfg = dataclasses.replace(cfg, node_policy=node_policy)  # type: ignore[arg-type]
@@ -659,7 +665,7 @@ def replay(
     from rich.table import Table
 
     from tenantgpu.replay.policies import HAMI_POLICIES, policy_names
-    from tenantgpu.replay.report import render_table, write_report
+    from tenantgpu.replay.report import render_table, table_title, write_report
     from tenantgpu.replay.run import ReplayPlan, run_matrix, summarize
 
     seed_list = _parse_seeds(seeds)
@@ -693,9 +699,9 @@ def replay(
         )
     summary = summarize(plan, results, bounds)
     out = Path(outdir)
-    write_report(summary, out)
+    written = write_report(summary, out)
     rows = render_table(summary)
-    table = Table(title=f"{plan.trace}: at 100 % arrived (median of {len(seed_list)} seeds)")
+    table = Table(title=table_title(summary))
     for column in rows[0]:
         table.add_column(column, justify="left" if column == "policy" else "right")
     for row in rows[1:]:
@@ -704,12 +710,45 @@ def replay(
     if "offline_bound" in summary:
         bound = summary["offline_bound"]["median_min_unallocated_pct"]  # type: ignore[index]
         click.echo(f"offline bound: no placement leaves less than {bound:.2f} % unallocated")
-    click.echo(f"wrote {out / 'summary.json'}, {out / 'report.html'}, {out / 'unallocated.png'}")
+    click.echo(f"wrote {', '.join(str(path) for path in written)}")
+
+
+class _ComputedHelpOption(click.Option):
+    """An option whose help is written when help is shown: it can name a constant of a package that
+    brings numpy without every command's start paying for that import."""
+
+    def __init__(self, *args: Any, help_from: Callable[[], str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._help_from = help_from
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = self._help_from()
+        return super().get_help_record(ctx)
+
+
+def _capacity_pods_help() -> str:
+    from tenantgpu.replay.trace import MANIFEST_SUFFIXES
+
+    suffixes = ", ".join(MANIFEST_SUFFIXES)
+    return (
+        f"Pod list CSV, or Kubernetes manifests ({suffixes}): Pods, Lists and workloads with a pod "
+        "template (default: the trace's default list)."
+    )
+
+
+def _capacity_policy_help() -> str:
+    from tenantgpu.replay.policies import DEFAULT_CAPACITY_POLICIES
+
+    return f"Policy to run (repeatable; default: {', '.join(DEFAULT_CAPACITY_POLICIES)})."
 
 
 @main.command()
 @click.option(
-    "--pods", "pods_csv", metavar="PODS.csv", help="Pod list CSV (default: the trace's default list)."
+    "--pods",
+    "pods_csv",
+    metavar="PODS.csv|PODS.yaml",
+    cls=_ComputedHelpOption,
+    help_from=_capacity_pods_help,
 )
 @click.option(
     "--node", "node_shape", default="8x NVIDIA A100-SXM4-80GB", show_default=True, help="GPUs x model."
@@ -722,7 +761,8 @@ def replay(
     "policies",
     multiple=True,
     metavar="NAME",
-    help="Policies (default: whole-gpu, bestfit, fgd, ours).",
+    cls=_ComputedHelpOption,
+    help_from=_capacity_policy_help,
 )
 @click.option("--seed", default=42, show_default=True, type=int, help="Seed of the arrival order.")
 @click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 64), help="Parallel processes.")

@@ -1,10 +1,11 @@
 """The indexed fast path and the reference path of schedule decide the same (DESIGN.md principle 3)."""
 
-from gpushare_objects import A100, L4, gpu, gpu_pod, node, placed, with_allocatable
+from gpushare_objects import A100, L4, gpu, gpu_pod, node, placed, pod, with_allocatable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tenantgpu.gpushare import ClusterState, SharingConfig
+from tenantgpu.gpushare.plan import plan
 
 MODELS = [L4, A100, "NVIDIA T4", "NVIDIA"]
 
@@ -117,3 +118,18 @@ def test_fast_and_reference_paths_agree(case: tuple[ClusterState, ClusterState, 
                 s.upsert_pod(obj)
     for name in fast.node_names:
         assert fast.node_usage(name) == ref.node_usage(name)
+
+
+def test_no_nodes_leave_every_pod_unplaceable() -> None:
+    """An empty cluster (a lab without workers, a caller with no Node): no numpy error, no node, and
+    both paths give the reference path's reason."""
+    state = ClusterState(SharingConfig())
+    for p in (gpu_pod("gpu", gpus=1, mem=1000), pod("cpu")):
+        fast, ref = state.schedule(p, fast=True), state.schedule(p, fast=False)
+        assert (
+            (fast.node, fast.reason)
+            == (ref.node, ref.reason)
+            == (None, "no available node, 0 nodes do not meet")
+        )
+    placements = plan([gpu_pod("gpu", gpus=1)], SharingConfig())
+    assert [(p.node, p.reason) for p in placements] == [(None, "no available node, 0 nodes do not meet")]

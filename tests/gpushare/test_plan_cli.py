@@ -184,3 +184,53 @@ def test_one_cluster_dump_can_be_both_inputs(tmp_path: Path) -> None:
     code, out, _ = run("--nodes", str(dump), "--pods", str(dump), "-o", "json")
     assert code == 0
     assert len(json.loads(out)["placements"]) == 5
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["", "apiVersion: v1\nkind: List\nitems: []\n", (EXAMPLES / "pods.yaml").read_text()],
+    ids=["empty", "empty-list", "pods-only"],
+)
+def test_nodes_file_without_a_node_exits_2(tmp_path: Path, content: str) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(content)
+    code, out, err = run("--nodes", str(nodes), "--pods", str(EXAMPLES / "pods.yaml"))
+    assert (code, out, err) == (2, "", f"error: {nodes}: no Node in this file\n")
+
+
+def pod_with_spec(spec: str) -> str:
+    return f"apiVersion: v1\nkind: Pod\nmetadata: {{name: x}}\nspec: {spec}\n"
+
+
+MALFORMED_PODS = [
+    ("{containers: 5}", "pod x: spec.containers must be a list"),
+    ("{containers: [5]}", "pod x: spec.containers[0] must be an object"),
+    ("{containers: [{name: c, resources: 7}]}", "pod x: container c: resources must be an object"),
+    (
+        "{containers: [{name: c, resources: {limits: 7}}]}",
+        "pod x: container c: resources.limits must be a map of quantities",
+    ),
+    (
+        "{containers: [{name: c, resources: {limits: {nvidia.com/gpu: [1]}}}]}",
+        "pod x: container c: resources.limits.nvidia.com/gpu: quantities must be strings or numbers, not list",
+    ),
+    ("{initContainers: 5, containers: [{name: c}]}", "pod x: spec.initContainers must be a list"),
+]
+# the API server refuses negative quantities; HAMi's resources are no exception
+NEGATIVE_PODS = [
+    (
+        f"{{containers: [{{name: c, resources: {{limits: {{{resource}: {value}}}}}}}]}}",
+        f"pod x: container c: resources.limits.{resource}: invalid value {value}: "
+        "must be greater than or equal to 0",
+    )
+    for resource, value in (("nvidia.com/gpu", -1), ("nvidia.com/gpumem", -100), ("nvidia.com/gpucores", -5))
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), MALFORMED_PODS + NEGATIVE_PODS)
+def test_malformed_or_negative_pod_exits_2_naming_the_field(tmp_path: Path, spec: str, message: str) -> None:
+    pods = tmp_path / "weird.yaml"
+    pods.write_text(pod_with_spec(spec))
+    code, out, err = run("--nodes", str(EXAMPLES / "nodes.yaml"), "--pods", str(pods))
+    assert (code, out, err) == (2, "", f"error: {pods}: {message}\n")
+    assert "Traceback" not in err

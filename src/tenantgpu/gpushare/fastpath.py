@@ -259,6 +259,8 @@ def schedule_fast(
         state._index = ClusterIndex(state)
     ix: ClusterIndex = state._index
     n_nodes = len(ix.names)
+    if n_nodes == 0:
+        return None  # nothing to rank; the reference path words "no node" as HAMi does
 
     # per-card checks, HAMi's order (see _card_codes); here only "does it pass" is needed
     cores = min(request.coresreq, 100)

@@ -1,4 +1,5 @@
-"""Kubernetes objects from YAML or JSON text: one object, several YAML documents, or a `List`."""
+"""Kubernetes objects from YAML or JSON text: one object, several YAML documents, or a `List`; the
+fields the planner reads are checked for shape here, where the text comes in."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 from typing import Any
 
 import yaml
+
+from tenantgpu.gpushare.shape import object_problem
 
 
 class ObjectsError(ValueError):
@@ -50,6 +53,19 @@ def _collect(doc: Any, out: list[dict[str, Any]], source: str) -> None:
                 item = {**item, "kind": default_kind}
             _collect(item, out, source)
         return
-    if not isinstance(doc.get("metadata"), dict) or not doc["metadata"].get("name"):
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name"):
         raise ObjectsError(f"{source}: a {kind} has no metadata.name")
+    if not isinstance(meta["name"], str):
+        raise ObjectsError(f"{source}: a {kind}'s metadata.name must be a string")
+    problem = object_problem(doc)
+    if problem is not None:
+        raise ObjectsError(f"{source}: {_label(kind, meta)}: {problem}")
     out.append(doc)
+
+
+def _label(kind: str, meta: dict[str, Any]) -> str:
+    """`pod team-a/x`, or `pod x` when the file names no namespace, as the file says it."""
+    namespace = meta.get("namespace")
+    prefix = f"{namespace}/" if isinstance(namespace, str) and namespace else ""
+    return f"{kind.lower()} {prefix}{meta['name']}"

@@ -16,8 +16,8 @@ from tenantgpu.gpushare.codec import (
     encode_node_register,
 )
 from tenantgpu.gpushare.config import SharingConfig
-from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
 from tenantgpu.gpushare.request import pod_containers
+from tenantgpu.gpushare.shape import quantity_problem
 from tenantgpu.gpushare.webhook import mutate_pod, vendors_for
 
 
@@ -49,19 +49,15 @@ def _check_quantities(obj: dict[str, Any], what: str) -> None:
     for c in pod_containers(obj):
         for section in ("limits", "requests"):
             for name, value in ((c.get("resources") or {}).get(section) or {}).items():
-                try:
-                    parse_quantity(value)
-                except QuantityError as exc:
-                    raise PlanInputError(
-                        f"{what}: container {c.get('name', '')} {section}.{name}: {exc}"
-                    ) from None
+                problem = quantity_problem(value)
+                if problem is not None:
+                    raise PlanInputError(f"{what}: container {c.get('name', '')} {section}.{name}: {problem}")
     status = obj.get("status") or {}
     for section in ("allocatable", "capacity"):
         for name, value in (status.get(section) or {}).items():
-            try:
-                parse_quantity(value)
-            except QuantityError as exc:
-                raise PlanInputError(f"{what}: status.{section}.{name}: {exc}") from None
+            problem = quantity_problem(value)
+            if problem is not None:
+                raise PlanInputError(f"{what}: status.{section}.{name}: {problem}")
 
 
 def _node_with_split_count(node: dict[str, Any], split_count: int | None) -> dict[str, Any]:

@@ -55,6 +55,30 @@ def plot_curves(summary: dict, key: str, path: Path, x_from: int = 60) -> None:
     plt.close(fig)
 
 
+def _seeds_phrase(seeds: tuple[int, ...]) -> str:
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"median of {len(seeds)} seeds"
+
+
+def seeds_note(summary: dict) -> str:
+    """What the 100 %-arrived figures are taken over: `seed 42` or `median of 10 seeds`, then, for policies
+    that ran on other seeds (the slower hami-* ones run on the first seed only unless told), theirs."""
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for name, data in summary["policies"].items():
+        groups.setdefault(tuple(int(s) for s in data["per_seed"]), []).append(name)
+    planned = tuple(summary["seeds"])
+    if len(groups) <= 1:
+        return _seeds_phrase(next(iter(groups), planned))
+    parts = [_seeds_phrase(planned)] if planned in groups else []
+    parts += [
+        f"{', '.join(names)}: {_seeds_phrase(seeds)}" for seeds, names in groups.items() if seeds != planned
+    ]
+    return "; ".join(parts)
+
+
+def table_title(summary: dict) -> str:
+    return f"{summary['trace']}: at 100 % arrived ({seeds_note(summary)})"
+
+
 def render_table(summary: dict) -> list[list[str]]:
     """Rows of the 100 %-arrived table, as strings, header first."""
     header = [
@@ -109,7 +133,7 @@ td,th{{padding:.2em .8em;text-align:right}}
 td:first-child{{text-align:left}}table{{border-collapse:collapse}}tr:nth-child(even){{background:#f3f3f3}}</style>
 </head><body><h1>Trace replay: {html.escape(str(summary["trace"]))}</h1>
 <p>{summary["nodes"]} nodes, {summary["gpus"]} GPUs; workload tuned to {summary["tune"]} × GPU capacity;
-seeds {", ".join(map(str, summary["seeds"]))}. Figures at 100 % arrived, median over seeds.</p>
+seeds {", ".join(map(str, summary["seeds"]))}. Figures at 100 % arrived ({html.escape(seeds_note(summary))}).</p>
 <table>{cells}</table>{bound_text}
 <h2>Unallocated GPU share</h2><img src="unallocated.png" alt="unallocated GPU % vs arrived %">
 <h2>Fragmentation</h2><img src="fragmentation.png" alt="fragmentation % vs arrived %">

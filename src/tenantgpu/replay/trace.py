@@ -107,6 +107,8 @@ def _read_rows(path: Path, required: tuple[str, ...], what: str) -> list[dict[st
             return list(reader)
     except FileNotFoundError:
         raise TraceError(f"{what} {path} does not exist") from None
+    except OSError as exc:  # a directory, no permission
+        raise TraceError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise TraceError(f"{what} {path} is not a readable CSV: {exc}") from None
 
@@ -185,18 +187,53 @@ def default_trace_dir() -> Path:
     return shared_traces_dir() / "alibaba-gpu-2023" / "csv"
 
 
-def _manifest_pods(doc: dict) -> list[tuple[dict, int]]:
-    """(pod spec holder, replicas) for a Pod, a List of them, or a workload with a pod template."""
+@dataclass(frozen=True)
+class _ManifestPod:
+    """A pod spec holder of a manifest: a Pod, or a workload's template, with its name and replicas."""
+
+    holder: dict
+    name: str
+    replicas: int
+    label: str  # how an error names it: `pod x`, `deployment x: pod template`
+
+
+def _manifest_pods(doc: dict, path: Path) -> list[_ManifestPod]:
+    """The pods of a Pod, a List of them, or a workload with a pod template."""
     kind = doc.get("kind")
     if kind == "List":
-        return [p for item in doc.get("items") or [] for p in _manifest_pods(item)]
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise TraceError(f"{path}: List.items must be a list")
+        # like the documents of the file, items that are not objects hold no pods
+        return [p for item in items if isinstance(item, dict) for p in _manifest_pods(item, path)]
+    name = _manifest_name(doc)
+    label = f"{str(kind or 'object').lower()} {name}" if name else f"a {str(kind or 'object').lower()}"
     if kind == "Pod":
-        return [(doc, 1)]
-    template = ((doc.get("spec") or {}).get("template")) or {}
-    if template:
-        replicas = (doc.get("spec") or {}).get("replicas", 1)
-        return [(template, int(replicas) if kind not in ("Job", "CronJob") else 1)]
-    return []
+        return [_ManifestPod(doc, name or "pod", 1, label)]
+    spec = doc.get("spec")
+    if spec is None:
+        return []
+    if not isinstance(spec, dict):
+        raise TraceError(f"{path}: {label}: spec must be an object")
+    template = spec.get("template")
+    if not template:
+        return []
+    if not isinstance(template, dict):
+        raise TraceError(f"{path}: {label}: spec.template must be an object")
+    replicas = 1 if spec.get("replicas") is None else spec["replicas"]  # None: the API server's default
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        raise TraceError(f"{path}: {label}: spec.replicas must be an integer greater than or equal to 0")
+    if kind in ("Job", "CronJob"):
+        replicas = 1
+    pod_name = _manifest_name(template) or name or "pod"
+    return [_ManifestPod(template, pod_name, replicas, f"{label}: pod template")]
+
+
+def _manifest_name(obj: dict) -> str:
+    """metadata.name, or "" when there is none (the shape check names a malformed one)."""
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 def load_pod_manifests(path: Path | str) -> PodList:
@@ -206,20 +243,27 @@ def load_pod_manifests(path: Path | str) -> PodList:
     import yaml
 
     from tenantgpu.gpushare import parse_quantity
+    from tenantgpu.gpushare.shape import pod_problem
 
     path = Path(path)
     try:
         docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
     except FileNotFoundError:
         raise TraceError(f"pod manifests {path} do not exist") from None
+    except OSError as exc:  # a directory, no permission
+        raise TraceError(f"cannot read pod manifests {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"cannot read pod manifests {path}: not a text file") from None
     except yaml.YAMLError as exc:
-        raise TraceError(f"pod manifests {path} are not valid YAML: {str(exc).splitlines()[0]}") from None
+        first = str(exc).splitlines()[0]
+        raise TraceError(f"pod manifests {path} are not valid YAML or JSON: {first}") from None
     rows: list[tuple[str, int, int, int, int, str]] = []
     for doc in docs:
-        for holder, replicas in _manifest_pods(doc):
-            name = (holder.get("metadata") or {}).get("name") or (doc.get("metadata") or {}).get(
-                "name", "pod"
-            )
+        for pod in _manifest_pods(doc, path):
+            problem = pod_problem(pod.holder)
+            if problem is not None:
+                raise TraceError(f"{path}: {pod.label}: {problem}")
+            holder, name, replicas = pod.holder, pod.name, pod.replicas
             spec = holder.get("spec") or {}
             cpu = mem = gpus = 0
             share = MILLI
@@ -269,8 +313,11 @@ def load_pod_manifests(path: Path | str) -> PodList:
     )
 
 
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")  # JSON is YAML to the loader
+
+
 def load_workload(path: Path | str) -> PodList:
-    """A pod CSV, or Kubernetes manifests when the file ends in .yaml/.yml."""
-    if str(path).endswith((".yaml", ".yml")):
+    """A pod CSV, or Kubernetes manifests when the file ends in .yaml, .yml or .json."""
+    if str(path).endswith(MANIFEST_SUFFIXES):
         return load_pod_manifests(path)
     return load_pods(path)
