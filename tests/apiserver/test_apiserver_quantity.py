@@ -101,3 +101,13 @@ def test_a_resource_list_is_canonicalised_in_place_and_leaves_non_quantities_to_
     }
     default("Pod", pod)
     assert pod["spec"]["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Gi"}
+
+
+def test_exponents_beyond_decimals_range_are_refused_not_a_server_error() -> None:
+    """`cpu: 1e1000000` (which kubectl sends as `10e999999`) once raised decimal.Overflow out of the
+    parser, which the API answered with a 500; it is refused as any malformed quantity is, in both
+    directions, and the bound itself parses."""
+    assert parse_quantity("1e999999") == Decimal("1e999999")
+    for text in ("1e1000000", "10e999999", "1e-1000000", "0.1e-999999", "2E+1000001"):
+        with pytest.raises(QuantityError):
+            parse_quantity(text)

@@ -117,6 +117,11 @@ def test_invalid_objects_get_422_with_causes(raw: RawClient) -> None:
     bad_quantity["spec"]["containers"][0]["resources"] = {"limits": {"memory": "lots"}}
     response = raw.request("POST", "/api/v1/namespaces/default/pods", bad_quantity)
     assert response.status == 422 and "quantities must match" in response.json()["message"]
+    # beyond Decimal's range (kubectl sends `cpu: 1e1000000` as `10e999999`): once a 500
+    for huge in ("10e999999", "1e1000000"):
+        bad_quantity["spec"]["containers"][0]["resources"] = {"limits": {"cpu": huge}}
+        response = raw.request("POST", "/api/v1/namespaces/default/pods", bad_quantity)
+        assert response.status == 422 and "quantities must match" in response.json()["message"]
 
 
 def test_client_mistakes_get_4xx_and_the_server_keeps_serving(raw: RawClient) -> None:

@@ -4,6 +4,7 @@ from fractions import Fraction
 
 import pytest
 
+from tenantgpu.apiserver.quantity import MAX_EXPONENT
 from tenantgpu.gpushare.quantity import QuantityError, as_int64, ceil_value, parse_quantity
 
 
@@ -41,3 +42,12 @@ def test_as_int64_refuses_fractions_like_go() -> None:
 def test_value_rounds_up() -> None:
     assert ceil_value("500m") == 1
     assert ceil_value("101") == 101
+
+
+def test_exponents_the_api_server_refuses_are_refused_here_too() -> None:
+    """An exact 10**9999999 takes seconds to build, so a manifest with it stalled `tenantgpu plan`; the
+    bound is the API server's (tenantgpu.apiserver.quantity.MAX_EXPONENT)."""
+    assert parse_quantity(f"1e{MAX_EXPONENT}") == 10**MAX_EXPONENT
+    for text in (f"1e{MAX_EXPONENT + 1}", f"10e{MAX_EXPONENT}", f"1e-{MAX_EXPONENT + 1}", "1e9999999"):
+        with pytest.raises(QuantityError):
+            parse_quantity(text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
-from decimal import ROUND_UP, Decimal, InvalidOperation
+from decimal import ROUND_UP, Decimal, InvalidOperation, Overflow
 
 __all__ = [
     "QUANTITY_FORMAT_MESSAGE",
@@ -20,6 +20,9 @@ __all__ = [
 QUANTITY_FORMAT_MESSAGE = (
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 )
+
+# The largest power of ten a quantity's leading digit may stand at: Decimal's default Emax.
+MAX_EXPONENT = 999_999
 
 _GRAMMAR = re.compile(
     r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
@@ -73,8 +76,13 @@ def _parse_text(text: str) -> Decimal:
             return number * _BINARY[suffix]
         if suffix in _DECIMAL:
             return number * _DECIMAL[suffix]
-        return number.scaleb(int(suffix[1:]))
-    except (InvalidOperation, ValueError, OverflowError):
+        exponent = int(suffix[1:])
+        if abs(number.adjusted() + exponent) > MAX_EXPONENT:
+            # Beyond Decimal's default range the value is no longer exact or raises decimal.Overflow
+            # (a 500 once; kubectl sends `1e1000000` as `10e999999`); gpushare refuses the same values.
+            raise QuantityError(QUANTITY_FORMAT_MESSAGE)
+        return number.scaleb(exponent)
+    except (InvalidOperation, ValueError, OverflowError, Overflow):
         raise QuantityError(QUANTITY_FORMAT_MESSAGE) from None
 
 

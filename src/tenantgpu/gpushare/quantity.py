@@ -13,6 +13,8 @@ _DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1
             "P": Fraction(10**15), "E": Fraction(10**18)}  # fmt: skip
 _PATTERN = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))((?:[KMGTPE]i)|[eE][+-]?[0-9]+|[numkMGTPE])?$")
 _INT64_MAX = 2**63 - 1
+# The API server's bound (apiserver/quantity.py's MAX_EXPONENT; gpushare imports nothing from it).
+_MAX_EXPONENT = 999_999
 
 
 class QuantityError(ValueError):
@@ -62,6 +64,12 @@ def parse_quantity(value: str | int | float) -> Fraction:
         return base * _BINARY[suffix]
     if suffix[:1] in ("e", "E"):
         exponent = int(suffix[1:])
+        if abs(Decimal(number).adjusted() + exponent) > _MAX_EXPONENT:
+            # The lab's API server refuses these too; an exact power of ten this large would take
+            # seconds to build (1e9999999: about 6 s), so a manifest could stall plan or capacity.
+            raise QuantityError(
+                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+            )
         return base * (Fraction(10) ** exponent)
     return base * _DECIMAL[suffix]
 
