@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from tenantgpu.cli import main
-from tenantgpu.replay.report import line_styles
+from tenantgpu.replay.report import line_styles, plot_title
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(f"n{i},32000,131072,4,T4\n" for i in range(4))
 SHARES = (300, 500, 1000, 700)
@@ -116,6 +116,8 @@ def test_title_names_the_seeds_each_policy_ran_on_and_every_file_is_listed(
         "Figures at 100 % arrived (median of 2 seeds; hami-binpack: seed 42)."
         in (out / "report.html").read_text()
     )
+    summary = json.loads((out / "summary.json").read_text())
+    assert plot_title(summary).endswith("tune 1.3, median of 2 seeds; hami-binpack: seed 42")
     result = run(*common, "--seeds", "42", "--policy", "fgd")
     assert result.exit_code == 0, result.output
     assert "pods: at 100 % arrived (seed 42)" in result.output and "of 1 seeds" not in result.output

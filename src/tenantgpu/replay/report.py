@@ -47,7 +47,8 @@ def plot_curves(summary: dict, key: str, path: Path, x_from: int = 60) -> None:
         )
     ax.set_xlabel("Arrived GPU requests (% of capacity)")
     ax.set_ylabel(label)
-    ax.set_title(f"{summary['trace']} — tune {summary['tune']}, {len(summary['seeds'])} seeds")
+    title = plot_title(summary)
+    ax.set_title(title, fontsize=12 if len(title) <= 60 else 9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
@@ -73,6 +74,11 @@ def seeds_note(summary: dict) -> str:
         f"{', '.join(names)}: {_seeds_phrase(seeds)}" for seeds, names in groups.items() if seeds != planned
     ]
     return "; ".join(parts)
+
+
+def plot_title(summary: dict) -> str:
+    """The curves' title: the trace, its tune and the seeds, per policy where they differ (as the table's)."""
+    return f"{summary['trace']} — tune {summary['tune']}, {seeds_note(summary)}"
 
 
 def table_title(summary: dict) -> str:
