@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tenantgpu.controlplane.deployment import resolve, surge_and_unavailable, template_hash
-from tenantgpu.controlplane.replicaset import deletion_order
+from tenantgpu.controlplane.replicaset import deletion_order, ended_on_its_own
 
 
 def deploy(replicas: int, surge: Any, unavailable: Any) -> dict[str, Any]:
@@ -69,3 +69,18 @@ def test_surplus_pods_go_unscheduled_then_pending_then_not_ready_then_youngest_f
     ]
     order = [p["metadata"]["name"] for p in deletion_order(pods)]
     assert order == ["unscheduled", "pending", "unready", "ready-young", "ready-old"]
+
+
+def test_only_a_pod_that_ends_without_being_deleted_delays_its_replacement() -> None:
+    running = {"metadata": {"name": "p"}, "status": {"phase": "Running"}}
+    ended = {"metadata": {"name": "p"}, "status": {"phase": "Succeeded"}}
+    stopping = {
+        "metadata": {"name": "p", "deletionTimestamp": "2026-12-03T07:00:00Z"},
+        "status": {"phase": "Running"},
+    }
+    stopped = {**stopping, "status": {"phase": "Succeeded"}}
+    assert ended_on_its_own(ended, running)  # its run-for time is up: replaced after the back-off
+    assert not ended_on_its_own(ended, ended)  # counted once
+    # deleted (or scaled down): the kubelet stops it through a terminal phase; replaced at once
+    assert not ended_on_its_own(stopped, stopping)
+    assert not ended_on_its_own({**stopped, "status": {"phase": "Failed"}}, running)

@@ -300,6 +300,18 @@ def test_a_deployment_of_gpu_pods_shares_the_a100_scales_and_is_collected(lab: R
     pods = wait_for("six running replicas", all_running(lab, "tenant-a", "app=infer", 6))
     assert all(annotations(p)["hami.io/bind-phase"] == "success" for p in pods)
     assert lab.kubectl("tenant-a", "get", "deploy", "infer", "--no-headers").stdout.split()[1] == "6/6"
+    # Deleted pods are replaced at once. Three deleted one after another were once taken for pods that
+    # had ended on their own and spaced as CrashLoopBackOff spaces restarts: the third came after 40 s.
+    gone = {p["metadata"]["name"] for p in pods[:3]}
+    for name in gone:
+        lab.kubectl("tenant-a", "delete", "pod", name, "--wait=false")
+    six = all_running(lab, "tenant-a", "app=infer", 6)
+
+    def replaced() -> list[dict]:
+        now = six()
+        return now if now and not gone & {p["metadata"]["name"] for p in now} else []
+
+    wait_for("three replacements, without a restart back-off", replaced, timeout=25)
     lab.kubectl("tenant-a", "delete", "deployment", "infer")
     wait_for("the replicas to be collected", lambda: not lab.pods("tenant-a", "app=infer"), timeout=60)
 

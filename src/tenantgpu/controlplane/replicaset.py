@@ -43,6 +43,16 @@ class _Restarts:
         return self.ended[-1] + wait - now
 
 
+def ended_on_its_own(pod: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    """The pod has just ended without being deleted: what the CrashLoopBackOff-like guard counts.
+
+    A deleted or scaled-down pod also reaches a terminal phase while the kubelet stops it; counting those
+    held the replacements of a few deleted pods, or a scale back up, for up to 5 minutes."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    return is_terminal(pod) and (old is None or not is_terminal(old))
+
+
 def deletion_order(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The order kube deletes surplus pods in (ActivePodsWithRanks, simplified): unscheduled before
     scheduled, pending before running, not ready before ready, and among equals the youngest first."""
@@ -94,7 +104,7 @@ class ReplicaSetController:
         ref = controller_of(pod)
         if ref is None or ref.get("kind") != "ReplicaSet":
             return
-        if event != "DELETED" and is_terminal(pod) and (old is None or not is_terminal(old)):
+        if event != "DELETED" and ended_on_its_own(pod, old):
             self._restarts.setdefault(ref.get("uid", ""), _Restarts()).ended.append(self.clock())
         observe_event(self._expected, ref.get("uid", ""), event, pod, self.clock())
         self.queue.add((pod["metadata"].get("namespace") or "", ref.get("name", "")))
