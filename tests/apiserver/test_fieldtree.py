@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from tenantgpu.apiserver.fieldtree import FieldTree, Finding, load_table, unknown_fields_message
+from tenantgpu.apiserver.fieldtree import (
+    FieldTree,
+    FieldTypeError,
+    Finding,
+    load_table,
+    unknown_fields_message,
+)
 
 KINDS = (("", "v1", "Pod"), ("apps", "v1", "Deployment"), ("kamaji.clastix.io", "v1alpha1", "DataStore"))
 
@@ -122,3 +128,74 @@ def test_the_strict_message_lists_every_field() -> None:
         'Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
         'unknown field "a", unknown field "spec.b"'
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "edit", "message"),
+    [
+        (
+            ("", "v1", "Pod"),
+            lambda o: o["spec"]["containers"][0].update(command="sleep 3600"),
+            "json: cannot unmarshal string into Go struct field Container.spec.containers.command"
+            " of type []string",
+        ),
+        (
+            ("", "v1", "Pod"),
+            lambda o: o["spec"]["containers"][0].update(env={"A": "b"}),
+            "json: cannot unmarshal object into Go struct field Container.spec.containers.env of type []v1.EnvVar",
+        ),
+        (
+            ("", "v1", "Pod"),
+            lambda o: o["spec"].update(containers=[5]),
+            "json: cannot unmarshal number into Go struct field PodSpec.spec.containers of type v1.Container",
+        ),
+        (
+            ("", "v1", "Pod"),
+            lambda o: o["spec"]["containers"][0].update(resources=7),
+            "json: cannot unmarshal number into Go struct field Container.spec.containers.resources"
+            " of type v1.ResourceRequirements",
+        ),
+        (
+            ("", "v1", "Pod"),
+            lambda o: o["metadata"]["labels"].update(gpu=True),  # YAML's unquoted `yes`
+            "json: cannot unmarshal bool into Go struct field ObjectMeta.metadata.labels of type string",
+        ),
+        (
+            ("apps", "v1", "Deployment"),
+            lambda o: o.update(spec={"selector": {"matchLabels": {"gpu": True}}}),
+            "json: cannot unmarshal bool into Go struct field LabelSelector.spec.selector.matchLabels"
+            " of type string",
+        ),
+    ],
+)
+def test_a_field_of_the_wrong_json_type_is_refused_as_kubes_decoder_refuses_it(
+    tree: FieldTree, kind: tuple[str, str, str], edit: Any, message: str
+) -> None:
+    """Found by probing: such fields were stored, and then broke kubectl's own decoding (`kubectl logs`,
+    `describe`) and the lab's controllers (a Deployment whose matchLabels held `true` never got its
+    ReplicaSet). The Go struct and the index-free path are as kube's decoder words them."""
+    obj = _pod() if kind[2] == "Pod" else {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {}}
+    edit(obj)
+    root = tree.root(*kind)
+    assert root is not None
+    with pytest.raises(FieldTypeError) as refused:
+        tree.prune(root, obj)
+    assert str(refused.value) == message
+
+
+def test_right_types_nulls_and_quantities_as_numbers_pass(tree: FieldTree) -> None:
+    root = tree.root("", "v1", "Pod")
+    assert root is not None
+    pod = _pod()
+    pod["spec"]["containers"][0].update(command=["sleep", "1"], args=None, env=[{"name": "A", "value": "b"}])
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": 2, "memory": "1Gi"}}
+    pod["metadata"]["annotations"] = {"a": None}
+    pod.pop("invalidField")
+    assert [f.path for f in tree.prune(root, pod)] == [
+        "metadata.namspace",
+        "spec.containers[1].imagee",
+        "spec.containers[1].ports[0].prot",
+    ]
+    # a JSON patch that puts a string where a list belongs is refused too
+    with pytest.raises(FieldTypeError, match=r"Container\.spec\.containers\.command of type"):
+        tree.prune_at(root, ["spec", "containers", "0", "command"], "sleep")

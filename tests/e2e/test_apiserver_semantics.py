@@ -117,6 +117,16 @@ def test_invalid_objects_get_422_with_causes(raw: RawClient) -> None:
     bad_quantity["spec"]["containers"][0]["resources"] = {"limits": {"memory": "lots"}}
     response = raw.request("POST", "/api/v1/namespaces/default/pods", bad_quantity)
     assert response.status == 422 and "quantities must match" in response.json()["message"]
+    # a field of the wrong JSON type is kube's decoding error, whatever fieldValidation says
+    wrong_type = _pod("wrong-type")
+    wrong_type["spec"]["containers"][0]["command"] = "sleep 3600"
+    for query in ("", "?fieldValidation=Ignore"):
+        response = raw.request("POST", f"/api/v1/namespaces/default/pods{query}", wrong_type)
+        assert (response.status, response.json()["reason"]) == (400, "BadRequest")
+        assert response.json()["message"] == (
+            'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string into Go struct'
+            " field Container.spec.containers.command of type []string"
+        )
     # beyond Decimal's range (kubectl sends `cpu: 1e1000000` as `10e999999`): once a 500
     for huge in ("10e999999", "1e1000000"):
         bad_quantity["spec"]["containers"][0]["resources"] = {"limits": {"cpu": huge}}

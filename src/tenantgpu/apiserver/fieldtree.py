@@ -28,7 +28,14 @@ from typing import Any
 from tenantgpu.apiserver import schemas
 from tenantgpu.apiserver.kinds import KAMAJI_KINDS, VIRTUAL_KINDS, kind_table
 
-__all__ = ["FieldTree", "Finding", "checked_kinds", "pointer_segments", "unknown_fields_message"]
+__all__ = [
+    "FieldTree",
+    "FieldTypeError",
+    "Finding",
+    "checked_kinds",
+    "pointer_segments",
+    "unknown_fields_message",
+]
 
 log = logging.getLogger(__name__)
 
@@ -134,17 +141,22 @@ def _compiled(kinds: Kinds, path: Path) -> tuple[dict[tuple[str, str, str], str]
 
 
 def _compile(table: dict[str, Any]) -> dict[str, Node]:
-    objects: dict[str, Node] = {name: (OBJECT, {}) for name in table["components"]}
+    # An object's third item is its Go struct's name (`Container`), which kube's decoding errors name.
+    objects: dict[str, Node] = {name: (OBJECT, {}, name.rsplit(".", 1)[-1]) for name in table["components"]}
+    # Lists and maps of leaves are kept (their items are not walked), so a string where a list belongs
+    # (`command: "sleep 3600"`) is found; the leaves themselves are not typed by the table.
+    leaf_list: Node = (LIST, _ANY)
+    leaf_map: Node = (MAP, _ANY)
 
     def node(text: str) -> Node:
         if text.startswith("@"):
             return objects.get(text[1:], _ANY)
         if text.startswith("[]"):
             inner = node(text[2:])
-            return _ANY if inner is _ANY else (LIST, inner)  # a list of strings needs no walk
+            return leaf_list if inner is _ANY else (LIST, inner)
         if text.startswith("{}"):
             inner = node(text[2:])
-            return _ANY if inner is _ANY else (MAP, inner)
+            return leaf_map if inner is _ANY else (MAP, inner)
         return _ANY
 
     for name, fields in table["components"].items():
@@ -171,7 +183,8 @@ class FieldTree:
         return self._loaded().get((group, version, kind))
 
     def prune(self, component: str, obj: Any, path: tuple[str | int, ...] = ()) -> list[Finding]:
-        """Removes, in place, the fields `obj` has that the component lacks; returns them."""
+        """Removes, in place, the fields `obj` has that the component lacks; returns them. Raises
+        FieldTypeError for a field whose JSON type kube's decoder would refuse."""
         self._loaded()
         found: list[Finding] = []
         _walk(self._objects.get(component, _ANY), obj, list(path), found)
@@ -183,10 +196,12 @@ class FieldTree:
         self._loaded()
         node = self._objects.get(component, _ANY)
         stack: list[str | int] = []
+        struct = ""
         for segment in pointer:
             if node[0] == OBJECT:
                 if segment not in node[1]:
                     return False, [Finding(_path([*stack, segment]))]
+                struct = node[2]
                 node = node[1][segment]
                 stack.append(segment)
             elif node[0] == LIST:
@@ -198,14 +213,51 @@ class FieldTree:
             else:
                 return True, []
         found: list[Finding] = []
-        _walk(node, value, stack, found)
+        if value is not None:
+            _walk(node, value, stack, found, struct)
         return True, found
 
 
-def _walk(node: Node, value: Any, stack: list[str | int], found: list[Finding]) -> None:
+# map[string]string fields: the table cannot tell them from maps of quantities, so they are named.
+_STRING_MAPS = frozenset({"labels", "annotations", "matchLabels", "nodeSelector"})
+
+
+class FieldTypeError(ValueError):
+    """A field of the wrong JSON type, which kube's decoder refuses before anything else (a 400)."""
+
+    def __init__(self, struct: str, stack: list[str | int], value: Any, wanted: str) -> None:
+        path = ".".join(str(part) for part in stack if isinstance(part, str))
+        super().__init__(
+            f"json: cannot unmarshal {_json_type(value)} into Go struct field {struct}.{path} of type {wanted}"
+        )
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _go_type(node: Node) -> str:
+    if node[0] == OBJECT:
+        return f"v1.{node[2]}"
+    if node[0] == LIST:
+        return "[]" + ("string" if node[1] is _ANY else _go_type(node[1]))
+    if node[0] == MAP:
+        return "map[string]" + ("string" if node[1] is _ANY else _go_type(node[1]))
+    return "string"
+
+
+def _walk(node: Node, value: Any, stack: list[str | int], found: list[Finding], struct: str = "") -> None:
     tag = node[0]
     if tag == OBJECT:
         if type(value) is not dict:
+            if stack and struct:
+                raise FieldTypeError(struct, stack, value, _go_type(node))
             return
         fields = node[1]
         unknown = None
@@ -218,23 +270,34 @@ def _walk(node: Node, value: Any, stack: list[str | int], found: list[Finding]) 
                     unknown = [*(unknown or ()), name]
             elif sub[0] and item is not None:
                 stack.append(name)
-                _walk(sub, item, stack, found)
+                _walk(sub, item, stack, found, node[2])
                 stack.pop()
         for name in unknown or ():
             del value[name]
     elif tag == LIST:
-        if type(value) is list:
-            sub = node[1]
-            for i, item in enumerate(value):
-                stack.append(i)
-                _walk(sub, item, stack, found)
-                stack.pop()
-    elif tag == MAP and type(value) is dict:
+        if type(value) is not list:
+            raise FieldTypeError(struct, stack, value, _go_type(node))
         sub = node[1]
-        for key, item in value.items():
-            stack.append(key)
-            _walk(sub, item, stack, found)
-            stack.pop()
+        if sub is not _ANY:
+            for i, item in enumerate(value):
+                if item is not None:
+                    stack.append(i)
+                    _walk(sub, item, stack, found, struct)
+                    stack.pop()
+    elif tag == MAP:
+        if type(value) is not dict:
+            raise FieldTypeError(struct, stack, value, _go_type(node))
+        sub = node[1]
+        if sub is not _ANY:
+            for key, item in value.items():
+                if item is not None:
+                    stack.append(key)
+                    _walk(sub, item, stack, found, struct)
+                    stack.pop()
+        elif stack and stack[-1] in _STRING_MAPS:
+            for item in value.values():
+                if item is not None and type(item) is not str:
+                    raise FieldTypeError(struct, stack, item, "string")
 
 
 def _path(stack: list[str | int]) -> str:

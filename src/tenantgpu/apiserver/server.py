@@ -43,7 +43,13 @@ from tenantgpu.apiserver.auth import (
 )
 from tenantgpu.apiserver.bootstrap import KubernetesService
 from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
-from tenantgpu.apiserver.fieldtree import FieldTree, checked_kinds, pointer_segments, unknown_fields_message
+from tenantgpu.apiserver.fieldtree import (
+    FieldTree,
+    FieldTypeError,
+    checked_kinds,
+    pointer_segments,
+    unknown_fields_message,
+)
 from tenantgpu.apiserver.hooks import Egress, NoEgress, PodExecSource, PodLogSource
 from tenantgpu.apiserver.http1 import ChunkedStream, HTTPServer, start_stream
 from tenantgpu.apiserver.httputil import (
@@ -942,18 +948,23 @@ class APIServer(SubresourceHandlers):
         root = self._fields.root(kind.group, kind.version, kind.kind)
         if root is None:
             return []
-        if patch_type == "application/json-patch+json":
-            findings = []
-            for operation in list(body or []):
-                if not isinstance(operation, dict) or operation.get("op") not in ("add", "replace"):
-                    continue
-                pointer = list(pointer_segments(str(operation.get("path", ""))))
-                exists, found = self._fields.prune_at(root, pointer, operation.get("value"))
-                findings += found
-                if not exists:
-                    body.remove(operation)
-        else:
-            findings = self._fields.prune(root, body)
+        try:
+            if patch_type == "application/json-patch+json":
+                findings = []
+                for operation in list(body or []):
+                    if not isinstance(operation, dict) or operation.get("op") not in ("add", "replace"):
+                        continue
+                    pointer = list(pointer_segments(str(operation.get("path", ""))))
+                    exists, found = self._fields.prune_at(root, pointer, operation.get("value"))
+                    findings += found
+                    if not exists:
+                        body.remove(operation)
+            else:
+                findings = self._fields.prune(root, body)
+        except FieldTypeError as exc:  # whatever fieldValidation says: kube could not decode the body
+            raise errors.bad_request(
+                f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: {exc}'
+            ) from exc
         if not findings or mode == "Ignore":
             return []
         if mode == "Strict":
