@@ -35,6 +35,7 @@ __all__ = [
     "checked_kinds",
     "pointer_segments",
     "unknown_fields_message",
+    "unmarshal_message",
 ]
 
 log = logging.getLogger(__name__)
@@ -222,17 +223,8 @@ class FieldTree:
 _STRING_MAPS = frozenset({"labels", "annotations", "matchLabels", "nodeSelector"})
 
 
-class FieldTypeError(ValueError):
-    """A field of the wrong JSON type, which kube's decoder refuses before anything else (a 400)."""
-
-    def __init__(self, struct: str, stack: list[str | int], value: Any, wanted: str) -> None:
-        path = ".".join(str(part) for part in stack if isinstance(part, str))
-        super().__init__(
-            f"json: cannot unmarshal {_json_type(value)} into Go struct field {struct}.{path} of type {wanted}"
-        )
-
-
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """How Go's JSON decoder names a value's type in its errors."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
@@ -240,6 +232,19 @@ def _json_type(value: Any) -> str:
     if isinstance(value, str):
         return "string"
     return "array" if isinstance(value, list) else "object"
+
+
+def unmarshal_message(value: Any, field: str, wanted: str) -> str:
+    """The decoding error kube-apiserver gives for a field of the wrong JSON type."""
+    return f"json: cannot unmarshal {json_type(value)} into Go struct field {field} of type {wanted}"
+
+
+class FieldTypeError(ValueError):
+    """A field of the wrong JSON type, which kube's decoder refuses before anything else (a 400)."""
+
+    def __init__(self, struct: str, stack: list[str | int], value: Any, wanted: str) -> None:
+        path = ".".join(str(part) for part in stack if isinstance(part, str))
+        super().__init__(unmarshal_message(value, f"{struct}.{path}", wanted))
 
 
 def _go_type(node: Node) -> str:

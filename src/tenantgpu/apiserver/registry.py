@@ -19,6 +19,7 @@ from typing import Any
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionChain
 from tenantgpu.apiserver.auth import UserInfo
+from tenantgpu.apiserver.fieldtree import unmarshal_message
 from tenantgpu.apiserver.jsoncodec import clone, loads
 from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable
 from tenantgpu.apiserver.serviceips import ServiceNetwork
@@ -87,21 +88,6 @@ def _has_type(value: Any, wanted: str) -> bool:
     if wanted == "map[string]string":
         return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
-def _unmarshal_message(value: Any, field: str, wanted: str) -> str:
-    """The decoding error kube-apiserver gives for a field of the wrong JSON type."""
-    return f"json: cannot unmarshal {_json_type(value)} into Go struct field {field} of type {wanted}"
 
 
 @contextlib.contextmanager
@@ -351,15 +337,15 @@ class Registry:
         if meta is None:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
-            raise errors.bad_request(_unmarshal_message(meta, "metadata", "v1.ObjectMeta"))
+            raise errors.bad_request(unmarshal_message(meta, "metadata", "v1.ObjectMeta"))
         for field, value in meta.items():
             wanted = _METADATA_TYPES.get(field)
             if wanted is not None and value is not None and not _has_type(value, wanted):
-                raise errors.bad_request(_unmarshal_message(value, f"metadata.{field}", wanted))
+                raise errors.bad_request(unmarshal_message(value, f"metadata.{field}", wanted))
         for field in ("spec", "status"):
             value = obj.get(field)
             if value is not None and not isinstance(value, dict):
-                raise errors.bad_request(_unmarshal_message(value, field, f"v1.{kind.kind}{field.title()}"))
+                raise errors.bad_request(unmarshal_message(value, field, f"v1.{kind.kind}{field.title()}"))
         return meta
 
     def _validate(self, kind: Kind, obj: Obj, old: Obj | None = None, subresource: str = "") -> None:
