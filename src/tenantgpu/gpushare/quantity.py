@@ -13,6 +13,7 @@ _DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1
             "P": Fraction(10**15), "E": Fraction(10**18)}  # fmt: skip
 _PATTERN = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))((?:[KMGTPE]i)|[eE][+-]?[0-9]+|[numkMGTPE])?$")
 _INT64_MAX = 2**63 - 1
+_FORMAT_MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"  # kube's, word for word
 # The API server's bound (apiserver/quantity.py's MAX_EXPONENT; gpushare imports nothing from it).
 _MAX_EXPONENT = 999_999
 
@@ -52,9 +53,7 @@ def parse_quantity(value: str | int | float) -> Fraction:
         raise QuantityError(f"quantities must be strings or numbers, not {type(value).__name__}")
     match = _PATTERN.match(value.strip())
     if not match:
-        raise QuantityError(
-            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-        )
+        raise QuantityError(_FORMAT_MESSAGE)
     number, suffix = match.group(1), match.group(2) or ""
     try:
         base = Fraction(Decimal(number))
@@ -67,9 +66,7 @@ def parse_quantity(value: str | int | float) -> Fraction:
         if abs(Decimal(number).adjusted() + exponent) > _MAX_EXPONENT:
             # The lab's API server refuses these too; an exact power of ten this large would take
             # seconds to build (1e9999999: about 6 s), so a manifest could stall plan or capacity.
-            raise QuantityError(
-                "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-            )
+            raise QuantityError(_FORMAT_MESSAGE)
         return base * (Fraction(10) ** exponent)
     return base * _DECIMAL[suffix]
 
