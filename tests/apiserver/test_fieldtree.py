@@ -183,6 +183,117 @@ def test_a_field_of_the_wrong_json_type_is_refused_as_kubes_decoder_refuses_it(
     assert str(refused.value) == message
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        # the int32 fields kube decodes, with Go's words for a number that is no integer of that width
+        (
+            lambda d: d["spec"].update(replicas="three"),
+            "json: cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32",
+        ),
+        (
+            lambda d: d["spec"].update(replicas=1.5),
+            "json: cannot unmarshal number 1.5 into Go struct field DeploymentSpec.spec.replicas of type int32",
+        ),
+        (
+            lambda d: d["spec"].update(replicas=3_000_000_000),
+            "json: cannot unmarshal number 3000000000 into Go struct field DeploymentSpec.spec.replicas"
+            " of type int32",
+        ),
+        (
+            lambda d: d["spec"].update(replicas=True),
+            "json: cannot unmarshal bool into Go struct field DeploymentSpec.spec.replicas of type int32",
+        ),
+        (
+            lambda d: d["spec"].update(paused="yes"),
+            "json: cannot unmarshal string into Go struct field DeploymentSpec.spec.paused of type bool",
+        ),
+        # kube's OpenAPI says int64 for these (`format: int64`); the client's models say only int
+        (
+            lambda d: d["spec"]["template"]["spec"].update(terminationGracePeriodSeconds="30s"),
+            "json: cannot unmarshal string into Go struct field PodSpec.spec.template.spec"
+            ".terminationGracePeriodSeconds of type int64",
+        ),
+        (
+            lambda d: d["metadata"].update(generation=[1]),
+            "json: cannot unmarshal array into Go struct field ObjectMeta.metadata.generation of type int64",
+        ),
+        # the common YAML slip: an unquoted number where a string belongs
+        (
+            lambda d: d["spec"]["template"]["spec"]["containers"][0].update(
+                env=[{"name": "PORT", "value": 8080}]
+            ),
+            "json: cannot unmarshal number into Go struct field EnvVar.spec.template.spec.containers.env.value"
+            " of type string",
+        ),
+        (
+            lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--port", 80]),
+            "json: cannot unmarshal number into Go struct field Container.spec.template.spec.containers.args"
+            " of type string",
+        ),
+        (
+            lambda d: d["spec"]["template"]["spec"]["securityContext"].update(supplementalGroups=["wheel"]),
+            "json: cannot unmarshal string into Go struct field PodSecurityContext.spec.template.spec"
+            ".securityContext.supplementalGroups of type int64",
+        ),
+    ],
+)
+def test_a_scalar_of_the_wrong_json_type_is_refused_as_kubes_decoder_refuses_it(
+    edit: Any, message: str
+) -> None:
+    """Found by probing: `replicas: "three"` got a 422 about the value's range, where kube's decoder
+    refuses the body with a 400 before validation."""
+    tree = FieldTree(KINDS)
+    deployment: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {
+            "replicas": 2,
+            "template": {"spec": {"containers": [{"name": "a", "image": "x"}], "securityContext": {}}},
+        },
+    }
+    edit(deployment)
+    root = tree.root("apps", "v1", "Deployment")
+    assert root is not None
+    with pytest.raises(FieldTypeError) as refused:
+        tree.prune(root, deployment)
+    assert str(refused.value) == message
+
+
+def test_scalars_of_the_right_type_and_untyped_leaves_pass() -> None:
+    """Quantities decode from numbers, times and IntOrStrings take what their own decoders take (not
+    judged here), a float64 takes an integer, and None is a field left out."""
+    tree = FieldTree(KINDS)
+    root = tree.root("", "v1", "Pod")
+    assert root is not None
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p", "generation": 2**62, "creationTimestamp": None},
+        "spec": {
+            "terminationGracePeriodSeconds": 30,
+            "containers": [
+                {
+                    "name": "a",
+                    "image": "x",
+                    "ports": [{"containerPort": 80}],
+                    "livenessProbe": {"httpGet": {"port": 8080}},
+                    "readinessProbe": {"httpGet": {"port": "http"}},
+                    "stdin": False,
+                    "resources": {"limits": {"cpu": 1.5, "memory": 10**9}},
+                }
+            ],
+            "volumes": [{"name": "v", "emptyDir": {"sizeLimit": 1}}],
+            "securityContext": {"supplementalGroups": [1000, 2000], "runAsUser": None},
+        },
+    }
+    assert tree.prune(root, pod) == []
+    with pytest.raises(
+        FieldTypeError, match=r"ContainerPort\.spec\.containers\.ports\.containerPort of type int32"
+    ):
+        tree.prune_at(root, ["spec", "containers", "0", "ports", "0", "containerPort"], "80")
+    assert tree.prune_at(root, ["spec", "containers", "0", "ports", "0", "containerPort"], 80) == (True, [])
+
+
 def test_right_types_nulls_and_quantities_as_numbers_pass(tree: FieldTree) -> None:
     root = tree.root("", "v1", "Pod")
     assert root is not None

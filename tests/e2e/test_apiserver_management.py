@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,67 @@ def test_dispatcher_picks_the_matching_kubectl(apiserver: RunningAPIServer, tmp_
         check=True,
     ).stdout
     assert json.loads(out)["clientVersion"]["minor"] == "31"
+
+
+def _wait_for_definitions(kubectl: Kubectl) -> list[str]:
+    # the API server writes them beside serving, right after it starts
+    for _ in range(100):
+        names = kubectl("get", "crd", "-o", "name").stdout.split()
+        if len(names) == 2:
+            return names
+        time.sleep(0.05)
+    return names
+
+
+def test_kamajis_kinds_are_listed_as_established_crds(kubectl: Kubectl, tmp_path: Path) -> None:
+    """As on a Kamaji management cluster, whose chart installs them; a definition of one's own is
+    refused with a 405 that says why (the lab serves no custom resources)."""
+    assert _wait_for_definitions(kubectl) == [
+        "customresourcedefinition.apiextensions.k8s.io/datastores.kamaji.clastix.io",
+        "customresourcedefinition.apiextensions.k8s.io/tenantcontrolplanes.kamaji.clastix.io",
+    ]
+    crd = json.loads(kubectl("get", "crd", "tenantcontrolplanes.kamaji.clastix.io", "-o", "json").stdout)
+    assert crd["spec"]["names"]["shortNames"] == ["tcp"] and crd["spec"]["scope"] == "Namespaced"
+    assert crd["spec"]["versions"][0]["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.controlPlane.deployment.replicas",
+        "statusReplicasPath": ".status.kubernetesResources.deployment.replicas",
+        "labelSelectorPath": ".status.kubernetesResources.deployment.selector",
+    }
+    established = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert established == {"NamesAccepted": "True", "Established": "True"}
+    assert kubectl("wait", "--for=condition=Established", "crd/datastores.kamaji.clastix.io").returncode == 0
+    own = tmp_path / "widget-crd.json"
+    own.write_text(
+        json.dumps(
+            {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": "widgets.example.com"},
+                "spec": {
+                    "group": "example.com",
+                    "names": {"kind": "Widget", "plural": "widgets"},
+                    "scope": "Namespaced",
+                    "versions": [{"name": "v1", "served": True, "storage": True}],
+                },
+            }
+        )
+    )
+    refused = kubectl("create", "-f", str(own), check=False)
+    assert refused.returncode == 1
+    assert "Error from server (MethodNotAllowed)" in refused.stderr
+    assert "tenantgpu serves no custom resources" in refused.stderr
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
+def test_a_kind_in_the_wrong_api_version_is_no_match(kubectl: Kubectl, tmp_path: Path, version: str) -> None:
+    """Found by probing: kubectl's strict validation lists the CRDs to learn whether a kind it does not
+    know is a custom one, and printed `failed to list CRDs` when the lab served none."""
+    manifest = tmp_path / "wrong.json"
+    manifest.write_text(
+        json.dumps({"apiVersion": "batch/v1", "kind": "Deployment", "metadata": {"name": "w"}})
+    )
+    for verb in ("apply", "create"):
+        refused = kubectl(verb, "-f", str(manifest), version=version, check=False)
+        assert refused.returncode == 1
+        assert 'no matches for kind "Deployment" in version "batch/v1"' in refused.stderr
+        assert "ensure CRDs are installed first" in refused.stderr

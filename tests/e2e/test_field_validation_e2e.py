@@ -95,3 +95,52 @@ def test_a_bad_field_validation_value_is_a_bad_request(apiserver: RunningAPIServ
     response = client.request("POST", "/api/v1/namespaces/default/configmaps?fieldValidation=Loud", body)
     assert response.status == 400 and response.json()["reason"] == "BadRequest"
     assert "fieldValidation" in response.json()["message"]
+
+
+WRONG_SCALARS = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+spec:
+  replicas: "three"
+  selector:
+    matchLabels: {{app: {name}}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      containers:
+      - name: main
+        image: busybox
+        env:
+        - name: PORT
+          value: 8080
+"""
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
+def test_a_scalar_of_the_wrong_type_is_kubes_decoding_error(
+    kubectl: Kubectl, tmp_path: Path, version: str
+) -> None:
+    """Found by probing: `replicas: "three"` got a 422 about its range, and an unquoted `value: 8080`
+    was stored as a number. kube's decoder refuses the body (a 400, whatever --validate says) and names
+    the first field of the wrong type."""
+    name = f"scalars-{version.replace('.', '')}"
+    manifest = tmp_path / f"{name}.yaml"
+    manifest.write_text(WRONG_SCALARS.format(name=name))
+    for flags in ((), ("--validate=false",)):
+        refused = kubectl("apply", "-f", str(manifest), *flags, version=version, check=False)
+        assert refused.returncode == 1
+        assert (
+            f'Error from server (BadRequest): error when creating "{manifest}": Deployment in version "v1" '
+            "cannot be handled as a Deployment: json: cannot unmarshal string into Go struct field "
+            "DeploymentSpec.spec.replicas of type int32"
+        ) in refused.stderr
+    manifest.write_text(WRONG_SCALARS.format(name=name).replace('"three"', "2"))
+    refused = kubectl("create", "-f", str(manifest), version=version, check=False)
+    assert (
+        "json: cannot unmarshal number into Go struct field EnvVar.spec.template.spec.containers.env.value"
+        " of type string"
+    ) in refused.stderr
+    assert kubectl("get", "deployment", name, "--ignore-not-found", version=version).stdout == ""

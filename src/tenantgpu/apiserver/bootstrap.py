@@ -19,6 +19,7 @@ from typing import Any
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.auth import UserInfo
+from tenantgpu.apiserver.crds import ensure_custom_resource_definitions
 from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
 from tenantgpu.apiserver.httputil import set_path
 from tenantgpu.apiserver.registry import Registry
@@ -153,6 +154,7 @@ class KubernetesService:
         while True:
             try:
                 await ensure_system_priority_classes(self.registry)
+                await ensure_custom_resource_definitions(self.registry)
                 await self.ensure()
             except errors.APIError as error:
                 # e.g. the default namespace is being deleted: try again on the next round, as kube does.

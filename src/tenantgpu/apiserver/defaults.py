@@ -25,7 +25,7 @@ def _image_pull_policy(image: str) -> str:
     return "Always" if tag in ("", "latest") else "IfNotPresent"
 
 
-def _default_container(ctr: dict[str, Any]) -> None:
+def _default_container(ctr: dict[str, Any], *, requests_from_limits: bool) -> None:
     ctr.setdefault("terminationMessagePath", "/dev/termination-log")
     ctr.setdefault("terminationMessagePolicy", "File")
     if "imagePullPolicy" not in ctr:
@@ -34,7 +34,7 @@ def _default_container(ctr: dict[str, Any]) -> None:
     limits = resources.get("limits") or {}
     canonicalize_list(limits)
     canonicalize_list(resources.get("requests"))
-    if limits:
+    if limits and requests_from_limits:
         requests = resources.setdefault("requests", {})
         for name, value in limits.items():
             requests.setdefault(name, value)
@@ -86,8 +86,10 @@ def pod_qos_class(spec: Mapping[str, Any]) -> str:
 SYSTEM_PRIORITIES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 
 
-def _default_pod_spec(spec: dict[str, Any]) -> None:
-    """SetDefaults_PodSpec: what every pod spec gets, a template's too."""
+def _default_pod_spec(spec: dict[str, Any], *, pod: bool) -> None:
+    """SetDefaults_PodSpec: what every pod spec gets, a template's too; with `pod`, SetDefaults_Pod's
+    requests from limits as well, which kube gives a Pod's containers and init containers and never a
+    template's (a Deployment's template keeps the limits alone)."""
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("schedulerName", "default-scheduler")
@@ -96,7 +98,7 @@ def _default_pod_spec(spec: dict[str, Any]) -> None:
     spec.setdefault("enableServiceLinks", True)
     for group in ("initContainers", "containers", "ephemeralContainers"):
         for ctr in spec.get(group) or []:
-            _default_container(ctr)
+            _default_container(ctr, requests_from_limits=pod and group != "ephemeralContainers")
     canonicalize_list(spec.get("overhead"))
     for volume in spec.get("volumes") or []:
         empty_dir = volume.get("emptyDir")
@@ -106,7 +108,7 @@ def _default_pod_spec(spec: dict[str, Any]) -> None:
 
 def _default_pod_spec_fields(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
-    _default_pod_spec(spec)
+    _default_pod_spec(spec, pod=True)
     # The rest is the admission plugins' (ServiceAccount, Priority, DefaultTolerationSeconds), which
     # see pods only, never a template.
     spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
@@ -239,7 +241,7 @@ def _default_pod_template(template: dict[str, Any]) -> None:
     """A template's pod spec gets SetDefaults_PodSpec's defaults, not the admission plugins'."""
     spec = template.setdefault("spec", {})
     restart = spec.get("restartPolicy")
-    _default_pod_spec(spec)
+    _default_pod_spec(spec, pod=False)
     if restart is None:
         # Jobs must choose OnFailure or Never; leave it unset so that validation says so.
         spec.pop("restartPolicy", None)

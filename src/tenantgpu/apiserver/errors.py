@@ -105,10 +105,9 @@ def forbidden(resource: str, name: str, group: str, why: str) -> APIError:
     return APIError(403, "Forbidden", f"{subject} is forbidden: {why}", _details(name, resource, group))
 
 
-def method_not_allowed() -> APIError:
-    return APIError(
-        405, "MethodNotAllowed", "the server does not allow this method on the requested resource", {}
-    )
+def method_not_allowed(why: str = "") -> APIError:
+    message = "the server does not allow this method on the requested resource"
+    return APIError(405, "MethodNotAllowed", f"{message}: {why}" if why else message, {})
 
 
 def not_acceptable(types: str) -> APIError:

@@ -7,7 +7,7 @@ with `Ignore` it is dropped silently. The fields come from the schemas derived f
 client's models (`schemas.py`), compiled here into a small table per component.
 
 Deriving them imports the client's models, which takes most of a second; so the compiled table is kept
-beside the installed client (`<prefix>/share/tenantgpu/fields-<client version>.json`) and read from there
+beside the installed client (`<prefix>/share/tenantgpu/fields-<table form>-<client version>.json`) and read from there
 by later processes. Kinds without a model (Kamaji's, on the management plane) are not checked.
 """
 
@@ -41,12 +41,72 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _REF = "#/components/schemas/"
-# A field's type in the compiled table: "" any value (a leaf, an IntOrString, a free-form object),
+# A field's type in the compiled table: "" any value (an IntOrString, a Quantity, a time, bytes, a
+# free-form object), "string", "bool", "int32", "int64" or "float64" a leaf of that Go type,
 # "@<component>" an object, "[]<type>" a list, "{}<type>" a map with values of that type.
 Kinds = tuple[tuple[str, str, str], ...]
+# Bump when the compiled table's form changes, so a cache written by an older release is not read.
+_TABLE_FORM = 2
+
+# The client's models say only `int`; these fields are int64 in kube's OpenAPI (`format: int64`), the
+# rest int32. Read off kube's published OpenAPI document, for the kinds the lab serves; kube's decoder
+# names the width in its errors (`of type int64`).
+_INT64_FIELDS: dict[str, frozenset[str]] = {
+    "ObjectMeta": frozenset({"generation", "deletionGracePeriodSeconds"}),
+    "ListMeta": frozenset({"remainingItemCount"}),
+    "DeleteOptions": frozenset({"gracePeriodSeconds"}),
+    "Condition": frozenset({"observedGeneration"}),
+    "PodSpec": frozenset({"activeDeadlineSeconds", "terminationGracePeriodSeconds"}),
+    "Probe": frozenset({"terminationGracePeriodSeconds"}),
+    "PodSecurityContext": frozenset({"fsGroup", "runAsGroup", "runAsUser", "supplementalGroups"}),
+    "SecurityContext": frozenset({"runAsGroup", "runAsUser"}),
+    "LinuxContainerUser": frozenset({"uid", "gid", "supplementalGroups"}),
+    "Toleration": frozenset({"tolerationSeconds"}),
+    "SleepAction": frozenset({"seconds"}),
+    "ServiceAccountTokenProjection": frozenset({"expirationSeconds"}),
+    "TokenRequestSpec": frozenset({"expirationSeconds"}),
+    "PodCondition": frozenset({"observedGeneration"}),
+    "PodStatus": frozenset({"observedGeneration"}),
+    "ContainerImage": frozenset({"sizeBytes"}),
+    "NodeSwapStatus": frozenset({"capacity"}),
+    "JobSpec": frozenset({"activeDeadlineSeconds"}),
+    "CronJobSpec": frozenset({"startingDeadlineSeconds"}),
+    "DaemonSetStatus": frozenset({"observedGeneration"}),
+    "DeploymentStatus": frozenset({"observedGeneration"}),
+    "ReplicaSetStatus": frozenset({"observedGeneration"}),
+    "StatefulSetStatus": frozenset({"observedGeneration"}),
+    "ReplicationControllerStatus": frozenset({"observedGeneration"}),
+    "ControllerRevision": frozenset({"revision"}),
+    "PodDisruptionBudgetStatus": frozenset({"observedGeneration"}),
+    "HorizontalPodAutoscalerStatus": frozenset({"observedGeneration"}),
+    "ValidatingAdmissionPolicyStatus": frozenset({"observedGeneration"}),
+    "CSIDriverSpec": frozenset({"nodeAllocatableUpdatePeriodSeconds"}),
+    "TokenRequest": frozenset({"expirationSeconds"}),
+}
+# Scalar resource.Quantity fields, which the client's models type as strings: a Quantity decodes from a
+# JSON number as well (`sizeLimit: 1` is one byte), so they take any value here. Maps of quantities
+# (limits, capacity) are maps of any value unless named in _STRING_MAPS.
+_QUANTITY_FIELDS: dict[str, frozenset[str]] = {
+    "EmptyDirVolumeSource": frozenset({"sizeLimit"}),
+    "ResourceFieldSelector": frozenset({"divisor"}),
+    "MetricTarget": frozenset({"value", "averageValue"}),
+    "MetricValueStatus": frozenset({"value", "averageValue"}),
+    "HPAScalingRules": frozenset({"tolerance"}),
+    "CSIStorageCapacity": frozenset({"capacity", "maximumVolumeSize"}),
+}
+_LEAF_TYPES = {"string": "string", "boolean": "bool", "number": "float64"}
 
 
-def _type_of(schema: dict[str, Any]) -> str:
+def _leaf_type(schema: dict[str, Any], struct: str, field: str) -> str:
+    kind = schema.get("type")
+    if kind == "integer":
+        return "int64" if field in _INT64_FIELDS.get(struct, ()) else "int32"
+    if kind == "string" and (schema.get("format") or field in _QUANTITY_FIELDS.get(struct, ())):
+        return ""  # a time or bytes, each decoded by a type of its own, or a Quantity
+    return _LEAF_TYPES.get(kind or "", "")
+
+
+def _type_of(schema: dict[str, Any], struct: str = "", field: str = "") -> str:
     ref = schema.get("$ref") or next(
         (s.get("$ref") for s in schema.get("allOf") or [] if s.get("$ref")), None
     )
@@ -54,11 +114,14 @@ def _type_of(schema: dict[str, Any]) -> str:
         name = ref[len(_REF) :]
         return "" if name == schemas.INT_OR_STRING else "@" + name
     if schema.get("type") == "array":
-        return "[]" + _type_of(schema.get("items") or {})
+        return "[]" + _type_of(schema.get("items") or {}, struct, field)
     extra = schema.get("additionalProperties")
     if schema.get("type") == "object" and isinstance(extra, dict):
-        return "{}" + _type_of(extra)
-    return ""
+        inner = _type_of(extra)
+        # The models type maps of quantities (limits, capacity) as maps of strings, like labels; so
+        # their leaves stay untyped and the string maps are named (_STRING_MAPS).
+        return "{}" + (inner if inner[:1] in ("@", "[", "{") else "")
+    return _leaf_type(schema, struct, field)
 
 
 def compile_kinds(kinds: Iterable[tuple[str, str, str]]) -> dict[str, Any]:
@@ -72,7 +135,8 @@ def compile_kinds(kinds: Iterable[tuple[str, str, str]]) -> dict[str, Any]:
         roots[f"{group}/{version}/{kind}"] = found.name
         for name, schema in found.components.items():
             if name not in components and schema.get("type") == "object" and "properties" in schema:
-                components[name] = {f: _type_of(s) for f, s in schema["properties"].items()}
+                struct = name.rsplit(".", 1)[-1]
+                components[name] = {f: _type_of(s, struct, f) for f, s in schema["properties"].items()}
     return {"kinds": roots, "components": components}
 
 
@@ -84,7 +148,8 @@ def checked_kinds() -> Kinds:
 
 
 def _cache_path() -> Path:
-    return Path(sys.prefix) / "share" / "tenantgpu" / f"fields-{schemas.models_version() or 'unknown'}.json"
+    version = schemas.models_version() or "unknown"
+    return Path(sys.prefix) / "share" / "tenantgpu" / f"fields-{_TABLE_FORM}-{version}.json"
 
 
 @dataclass(frozen=True)
@@ -100,11 +165,20 @@ def unknown_fields_message(kind: str, version: str, findings: list[Finding]) -> 
     return f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: {listed}'
 
 
-# A compiled type: (LEAF,), (OBJECT, {field: type}), (LIST, type) or (MAP, type); objects are shared, so a
-# component used in many places (Container) is one dict.
-LEAF, OBJECT, LIST, MAP = 0, 1, 2, 3
+# A compiled type: (LEAF,) any value, (OBJECT, {field: type}, struct), (LIST, type), (MAP, type), or a
+# scalar: (EXACT, Python type, Go type) for strings and bools, (INTEGER, int, Go type, bound) and
+# (FLOAT, float, "float64"). Objects are shared, so a component used in many places (Container) is one
+# dict; the scalar tags are the highest, so one comparison tells a scalar from a node to walk.
+LEAF, OBJECT, LIST, MAP, EXACT, INTEGER, FLOAT = 0, 1, 2, 3, 4, 5, 6
 Node = tuple[Any, ...]
 _ANY: Node = (LEAF,)
+_SCALARS: dict[str, Node] = {
+    "string": (EXACT, str, "string"),
+    "bool": (EXACT, bool, "bool"),
+    "int32": (INTEGER, int, "int32", 2**31),
+    "int64": (INTEGER, int, "int64", 2**63),
+    "float64": (FLOAT, float, "float64"),
+}
 
 
 def load_table(kinds: Kinds, path: Path) -> dict[str, Any]:
@@ -144,8 +218,8 @@ def _compiled(kinds: Kinds, path: Path) -> tuple[dict[tuple[str, str, str], str]
 def _compile(table: dict[str, Any]) -> dict[str, Node]:
     # An object's third item is its Go struct's name (`Container`), which kube's decoding errors name.
     objects: dict[str, Node] = {name: (OBJECT, {}, name.rsplit(".", 1)[-1]) for name in table["components"]}
-    # Lists and maps of leaves are kept (their items are not walked), so a string where a list belongs
-    # (`command: "sleep 3600"`) is found; the leaves themselves are not typed by the table.
+    # Lists and maps of untyped leaves are kept (their items are not walked), so a string where a list
+    # belongs (`command: "sleep 3600"`) is found.
     leaf_list: Node = (LIST, _ANY)
     leaf_map: Node = (MAP, _ANY)
 
@@ -158,7 +232,7 @@ def _compile(table: dict[str, Any]) -> dict[str, Node]:
         if text.startswith("{}"):
             inner = node(text[2:])
             return leaf_map if inner is _ANY else (MAP, inner)
-        return _ANY
+        return _SCALARS.get(text, _ANY)
 
     for name, fields in table["components"].items():
         objects[name][1].update({f: node(t) for f, t in fields.items()})
@@ -234,17 +308,21 @@ def json_type(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def unmarshal_message(value: Any, field: str, wanted: str) -> str:
-    """The decoding error kube-apiserver gives for a field of the wrong JSON type."""
-    return f"json: cannot unmarshal {json_type(value)} into Go struct field {field} of type {wanted}"
+def unmarshal_message(value: Any, field: str, wanted: str, *, literal: bool = False) -> str:
+    """The decoding error kube-apiserver gives for a field of the wrong JSON type; with `literal`, for a
+    number that is no integer of the field's width, which Go's decoder names with its text."""
+    what = f"number {value!r}" if literal else json_type(value)
+    return f"json: cannot unmarshal {what} into Go struct field {field} of type {wanted}"
 
 
 class FieldTypeError(ValueError):
     """A field of the wrong JSON type, which kube's decoder refuses before anything else (a 400)."""
 
-    def __init__(self, struct: str, stack: list[str | int], value: Any, wanted: str) -> None:
+    def __init__(
+        self, struct: str, stack: list[str | int], value: Any, wanted: str, *, literal: bool = False
+    ) -> None:
         path = ".".join(str(part) for part in stack if isinstance(part, str))
-        super().__init__(unmarshal_message(value, f"{struct}.{path}", wanted))
+        super().__init__(unmarshal_message(value, f"{struct}.{path}", wanted, literal=literal))
 
 
 def _go_type(node: Node) -> str:
@@ -254,7 +332,22 @@ def _go_type(node: Node) -> str:
         return "[]" + ("string" if node[1] is _ANY else _go_type(node[1]))
     if node[0] == MAP:
         return "map[string]" + ("string" if node[1] is _ANY else _go_type(node[1]))
+    if node[0] >= EXACT:
+        return str(node[2])
     return "string"
+
+
+def _check_scalar(node: Node, value: Any, stack: list[str | int], struct: str) -> None:
+    """Raises FieldTypeError unless `value` decodes into the scalar: called only for a value whose
+    Python type is not the scalar's own, or an integer beyond its width."""
+    tag = node[0]
+    if tag == FLOAT and type(value) is int:
+        return
+    if tag == INTEGER and type(value) in (int, float):
+        # Go parses the literal as an integer: a fraction, an exponent or too many digits is refused
+        # with the literal in the message (`number 1.5`), as an integer too wide for the field is.
+        raise FieldTypeError(struct, stack, value, node[2], literal=True)
+    raise FieldTypeError(struct, stack, value, node[2])
 
 
 def _walk(node: Node, value: Any, stack: list[str | int], found: list[Finding], struct: str = "") -> None:
@@ -273,12 +366,21 @@ def _walk(node: Node, value: Any, stack: list[str | int], found: list[Finding], 
                     # Named in the order of the document, as kube's decoder meets them.
                     found.append(Finding(_path([*stack, name])))
                     unknown = [*(unknown or ()), name]
-            elif sub[0] and item is not None:
-                stack.append(name)
-                _walk(sub, item, stack, found, node[2])
-                stack.pop()
+            elif item is not None and (kind := sub[0]):
+                if kind >= EXACT:
+                    if type(item) is not sub[1] or (kind == INTEGER and not -sub[3] <= item < sub[3]):
+                        stack.append(name)
+                        _check_scalar(sub, item, stack, node[2])
+                        stack.pop()
+                else:
+                    stack.append(name)
+                    _walk(sub, item, stack, found, node[2])
+                    stack.pop()
         for name in unknown or ():
             del value[name]
+    elif tag >= EXACT:  # a JSON patch's value for a scalar field
+        if type(value) is not node[1] or (tag == INTEGER and not -node[3] <= value < node[3]):
+            _check_scalar(node, value, stack, struct)
     elif tag == LIST:
         if type(value) is not list:
             raise FieldTypeError(struct, stack, value, _go_type(node))

@@ -507,6 +507,21 @@ DATA_STORE = Kind(
 )
 KAMAJI_KINDS: tuple[Kind, ...] = (TENANT_CONTROL_PLANE, DATA_STORE)
 
+# The definitions of the kinds served as custom resources (Kamaji's, on the management plane), which
+# the API server writes itself (`crds.py`). Read-only: the lab serves no custom resources of users, so
+# a new definition is refused rather than stored and never served. kubectl lists them to learn whether
+# a kind it cannot find is a custom one (`no matches for kind` then, where it failed to list them).
+CUSTOM_RESOURCE_DEFINITION = Kind(
+    "apiextensions.k8s.io",
+    "v1",
+    "CustomResourceDefinition",
+    "customresourcedefinitions",
+    False,
+    ("crd", "crds"),
+    ("api-extensions",),
+    verbs=("get", "list", "watch"),
+)
+
 # Where the scale subresource reads and writes replicas, per kind (Kamaji's CRD scale paths).
 SCALE_PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
     # apps/v1: the Scale's status.selector is spec.selector, written as a label selector string.
@@ -569,7 +584,9 @@ CLUSTER_CONFIG_KINDS: tuple[Kind, ...] = (
 
 def kind_table(extra: Sequence[Kind] = ()) -> KindTable:
     """The built-in kinds plus `extra` (e.g. `KAMAJI_KINDS` on the management plane)."""
-    return KindTable([*BUILTIN_KINDS, *WORKLOAD_KINDS, *CLUSTER_CONFIG_KINDS, *extra])
+    return KindTable(
+        [*BUILTIN_KINDS, *WORKLOAD_KINDS, *CLUSTER_CONFIG_KINDS, CUSTOM_RESOURCE_DEFINITION, *extra]
+    )
 
 
 def copy_obj(obj: Obj) -> Obj:

@@ -66,7 +66,7 @@ from tenantgpu.apiserver.httputil import (
     wants_table,
 )
 from tenantgpu.apiserver.jsoncodec import loads
-from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable, kind_table
+from tenantgpu.apiserver.kinds import CUSTOM_RESOURCE_DEFINITION, VIRTUAL_KINDS, Kind, KindTable, kind_table
 from tenantgpu.apiserver.limitranger import LimitRanger
 from tenantgpu.apiserver.metrics import APIMetrics
 from tenantgpu.apiserver.openapi_v2 import OPENAPI_V2_CONTENT_TYPE, openapi_v2_protobuf
@@ -594,6 +594,10 @@ class APIServer(SubresourceHandlers):
             raise errors.method_not_allowed()
         allowed_verbs = kind.subresource(target.subresource).verbs if target.subresource else kind.verbs  # type: ignore[union-attr]
         if verb not in allowed_verbs or (verb in ("update", "patch", "delete") and not target.name):
+            if kind is CUSTOM_RESOURCE_DEFINITION and not target.subresource:
+                raise errors.method_not_allowed(
+                    "tenantgpu serves no custom resources; the definitions listed are of the kinds it serves"
+                )
             raise errors.method_not_allowed()
         attributes = Attributes(
             verb, kind.group, kind.plural, target.subresource, target.namespace, target.name, request.path

@@ -769,17 +769,20 @@ def _validate_cron_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) ->
     schedule = spec.get("schedule")
     if not schedule:
         causes.append(_required("spec.schedule"))
-    elif "TZ" in schedule:
-        causes.append(
-            _invalid(
-                "spec.schedule", schedule, "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
-            )
-        )
     else:
+        # kube's validateScheduleFormat: robfig's parse, then the TZ rule, each a cause of its own.
         try:
             parse_schedule(schedule)
         except ScheduleError as error:
             causes.append(_invalid("spec.schedule", schedule, str(error)))
+        if "TZ" in schedule:
+            causes.append(
+                _invalid(
+                    "spec.schedule",
+                    schedule,
+                    "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+                )
+            )
     zone_name = spec.get("timeZone")
     if zone_name is not None:
         problem = time_zone_error(zone_name)

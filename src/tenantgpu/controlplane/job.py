@@ -262,11 +262,16 @@ class JobController:
                     await self._create_pod(job, events)
                 expected = self._expected[uid].count(seen, now)
 
-        status["active"] = len(active) + expected
+        counts = {"active": len(active) + expected, "succeeded": succeeded, "failed": failed}
+        for name, count in counts.items():
+            # int32 fields with omitempty in kube's JobStatus: a zero is not written. `ready` and
+            # `terminating` are pointers, so the Job controller's 0 shows.
+            if count:
+                status[name] = count
+            else:
+                status.pop(name, None)
         status["ready"] = sum(1 for p in active if is_ready(p))
         status["terminating"] = len(terminating)
-        status["succeeded"] = succeeded
-        status["failed"] = failed
         status.setdefault("uncountedTerminatedPods", {})
         if status != (job.get("status") or {}):
             await self._write_status(job, status)
