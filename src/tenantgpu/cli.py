@@ -556,10 +556,15 @@ def validate(
         paths = cli_support.resolve_targets(state_dir, list(kubeconfigs), management_kubeconfig)
         lab_path = lab_file or paths.lab_file
         lab = load_lab(lab_path) if lab_path else None
+        if junit_file:
+            cli_support.check_writable(junit_file)
         run = cli_support.prepare(paths, lab=lab, only=list(only), timeout=timeout)
     except (cli_support.BadInput, LabSpecError) as exc:
         raise UserError(str(exc)) from None
-    failed = cli_support.execute(run, output=output, junit_file=junit_file)
+    try:
+        failed = cli_support.execute(run, output=output, junit_file=junit_file)
+    except cli_support.BadInput as exc:
+        raise UserError(str(exc)) from None
     sys.exit(1 if failed else 0)
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+import pytest
+from multidict import CIMultiDict
+
 from tenantgpu.apiserver.auth import Attributes, Authenticator, Authorizer, TokenSigner, UserInfo
 from tenantgpu.apiserver.pki import ServerPKI
 
@@ -57,3 +60,35 @@ def test_authorizer_lets_others_discover_and_ask_but_nothing_more() -> None:
     )
     assert not authorizer.allowed(developer, Attributes("list", "", "pods", namespace="default"))
     assert not authorizer.allowed(developer, Attributes("get", path="/metrics"))
+
+
+def test_impersonation_headers_name_the_user_and_what_to_check() -> None:
+    from tenantgpu.apiserver.auth import ImpersonationError, impersonation
+
+    assert impersonation(CIMultiDict()) is None
+    asked = impersonation(
+        CIMultiDict(
+            [
+                ("Impersonate-User", "alice"),
+                ("Impersonate-Group", "devs"),
+                ("Impersonate-Group", "ops"),
+                ("Impersonate-Extra-Scopes", "view"),
+                ("Impersonate-Uid", "42"),
+            ]
+        )
+    )
+    assert asked is not None
+    assert asked.user == UserInfo(
+        "alice", ("devs", "ops", "system:authenticated"), "42", {"scopes": ["view"]}
+    )
+    assert asked.checks == (
+        ("", "users", "alice"),
+        ("", "groups", "devs"),
+        ("", "groups", "ops"),
+        ("authentication.k8s.io", "userextras/scopes", "view"),
+        ("authentication.k8s.io", "uids", "42"),
+    )
+    anonymous = impersonation(CIMultiDict([("Impersonate-User", "system:anonymous")]))
+    assert anonymous is not None and anonymous.user.groups == ()
+    with pytest.raises(ImpersonationError, match=r"requested \[group devs\] without impersonating a user"):
+        impersonation(CIMultiDict([("Impersonate-Group", "devs")]))

@@ -23,9 +23,19 @@ def test_extended_requests_sum_app_containers_and_take_the_largest_init_containe
 
 
 def test_failure_message_in_kube_schedulers_words() -> None:
-    message = failure_message(3, Counter({"Insufficient cpu": 2, "node(s) were unschedulable": 1}))
-    assert message == "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) were unschedulable."
-    assert failure_message(0, Counter()) == "no nodes available to schedule pods"
+    """FitError.Error(): the histogram's entries sorted as strings (`1 …` before `2 …`), then
+    DefaultPreemption's own FitError after the same ` %v.` separator, hence the closing `..`. A cordoned
+    node is UnschedulableAndUnresolvable, so preemption is not helpful there; where cpu is short it
+    looks for victims, and with every pod at the default priority finds none."""
+    reasons = {"a": "Insufficient cpu", "b": "Insufficient cpu", "c": "node(s) were unschedulable"}
+    assert failure_message(3, reasons) == (
+        "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu. preemption: 0/3 nodes are"
+        " available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod.."
+    )
+    assert failure_message(1, {"a": "Insufficient cpu"}, "Never") == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.."
+    )
+    assert failure_message(0, {}) == "no nodes available to schedule pods"
 
 
 def test_heartbeat_prefers_the_newest_sign_of_life() -> None:

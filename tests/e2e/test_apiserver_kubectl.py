@@ -86,6 +86,52 @@ def test_apply_creates_then_configures_with_strategic_merge(
     kubectl("delete", "pod", name, "--wait=false", version=version)
 
 
+UNQUOTED_QUANTITIES = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+spec:
+  replicas: 0
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+      - name: c
+        image: cuda
+        resources:
+          limits: {{nvidia.com/gpu: 1, nvidia.com/gpumem: 8000}}
+"""
+
+
+@pytest.mark.parametrize("server_side", [False, True])
+def test_applying_the_same_manifest_again_changes_nothing(
+    kubectl: Kubectl, tmp_path: Path, server_side: bool
+) -> None:
+    """Found by probing: HAMi's unquoted `gpumem: 8000` is stored as `8k`, and every apply of the same
+    file bumped the generation (judged before defaulting), so `kubectl diff` reported a change and
+    exited 1. kube judges the defaulted object: nothing changes, no new generation or resourceVersion."""
+    name = "ssa-again" if server_side else "csa-again"
+    manifest = tmp_path / f"{name}.yaml"
+    manifest.write_text(UNQUOTED_QUANTITIES.format(name=name))
+    flags = ["--server-side"] if server_side else []
+    kubectl("apply", "-f", str(manifest), *flags)
+    first = json.loads(kubectl("get", "deployment", name, "-o", "json").stdout)["metadata"]
+    for _ in range(2):
+        kubectl("apply", "-f", str(manifest), *flags)
+    again = json.loads(kubectl("get", "deployment", name, "-o", "json").stdout)["metadata"]
+    assert (again["generation"], again["resourceVersion"]) == (first["generation"], first["resourceVersion"])
+    diff = kubectl("diff", "-f", str(manifest), *flags, check=False)
+    assert (diff.returncode, diff.stdout) == (0, "")
+    # a real change still counts
+    manifest.write_text(UNQUOTED_QUANTITIES.format(name=name).replace("8000", "9000"))
+    assert kubectl("diff", "-f", str(manifest), *flags, check=False).returncode == 1
+    kubectl("apply", "-f", str(manifest), *flags)
+    changed = json.loads(kubectl("get", "deployment", name, "-o", "json").stdout)["metadata"]
+    assert changed["generation"] == first["generation"] + 1
+
+
 def test_get_all_namespaces_wide_and_yaml(kubectl: Kubectl, tmp_path: Path) -> None:
     kubectl("create", "namespace", "team-b")
     kubectl("create", "-f", str(_manifest(tmp_path, "other")), "-n", "team-b")
@@ -381,6 +427,49 @@ def test_auth_whoami_names_the_caller(kubectl: Kubectl, apiserver: RunningAPISer
     )
     out = kubectl("auth", "whoami", version=version, kubeconfig=robot).stdout
     assert "system:serviceaccount:kube-system:robot" in out
+
+
+@pytest.mark.parametrize("version", ["1.27", "1.33"])
+def test_as_impersonates_a_user_when_the_caller_may(
+    kubectl: Kubectl, apiserver: RunningAPIServer, version: str
+) -> None:
+    """Found by probing: `--as` was ignored, so every answer was the admin's. kube's impersonation
+    filter: the request acts as the named user, with the groups asked for and system:authenticated,
+    if the caller may impersonate them (the lab's admins may; other users may not)."""
+    who = kubectl("auth", "whoami", "--as=alice", "--as-group=devs", "-o", "json", version=version).stdout
+    assert json.loads(who)["status"]["userInfo"] == {
+        "username": "alice",
+        "groups": ["devs", "system:authenticated"],
+    }
+    denied = kubectl("get", "pods", "--as=alice", version=version, check=False)
+    assert (
+        denied.returncode == 1
+        and (
+            'Error from server (Forbidden): pods is forbidden: User "alice" cannot list resource "pods" in API group'
+            ' "" in the namespace "default"'
+        )
+        in denied.stderr
+    )
+    can = kubectl("auth", "can-i", "create", "pods", "--as=alice", version=version, check=False)
+    assert (can.returncode, can.stdout.strip()) == (1, "no")
+    # a service account's name brings its groups
+    robot = kubectl(
+        "auth", "whoami", "--as=system:serviceaccount:ci:robot", "-o", "json", version=version
+    ).stdout
+    assert json.loads(robot)["status"]["userInfo"]["groups"] == [
+        "system:serviceaccounts",
+        "system:serviceaccounts:ci",
+        "system:authenticated",
+    ]
+    # a user who may not impersonate gets kube's 403
+    developer = apiserver.write_kubeconfig(
+        "dev-as.kubeconfig", apiserver.server.user_kubeconfig("dev", ["devs"])
+    )
+    refused = kubectl("get", "pods", "--as=admin", version=version, kubeconfig=developer, check=False)
+    assert (
+        'users "admin" is forbidden: User "dev" cannot impersonate resource "users" in API group "" at the'
+        " cluster scope"
+    ) in refused.stderr
 
 
 @pytest.mark.parametrize("version", ["1.27", "1.33"])

@@ -369,6 +369,28 @@ def test_a_limit_range_gives_every_pod_of_a_namespace_a_gpu_slice_that_hami_plac
     lab.kubectl("tenant-b", "delete", "namespace", "slices", "--wait=true", "--timeout=60s")
 
 
+def test_the_log_of_a_completed_init_container_stays_readable(lab: RunningLab) -> None:
+    """Found by probing: `kubectl logs POD -c init` and `--all-containers` failed with `container not
+    found`; a kubelet keeps a completed init container's log, and a GPU init container's shows the
+    environment HAMi's Allocate gave it."""
+    pod = gpu_pod("with-init", "with-init", gpumem=1000)
+    init = {
+        **pod["spec"]["containers"][0],
+        "name": "prepare",
+        "command": ["sh", "-c", "echo prepared; nvidia-smi"],
+    }
+    pod["spec"]["initContainers"] = [init]
+    lab.create("tenant-b", pod)
+    wait_for("the pod Running", lambda: phase(lab.pod("tenant-b", "with-init")) == "Running")
+    log = lab.kubectl("tenant-b", "logs", "with-init", "-c", "prepare").stdout
+    assert "prepared" in log and "CUDA_DEVICE_MEMORY_LIMIT_0=1000m" in log and "NVIDIA L4" in log
+    assert log.rstrip().endswith("process exited with code 0")
+    both = lab.kubectl("tenant-b", "logs", "with-init", "--all-containers", "--prefix").stdout
+    assert "[pod/with-init/prepare] prepared" in both
+    assert "[pod/with-init/cuda] tenantgpu simulated container cuda" in both
+    lab.kubectl("tenant-b", "delete", "pod", "with-init", "--wait=true")
+
+
 def test_a_gpu_statefulset_starts_its_workers_in_order_on_the_shared_a100(lab: RunningLab) -> None:
     """The README's example StatefulSet with its headless Service."""
     lab.kubectl("tenant-a", "apply", "-f", str(EXAMPLES / "trainer-statefulset.yaml"))

@@ -30,8 +30,12 @@ def test_filtering_failed_groups_nodes_per_reason() -> None:
         "1 nodes CardTimeSlicingExhausted(b)",
         "no available node, 3 nodes do not meet",
     ]
+    # kube-scheduler counts each node's failure text whole, as the extender returned it (HAMi v2.10's
+    # calcScore puts GenReason's string in failedNodes), so a node failing two ways is one entry
     assert events.unschedulable_message(3, decision) == (
-        "0/3 nodes are available: 1 CardTimeSlicingExhausted, 1 node unregistered, 2 CardInsufficientMemory."
+        "0/3 nodes are available: 1 1/2 CardInsufficientMemory, 1/2 CardTimeSlicingExhausted, 1 2/2"
+        " CardInsufficientMemory, 1 node unregistered. preemption: 0/3 nodes are available: 3 No preemption"
+        " victims found for incoming pod.."
     )
 
 
@@ -81,3 +85,18 @@ def test_no_nodes_at_all_reads_like_kube_scheduler() -> None:
         "0/0 nodes are available: no nodes available to schedule pods."
     )
     assert events.filtering_failed_messages(decision) == ["no available node, 0 nodes do not meet"]
+
+
+def test_a_tainted_node_is_kube_schedulers_and_beyond_preemptions_help() -> None:
+    """A taint's text names the taint (`… {gpu: true}`): the node never reached HAMi (so it is not in
+    `N nodes do not meet`), and its status is UnschedulableAndUnresolvable, which preemption cannot help."""
+    decision = Decision(
+        None,
+        failed_nodes={"a": "node(s) had untolerated taint {gpu: true}", "b": "1/1 CardInsufficientMemory"},
+    )
+    assert events.filtering_failed_messages(decision)[-1] == "no available node, 1 nodes do not meet"
+    assert events.unschedulable_message(2, decision, preemption_policy="PreemptLowerPriority") == (
+        "0/2 nodes are available: 1 1/1 CardInsufficientMemory, 1 node(s) had untolerated taint {gpu: true}."
+        " preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is"
+        " not helpful for scheduling.."
+    )

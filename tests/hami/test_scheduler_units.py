@@ -98,7 +98,10 @@ def test_gpu_pod_on_a_tenant_without_gpus_is_unschedulable_with_a_reason() -> No
     state.upsert_node(cpu_only)
     decision = state.schedule(_pod("p"))
     assert decision.node is None
-    assert events.unschedulable_message(1, decision) == "0/1 nodes are available: 1 node unregistered."
+    assert events.unschedulable_message(1, decision) == (
+        "0/1 nodes are available: 1 node unregistered. preemption: 0/1 nodes are available: 1 No preemption"
+        " victims found for incoming pod.."
+    )
 
 
 def _locked(node: dict, holder: str) -> dict:

@@ -83,3 +83,19 @@ def test_list_names_every_check() -> None:
     assert result.exit_code == 0
     for name in check_names():
         assert name in result.output
+
+
+def test_a_junit_file_that_cannot_be_written_is_refused_before_the_run(tmp_path: Path) -> None:
+    """Found by probing: the suite ran, printed its table, then died with a traceback and exit 1,
+    which reads as a failed check."""
+    config = _kubeconfig(tmp_path / "a.kubeconfig")
+    args = ["validate", "--kubeconfig", f"a={config}", "--only", "workers-joined", "--junit-file"]
+    missing = tmp_path / "no" / "such" / "x.xml"
+    result = CliRunner().invoke(main, [*args, str(missing)])
+    assert result.exit_code == 2
+    assert result.output == f"error: cannot write {missing}: {missing.parent} is not a directory\n"
+    # a folder that looks writable but is not (root may write anywhere but /proc): after the run, still
+    # one line and exit 2
+    result = CliRunner().invoke(main, [*args, "/proc/x"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.splitlines()[-1] == "error: cannot write /proc/x: No such file or directory"

@@ -288,3 +288,61 @@ class Authorizer:
             "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": public}],
             "incomplete": False,
         }
+
+
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+ANONYMOUS = "system:anonymous"
+UNAUTHENTICATED = "system:unauthenticated"
+_EXTRA_PREFIX = "impersonate-extra-"
+
+
+@dataclass(frozen=True)
+class ImpersonationRequest:
+    """What `Impersonate-*` headers (`kubectl --as`, `--as-group`, `--as-uid`) ask for: the user to act
+    as, and what the caller must be allowed to `impersonate` for it, as kube's impersonation filter asks
+    it: (API group, resource, name) per user or service account, group, extra value and uid."""
+
+    user: UserInfo
+    checks: tuple[tuple[str, str, str], ...]
+
+
+class ImpersonationError(ValueError):
+    """Groups or extras asked for without a user: kube's 400."""
+
+
+def impersonation(headers: Any) -> ImpersonationRequest | None:
+    """The user the request acts as, from its headers (a case-insensitive mapping with `getall`), or
+    None when it impersonates no one. Groups come from `Impersonate-Group`; a service account's name
+    brings its groups, and every impersonated user but the anonymous one is `system:authenticated`."""
+    name = headers.get("Impersonate-User")
+    groups = list(headers.getall("Impersonate-Group", []))
+    uid = headers.get("Impersonate-Uid") or ""
+    extra: dict[str, list[str]] = {}
+    for key in headers:
+        if key.lower().startswith(_EXTRA_PREFIX):
+            extra.setdefault(key[len(_EXTRA_PREFIX) :].lower(), []).extend(headers.getall(key, []))
+    if name is None:
+        if groups or extra or uid:
+            asked = ", ".join(
+                [
+                    *(f"group {g}" for g in groups),
+                    *(f"extra {k}" for k in extra),
+                    *([f"uid {uid}"] if uid else []),
+                ]
+            )
+            raise ImpersonationError(f"requested [{asked}] without impersonating a user")
+        return None
+    checks: list[tuple[str, str, str]] = []
+    if name.startswith(SERVICE_ACCOUNT_PREFIX) and name.count(":") == 3:
+        namespace, account = name[len(SERVICE_ACCOUNT_PREFIX) :].split(":", 1)
+        checks.append(("", "serviceaccounts", account))
+        groups += [SERVICE_ACCOUNTS, f"{SERVICE_ACCOUNTS}:{namespace}"]
+    else:
+        checks.append(("", "users", name))
+    checks += [("", "groups", g) for g in headers.getall("Impersonate-Group", [])]
+    checks += [("authentication.k8s.io", f"userextras/{k}", v) for k, values in extra.items() for v in values]
+    if uid:
+        checks.append(("authentication.k8s.io", "uids", uid))
+    if name != ANONYMOUS and AUTHENTICATED not in groups and UNAUTHENTICATED not in groups:
+        groups.append(AUTHENTICATED)
+    return ImpersonationRequest(UserInfo(name, tuple(groups), uid, extra), tuple(checks))

@@ -52,17 +52,54 @@ def pod_resources(spec: Mapping[str, Any], section: str) -> dict[str, Decimal]:
     return pod_amounts(spec, lambda container: _container_sums([container], section))
 
 
+def is_extended_resource(name: str) -> bool:
+    """kube's IsExtendedResourceName: a resource with a domain outside kubernetes.io (`nvidia.com/gpu`)."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
 def pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
-    """What one pod counts against a quota, under every name a quota may use for it."""
+    """What one pod counts against a quota, under every name a quota may use for it: kube's pod
+    evaluator counts requests and limits of cpu, memory and ephemeral storage, hugepages' requests,
+    and extended resources as `requests.<name>` only (`requests.nvidia.com/gpu`). A quota on
+    `limits.nvidia.com/gpumem` is HAMi's to enforce (its webhook and scheduler), not kube's."""
     spec = pod.get("spec") or {}
     usage = {"pods": Decimal(1), "count/pods": Decimal(1)}
     for name, value in pod_resources(spec, "requests").items():
-        usage[f"requests.{name}"] = value
-        if name in _COMPUTE:
+        if name in _COMPUTE or name.startswith("hugepages-"):
             usage[name] = value
+            usage[f"requests.{name}"] = value
+        elif is_extended_resource(name):
+            usage[f"requests.{name}"] = value
     for name, value in pod_resources(spec, "limits").items():
-        usage[f"limits.{name}"] = value
+        if name in _COMPUTE:
+            usage[f"limits.{name}"] = value
     return usage
+
+
+# Names kube's service and claim evaluators keep; the lab has no node ports, load balancers or claims
+# to count, so their usage is 0.
+_OTHER_EVALUATORS = {
+    "services.nodeports",
+    "services.loadbalancers",
+    "requests.storage",
+    "persistentvolumeclaims",
+}
+
+
+def _pod_evaluator_matches(name: str) -> bool:
+    """Whether one of kube's evaluators keeps this quota name's usage (the pod evaluator's
+    MatchingResources, and the service and claim evaluators' names)."""
+    if (
+        name in ("pods", "count/pods")
+        or name in _COMPUTE
+        or name in _OTHER_EVALUATORS
+        or name.startswith(("hugepages-", "requests.hugepages-"))
+    ):
+        return True
+    section, _, resource = name.partition(".")
+    if section == "requests":
+        return resource in _COMPUTE or is_extended_resource(resource)
+    return section == "limits" and resource in _COMPUTE
 
 
 def _counts_pod(pod: Mapping[str, Any]) -> bool:
@@ -94,7 +131,10 @@ class QuotaUsage:
         assert self.pods is not None
         spec = quota.get("spec") or {}
         hard = spec.get("hard") or {}
-        used = {name: Decimal(0) for name in hard}
+        # A name no evaluator counts (`limits.nvidia.com/gpumem`) gets no usage: kube leaves it out of
+        # status.used, and kubectl shows it as 0.
+        count_names = {n for kind in self._registry.kinds if kind.namespaced for n in _count_names(kind)}
+        used = {name: Decimal(0) for name in hard if _pod_evaluator_matches(name) or name in count_names}
         for entry in self._registry.list(self.pods, namespace):
             if _counts_pod(entry.obj) and quota_matches_pod(spec, entry.obj):
                 for name, value in pod_usage(entry.obj).items():

@@ -82,6 +82,19 @@ _METADATA_TYPES = {
 }
 
 
+def _count_generation(new: Obj, old: Obj) -> None:
+    """A change of anything but metadata and status is a new generation, judged on the defaulted object
+    as kube's strategies judge it (decoding defaults first): `gpumem: 8000` applied again over a stored
+    `8k` is the same spec, so a repeated apply leaves the generation, and the object, as they were."""
+    old_meta = old["metadata"]
+    if "generation" in old_meta and any(
+        new.get(k) != old.get(k)
+        for k in set(new) | set(old)
+        if k not in ("metadata", "status", "apiVersion", "kind")
+    ):
+        new["metadata"]["generation"] = int(old_meta["generation"]) + 1
+
+
 def _has_type(value: Any, wanted: str) -> bool:
     if wanted == "string":
         return isinstance(value, str)
@@ -501,12 +514,6 @@ class Registry:
             meta["namespace"] = old_meta.get("namespace", "")
         else:
             meta.pop("namespace", None)
-        if "generation" in old_meta and any(
-            new.get(k) != old.get(k)
-            for k in set(new) | set(old)
-            if k not in ("metadata", "status", "apiVersion", "kind")
-        ):
-            meta["generation"] = int(old_meta["generation"]) + 1
         if kind.strategy.on_update is not None:
             kind.strategy.on_update(new, old)
         return new
@@ -611,6 +618,7 @@ class Registry:
             with _well_formed(kind):
                 obj = self._prepare_update(kind, obj, old, subresource)
                 default_object(kind.kind, obj, _shared_fields(obj, old))
+                _count_generation(obj, old)
                 attributes = AdmissionAttributes(
                     "UPDATE", kind, namespace, name, obj, old, user, subresource=subresource, dry_run=dry_run
                 )

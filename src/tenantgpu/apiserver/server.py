@@ -37,9 +37,11 @@ from tenantgpu.apiserver.auth import (
     Attributes,
     Authenticator,
     Authorizer,
+    ImpersonationError,
     SharedClientTrust,
     TokenSigner,
     UserInfo,
+    impersonation,
 )
 from tenantgpu.apiserver.bootstrap import KubernetesService
 from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
@@ -401,11 +403,35 @@ class APIServer(SubresourceHandlers):
             raise errors.unauthorized()
         return None
 
+    def _impersonate(self, request: web.Request, user: UserInfo | None) -> UserInfo:
+        """`kubectl --as`: the request acts as the user its headers name, if its own user may
+        impersonate that user (and those groups): kube's impersonation filter."""
+        if user is None:
+            raise errors.unauthorized()
+        try:
+            asked = impersonation(request.headers)
+        except ImpersonationError as exc:
+            raise errors.bad_request(str(exc)) from None
+        if asked is None:
+            return user
+        for group, resource, name in asked.checks:
+            attributes = Attributes("impersonate", group, resource, "", "", name, request.path)
+            if not self.config.authorizer.allowed(user, attributes):
+                raise errors.forbidden_request(user.name, "impersonate", resource, group, "", name)
+        return asked.user
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
         verb, resource = request.method.lower(), ""
         try:
             user = self._authenticate(request)
+            headers = request.headers
+            if (
+                "Impersonate-User" in headers
+                or "Impersonate-Group" in headers
+                or "Impersonate-Uid" in headers
+            ):
+                user = self._impersonate(request, user)
             path = unquote(request.path).rstrip("/") or "/"
             if user is None and not any(path == p or path.startswith(p + "/") for p in ANONYMOUS_PATHS):
                 raise errors.unauthorized()

@@ -19,6 +19,7 @@ from typing import Any
 from tenantgpu.controlplane.podstate import is_terminal, node_name, pod_key, wants_default_scheduler
 from tenantgpu.gpushare.basics import capacity_reason, node_capacity, pod_amounts, pod_demand, static_reason
 from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
+from tenantgpu.gpushare.reasons import fit_error
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.kubeclient.client import now_rfc3339
 
@@ -63,12 +64,13 @@ def _allocatable(node: dict[str, Any], name: str) -> int:
     return 0 if value is None else int(parse_quantity(value))
 
 
-def failure_message(total: int, reasons: Counter[str]) -> str:
-    """kube-scheduler's summary, e.g. `0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable.`"""
+def failure_message(total: int, reasons: dict[str, str], preemption_policy: str = "") -> str:
+    """kube-scheduler's summary from each node's reason, e.g. `0/2 nodes are available: 1 Insufficient
+    cpu, 1 node(s) were unschedulable. preemption: 0/2 nodes are available: 1 No preemption victims
+    found for incoming pod, 1 Preemption is not helpful for scheduling..`"""
     if total == 0:
         return "no nodes available to schedule pods"
-    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return f"0/{total} nodes are available: {parts}."
+    return fit_error(total, reasons, preemption_policy=preemption_policy)
 
 
 class DefaultScheduler:
@@ -202,7 +204,7 @@ class DefaultScheduler:
     async def _schedule_one(self, pod: dict[str, Any], use: dict[str, _NodeUse]) -> None:
         key = pod_key(pod)
         nodes = sorted(self.nodes.items(), key=lambda n: n["metadata"]["name"])
-        reasons: Counter[str] = Counter()
+        reasons: dict[str, str] = {}
         best: tuple[float, str] | None = None
         try:
             for node in nodes:
@@ -210,7 +212,7 @@ class DefaultScheduler:
                 entry = use.setdefault(name, _NodeUse(extended=Counter()))
                 reason = self._reason(pod, node, entry)
                 if reason is not None:
-                    reasons[reason] += 1
+                    reasons[name] = reason
                     continue
                 score = self._score(pod, node, entry)
                 if best is None or score > best[0]:  # ties keep the first node by name
@@ -219,7 +221,8 @@ class DefaultScheduler:
             await self._unschedulable(pod, f"invalid resource quantity: {exc}")
             return
         if best is None:
-            await self._unschedulable(pod, failure_message(len(nodes), reasons))
+            policy = (pod.get("spec") or {}).get("preemptionPolicy") or ""
+            await self._unschedulable(pod, failure_message(len(nodes), reasons, policy))
             return
         target = best[1]
         meta = pod["metadata"]

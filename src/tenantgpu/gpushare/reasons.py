@@ -48,3 +48,39 @@ def parse_reason(text: str) -> dict[str, int]:
         if match:
             found[match.group(3)] = int(match.group(1))
     return found
+
+
+# kube-scheduler's own filter failures that preemption cannot help (UnschedulableAndUnresolvable); every
+# other failure, the extender's (HAMi's) among them, is Unschedulable and worth a preemption dry run.
+_UNRESOLVABLE = (NODE_UNSCHEDULABLE, NODE_SELECTOR_MISMATCH, UNTOLERATED_TAINT)
+NO_VICTIMS = "No preemption victims found for incoming pod"
+PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+
+
+def _histogram(total: int, reasons: Mapping[str, int]) -> str:
+    # FitError.Error(): "0/<n> nodes are available:" then " <histogram>." (SeparatorFormat " %v.")
+    listed = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items() if count))
+    return f"0/{total} nodes are available: {listed}."
+
+
+def fit_error(total: int, node_reasons: Mapping[str, str], *, preemption_policy: str = "") -> str:
+    """kube-scheduler's message for a pod no node fits (the FailedScheduling event, PodScheduled=False):
+    a histogram of the nodes' reasons, each reason text whole (an extender's `"1/2 CardInsufficientMemory"`
+    counts as one), then what DefaultPreemption found, after the same separator:
+
+    `0/1 nodes are available: 1 1/1 CardTypeMismatch. preemption: 0/1 nodes are available: 1 No
+    preemption victims found for incoming pod..`
+
+    The lab runs no preemption: every pod is taken to have no lower-priority pod to evict, which is
+    the case while pods carry the default priority."""
+    counts: dict[str, int] = {}
+    for reason in node_reasons.values():
+        counts[reason] = counts.get(reason, 0) + 1
+    message = _histogram(total, counts)
+    if preemption_policy == "Never":
+        return f"{message} preemption: {NOT_ELIGIBLE_NEVER}."
+    helpless = sum(1 for reason in node_reasons.values() if reason.startswith(_UNRESOLVABLE))
+    helpless += max(0, total - len(node_reasons))
+    dry_run = _histogram(total, {NO_VICTIMS: total - helpless, PREEMPTION_NOT_HELPFUL: helpless})
+    return f"{message} preemption: {dry_run}."

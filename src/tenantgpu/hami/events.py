@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from tenantgpu.gpushare import Decision
@@ -20,19 +19,19 @@ BINDING_FAILED = "BindingFailed"
 SCHEDULED = "Scheduled"
 FAILED_SCHEDULING = "FailedScheduling"
 
-_ENTRY = re.compile(r"^\s*\d+/\d+ (\S+)\s*$")
-
-
-_KUBE_SCHEDULER_REASONS = frozenset(
-    {
-        r.INSUFFICIENT_CPU,
-        r.INSUFFICIENT_MEMORY,
-        r.TOO_MANY_PODS,
-        r.NODE_UNSCHEDULABLE,
-        r.NODE_SELECTOR_MISMATCH,
-        r.UNTOLERATED_TAINT,
-    }
+# kube-scheduler's own filters' texts (a taint's names the taint after it: `… taint {gpu: true}`).
+_KUBE_SCHEDULER_REASONS = (
+    r.INSUFFICIENT_CPU,
+    r.INSUFFICIENT_MEMORY,
+    r.TOO_MANY_PODS,
+    r.NODE_UNSCHEDULABLE,
+    r.NODE_SELECTOR_MISMATCH,
+    r.UNTOLERATED_TAINT,
 )
+
+
+def _kube_scheduler_failure(text: str) -> bool:
+    return text.startswith(_KUBE_SCHEDULER_REASONS)
 
 
 def filtering_succeed_message(total_nodes: int, decision: Decision, *, spread: bool = False) -> str:
@@ -46,22 +45,12 @@ def filtering_succeed_message(total_nodes: int, decision: Decision, *, spread: b
     # HAMi counts the nodes kube-scheduler passed to the extender (len(args.NodeNames)); when every
     # node fits, none failed, and the failures need not be worked out at all
     if len(fitting) < total_nodes:
-        total_nodes -= sum(1 for text in decision.failed_nodes.values() if text in _KUBE_SCHEDULER_REASONS)
+        total_nodes -= sum(1 for text in decision.failed_nodes.values() if _kube_scheduler_failure(text))
     listed = ",".join(f"{name}:{score:.2f}" for name, score in scores)
     return (
         f"find fit node({decision.node}), {total_nodes - len(scores)} nodes not fit, "
         f"{len(scores)} nodes fit({listed})"
     )
-
-
-def reasons_by_node(failed_nodes: dict[str, str]) -> dict[str, list[str]]:
-    """Reason → nodes, from HAMi's GenReason strings (`"1/2 CardInsufficientMemory, ..."`) or plain text."""
-    grouped: dict[str, list[str]] = {}
-    for node, text in sorted(failed_nodes.items()):
-        names = [m.group(1) for part in text.split(", ") if (m := _ENTRY.match(part))] or [text]
-        for name in dict.fromkeys(names):
-            grouped.setdefault(name, []).append(node)
-    return grouped
 
 
 def filtering_failed_messages(decision: Decision) -> list[str]:
@@ -78,19 +67,18 @@ def filtering_failed_messages(decision: Decision) -> list[str]:
         for reason in r.parse_reason(text):
             grouped.setdefault(reason, []).append(node)
     out = [f"{len(nodes)} nodes {reason}({','.join(nodes)})" for reason, nodes in grouped.items()]
-    asked = [n for n, text in decision.failed_nodes.items() if text not in _KUBE_SCHEDULER_REASONS]
+    asked = [n for n, text in decision.failed_nodes.items() if not _kube_scheduler_failure(text)]
     out.append(f"no available node, {len(asked)} nodes do not meet")
     return out
 
 
-def unschedulable_message(total_nodes: int, decision: Decision) -> str:
-    """kube-scheduler's summary for PodScheduled=False and FailedScheduling."""
-    grouped = reasons_by_node(decision.failed_nodes)
-    if not grouped:
+def unschedulable_message(total_nodes: int, decision: Decision, *, preemption_policy: str = "") -> str:
+    """kube-scheduler's summary for PodScheduled=False and FailedScheduling: its FitError over the
+    nodes' failure texts, HAMi's GenReason strings among them (`1 1/2 CardInsufficientMemory`)."""
+    if not decision.failed_nodes:
         detail = decision.reason or "no nodes available to schedule pods"
         return f"0/{total_nodes} nodes are available: {detail}."
-    parts = sorted(f"{len(nodes)} {reason}" for reason, nodes in grouped.items())
-    return f"0/{total_nodes} nodes are available: {', '.join(parts)}."
+    return r.fit_error(total_nodes, decision.failed_nodes, preemption_policy=preemption_policy)
 
 
 def binding_succeed_message(node: str, namespace: str, pod: str) -> str:

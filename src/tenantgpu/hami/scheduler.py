@@ -553,7 +553,8 @@ class HamiScheduler:
         """Events and PodScheduled=False, once per distinct reason (retries stay quiet)."""
         key = _key(pod)
         total = len(self.state.node_names)
-        message = events.unschedulable_message(total, decision)
+        policy = (pod.get("spec") or {}).get("preemptionPolicy") or ""
+        message = events.unschedulable_message(total, decision, preemption_policy=policy)
         if self._last_failure.get(key) == message:
             return
         self._last_failure[key] = message

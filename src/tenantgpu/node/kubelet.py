@@ -112,6 +112,7 @@ class PodRecord:
     ephemeral: dict[str, dict[str, Any]] = field(default_factory=dict)
     ephemeral_tasks: set[asyncio.Task[None]] = field(default_factory=set)
     ephemeral_writes: asyncio.Lock = field(default_factory=asyncio.Lock)
+    init_containers: tuple[str, ...] = ()  # their logs are in `logs` too: kept after they complete
 
 
 def _command(container: dict[str, Any]) -> list[str]:
@@ -424,6 +425,11 @@ class Kubelet:
         return allocation
 
     def _prepare_containers(self, pod: dict[str, Any], record: PodRecord, allocation: Allocation) -> None:
+        record.init_containers = tuple(
+            c.get("name", "") for c in (pod.get("spec") or {}).get("initContainers") or []
+        )
+        for container in (pod.get("spec") or {}).get("initContainers") or []:
+            self._log_init_container(record, container, allocation)
         for container in (pod.get("spec") or {}).get("containers") or []:
             name = container.get("name", "")
             env = _declared_env(container)
@@ -434,6 +440,29 @@ class Kubelet:
             record.logs.setdefault(name, ContainerLog())
             for uuid in record.gpus[name]:
                 self._gpu_users.setdefault(uuid, {})[record.uid] = record
+
+    def _log_init_container(
+        self, record: PodRecord, container: dict[str, Any], allocation: Allocation
+    ) -> None:
+        """An init container completes at once (exit 0) in the simulation, but its log stays readable, as a
+        kubelet keeps it: its environment (with HAMi's for a GPU init container) and its command's output."""
+        name = container.get("name", "")
+        if name in record.logs:
+            return
+        out = record.logs[name] = ContainerLog()
+        env = _declared_env(container)
+        env.update(allocation.envs.get(name, {}))
+        gpus = rt.visible_gpus(env, self._device_table())
+        now = log_stamp()
+        out.write(f"tenantgpu simulated init container {name} on node {self.node_name}", now)
+        out.write("environment:", now)
+        for line in rt.container_env_lines(env):
+            out.write(f"  {line}", now)
+        command = _command(container)
+        main = programs.main_command(command, programs.ContainerView(record.name, env, gpus, 0))
+        if main is not None:
+            out.command(command, main.output, now)
+        out.write("process exited with code 0", now)
 
     def _forget_gpus(self, record: PodRecord) -> None:
         for uuids in record.gpus.values():
@@ -819,7 +848,8 @@ class Kubelet:
                     c.get("name", ""): 0 for c in (pod.get("spec") or {}).get("containers") or []
                 }
                 for name in record.logs:
-                    record.logs[name].write("received SIGTERM, exiting")
+                    if name not in record.init_containers:
+                        record.logs[name].write("received SIGTERM, exiting")
                 status = podstatus.terminated_status(
                     pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at, codes
                 )

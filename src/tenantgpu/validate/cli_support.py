@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,8 +101,20 @@ def execute(run: PreparedRun, *, output: str, junit_file: str | None) -> bool:
     else:
         sys.stdout.write(report.to_junit(results))
     if junit_file:
-        Path(junit_file).write_text(report.to_junit(results), encoding="utf-8")
+        try:
+            Path(junit_file).write_text(report.to_junit(results), encoding="utf-8")
+        except OSError as exc:  # checked before the run, but the folder may go meanwhile
+            raise BadInput(f"cannot write {junit_file}: {exc.strerror or exc}") from None
     return summary(results)["failed"] > 0
+
+
+def check_writable(path: str) -> None:
+    """Refuses a JUnit path that cannot be written before the suite runs, not after it."""
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise BadInput(f"cannot write {path}: {folder} is not a directory")
+    if not os.access(folder, os.W_OK) or (Path(path).exists() and not os.access(path, os.W_OK)):
+        raise BadInput(f"cannot write {path}: permission denied")
 
 
 def print_check_list() -> None:
