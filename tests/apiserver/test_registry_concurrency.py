@@ -33,7 +33,7 @@ async def test_concurrent_patches_of_one_object_all_land(tmp_path: Path) -> None
 
     def add(i: int):  # type: ignore[no-untyped-def]
         def mutation(obj):  # type: ignore[no-untyped-def]
-            obj["data"][f"k{i}"] = str(i)
+            obj.setdefault("data", {})[f"k{i}"] = str(i)  # an empty data map is not stored
             return obj
 
         return mutation

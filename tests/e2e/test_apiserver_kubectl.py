@@ -132,6 +132,31 @@ def test_applying_the_same_manifest_again_changes_nothing(
     assert changed["generation"] == first["generation"] + 1
 
 
+def test_empty_maps_are_not_stored_so_diff_stays_quiet(kubectl: Kubectl, tmp_path: Path) -> None:
+    """Found by probing: `labels: {}`, `annotations: {}` and `data: {}` were stored and shown, and a
+    client-side diff after a server-side apply reported `+ annotations: {}`. kube's types make them
+    `omitempty`, so an empty one is never returned."""
+    manifest = tmp_path / "empty-maps.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: empty-maps\n  labels: {}\n  annotations: {}\ndata: {}\n"
+    )
+    kubectl("apply", "--server-side", "-f", str(manifest))
+    stored = json.loads(kubectl("get", "configmap", "empty-maps", "-o", "json").stdout)
+    assert (
+        "data" not in stored
+        and "labels" not in stored["metadata"]
+        and "annotations" not in stored["metadata"]
+    )
+    diff = kubectl("diff", "-f", str(manifest), check=False)
+    assert (diff.returncode, diff.stdout) == (0, "")
+    # the last label removed leaves no `labels: {}` behind either
+    kubectl("label", "configmap", "empty-maps", "team=a")
+    kubectl("label", "configmap", "empty-maps", "team-")
+    assert (
+        "labels" not in json.loads(kubectl("get", "configmap", "empty-maps", "-o", "json").stdout)["metadata"]
+    )
+
+
 def test_get_all_namespaces_wide_and_yaml(kubectl: Kubectl, tmp_path: Path) -> None:
     kubectl("create", "namespace", "team-b")
     kubectl("create", "-f", str(_manifest(tmp_path, "other")), "-n", "team-b")

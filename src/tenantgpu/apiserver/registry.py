@@ -82,6 +82,24 @@ _METADATA_TYPES = {
 }
 
 
+# Empty maps and lists that kube never returns: these fields are `omitempty` in its Go types, so an empty
+# one is gone once the object is encoded (`labels: {}` in a manifest is not stored).
+_OMIT_EMPTY_METADATA = ("labels", "annotations", "finalizers", "ownerReferences", "managedFields")
+_OMIT_EMPTY_FIELDS = {"ConfigMap": ("data", "binaryData"), "Secret": ("data", "stringData")}
+
+
+def _omit_empty(kind: Kind, obj: Obj) -> None:
+    # `metadata` is always the write's own copy; other fields may be shared with the stored object, so
+    # they are only unlinked from `obj`, never changed.
+    meta = obj["metadata"]
+    for field in _OMIT_EMPTY_METADATA:
+        if field in meta and not meta[field]:
+            del meta[field]
+    for field in _OMIT_EMPTY_FIELDS.get(kind.kind, ()):
+        if field in obj and not obj[field]:
+            del obj[field]
+
+
 def _count_generation(new: Obj, old: Obj) -> None:
     """A change of anything but metadata and status is a new generation, judged on the defaulted object
     as kube's strategies judge it (decoding defaults first): `gpumem: 8000` applied again over a stored
@@ -436,6 +454,7 @@ class Registry:
             obj = attributes.obj or obj
             if attributes.mutated:
                 default_object(kind.kind, obj)
+            _omit_empty(kind, obj)
             self._validate(kind, obj)
             await self.admission.validate(attributes)
             if self._allocates(kind):
@@ -628,6 +647,7 @@ class Registry:
                 obj = attributes.obj or obj
                 if attributes.mutated:
                     default_object(kind.kind, obj, _shared_fields(obj, old))
+                _omit_empty(kind, obj)
                 self._validate(
                     kind, obj, _binding_base(old, obj) if subresource == "binding" else old, subresource
                 )
