@@ -93,7 +93,20 @@ def test_datastore_is_cluster_scoped(kubectl: Kubectl) -> None:
         "apiVersion": "kamaji.clastix.io/v1alpha1",
         "kind": "DataStore",
         "metadata": {"name": "default"},
-        "spec": {"driver": "etcd", "endpoints": ["127.0.0.1:2379"]},
+        "spec": {
+            "driver": "etcd",
+            "endpoints": ["127.0.0.1:2379"],
+            "tlsConfig": {
+                "certificateAuthority": {
+                    "certificate": {"content": "Y2E="},
+                    "privateKey": {"content": "a2V5"},
+                },
+                "clientCertificate": {
+                    "certificate": {"content": "Y2VydA=="},
+                    "privateKey": {"content": "a2V5"},
+                },
+            },
+        },
     }
     kubectl("create", "-f", "-", input=json.dumps(store))
     out = json.loads(kubectl("get", "datastores", "-o", "json").stdout)
@@ -205,3 +218,51 @@ def test_a_kind_in_the_wrong_api_version_is_no_match(kubectl: Kubectl, tmp_path:
         assert refused.returncode == 1
         assert 'no matches for kind "Deployment" in version "batch/v1"' in refused.stderr
         assert "ensure CRDs are installed first" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"driver": "Oracle", "endpoints": ["db:1521"]},
+            'spec.driver: Unsupported value: "Oracle": supported values: "etcd", "MySQL", "PostgreSQL", "NATS",'
+            ' "sqlite"',
+        ),
+        ({"driver": "MySQL"}, "spec.endpoints: Required value"),
+        (
+            {"driver": "MySQL", "endpoints": ["db:3306"]},
+            'spec: Invalid value: "object": When driver is not etcd, either tlsConfig or basicAuth must be provided',
+        ),
+        (
+            {"driver": "etcd", "endpoints": ["e:2379"]},
+            'spec: Invalid value: "object": no such key: tlsConfig evaluating rule: certificateAuthority privateKey'
+            " must have secretReference or content when driver is etcd",
+        ),
+    ],
+)
+def test_a_datastore_is_checked_against_kamajis_schema(kubectl: Kubectl, spec: dict, message: str) -> None:
+    """Found by probing: any DataStore spec was stored. Kamaji's CRD (api/v1alpha1/datastore_types.go):
+    the driver enum, required endpoints, and its CEL rules on the credentials each driver needs."""
+    store = {
+        "apiVersion": "kamaji.clastix.io/v1alpha1",
+        "kind": "DataStore",
+        "metadata": {"name": "bad"},
+        "spec": spec,
+    }
+    refused = kubectl("create", "-f", "-", input=json.dumps(store), check=False)
+    assert refused.returncode == 1
+    assert 'The DataStore "bad" is invalid' in refused.stderr and message in refused.stderr
+
+
+@pytest.mark.parametrize(("value", "found"), [('"two"', "string"), ("1.5", "number"), ("true", "boolean")])
+def test_a_tcp_field_of_the_wrong_type_is_refused(kubectl: Kubectl, value: str, found: str) -> None:
+    """Found by probing: `replicas: "two"` was stored and the controller failed on it in a loop."""
+    tcp = json.loads(json.dumps(TCP))
+    tcp["metadata"]["name"] = f"typed-{found}"
+    tcp["spec"]["controlPlane"]["deployment"]["replicas"] = json.loads(value)
+    refused = kubectl("create", "-f", "-", input=json.dumps(tcp), check=False)
+    assert refused.returncode == 1
+    assert (
+        f'spec.controlPlane.deployment.replicas: Invalid value: "{found}": spec.controlPlane.deployment.replicas'
+        f' in body must be of type integer: "{found}"'
+    ) in refused.stderr

@@ -218,6 +218,82 @@ def _silent_node_scenario(core: kubernetes.client.CoreV1Api, apiserver: RunningA
     wait_for("taints removed", lambda: not core.read_node("flaky").spec.taints, timeout=5)
 
 
+def test_pods_of_a_silent_node_are_marked_not_ready_and_evicted_by_their_tolerations(
+    core: kubernetes.client.CoreV1Api, background_loop: BackgroundLoop, apiserver: RunningAPIServer
+) -> None:
+    """Found by probing: pods of a node that went away stayed Ready and were never evicted. As
+    kube-controller-manager: MarkPodsNotReady (Ready=False, a NodeNotReady event), then the taint
+    eviction controller deletes each pod once its toleration of `unreachable:NoExecute` runs out (300 s
+    by default, 1 s here), with a DisruptionTarget condition and a TaintManagerEviction event; a
+    toleration without seconds keeps the pod."""
+
+    async def start() -> tuple[KubeClient, NodeLifecycleController]:
+        client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+        controller = NodeLifecycleController(client, grace_seconds=1.0, monitor_seconds=0.2)
+        await controller.start()
+        return client, controller
+
+    ensure_namespace(core, "lost")
+    core.create_node(node_body("gone", "4", "8Gi"))
+    renew_lease(core, apiserver, "gone")
+    tolerations = {
+        "brief": [
+            {
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 1,
+            }
+        ],
+        "forever": [{"operator": "Exists"}],
+        "default": None,  # DefaultTolerationSeconds: 300 s
+    }
+    for name, toleration in tolerations.items():
+        body = pod_body(name, "100m")
+        body["spec"]["nodeName"] = "gone"
+        if toleration:
+            body["spec"]["tolerations"] = toleration
+        core.create_namespaced_pod("lost", body)
+        ready = {
+            "type": "Ready",
+            "status": "True",
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        core.patch_namespaced_pod_status(
+            name, "lost", {"status": {"phase": "Running", "conditions": [ready]}}
+        )
+    client, controller = background_loop.run(start())
+    try:
+
+        def condition(pod: Any, kind: str) -> Any:
+            return next((c for c in pod.status.conditions or [] if c.type == kind), None)
+
+        def all_not_ready() -> bool:
+            pods = core.list_namespaced_pod("lost").items
+            return len(pods) == 3 and all(condition(p, "Ready").status == "False" for p in pods)
+
+        wait_for("every pod not Ready", all_not_ready, timeout=10)
+        evicted = wait_for(
+            "the brief pod evicted",
+            lambda: (p := core.read_namespaced_pod("brief", "lost")).metadata.deletion_timestamp and p,
+            timeout=10,
+        )
+        target = condition(evicted, "DisruptionTarget")
+        assert (target.status, target.reason) == ("True", "DeletionByTaintManager")
+        events = {(e.reason, e.involved_object.name) for e in core.list_namespaced_event("lost").items}
+        assert ("TaintManagerEviction", "brief") in events and ("NodeNotReady", "forever") in events
+        time.sleep(1.0)  # longer than the brief pod's toleration: the others are still not due
+        for name in ("forever", "default"):
+            assert core.read_namespaced_pod(name, "lost").metadata.deletion_timestamp is None
+    finally:
+
+        async def stop() -> None:
+            await controller.stop()
+            await client.close()
+
+        background_loop.run(stop())
+
+
 def test_pods_of_a_deleted_node_are_removed(core: kubernetes.client.CoreV1Api) -> None:
     ensure_namespace(core, "gc")
     core.create_node(node_body("doomed", "4", "8Gi"))

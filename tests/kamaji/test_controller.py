@@ -209,6 +209,62 @@ async def test_a_tenant_on_a_missing_datastore_is_refused_by_kamaji_s_webhook(pl
     assert missing.value.code == 404
 
 
+async def test_a_datastore_in_use_cannot_be_deleted_and_its_driver_cannot_change(
+    plane: ManagementPlane,
+) -> None:
+    """Kamaji's `vdatastore.kb.io` (internal/webhook/handlers/ds_validate.go). Found by probing: deleting
+    the DataStore in use left every tenant NotReady after the next start."""
+    await _create(plane, "tenant-a")
+    with pytest.raises(ApiError) as refused:
+        await plane.client.delete(model.DATASTORES, "default")
+    assert (refused.value.code, refused.value.message) == (
+        403,
+        'admission webhook "vdatastore.kb.io" denied the request: the DataStore is used by multiple'
+        " TenantControlPlanes and cannot be removed",
+    )
+    with pytest.raises(ApiError) as changed:
+        await plane.client.patch(
+            model.DATASTORES,
+            "default",
+            # a change the schema accepts, so that the webhook is what refuses it
+            {
+                "spec": {
+                    "driver": "MySQL",
+                    "basicAuth": {"username": {"content": "dQ=="}, "password": {"content": "cA=="}},
+                }
+            },
+            patch_type="merge",
+        )
+    assert changed.value.message == (
+        'admission webhook "vdatastore.kb.io" denied the request: driver of a DataStore cannot be changed'
+    )
+    # an unused one goes
+    await plane.client.create(model.DATASTORES, model.datastore("spare"))
+    await plane.client.delete(model.DATASTORES, "spare")
+
+
+async def test_a_tenant_waiting_for_its_datastore_is_reconciled_when_it_appears(
+    plane: ManagementPlane,
+) -> None:
+    """Found by probing: a TCP whose DataStore had gone stayed NotReady after the DataStore came back,
+    until something else touched the TCP. Kamaji's controller watches DataStores for their TCPs."""
+    await plane.client.create(model.DATASTORES, model.datastore("second"))
+    await _create(plane, "tenant-w", datastore="second")
+    # the webhook keeps an in-use DataStore; remove it underneath, as a lost or edited state would
+    assert plane.server is not None
+    kind = plane.server.kinds.resource(model.GROUP, model.VERSION, "datastores")
+    assert kind is not None
+    registry = plane.server.registry
+    registry.admission.plugins = [p for p in registry.admission.plugins if p.name != "vdatastore.kb.io"]
+    await plane.client.delete(model.DATASTORES, "second")
+    assert plane.controller is not None
+    plane.controller.requeue("default/tenant-w")
+    await _wait_for(plane.client, "tenant-w", _state("NotReady"))
+    await plane.client.create(model.DATASTORES, model.datastore("second"))
+    ready = await _wait_for(plane.client, "tenant-w", _state("Ready"))
+    assert ready["status"]["storage"]["dataStoreName"] == "second"
+
+
 async def test_restarted_plane_serves_the_same_tenant_identity_and_data(tmp_path: Path) -> None:
     first = _plane(tmp_path)
     await first.start()

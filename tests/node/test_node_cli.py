@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tenantgpu.cli import main
@@ -27,6 +28,24 @@ def test_bad_gpu_spec_is_a_user_error(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "expected MODEL:MEMORY_MIB" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("NVIDIA L4:23034:2:0:9", "expected MODEL:MEMORY_MIB[:COUNT[:NUMA]], at most 4 fields"),
+        ("NVIDIA L4:23034:1:-1", "the NUMA node must be 0 or more"),
+        ("NVIDIA L4:23034:0", "count must be positive"),
+        ("NVIDIA L4:0", "memory must be a positive number of MiB"),
+        ("NVIDIA L4:many", "memory, count and NUMA must be integers"),
+    ],
+)
+def test_each_bad_gpu_spec_says_what_is_wrong(tmp_path: Path, spec: str, message: str) -> None:
+    """Found by probing: a fifth field and a negative NUMA node both said `memory and count must be positive`."""
+    kc = _kubeconfig(tmp_path, "http://127.0.0.1:1")
+    result = CliRunner().invoke(main, ["node", "run", "--kubeconfig", str(kc), "--name", "n", "--gpu", spec])
+    assert result.exit_code == 2
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
 
 
 def test_missing_kubeconfig(tmp_path: Path) -> None:

@@ -1099,12 +1099,55 @@ def _cel(path: str, kind: str, message: str) -> Cause:
     return _invalid(path, kind, message)
 
 
+def _schema_type(value: Any) -> str:
+    """The JSON type a CRD's structural schema sees (`integer` for whole numbers)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _type_invalid(path: str, value: Any, wanted: str) -> Cause | None:
+    """kube's error for a custom resource field of the wrong type, or None when the type is right."""
+    found = _schema_type(value)
+    if value is None or found == wanted or (wanted == "number" and found == "integer"):
+        return None
+    return Cause(
+        "FieldValueTypeInvalid",
+        f'Invalid value: "{found}": {path} in body must be of type {wanted}: "{found}"',
+        path,
+    )
+
+
+def _at(obj: Mapping[str, Any], path: str) -> Any:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+# Integer fields of Kamaji's TenantControlPlane schema that the lab reads.
+_TCP_INTEGERS = (
+    "spec.controlPlane.deployment.replicas",
+    "spec.networkProfile.port",
+    "spec.addons.konnectivity.server.port",
+)
+
+
 def _validate_tenant_control_plane(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
-    """Kamaji's CRD schema for a TenantControlPlane: its required fields, enums and CEL rules."""
+    """Kamaji's CRD schema for a TenantControlPlane: its required fields, types, enums and CEL rules."""
     causes: list[Cause] = []
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return [_required("spec")]
+    typed = [c for path in _TCP_INTEGERS if (c := _type_invalid(path, _at(obj, path), "integer")) is not None]
+    if typed:
+        return typed  # the schema's type check comes before the rest
     control_plane = spec.get("controlPlane")
     kubernetes = spec.get("kubernetes")
     if control_plane is None:
@@ -1186,6 +1229,59 @@ def _validate_tenant_control_plane(obj: Mapping[str, Any], old: Mapping[str, Any
                     "changing the cluster domain is not supported",
                 )
             )
+    return causes
+
+
+# Kamaji's DataStore drivers (the CRD's enum), and the lab's own store beside them.
+_DATASTORE_DRIVERS = ["etcd", "MySQL", "PostgreSQL", "NATS", "sqlite"]
+_KINE_DRIVERS = ("MySQL", "PostgreSQL", "NATS")
+# Kamaji's CEL rules for an etcd DataStore: the path that must hold `secretReference` or `content`.
+_ETCD_RULES = (
+    ("tlsConfig.certificateAuthority.privateKey", "certificateAuthority privateKey"),
+    ("tlsConfig.clientCertificate.certificate", "clientCertificate"),
+    ("tlsConfig.clientCertificate.privateKey", "clientCertificate privateKey"),
+)
+
+
+def _cel_has_content(spec: Mapping[str, Any], path: str) -> bool | str:
+    """`has(<path>.secretReference) || has(<path>.content)` in CEL: a bool, or the missing key that
+    makes the rule's evaluation fail (CEL's `no such key`)."""
+    value: Any = spec
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return part
+        value = value[part]
+    return isinstance(value, Mapping) and ("secretReference" in value or "content" in value)
+
+
+def _validate_data_store(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    """Kamaji's CRD schema for a DataStore: driver (an enum; `sqlite` is the lab's) and endpoints required,
+    and its CEL rules on the credentials each driver needs."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return []
+    causes: list[Cause] = []
+    driver = spec.get("driver")
+    if driver is None:
+        causes.append(_required("spec.driver"))
+    elif driver not in _DATASTORE_DRIVERS:
+        causes.append(_not_supported("spec.driver", driver, _DATASTORE_DRIVERS))
+    if spec.get("endpoints") is None:
+        causes.append(_required("spec.endpoints"))
+    if causes:
+        return causes
+    if driver == "etcd":
+        for path, what in _ETCD_RULES:
+            message = f"{what} must have secretReference or content when driver is etcd"
+            found = _cel_has_content(spec, path)
+            if isinstance(found, str):
+                causes.append(_cel("spec", "object", f"no such key: {found} evaluating rule: {message}"))
+            elif not found:
+                causes.append(_cel("spec", "object", message))
+    elif driver in _KINE_DRIVERS and "tlsConfig" not in spec and "basicAuth" not in spec:
+        causes.append(
+            _cel("spec", "object", "When driver is not etcd, either tlsConfig or basicAuth must be provided")
+        )
     return causes
 
 
@@ -1760,6 +1856,7 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "PriorityClass": _validate_priority_class,
     "PodDisruptionBudget": _validate_pod_disruption_budget,
     "TenantControlPlane": _validate_tenant_control_plane,
+    "DataStore": _validate_data_store,
     "ControllerRevision": _validate_controller_revision,
     "Binding": _validate_binding,
     "SelfSubjectAccessReview": _validate_access_review,

@@ -63,6 +63,7 @@ class ControlPlaneServices:
                 grace_seconds=self.node_grace_seconds,
                 monitor_seconds=self.node_monitor_seconds,
                 nodes=scheduler.nodes,
+                pods=scheduler.pods,
             ),
             PodGarbageCollector(self.client, pods=scheduler.pods, nodes=scheduler.nodes),
             jobs,

@@ -1,7 +1,11 @@
 """Node lifecycle: a node whose Lease stops being renewed turns Ready=Unknown and gets the unreachable taints.
 
 As kube-controller-manager does with `--node-monitor-grace-period` (40 s by default): once the kubelet
-renews its Lease and reports Ready again, the taints go away.
+renews its Lease and reports Ready again, the taints go away. Meanwhile its pods are marked not Ready
+(MarkPodsNotReady, with a `NodeNotReady` event), and the taint eviction controller deletes those that do
+not tolerate the NoExecute taint for longer: at once without a toleration, after `tolerationSeconds`
+with one (300 s, which every pod gets from the DefaultTolerationSeconds admission plugin), never with
+one that has no seconds (a DaemonSet's).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from tenantgpu.controlplane.podstate import is_terminal
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.kubeclient.client import now_rfc3339
 
@@ -20,6 +25,31 @@ log = logging.getLogger(__name__)
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
 _EFFECTS = ("NoSchedule", "NoExecute")
+EVICTION_COMPONENT = "taint-eviction-controller"
+NODE_CONTROLLER = "node-controller"
+
+
+def _tolerates(toleration: dict[str, Any], key: str, effect: str) -> bool:
+    """kube's Toleration.ToleratesTaint for a taint of `key` with no value."""
+    if toleration.get("effect") not in (None, "", effect):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if toleration.get("key") in (None, ""):
+        return operator == "Exists"
+    return toleration.get("key") == key and (operator == "Exists" or toleration.get("value") in (None, ""))
+
+
+def toleration_seconds(pod: dict[str, Any], key: str, effect: str = "NoExecute") -> float | None:
+    """How long `pod` tolerates a taint of `key` and `effect`: 0 when it does not, None for ever. As the
+    taint eviction controller's getMinTolerationTime: the shortest `tolerationSeconds` of the matching
+    tolerations, and for ever only when none of them has one."""
+    matching = [t for t in (pod.get("spec") or {}).get("tolerations") or [] if _tolerates(t, key, effect)]
+    if not matching:
+        return 0.0
+    seconds = [float(t["tolerationSeconds"]) for t in matching if t.get("tolerationSeconds") is not None]
+    if not seconds:
+        return None
+    return max(0.0, min(seconds))
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -64,16 +94,20 @@ class NodeLifecycleController:
         grace_seconds: float = 40.0,
         monitor_seconds: float = 5.0,
         nodes: Informer | None = None,
+        pods: Informer | None = None,
     ) -> None:
         self.client = client
         self.grace_seconds = grace_seconds
         self.monitor_seconds = monitor_seconds
         self.nodes = nodes or Informer(client, "nodes")
+        self.pods = pods or Informer(client, "pods")
         self.leases = Informer(client, "leases", NODE_LEASE_NAMESPACE)
         self._task: asyncio.Task[None] | None = None
+        self._evicted: set[str] = set()  # pod UIDs marked for deletion
 
     async def start(self) -> None:
         await self.nodes.start()
+        await self.pods.start()
         await self.leases.start()
         self._task = asyncio.create_task(self._loop(), name="node-lifecycle")
 
@@ -83,6 +117,7 @@ class NodeLifecycleController:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self.leases.stop()
+        await self.pods.stop()
         await self.nodes.stop()
 
     async def _loop(self) -> None:
@@ -106,9 +141,83 @@ class NodeLifecycleController:
                     await self._set_taints(node, add=True)
                 if not silent and has_unreachable_taints(node) and ready and ready.get("status") == "True":
                     await self._set_taints(node, add=False)
+                if silent:
+                    await self._handle_pods(node, now)
             except ApiError as exc:
                 if exc.code not in (404, 409):  # gone, or changed under us: the next pass sees the new state
                     raise
+
+    async def _handle_pods(self, node: dict[str, Any], now: datetime) -> None:
+        """The pods of a silent node: not Ready any more, and evicted once they stop tolerating it."""
+        name = node["metadata"]["name"]
+        added = next(
+            (
+                _parse_time(t.get("timeAdded"))
+                for t in (node.get("spec") or {}).get("taints") or []
+                if t.get("key") == UNREACHABLE_TAINT_KEY and t.get("effect") == "NoExecute"
+            ),
+            None,
+        )
+        for pod in self.pods.items():
+            if (pod.get("spec") or {}).get("nodeName") != name or is_terminal(pod):
+                continue
+            with contextlib.suppress(ApiError):
+                await self._mark_not_ready(pod)
+                if added is not None:
+                    await self._evict_if_due(pod, (now - added).total_seconds())
+
+    async def _mark_not_ready(self, pod: dict[str, Any]) -> None:
+        ready = next(
+            (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None
+        )
+        if ready is None or ready.get("status") == "False" or pod["metadata"].get("deletionTimestamp"):
+            return
+        condition = {**ready, "status": "False", "lastTransitionTime": now_rfc3339()}
+        meta = pod["metadata"]
+        await self.client.patch(
+            "pods",
+            meta["name"],
+            {"status": {"conditions": [condition]}},
+            meta["namespace"],
+            patch_type="strategic",  # conditions merge by type
+            subresource="status",
+        )
+        await self.client.create_event(
+            pod, reason="NodeNotReady", message="Node is not ready", type="Warning", component=NODE_CONTROLLER
+        )
+
+    async def _evict_if_due(self, pod: dict[str, Any], tainted_for: float) -> None:
+        meta = pod["metadata"]
+        uid = meta.get("uid", "")
+        if uid in self._evicted or meta.get("deletionTimestamp"):
+            return
+        tolerated = toleration_seconds(pod, UNREACHABLE_TAINT_KEY)
+        if tolerated is None or tainted_for < tolerated:
+            return
+        self._evicted.add(uid)
+        namespace, name = meta["namespace"], meta["name"]
+        await self.client.create_event(
+            pod,
+            reason="TaintManagerEviction",
+            message=f"Marking for deletion Pod {namespace}/{name}",
+            component=EVICTION_COMPONENT,
+        )
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "DeletionByTaintManager",
+            "message": "Taint manager: deleting due to NoExecute taint",
+            "lastTransitionTime": now_rfc3339(),
+        }
+        await self.client.patch(
+            "pods",
+            name,
+            {"status": {"conditions": [condition]}},
+            namespace,
+            patch_type="strategic",
+            subresource="status",
+        )
+        await self.client.delete("pods", name, namespace)
 
     async def _mark_unknown(self, node: dict[str, Any]) -> None:
         now = now_rfc3339()

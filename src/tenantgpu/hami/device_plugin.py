@@ -58,9 +58,22 @@ class GPUSpec:
             numa = int(parts[3]) if len(parts) > 3 else 0
         except ValueError:
             raise ValueError(f"GPU spec {text!r}: memory, count and NUMA must be integers") from None
-        if memory <= 0 or count <= 0 or numa < 0:
-            raise ValueError(f"GPU spec {text!r}: memory and count must be positive")
-        return cls(parts[0].strip(), memory, count, numa)
+        model = parts[0].strip()
+        if model.rsplit(":", 1)[-1].strip().lstrip("-").isdigit() and ":" in model:
+            # a model name may hold colons, but not a number after its last one: a fifth field
+            raise ValueError(f"GPU spec {text!r}: expected MODEL:MEMORY_MIB[:COUNT[:NUMA]], at most 4 fields")
+        problems = [
+            what
+            for what, bad in (
+                ("memory must be a positive number of MiB", memory <= 0),
+                ("count must be positive", count <= 0),
+                ("the NUMA node must be 0 or more", numa < 0),
+            )
+            if bad
+        ]
+        if problems:
+            raise ValueError(f"GPU spec {text!r}: {', '.join(problems)}")
+        return cls(model, memory, count, numa)
 
 
 def device_type(model: str) -> str:

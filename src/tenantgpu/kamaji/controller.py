@@ -38,6 +38,10 @@ class TenantControlPlaneController:
         self.units: list[Unit] = list(units) if units is not None else default_units()
         self._informer = Informer(client, model.TENANT_CONTROL_PLANES)
         self._informer.add_handler(self._on_event)
+        # A TCP whose DataStore is missing waits for it: Kamaji's controller watches DataStores and
+        # reconciles the TCPs that name one when it appears or changes.
+        self._datastores = Informer(client, model.DATASTORES)
+        self._datastores.add_handler(self._on_datastore)
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
         self._active: set[str] = set()
@@ -56,6 +60,7 @@ class TenantControlPlaneController:
         self._tasks = [
             asyncio.create_task(self._work(), name=f"tcp-controller-{i}") for i in range(self._concurrency)
         ]
+        await self._datastores.start()
         await self._informer.start()
         # A restarted lab finds the Ready status its last run derived; until every TCP was reconciled once
         # by this run, that status is a memory, not an observation.
@@ -71,6 +76,7 @@ class TenantControlPlaneController:
 
     async def stop(self) -> None:
         await self._informer.stop()
+        await self._datastores.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -85,6 +91,14 @@ class TenantControlPlaneController:
         else:
             self._gone.pop(key, None)
         self._enqueue(key)
+
+    def _on_datastore(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        if kind == "DELETED" or (old is not None and old.get("spec") == obj.get("spec")):
+            return  # its status follows the TCPs (usedBy): reconciling them for it would only loop
+        name = obj["metadata"]["name"]
+        for tcp in self._informer.items():
+            if model.datastore_name(tcp) == name or model.current_datastore_name(tcp) == name:
+                self._enqueue(model.TenantRef.of(tcp).key)
 
     def requeue(self, key: str) -> None:
         """Reconcile "<namespace>/<name>" again, e.g. after the process that served it was lost."""

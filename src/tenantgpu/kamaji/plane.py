@@ -22,7 +22,7 @@ from tenantgpu.kamaji.datastores import DataStoreController
 from tenantgpu.kamaji.inprocess import InProcessHost, trust_directory
 from tenantgpu.kamaji.kubeconfig import kubeconfig_ca, kubeconfig_server
 from tenantgpu.kamaji.model import GROUP, VERSION
-from tenantgpu.kamaji.webhook import TenantControlPlaneDefaults, TenantControlPlaneWebhook
+from tenantgpu.kamaji.webhook import DataStoreWebhook, TenantControlPlaneDefaults, TenantControlPlaneWebhook
 from tenantgpu.kubeclient import KubeClient
 
 MANAGEMENT_NAME = "management"
@@ -105,6 +105,7 @@ class ManagementPlane:
             admission_plugins=[
                 TenantControlPlaneDefaults(model.DEFAULT_DATASTORE),
                 TenantControlPlaneWebhook(self._datastore_object),
+                DataStoreWebhook(self._datastore_users),
             ],
         )
         server = APIServer(config)
@@ -126,6 +127,18 @@ class ManagementPlane:
         if server is None or kind is None:
             return {}  # not serving yet: nothing to compare with
         return server.registry.get_object(kind, "", name)
+
+    def _datastore_users(self, name: str) -> list[str]:
+        """The TCPs whose data is in DataStore `name` (named in their spec, or still stored there)."""
+        server = self.server
+        kind = None if server is None else server.kinds.resource(GROUP, VERSION, "tenantcontrolplanes")
+        if server is None or kind is None:
+            return []
+        return [
+            model.TenantRef.of(entry.obj).key
+            for entry in server.registry.list(kind, None)
+            if name in (model.datastore_name(entry.obj), model.current_datastore_name(entry.obj))
+        ]
 
     def _previous_port(self, pki: ServerPKI) -> int:
         """The port of the last run, so a management kubeconfig handed out before stays valid."""

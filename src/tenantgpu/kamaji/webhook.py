@@ -202,3 +202,35 @@ class TenantControlPlaneDefaults:
                 return  # the schema's CIDR rule refuses the object
             if ips:
                 network["dnsServiceIPs"] = ips
+
+
+DATASTORE_WEBHOOK_NAME = "vdatastore.kb.io"
+TenantControlPlaneLookup = Callable[[str], list[str]]
+
+
+class DataStoreWebhook:
+    """Kamaji's validating webhook for DataStores (`vdatastore.kb.io`, on create, update and delete): a
+    DataStore that TenantControlPlanes use cannot be deleted (their data is in it), and its driver
+    cannot change. `users(name)` names the TCPs that use the DataStore."""
+
+    name = DATASTORE_WEBHOOK_NAME
+    mutating = False
+
+    def __init__(self, users: TenantControlPlaneLookup) -> None:
+        self.users = users
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        if attributes.kind.kind != "DataStore" or attributes.subresource:
+            return
+        why = None
+        if attributes.operation == "DELETE":
+            if self.users(attributes.name):
+                why = "the DataStore is used by multiple TenantControlPlanes and cannot be removed"
+        elif attributes.operation == "UPDATE" and attributes.obj is not None and attributes.old is not None:
+            driver = (attributes.obj.get("spec") or {}).get("driver")
+            if driver != (attributes.old.get("spec") or {}).get("driver"):
+                why = "driver of a DataStore cannot be changed"
+        if why is not None:
+            raise APIError(
+                403, "Forbidden", f'admission webhook "{DATASTORE_WEBHOOK_NAME}" denied the request: {why}'
+            )

@@ -115,6 +115,20 @@ class PodRecord:
     init_containers: tuple[str, ...] = ()  # their logs are in `logs` too: kept after they complete
 
 
+def _marked_not_ready(pod: dict[str, Any]) -> bool:
+    """Ready=False without the kubelet's own reason (ContainersNotReady) while every container is ready:
+    the node lifecycle controller's MarkPodsNotReady."""
+    status = pod.get("status") or {}
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "Ready":
+            return (
+                condition.get("status") == "False"
+                and not condition.get("reason")
+                and all(cs.get("ready") for cs in status.get("containerStatuses") or ())
+            )
+    return False
+
+
 def _command(container: dict[str, Any]) -> list[str]:
     """A container's command line: `command` + `args`. With `args` alone (what `kubectl run -- …`
     writes) the image's entrypoint would run them; the simulation takes the image to have none, as
@@ -314,7 +328,31 @@ class Kubelet:
                 record.task.cancel()
             record.task = asyncio.create_task(self._terminate(pod, record))
             return
+        if record.started_at and not record.finished and not record.terminating and _marked_not_ready(pod):
+            task = asyncio.create_task(self._restore_ready(record))
+            self._mirror_tasks.add(task)
+            task.add_done_callback(self._mirror_tasks.discard)
         self._start_ephemeral(pod, record)
+
+    async def _restore_ready(self, record: PodRecord) -> None:
+        """The node controller marked a pod this kubelet runs not Ready while the node was silent; the
+        kubelet's status manager, finding the API's status unlike its own, writes Ready back."""
+        condition = {
+            "type": "Ready",
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": podstatus.rfc3339(),
+        }
+        with contextlib.suppress(ApiError):
+            await self.client.patch(
+                "pods",
+                record.name,
+                {"status": {"conditions": [condition]}},
+                record.namespace,
+                patch_type="strategic",
+                subresource="status",
+                decode=False,
+            )
 
     async def _recreate_mirror(self, pod: dict[str, Any]) -> None:
         """Put a deleted mirror pod back, as the kubelet does while its static pod is configured.
