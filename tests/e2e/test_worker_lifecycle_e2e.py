@@ -56,3 +56,59 @@ def test_stopped_worker_goes_unknown_and_recovers(
         return seen
 
     assert background_loop.run(scenario(), timeout=60) == ["True", "Unknown", "True"]
+
+
+async def _pod_ready(client: KubeClient, name: str) -> str:
+    pod = await client.get("pods", name, "default")
+    return next(
+        (c["status"] for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), ""
+    )
+
+
+async def _until_pod_ready_is(client: KubeClient, name: str, status: str, timeout: float = 15.0) -> None:
+    async with asyncio.timeout(timeout):
+        while await _pod_ready(client, name) != status:
+            await asyncio.sleep(0.1)
+
+
+def test_a_pod_of_a_lost_worker_is_not_ready_until_the_worker_is_back(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop
+) -> None:
+    """The node controller marks the pods of a silent node not Ready; the kubelet that comes back (a new
+    process: it adopts its pods) writes Ready again, as the kubelet's status manager does."""
+
+    async def scenario() -> list[str]:
+        seen = []
+        client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+        cfg = SharingConfig()
+        controller = NodeLifecycleController(client, grace_seconds=2.0, monitor_seconds=0.2)
+
+        def worker() -> Worker:
+            return Worker(client, "lost", [GPUSpec("NVIDIA L4", 23034)], cfg, lease_duration_seconds=2,
+                          status_report_seconds=1)  # fmt: skip
+
+        first = worker()
+        await first.start()
+        await controller.start()
+        try:
+            pod = {
+                "metadata": {"name": "kept"},
+                "spec": {"nodeName": "lost", "containers": [{"name": "c", "image": "x"}]},
+            }
+            await client.create("pods", pod, "default")
+            await _until_pod_ready_is(client, "kept", "True")
+            seen.append("True")
+            await first.stop()
+            await _until_pod_ready_is(client, "kept", "False")
+            seen.append("False")
+            again = worker()
+            await again.start()
+            await _until_pod_ready_is(client, "kept", "True")
+            seen.append("True")
+            await again.stop()
+        finally:
+            await controller.stop()
+            await client.close()
+        return seen
+
+    assert background_loop.run(scenario(), timeout=60) == ["True", "False", "True"]

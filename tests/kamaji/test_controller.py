@@ -170,6 +170,10 @@ async def test_sleeping_stops_the_server_and_waking_keeps_data(plane: Management
     await plane.client.patch(model.TENANT_CONTROL_PLANES, "tenant-s", patch, "default")
     slept = await _wait_for(plane.client, "tenant-s", _state("Sleeping"))
     assert slept["status"]["controlPlaneEndpoint"] == endpoint
+    # Kamaji scales the Deployment to zero and keeps the Service (found by probing: it vanished)
+    assert (
+        slept["status"]["kubernetesResources"]["service"] == tcp["status"]["kubernetesResources"]["service"]
+    )
     host, port = endpoint.split(":")
     with pytest.raises(OSError):
         await asyncio.open_connection(host, int(port))

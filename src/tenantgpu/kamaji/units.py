@@ -450,8 +450,12 @@ class APIServerUnit:
                 {"name": ref.name, "namespace": ref.namespace, "port": r.running.port},
             )
         elif model.endpoint(r.tcp):
-            # Sleeping keeps its endpoint (Kamaji keeps the Service); it just refuses connections.
+            # Sleeping keeps its endpoint and its Service (Kamaji scales only the Deployment to zero);
+            # it just refuses connections.
             r.set_status("controlPlaneEndpoint", model.endpoint(r.tcp))
+            service = ((r.tcp.get("status") or {}).get("kubernetesResources") or {}).get("service")
+            if service:
+                r.set_status("kubernetesResources.service", service)
 
     def _instance(self, r: Reconciliation, port: int) -> ControlPlaneInstance:
         assert r.ca and r.serving and r.service_account

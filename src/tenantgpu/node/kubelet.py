@@ -572,6 +572,8 @@ class Kubelet:
         self._prepare_containers(pod, record, self._allocation_from_annotations(pod))
         self._adopt_ephemeral(pod, record)
         self._start_ephemeral(pod, record)  # added while the kubelet was down
+        if _marked_not_ready(pod):  # by the node controller while this kubelet was away
+            await self._restore_ready(record)
         elapsed = 0.0
         if record.started_at:
             begun = datetime.fromisoformat(record.started_at.replace("Z", "+00:00"))
