@@ -36,16 +36,19 @@ def _used(raw: RawClient, name: str, key: str, want: str) -> str:
     return value
 
 
+def _quota(raw: RawClient, namespace: str, name: str, hard: dict[str, str]) -> dict:
+    """A namespace with one ResourceQuota in it; returns the quota as sent."""
+    raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": {"hard": hard}}
+    assert raw.request("POST", f"/api/v1/namespaces/{namespace}/resourcequotas", quota).status == 201
+    return quota
+
+
 def test_quota_refuses_the_pod_that_would_exceed_it(apiserver: RunningAPIServer) -> None:
     raw = RawClient(apiserver.kubeconfig)
-    raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": "quota"}})
-    quota = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": "compute"},
-        "spec": {"hard": {"requests.cpu": "2", "pods": "5", "requests.nvidia.com/gpu": "1"}},
-    }
-    assert raw.request("POST", "/api/v1/namespaces/quota/resourcequotas", quota).status == 201
+    quota = _quota(
+        raw, "quota", "compute", {"requests.cpu": "2", "pods": "5", "requests.nvidia.com/gpu": "1"}
+    )
     assert raw.request("POST", "/api/v1/namespaces/quota/pods", _pod("a")).status == 201
     assert raw.request("POST", "/api/v1/namespaces/quota/pods", _pod("b", gpu="1")).status == 201
     assert _used(raw, "compute", "requests.cpu", "2") == "2"
@@ -73,16 +76,8 @@ def test_kube_counts_extended_resources_as_requests_only(apiserver: RunningAPISe
     for it nor reports its usage (HAMi's webhook and scheduler enforce such quotas). Found by probing: the
     lab's kube plugin refused pods HAMi's webhook had let through."""
     raw = RawClient(apiserver.kubeconfig)
-    raw.request("POST", "/api/v1/namespaces", {"metadata": {"name": "hami-quota"}})
-    quota = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": "gpu"},
-        "spec": {
-            "hard": {"limits.nvidia.com/gpumem": "3k", "requests.nvidia.com/gpu": "2", "limits.cpu": "4"}
-        },
-    }
-    assert raw.request("POST", "/api/v1/namespaces/hami-quota/resourcequotas", quota).status == 201
+    hard = {"limits.nvidia.com/gpumem": "3k", "requests.nvidia.com/gpu": "2", "limits.cpu": "4"}
+    _quota(raw, "hami-quota", "gpu", hard)
     big = _pod("big", gpu="1")
     big["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = "5000"
     assert raw.request("POST", "/api/v1/namespaces/hami-quota/pods", big).status == 201

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 from apiserver_harness import BackgroundLoop, RunningAPIServer
@@ -27,42 +28,56 @@ async def _until_ready_is(client: KubeClient, name: str, status: str, timeout: f
             await asyncio.sleep(0.1)
 
 
-def test_stopped_worker_goes_unknown_and_recovers(
-    apiserver: RunningAPIServer, background_loop: BackgroundLoop
-) -> None:
-    async def scenario() -> list[str]:
-        seen = []
+Scenario = Callable[[KubeClient, Callable[[str], Worker]], Awaitable[list[str]]]
+
+
+def _run(apiserver: RunningAPIServer, background_loop: BackgroundLoop, scenario: Scenario) -> list[str]:
+    """Runs `scenario` beside a node lifecycle controller with short timings; it gets the client and a
+    factory of workers (the same node name again is the same machine coming back)."""
+
+    async def run() -> list[str]:
         client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
         cfg = SharingConfig()
         controller = NodeLifecycleController(client, grace_seconds=2.0, monitor_seconds=0.2)
-        flaky = Worker(client, "flaky", [GPUSpec("NVIDIA L4", 23034)], cfg, lease_duration_seconds=2,
-                       status_report_seconds=1)  # fmt: skip
-        await flaky.start()
+
+        def worker(name: str) -> Worker:
+            return Worker(client, name, [GPUSpec("NVIDIA L4", 23034)], cfg, lease_duration_seconds=2,
+                          status_report_seconds=1)  # fmt: skip
+
         await controller.start()
         try:
-            seen.append(await _ready(client, "flaky"))
-            await flaky.stop()
-            await _until_ready_is(client, "flaky", "Unknown")
-            seen.append("Unknown")
-            again = Worker(client, "flaky", [GPUSpec("NVIDIA L4", 23034)], cfg, lease_duration_seconds=2,
-                           status_report_seconds=1)  # fmt: skip
-            await again.start()
-            await _until_ready_is(client, "flaky", "True")
-            seen.append("True")
-            await again.stop()
+            return await scenario(client, worker)
         finally:
             await controller.stop()
             await client.close()
+
+    return background_loop.run(run(), timeout=60)
+
+
+def test_stopped_worker_goes_unknown_and_recovers(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop
+) -> None:
+    async def scenario(client: KubeClient, worker: Callable[[str], Worker]) -> list[str]:
+        flaky = worker("flaky")
+        await flaky.start()
+        seen = [await _ready(client, "flaky")]
+        await flaky.stop()
+        await _until_ready_is(client, "flaky", "Unknown")
+        seen.append("Unknown")
+        again = worker("flaky")
+        await again.start()
+        await _until_ready_is(client, "flaky", "True")
+        seen.append("True")
+        await again.stop()
         return seen
 
-    assert background_loop.run(scenario(), timeout=60) == ["True", "Unknown", "True"]
+    assert _run(apiserver, background_loop, scenario) == ["True", "Unknown", "True"]
 
 
 async def _pod_ready(client: KubeClient, name: str) -> str:
     pod = await client.get("pods", name, "default")
-    return next(
-        (c["status"] for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), ""
-    )
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return next((c["status"] for c in conditions if c["type"] == "Ready"), "")
 
 
 async def _until_pod_ready_is(client: KubeClient, name: str, status: str, timeout: float = 15.0) -> None:
@@ -77,38 +92,24 @@ def test_a_pod_of_a_lost_worker_is_not_ready_until_the_worker_is_back(
     """The node controller marks the pods of a silent node not Ready; the kubelet that comes back (a new
     process: it adopts its pods) writes Ready again, as the kubelet's status manager does."""
 
-    async def scenario() -> list[str]:
-        seen = []
-        client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
-        cfg = SharingConfig()
-        controller = NodeLifecycleController(client, grace_seconds=2.0, monitor_seconds=0.2)
-
-        def worker() -> Worker:
-            return Worker(client, "lost", [GPUSpec("NVIDIA L4", 23034)], cfg, lease_duration_seconds=2,
-                          status_report_seconds=1)  # fmt: skip
-
-        first = worker()
+    async def scenario(client: KubeClient, worker: Callable[[str], Worker]) -> list[str]:
+        first = worker("lost")
         await first.start()
-        await controller.start()
-        try:
-            pod = {
-                "metadata": {"name": "kept"},
-                "spec": {"nodeName": "lost", "containers": [{"name": "c", "image": "x"}]},
-            }
-            await client.create("pods", pod, "default")
-            await _until_pod_ready_is(client, "kept", "True")
-            seen.append("True")
-            await first.stop()
-            await _until_pod_ready_is(client, "kept", "False")
-            seen.append("False")
-            again = worker()
-            await again.start()
-            await _until_pod_ready_is(client, "kept", "True")
-            seen.append("True")
-            await again.stop()
-        finally:
-            await controller.stop()
-            await client.close()
+        pod = {
+            "metadata": {"name": "kept"},
+            "spec": {"nodeName": "lost", "containers": [{"name": "c", "image": "x"}]},
+        }
+        await client.create("pods", pod, "default")
+        seen = []
+        for step, status in (("start", "True"), ("stop", "False"), ("again", "True")):
+            if step == "stop":
+                await first.stop()
+            elif step == "again":
+                first = worker("lost")
+                await first.start()
+            await _until_pod_ready_is(client, "kept", status)
+            seen.append(status)
+        await first.stop()
         return seen
 
-    assert background_loop.run(scenario(), timeout=60) == ["True", "False", "True"]
+    assert _run(apiserver, background_loop, scenario) == ["True", "False", "True"]
