@@ -92,3 +92,19 @@ def test_impersonation_headers_name_the_user_and_what_to_check() -> None:
     assert anonymous is not None and anonymous.user.groups == ()
     with pytest.raises(ImpersonationError, match=r"requested \[group devs\] without impersonating a user"):
         impersonation(CIMultiDict([("Impersonate-Group", "devs")]))
+
+
+def test_a_service_account_brings_its_groups_unless_groups_are_asked_for() -> None:
+    from tenantgpu.apiserver.auth import impersonation
+
+    account = impersonation(CIMultiDict([("Impersonate-User", "system:serviceaccount:ci:robot")]))
+    assert account is not None and account.checks == (("", "serviceaccounts", "robot"),)
+    assert account.user.groups == (
+        "system:serviceaccounts",
+        "system:serviceaccounts:ci",
+        "system:authenticated",
+    )
+    grouped = impersonation(
+        CIMultiDict([("Impersonate-User", "system:serviceaccount:ci:robot"), ("Impersonate-Group", "devs")])
+    )
+    assert grouped is not None and grouped.user.groups == ("devs", "system:authenticated")

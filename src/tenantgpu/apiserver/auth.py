@@ -336,7 +336,8 @@ def impersonation(headers: Any) -> ImpersonationRequest | None:
     if name.startswith(SERVICE_ACCOUNT_PREFIX) and name.count(":") == 3:
         namespace, account = name[len(SERVICE_ACCOUNT_PREFIX) :].split(":", 1)
         checks.append(("", "serviceaccounts", account))
-        groups += [SERVICE_ACCOUNTS, f"{SERVICE_ACCOUNTS}:{namespace}"]
+        if not groups:  # a service account's groups are known, unless groups were asked for
+            groups = [SERVICE_ACCOUNTS, f"{SERVICE_ACCOUNTS}:{namespace}"]
     else:
         checks.append(("", "users", name))
     checks += [("", "groups", g) for g in headers.getall("Impersonate-Group", [])]
