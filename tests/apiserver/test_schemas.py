@@ -12,7 +12,7 @@ from kubernetes.client import models
 
 from tenantgpu.apiserver import schemas
 from tenantgpu.apiserver.kinds import BUILTIN_KINDS, WORKLOAD_KINDS
-from tenantgpu.apiserver.schemas import INT_OR_STRING, KindSchemas, kind_schemas
+from tenantgpu.apiserver.schemas import INT_OR_STRING, QUANTITY, KindSchemas, kind_schemas
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 
@@ -71,9 +71,18 @@ def test_metadata_and_times_are_apimachinery_types() -> None:
     assert labels["type"] == "object" and labels["additionalProperties"] == {"type": "string"}
 
 
-def test_resource_quantities_stay_maps_of_strings() -> None:
-    requirements = found("", "v1", "Pod").components["io.k8s.api.core.v1.ResourceRequirements"]
-    assert requirements["properties"]["limits"]["additionalProperties"] == {"type": "string"}
+def test_resource_quantities_refer_to_quantity_as_in_kubes_openapi() -> None:
+    """The client's models type quantities as strings; kube's OpenAPI refers to resource.Quantity, which
+    `kubectl explain` shows as `<map[string]Quantity>` and `<Quantity>`."""
+    pod = found("", "v1", "Pod")
+    requirements = pod.components["io.k8s.api.core.v1.ResourceRequirements"]
+    assert requirements["properties"]["limits"]["additionalProperties"] == {"$ref": ref(QUANTITY)}
+    empty_dir = pod.components["io.k8s.api.core.v1.EmptyDirVolumeSource"]["properties"]["sizeLimit"]
+    assert target(empty_dir) == ref(QUANTITY)
+    assert "type" not in pod.components[QUANTITY]  # a string or a number: explain names it <Quantity>
+    # a map of strings that holds no quantities stays one
+    node_selector = pod.components["io.k8s.api.core.v1.PodSpec"]["properties"]["nodeSelector"]
+    assert node_selector["additionalProperties"] == {"type": "string"}
 
 
 def test_deployment_rolling_update_takes_int_or_string() -> None:

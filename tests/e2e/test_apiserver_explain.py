@@ -59,7 +59,7 @@ def test_explain_pod_lists_fields_with_types_and_descriptions(kubectl: Kubectl, 
 def test_explain_follows_a_path_into_containers(kubectl: Kubectl, version: str) -> None:
     out = kubectl("explain", "pod.spec.containers.resources", version=version).stdout
     assert "FIELD: resources <ResourceRequirements>" in out
-    assert "limits\t<map[string]string>" in out and "requests\t<map[string]string>" in out
+    assert "limits\t<map[string]Quantity>" in out and "requests\t<map[string]Quantity>" in out
     assert opening(client_text(models.V1ResourceRequirements, "limits")) in words(out)
 
     out = kubectl("explain", "pods.spec.containers", "--api-version=v1", version=version).stdout

@@ -83,17 +83,6 @@ _INT64_FIELDS: dict[str, frozenset[str]] = {
     "CSIDriverSpec": frozenset({"nodeAllocatableUpdatePeriodSeconds"}),
     "TokenRequest": frozenset({"expirationSeconds"}),
 }
-# Scalar resource.Quantity fields, which the client's models type as strings: a Quantity decodes from a
-# JSON number as well (`sizeLimit: 1` is one byte), so they take any value here. Maps of quantities
-# (limits, capacity) are maps of any value unless named in _STRING_MAPS.
-_QUANTITY_FIELDS: dict[str, frozenset[str]] = {
-    "EmptyDirVolumeSource": frozenset({"sizeLimit"}),
-    "ResourceFieldSelector": frozenset({"divisor"}),
-    "MetricTarget": frozenset({"value", "averageValue"}),
-    "MetricValueStatus": frozenset({"value", "averageValue"}),
-    "HPAScalingRules": frozenset({"tolerance"}),
-    "CSIStorageCapacity": frozenset({"capacity", "maximumVolumeSize"}),
-}
 _LEAF_TYPES = {"string": "string", "boolean": "bool", "number": "float64"}
 
 
@@ -101,8 +90,8 @@ def _leaf_type(schema: dict[str, Any], struct: str, field: str) -> str:
     kind = schema.get("type")
     if kind == "integer":
         return "int64" if field in _INT64_FIELDS.get(struct, ()) else "int32"
-    if kind == "string" and (schema.get("format") or field in _QUANTITY_FIELDS.get(struct, ())):
-        return ""  # a time or bytes, each decoded by a type of its own, or a Quantity
+    if kind == "string" and schema.get("format"):
+        return ""  # a time or bytes, each decoded by a type of its own
     return _LEAF_TYPES.get(kind or "", "")
 
 
@@ -112,14 +101,15 @@ def _type_of(schema: dict[str, Any], struct: str = "", field: str = "") -> str:
     )
     if ref:
         name = ref[len(_REF) :]
-        return "" if name == schemas.INT_OR_STRING else "@" + name
+        # IntOrString and Quantity decode from a string or a number (`sizeLimit: 1` is one byte)
+        return "" if name in (schemas.INT_OR_STRING, schemas.QUANTITY) else "@" + name
     if schema.get("type") == "array":
         return "[]" + _type_of(schema.get("items") or {}, struct, field)
     extra = schema.get("additionalProperties")
     if schema.get("type") == "object" and isinstance(extra, dict):
         inner = _type_of(extra)
-        # The models type maps of quantities (limits, capacity) as maps of strings, like labels; so
-        # their leaves stay untyped and the string maps are named (_STRING_MAPS).
+        # Maps of strings stay untyped but for the named ones (_STRING_MAPS): a map the schemas do not
+        # know to hold quantities may still hold them.
         return "{}" + (inner if inner[:1] in ("@", "[", "{") else "")
     return _leaf_type(schema, struct, field)
 

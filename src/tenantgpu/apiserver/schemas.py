@@ -33,9 +33,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["INT_OR_STRING", "KindSchemas", "kind_schemas", "models_version", "schema_name"]
+__all__ = ["INT_OR_STRING", "QUANTITY", "KindSchemas", "kind_schemas", "models_version", "schema_name"]
 
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 _REF = "#/components/schemas/"
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 
@@ -99,6 +100,42 @@ _LEGACY_INT_OR_STRING = frozenset(
     }
 )
 
+# The client's models type quantities as strings; these fields are resource.Quantity in kube's OpenAPI,
+# where `kubectl explain` shows `<Quantity>` and `<map[string]Quantity>` (model, JSON field). Read off
+# kube's published OpenAPI document, for the kinds the lab serves.
+_QUANTITY_FIELDS = frozenset(
+    {
+        ("V1ResourceRequirements", "limits"),
+        ("V1ResourceRequirements", "requests"),
+        ("V1VolumeResourceRequirements", "limits"),
+        ("V1VolumeResourceRequirements", "requests"),
+        ("V1PodSpec", "overhead"),
+        ("V1PodStatus", "allocatedResources"),
+        ("V1ContainerStatus", "allocatedResources"),
+        ("V1NodeStatus", "allocatable"),
+        ("V1NodeStatus", "capacity"),
+        ("V1ResourceQuotaSpec", "hard"),
+        ("V1ResourceQuotaStatus", "hard"),
+        ("V1ResourceQuotaStatus", "used"),
+        ("V1LimitRangeItem", "default"),
+        ("V1LimitRangeItem", "defaultRequest"),
+        ("V1LimitRangeItem", "max"),
+        ("V1LimitRangeItem", "maxLimitRequestRatio"),
+        ("V1LimitRangeItem", "min"),
+        ("V1PersistentVolumeSpec", "capacity"),
+        ("V1PersistentVolumeClaimStatus", "capacity"),
+        ("V1PersistentVolumeClaimStatus", "allocatedResources"),
+        ("V1EmptyDirVolumeSource", "sizeLimit"),
+        ("V1ResourceFieldSelector", "divisor"),
+    }
+)
+# As kube's OpenAPI v3 gives it (OpenAPIV3OneOfTypes): a string or a number, with no `type` of its own,
+# so that explain names it <Quantity>.
+_QUANTITY_SCHEMA: dict[str, Any] = {
+    "description": "A decimal or binary amount with an optional suffix, such as 500m, 2 or 1Gi.",
+    "oneOf": [{"type": "string"}, {"type": "number"}],
+}
+
 _PRIMITIVES: dict[str, dict[str, str]] = {
     "str": {"type": "string"},
     "int": {"type": "integer"},
@@ -150,6 +187,7 @@ class _Field:
     description: str
     required: bool
     int_or_string: bool
+    quantity: bool = False
 
 
 def models_version() -> str:
@@ -233,7 +271,8 @@ def _fields(model: type) -> tuple[_Field, ...]:
             description = _getter_description(model, attribute)
             required = _refuses_none(model, attribute)
             int_or_string = (model.__name__, attribute) in _LEGACY_INT_OR_STRING
-        found.append(_Field(json_name, type_text, description, required, int_or_string))
+        quantity = (model.__name__, json_name) in _QUANTITY_FIELDS
+        found.append(_Field(json_name, type_text, description, required, int_or_string, quantity))
     return tuple(found)
 
 
@@ -304,7 +343,18 @@ def _component_name(class_name: str, group: str) -> str:
 
 
 def _field_schema(field: _Field, ref: Callable[[str], str]) -> dict[str, Any]:
-    schema = {"$ref": _REF + INT_OR_STRING} if field.int_or_string else _type_schema(field.type_text, ref)
+    schema: dict[str, Any]
+    if field.int_or_string:
+        schema = {"$ref": _REF + INT_OR_STRING}
+    elif field.quantity:
+        quantity = {"$ref": _REF + QUANTITY}
+        schema = (
+            {"type": "object", "additionalProperties": quantity}
+            if _DICT.fullmatch(field.type_text)
+            else quantity
+        )
+    else:
+        schema = _type_schema(field.type_text, ref)
     if "$ref" in schema and field.description:
         # OpenAPI 3.0 ignores a $ref's siblings, so kube wraps the reference to describe the field.
         schema = {"allOf": [schema]}
@@ -314,8 +364,8 @@ def _field_schema(field: _Field, ref: Callable[[str], str]) -> dict[str, Any]:
 
 
 @functools.cache
-def _component(class_name: str, group: str) -> tuple[dict[str, Any], tuple[str, ...], bool]:
-    """One model's schema, the models it refers to, and whether it uses IntOrString."""
+def _component(class_name: str, group: str) -> tuple[dict[str, Any], tuple[str, ...], bool, bool]:
+    """One model's schema, the models it refers to, and whether it uses IntOrString and Quantity."""
     model = _model(class_name)
     assert model is not None
     referenced: list[str] = []
@@ -326,10 +376,11 @@ def _component(class_name: str, group: str) -> tuple[dict[str, Any], tuple[str, 
 
     properties: dict[str, Any] = {}
     required: list[str] = []
-    int_or_string = False
+    int_or_string = quantity = False
     for field in _fields(model):
         properties[field.json_name] = _field_schema(field, ref)
         int_or_string = int_or_string or field.int_or_string
+        quantity = quantity or field.quantity
         if field.required:
             required.append(field.json_name)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
@@ -337,7 +388,7 @@ def _component(class_name: str, group: str) -> tuple[dict[str, Any], tuple[str, 
         schema["description"] = description
     if required:
         schema["required"] = required
-    return schema, tuple(dict.fromkeys(referenced)), int_or_string
+    return schema, tuple(dict.fromkeys(referenced)), int_or_string, quantity
 
 
 def _kind_class(group: str, version: str, kind: str) -> str | None:
@@ -374,10 +425,12 @@ def kind_schemas(group: str, version: str, kind: str) -> KindSchemas | None:
         name = _component_name(class_name, effective)
         if name in components:
             continue
-        schema, referenced, int_or_string = _component(class_name, effective)
+        schema, referenced, int_or_string, quantity = _component(class_name, effective)
         components[name] = schema
         if int_or_string:
             components[INT_OR_STRING] = _INT_OR_STRING_SCHEMA
+        if quantity:
+            components[QUANTITY] = _QUANTITY_SCHEMA
         pending.extend((ref, effective) for ref in referenced)
     name = _component_name(kind_class, _owner_group(kind_class, group))
     components[name] = {**components[name], "x-kubernetes-group-version-kind": _gvk(group, version, kind)}
