@@ -107,8 +107,12 @@ def parse_go_duration(text: str) -> float:
 
 def _number(text: str) -> int:
     # Go's strconv.Atoi: an optional sign and decimal digits, within 64 bits.
-    if not re.fullmatch(r"[+-]?\d+", text) or not -(2**63) <= int(text) < 2**63:
-        reason = "value out of range" if re.fullmatch(r"[+-]?\d+", text) else "invalid syntax"
+    reason = ""
+    if not re.fullmatch(r"[+-]?\d+", text):
+        reason = "invalid syntax"
+    elif not -(2**63) <= int(text) < 2**63:
+        reason = "value out of range"
+    if reason:
         raise ScheduleError(
             f"failed to parse int from {text}: strconv.Atoi: parsing {_go_quote(text)}: {reason}"
         )

@@ -122,6 +122,8 @@ class QuotaUsage:
         self.pods = kinds.resource("", "v1", "pods")
         self.quotas = kinds.resource("", "v1", "resourcequotas")
         assert self.pods is not None and self.quotas is not None
+        # The object-count names of the served namespaced kinds (`count/configmaps`, `secrets` …).
+        self._count_names = frozenset(n for kind in kinds if kind.namespaced for n in _count_names(kind))
 
     def quotas_in(self, namespace: str) -> list[Obj]:
         assert self.quotas is not None
@@ -133,8 +135,9 @@ class QuotaUsage:
         hard = spec.get("hard") or {}
         # A name no evaluator counts (`limits.nvidia.com/gpumem`) gets no usage: kube leaves it out of
         # status.used, and kubectl shows it as 0.
-        count_names = {n for kind in self._registry.kinds if kind.namespaced for n in _count_names(kind)}
-        used = {name: Decimal(0) for name in hard if _pod_evaluator_matches(name) or name in count_names}
+        used = {
+            name: Decimal(0) for name in hard if _pod_evaluator_matches(name) or name in self._count_names
+        }
         for entry in self._registry.list(self.pods, namespace):
             if _counts_pod(entry.obj) and quota_matches_pod(spec, entry.obj):
                 for name, value in pod_usage(entry.obj).items():

@@ -16,6 +16,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from tenantgpu.controlplane.conditions import get_condition
 from tenantgpu.controlplane.podstate import is_terminal
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.kubeclient.client import now_rfc3339
@@ -166,13 +167,7 @@ class NodeLifecycleController:
                 if added is not None:
                     await self._evict_if_due(pod, (now - added).total_seconds())
 
-    async def _mark_not_ready(self, pod: dict[str, Any]) -> None:
-        ready = next(
-            (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None
-        )
-        if ready is None or ready.get("status") == "False" or pod["metadata"].get("deletionTimestamp"):
-            return
-        condition = {**ready, "status": "False", "lastTransitionTime": now_rfc3339()}
+    async def _patch_condition(self, pod: dict[str, Any], condition: dict[str, Any]) -> None:
         meta = pod["metadata"]
         await self.client.patch(
             "pods",
@@ -182,6 +177,12 @@ class NodeLifecycleController:
             patch_type="strategic",  # conditions merge by type
             subresource="status",
         )
+
+    async def _mark_not_ready(self, pod: dict[str, Any]) -> None:
+        ready = get_condition(pod.get("status") or {}, "Ready")
+        if ready is None or ready.get("status") == "False" or pod["metadata"].get("deletionTimestamp"):
+            return
+        await self._patch_condition(pod, {**ready, "status": "False", "lastTransitionTime": now_rfc3339()})
         await self.client.create_event(
             pod, reason="NodeNotReady", message="Node is not ready", type="Warning", component=NODE_CONTROLLER
         )
@@ -209,14 +210,7 @@ class NodeLifecycleController:
             "message": "Taint manager: deleting due to NoExecute taint",
             "lastTransitionTime": now_rfc3339(),
         }
-        await self.client.patch(
-            "pods",
-            name,
-            {"status": {"conditions": [condition]}},
-            namespace,
-            patch_type="strategic",
-            subresource="status",
-        )
+        await self._patch_condition(pod, condition)
         await self.client.delete("pods", name, namespace)
 
     async def _mark_unknown(self, node: dict[str, Any]) -> None:

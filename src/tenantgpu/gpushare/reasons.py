@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 
 CARD_TYPE_MISMATCH = "CardTypeMismatch"
@@ -74,10 +75,7 @@ def fit_error(total: int, node_reasons: Mapping[str, str], *, preemption_policy:
 
     The lab runs no preemption: every pod is taken to have no lower-priority pod to evict, which is
     the case while pods carry the default priority."""
-    counts: dict[str, int] = {}
-    for reason in node_reasons.values():
-        counts[reason] = counts.get(reason, 0) + 1
-    message = _histogram(total, counts)
+    message = _histogram(total, Counter(node_reasons.values()))
     if preemption_policy == "Never":
         return f"{message} preemption: {NOT_ELIGIBLE_NEVER}."
     helpless = sum(1 for reason in node_reasons.values() if reason.startswith(_UNRESOLVABLE))

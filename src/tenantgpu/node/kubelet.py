@@ -174,8 +174,9 @@ class Kubelet:
         self._subnet = zlib.crc32(node_name.encode()) % 250 + 1
         self._next_ip = 2
         self._admit_lock = asyncio.Lock()  # HAMi's Allocate is serialised by a mutex
-        # Re-creations of deleted mirror pods (the node's components) under way.
-        self._mirror_tasks: set[asyncio.Task[None]] = set()
+        # Writes beside the pods' own tasks (re-creating a deleted mirror pod, writing Ready back), which
+        # `stop()` cancels.
+        self._side_tasks: set[asyncio.Task[None]] = set()
         self.informer = Informer(client, "pods", field_selector=f"spec.nodeName={node_name}")
         self.informer.add_handler(self._on_pod)
         # Its own Node, watched: the device plugin releases HAMi's lock with a fresh resourceVersion.
@@ -193,8 +194,8 @@ class Kubelet:
     async def stop(self) -> None:
         await self.informer.stop()
         await self.node_informer.stop()
-        for mirror in list(self._mirror_tasks):
-            mirror.cancel()
+        for side in list(self._side_tasks):
+            side.cancel()
         tasks = [r.task for r in self.pods.values() if r.task and not r.task.done()]
         for task in tasks:
             task.cancel()
@@ -290,9 +291,7 @@ class Kubelet:
             return
         record = self.pods.get(uid)
         if kind == "DELETED" and MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}):
-            task = asyncio.create_task(self._recreate_mirror(pod))
-            self._mirror_tasks.add(task)
-            task.add_done_callback(self._mirror_tasks.discard)
+            self._side_task(self._recreate_mirror(pod))
         if kind == "DELETED":
             if record is not None:
                 if record.task and not record.task.done():
@@ -329,10 +328,13 @@ class Kubelet:
             record.task = asyncio.create_task(self._terminate(pod, record))
             return
         if record.started_at and not record.finished and not record.terminating and _marked_not_ready(pod):
-            task = asyncio.create_task(self._restore_ready(record))
-            self._mirror_tasks.add(task)
-            task.add_done_callback(self._mirror_tasks.discard)
+            self._side_task(self._restore_ready(record))
         self._start_ephemeral(pod, record)
+
+    def _side_task(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
 
     async def _restore_ready(self, record: PodRecord) -> None:
         """The node controller marked a pod this kubelet runs not Ready while the node was silent; the
