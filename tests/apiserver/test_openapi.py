@@ -92,11 +92,27 @@ def test_pod_spec_lists_its_containers() -> None:
 
 
 def test_kinds_without_a_model_keep_the_permissive_stub() -> None:
-    document = openapi_v3_group_version(TCP.group, TCP.version, [TCP])
-    gvk = {"group": TCP.group, "version": TCP.version, "kind": TCP.kind}
+    widget = KindSchemaInfo("example.com", "v1", "Widget", True, "widgets")
+    document = openapi_v3_group_version(widget.group, widget.version, [widget])
+    gvk = {"group": widget.group, "version": widget.version, "kind": widget.kind}
     schema = schema_for(document, gvk)
     assert schema is not None and schema["x-kubernetes-preserve-unknown-fields"] is True
     assert set(schema["properties"]) == {"apiVersion", "kind", "metadata"}
+    assert schema_for(document, {**gvk, "kind": "WidgetList"}) is not None
+
+
+def test_kamaji_kinds_publish_their_crd_schema_inlined() -> None:
+    """As apiextensions-apiserver publishes a CRD: one self-contained schema, embedded core types spelled
+    out, the list kind beside it."""
+    document = openapi_v3_group_version(TCP.group, TCP.version, [TCP])
+    gvk = {"group": TCP.group, "version": TCP.version, "kind": TCP.kind}
+    schema = schema_for(document, gvk)
+    assert schema is not None and "x-kubernetes-preserve-unknown-fields" not in schema
+    assert set(schema["properties"]) == {"apiVersion", "kind", "metadata", "spec", "status"}
+    deployment = schema["properties"]["spec"]["properties"]["controlPlane"]["properties"]["deployment"]
+    assert deployment["properties"]["replicas"]["default"] == 2
+    container = deployment["properties"]["additionalContainers"]["items"]
+    assert "$ref" not in str(container) and container["properties"]["image"]["type"] == "string"
     assert schema_for(document, {**gvk, "kind": "TenantControlPlaneList"}) is not None
 
 

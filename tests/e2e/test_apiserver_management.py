@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 from apiserver_harness import BackgroundLoop, Kubectl, RawClient, RunningAPIServer, kubectl_path, start_server
 
@@ -266,3 +267,118 @@ def test_a_tcp_field_of_the_wrong_type_is_refused(kubectl: Kubectl, value: str, 
         f'spec.controlPlane.deployment.replicas: Invalid value: "{found}": spec.controlPlane.deployment.replicas'
         f' in body must be of type integer: "{found}"'
     ) in refused.stderr
+
+
+def _tcp(name: str, **deployment: Any) -> dict[str, Any]:
+    tcp = json.loads(json.dumps(TCP))
+    tcp["metadata"]["name"] = name
+    tcp["spec"]["controlPlane"]["deployment"].update(deployment)
+    return tcp
+
+
+def test_an_unknown_tcp_field_is_refused_strictly_and_pruned_otherwise(kubectl: Kubectl) -> None:
+    """Found by probing: `spec.bogusField` was stored as given. Kamaji's CRD has a structural schema, so
+    apiextensions-apiserver prunes a field it lacks; kubectl's default `--validate=strict` refuses it
+    with a strict decoding error, `--validate=warn` gets it dropped with a warning."""
+    tcp = _tcp("unknown-field")
+    tcp["spec"]["bogusField"] = 1
+    tcp["spec"]["controlPlane"]["service"]["typo"] = "x"
+    refused = kubectl("create", "-f", "-", input=json.dumps(tcp), check=False)
+    assert refused.returncode == 1
+    assert (
+        'TenantControlPlane in version "v1alpha1" cannot be handled as a TenantControlPlane: strict decoding'
+        ' error: unknown field "spec.bogusField", unknown field "spec.controlPlane.service.typo"'
+    ) in refused.stderr
+    warned = kubectl("create", "--validate=warn", "-f", "-", input=json.dumps(tcp))
+    assert 'Warning: unknown field "spec.bogusField"' in warned.stderr
+    stored = json.loads(kubectl("get", "tcp", "unknown-field", "-o", "json").stdout)
+    assert "bogusField" not in stored["spec"] and "typo" not in stored["spec"]["controlPlane"]["service"]
+    assert stored["spec"]["controlPlane"]["service"]["serviceType"] == "ClusterIP"
+    patched = kubectl(
+        "patch", "tcp", "unknown-field", "--type=merge", "-p", '{"spec":{"networkProfile":{"prot":1}}}'
+    )
+    assert 'unknown field "spec.networkProfile.prot"' in patched.stderr
+    kubectl("delete", "tcp", "unknown-field", "--wait=false")
+
+
+def test_a_strategic_merge_patch_of_a_tcp_is_unsupported(
+    kubectl: Kubectl, apiserver: RunningAPIServer
+) -> None:
+    """kube serves custom resources without strategic merge patch: kubectl patch's default type is
+    refused with 415 and kubectl's own hint, a merge patch goes through."""
+    kubectl("create", "-f", "-", input=json.dumps(_tcp("patched")))
+    refused = kubectl(
+        "patch",
+        "tcp",
+        "patched",
+        "-p",
+        '{"spec":{"controlPlane":{"deployment":{"replicas":1}}}}',
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert (
+        "application/strategic-merge-patch+json is not supported by kamaji.clastix.io/v1alpha1"
+        in refused.stderr
+    )
+    assert (
+        "the body of the request was in an unknown format - accepted media types include:"
+        " application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    ) in refused.stderr
+    api = kubernetes.client.CustomObjectsApi(
+        kubernetes.config.new_client_from_config(str(apiserver.kubeconfig))
+    )
+    with pytest.raises(kubernetes.client.ApiException) as raised:
+        api.patch_namespaced_custom_object(
+            "kamaji.clastix.io",
+            "v1alpha1",
+            "default",
+            "tenantcontrolplanes",
+            "patched",
+            {"spec": {}},
+            _content_type="application/strategic-merge-patch+json",
+        )
+    assert raised.value.status == 415 and json.loads(raised.value.body)["reason"] == "UnsupportedMediaType"
+    patched = api.patch_namespaced_custom_object(
+        "kamaji.clastix.io",
+        "v1alpha1",
+        "default",
+        "tenantcontrolplanes",
+        "patched",
+        {"spec": {"controlPlane": {"deployment": {"replicas": 1}}}},
+        field_validation="Strict",
+    )
+    assert patched["spec"]["controlPlane"]["deployment"]["replicas"] == 1
+    kubectl("delete", "tcp", "patched", "--wait=false")
+
+
+def test_an_embedded_core_type_is_checked_by_the_schema(kubectl: Kubectl) -> None:
+    """The Kubernetes types Kamaji embeds are part of its CRD's schema: a wrong type deep inside an
+    additional container is a 422 with the CRD's wording, and its unknown fields are pruned too."""
+    tcp = _tcp(
+        "embedded",
+        additionalContainers=[{"name": "sidecar", "image": "busybox", "ports": [{"containerPort": "a"}]}],
+    )
+    refused = kubectl("create", "-f", "-", input=json.dumps(tcp), check=False)
+    assert refused.returncode == 1
+    path = "spec.controlPlane.deployment.additionalContainers[0].ports[0].containerPort"
+    assert (
+        f'{path}: Invalid value: "string": {path} in body must be of type integer: "string"' in refused.stderr
+    )
+    tcp["spec"]["controlPlane"]["deployment"]["additionalContainers"][0]["ports"] = [{"containerPort": 80}]
+    tcp["spec"]["controlPlane"]["deployment"]["additionalContainers"][0]["imagee"] = "typo"
+    refused = kubectl("create", "-f", "-", input=json.dumps(tcp), check=False)
+    assert 'unknown field "spec.controlPlane.deployment.additionalContainers[0].imagee"' in refused.stderr
+
+
+def test_kubectl_explain_walks_the_tcp_schema(kubectl: Kubectl) -> None:
+    """Found by probing: `kubectl explain tcp.spec` said `field "spec" does not exist`."""
+    explained = kubectl("explain", "tcp.spec.controlPlane.deployment").stdout
+    assert "FIELD: deployment <Object>" in explained
+    assert "additionalContainers\t<[]Object>" in explained and "replicas\t<integer>" in explained
+    service = kubectl("explain", "tcp.spec.controlPlane.service.serviceType").stdout
+    assert "ClusterIP" in service and "LoadBalancer" in service
+    driver = kubectl("explain", "datastore.spec.driver").stdout
+    assert "etcd" in driver and "sqlite" in driver
+    crd = json.loads(kubectl("get", "crd", "tenantcontrolplanes.kamaji.clastix.io", "-o", "json").stdout)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert schema["properties"]["spec"]["required"] == ["controlPlane", "kubernetes"]

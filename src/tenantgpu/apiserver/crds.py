@@ -3,18 +3,21 @@
 On a Kamaji management cluster, `TenantControlPlane` and `DataStore` are CRDs that Kamaji's chart
 installs, so `kubectl get crd` lists `tenantcontrolplanes.kamaji.clastix.io`. The lab serves those kinds
 natively and writes their definitions itself at start-up, in the shape apiextensions-apiserver shows
-once a definition is established. Their schema is open (`x-kubernetes-preserve-unknown-fields`), like
-the lab's OpenAPI stub for these kinds.
+once a definition is established, with the structural schema the API server enforces
+(`kamajischemas.py`). A lab started by an older release holds definitions with an older schema; they
+are brought up to date at start-up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 from datetime import UTC, datetime
 from typing import Any
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.auth import UserInfo
+from tenantgpu.apiserver.kamajischemas import crd_schema
 from tenantgpu.apiserver.kinds import CUSTOM_RESOURCE_DEFINITION, KAMAJI_KINDS, SCALE_PATHS, Kind
 from tenantgpu.apiserver.registry import Registry
 
@@ -25,6 +28,13 @@ _APISERVER = UserInfo("system:apiserver", ("system:masters",))
 
 def _json_path(path: tuple[str, ...]) -> str:
     return "".join(f".{part}" for part in path)
+
+
+def _schema(kind: Kind) -> dict[str, Any]:
+    found = crd_schema(kind.group, kind.version, kind.kind)
+    if found is None:
+        return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return copy.deepcopy(dict(found))
 
 
 def custom_resource_definition(kind: Kind, now: datetime) -> dict[str, Any]:
@@ -53,7 +63,7 @@ def custom_resource_definition(kind: Kind, now: datetime) -> dict[str, Any]:
         "name": kind.version,
         "served": True,
         "storage": True,
-        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        "schema": {"openAPIV3Schema": _schema(kind)},
     }
     if subresources:
         version["subresources"] = subresources
@@ -102,9 +112,18 @@ async def ensure_custom_resource_definitions(registry: Registry) -> None:
     if crd_kind is None:
         return
     for kind in registry.kinds:
-        if kind not in KAMAJI_KINDS or registry.get_object(crd_kind, "", kind.group_resource) is not None:
+        if kind not in KAMAJI_KINDS:
             continue
-        with contextlib.suppress(errors.APIError):  # written meanwhile by another start of this server
-            await registry.create(
-                crd_kind, "", custom_resource_definition(kind, datetime.now(UTC)), _APISERVER
-            )
+        wanted = custom_resource_definition(kind, datetime.now(UTC))
+        stored = registry.get_object(crd_kind, "", kind.group_resource)
+        if stored is None:
+            with contextlib.suppress(errors.APIError):  # written meanwhile by another start of this server
+                await registry.create(crd_kind, "", wanted, _APISERVER)
+        elif stored.get("spec") != wanted["spec"]:
+
+            def renewed(obj: dict[str, Any], spec: dict[str, Any] = wanted["spec"]) -> dict[str, Any]:
+                obj["spec"] = spec
+                return obj
+
+            with contextlib.suppress(errors.APIError):
+                await registry.modify(crd_kind, "", kind.group_resource, renewed, _APISERVER)

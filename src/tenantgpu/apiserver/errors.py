@@ -114,12 +114,12 @@ def not_acceptable(types: str) -> APIError:
     return APIError(406, "NotAcceptable", f"only the following media types are accepted: {types}")
 
 
-def unsupported_media_type(content_type: str, accepted: str) -> APIError:
+def unsupported_media_type(accepted: str) -> APIError:
+    """kube's 415 for a body (or a patch) of a media type the resource does not take."""
     return APIError(
         415,
         "UnsupportedMediaType",
-        f'the body of the request was in an unknown format ("{content_type}") '
-        f"- accepted media types include: {accepted}",
+        f"the body of the request was in an unknown format - accepted media types include: {accepted}",
     )
 
 

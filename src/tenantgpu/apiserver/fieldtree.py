@@ -8,24 +8,21 @@ client's models (`schemas.py`), compiled here into a small table per component.
 
 Deriving them imports the client's models, which takes most of a second; so the compiled table is kept
 beside the installed client (`<prefix>/share/tenantgpu/fields-<table form>-<client version>.json`) and read from there
-by later processes. Kinds without a model (Kamaji's, on the management plane) are not checked.
+by later processes. Kinds without a model (Kamaji's, on the management plane) are checked by their CRD's
+schema instead (`structural.py`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import logging
-import os
-import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tenantgpu.apiserver import schemas
+from tenantgpu.apiserver.installcache import cache_path, read_json, write_json
 from tenantgpu.apiserver.kinds import KAMAJI_KINDS, VIRTUAL_KINDS, kind_table
 
 __all__ = [
@@ -139,7 +136,7 @@ def checked_kinds() -> Kinds:
 
 def _cache_path() -> Path:
     version = schemas.models_version() or "unknown"
-    return Path(sys.prefix) / "share" / "tenantgpu" / f"fields-{_TABLE_FORM}-{version}.json"
+    return cache_path(f"fields-{_TABLE_FORM}-{version}.json")
 
 
 @dataclass(frozen=True)
@@ -174,20 +171,12 @@ _SCALARS: dict[str, Node] = {
 def load_table(kinds: Kinds, path: Path) -> dict[str, Any]:
     """The table of `kinds` from the cache at `path`, or built (and cached) when it lacks any of them."""
     wanted = {f"{g}/{v}/{k}" for g, v, k in kinds}
-    with contextlib.suppress(OSError, ValueError):
-        table = json.loads(path.read_text())
-        if wanted <= set(table.get("checked") or []):
-            return table
+    table = read_json(path)
+    if isinstance(table, dict) and wanted <= set(table.get("checked") or []):
+        return table
     table = compile_kinds(kinds)
     table["checked"] = sorted(wanted)
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Written whole and renamed, so another process never reads half of it.
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as fh:
-            json.dump(table, fh)
-        os.chmod(fh.name, 0o644)
-        os.replace(fh.name, path)
-        log.info("field table of %d kinds written to %s", len(table["kinds"]), path)
+    write_json(path, table)
     return table
 
 
@@ -412,5 +401,9 @@ def pointer_segments(pointer: str) -> Iterator[str]:
 
 
 if __name__ == "__main__":
-    # `make install` runs this, so the first lab need not build the table on its first write.
+    # `make install` runs this, so the first lab need not build its tables on its first write.
+    from tenantgpu.apiserver.kamajischemas import kamaji_schemas_cache, object_meta_schema
+
     print(f"{len(load_table(checked_kinds(), _cache_path())['kinds'])} kinds' fields in {_cache_path()}")
+    object_meta_schema()  # derives and keeps all of them
+    print(f"Kamaji's CRD schemas in {kamaji_schemas_cache()}")

@@ -7,8 +7,9 @@ operation lists the `fieldValidation` query parameter it leaves validation to th
 `kubectl explain` (every version from 1.27 on, unless told `--output=plaintext-openapiv2`) renders
 these documents: it finds the component whose `x-kubernetes-group-version-kind` names the kind and
 follows its `$ref`s field by field. A kind the official client has a model of gets its real schema
-(`schemas.py`); any other kind (Kamaji's CRDs) keeps a permissive stub with only apiVersion, kind and
-metadata (`x-kubernetes-preserve-unknown-fields`).
+(`schemas.py`), Kamaji's CRDs the structural schema of their definition (`kamajischemas.py`); any other
+kind keeps a permissive stub with only apiVersion, kind and metadata
+(`x-kubernetes-preserve-unknown-fields`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tenantgpu.apiserver.kamajischemas import kamaji_kind_schemas
 from tenantgpu.apiserver.schemas import kind_schemas, models_version, schema_name
 
 __all__ = [
@@ -221,7 +223,9 @@ def _list_schema(info: KindSchemaInfo, item_ref: str) -> dict[str, Any]:
 
 def _add_schemas(schemas: dict[str, Any], info: KindSchemaInfo) -> tuple[str, str]:
     """Put the kind's and its list's schemas (and what they refer to) in `schemas`; return their names."""
-    found = kind_schemas(info.group, info.version, info.kind)
+    found = kind_schemas(info.group, info.version, info.kind) or kamaji_kind_schemas(
+        info.group, info.version, info.kind
+    )
     if found is None:
         name = schema_name(info.group, info.version, info.kind)
         schemas[name] = _kind_schema(info)

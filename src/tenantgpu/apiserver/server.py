@@ -48,6 +48,7 @@ from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
 from tenantgpu.apiserver.fieldtree import (
     FieldTree,
     FieldTypeError,
+    Finding,
     checked_kinds,
     pointer_segments,
     unknown_fields_message,
@@ -68,6 +69,7 @@ from tenantgpu.apiserver.httputil import (
     wants_table,
 )
 from tenantgpu.apiserver.jsoncodec import loads
+from tenantgpu.apiserver.kamajischemas import crd_schema, object_meta_schema
 from tenantgpu.apiserver.kinds import CUSTOM_RESOURCE_DEFINITION, VIRTUAL_KINDS, Kind, KindTable, kind_table
 from tenantgpu.apiserver.limitranger import LimitRanger
 from tenantgpu.apiserver.metrics import APIMetrics
@@ -91,6 +93,7 @@ from tenantgpu.apiserver.selectors import (
 )
 from tenantgpu.apiserver.serviceips import DEFAULT_SERVICE_CIDR, ServiceNetwork
 from tenantgpu.apiserver.storage import Datastore
+from tenantgpu.apiserver.structural import prune, prune_at
 from tenantgpu.apiserver.subresources import SubresourceHandlers
 from tenantgpu.apiserver.tables import to_table, watch_event_table
 from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, encode
@@ -134,6 +137,30 @@ def _warned(response: web.Response, warnings: list[str]) -> web.Response:
     for text in warnings:
         response.headers.add("Warning", '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
     return response
+
+
+# kube serves custom resources without strategic merge patch, which needs Go structs.
+CUSTOM_RESOURCE_PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+)
+
+
+def _prune_custom(schema: Any, body: Any, patch_type: str) -> list[str]:
+    """A custom resource's unknown fields in a write's body (removed from it), by its CRD's schema."""
+    if patch_type != "application/json-patch+json":
+        return prune(schema, body, metadata=object_meta_schema())
+    paths: list[str] = []
+    for operation in list(body or []):
+        if not isinstance(operation, dict) or operation.get("op") not in ("add", "replace"):
+            continue
+        pointer = list(pointer_segments(str(operation.get("path", ""))))
+        exists, found = prune_at(schema, pointer, operation.get("value"), metadata=object_meta_schema())
+        paths += found
+        if not exists:
+            body.remove(operation)
+    return paths
 
 
 def _advertised(host: str) -> str:
@@ -852,7 +879,7 @@ class APIServer(SubresourceHandlers):
             try:
                 return decode_object(raw)
             except ProtobufBodyError as exc:
-                raise errors.unsupported_media_type(content_type, f"{JSON} ({exc})") from exc
+                raise errors.unsupported_media_type(f"{JSON} ({exc})") from exc
         if content_type in (JSON, "*/*", "text/plain"):
             try:
                 return loads(raw) if raw else None
@@ -863,7 +890,7 @@ class APIServer(SubresourceHandlers):
                 return yaml.safe_load(raw) if raw else None
             except yaml.YAMLError as exc:
                 raise errors.bad_request(f"error converting YAML to JSON: {exc}") from exc
-        raise errors.unsupported_media_type(content_type, ACCEPTED_BODY_TYPES)
+        raise errors.unsupported_media_type(ACCEPTED_BODY_TYPES)
 
     def _dry_run(self, request: web.Request) -> bool:
         values = request.query.getall("dryRun", [])
@@ -909,7 +936,11 @@ class APIServer(SubresourceHandlers):
         kind = target.kind
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if content_type not in PATCH_TYPES:
-            raise errors.unsupported_media_type(content_type, ", ".join(PATCH_TYPES))
+            raise errors.unsupported_media_type(", ".join(PATCH_TYPES))
+        if content_type not in CUSTOM_RESOURCE_PATCH_TYPES and crd_schema(
+            kind.group, kind.version, kind.kind
+        ):
+            raise errors.unsupported_media_type(", ".join(CUSTOM_RESOURCE_PATCH_TYPES))
         raw = await self._read_body(request)
         try:
             patch = yaml.safe_load(raw) if content_type.endswith("yaml") else loads(raw)
@@ -977,7 +1008,11 @@ class APIServer(SubresourceHandlers):
             )
         root = self._fields.root(kind.group, kind.version, kind.kind)
         if root is None:
-            return []
+            custom = crd_schema(kind.group, kind.version, kind.kind)
+            if custom is None:
+                return []
+            findings = [Finding(path) for path in _prune_custom(custom, body, patch_type)]
+            return self._field_findings(kind, findings, mode)
         try:
             if patch_type == "application/json-patch+json":
                 findings = []
@@ -995,6 +1030,12 @@ class APIServer(SubresourceHandlers):
             raise errors.bad_request(
                 f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: {exc}'
             ) from exc
+        return self._field_findings(kind, findings, mode)
+
+    @staticmethod
+    def _field_findings(kind: Kind, findings: list[Finding], mode: str) -> list[str]:
+        """What the unknown fields of a write make of it under `fieldValidation=mode`: the warnings to
+        send, or (Strict) the write refused."""
         if not findings or mode == "Ignore":
             return []
         if mode == "Strict":

@@ -16,6 +16,9 @@ from typing import Any
 
 from tenantgpu.apiserver.cronschedule import ScheduleError, parse_schedule, time_zone_error
 from tenantgpu.apiserver.defaults import default, pod_qos_class
+from tenantgpu.apiserver.kamajischemas import DATASTORE_DRIVERS, crd_schema
+from tenantgpu.apiserver.kamajischemas import GROUP as KAMAJI_GROUP
+from tenantgpu.apiserver.kamajischemas import VERSION as KAMAJI_VERSION
 from tenantgpu.apiserver.quantity import QuantityError, canonical_or_same, parse_quantity
 from tenantgpu.apiserver.selectors import (
     SelectorError,
@@ -23,6 +26,7 @@ from tenantgpu.apiserver.selectors import (
     match_selector_object,
     qualified_name_errors,
 )
+from tenantgpu.apiserver.structural import type_mismatches
 
 __all__ = [
     "Cause",
@@ -1099,55 +1103,30 @@ def _cel(path: str, kind: str, message: str) -> Cause:
     return _invalid(path, kind, message)
 
 
-def _schema_type(value: Any) -> str:
-    """The JSON type a CRD's structural schema sees (`integer` for whole numbers)."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
-def _type_invalid(path: str, value: Any, wanted: str) -> Cause | None:
-    """kube's error for a custom resource field of the wrong type, or None when the type is right."""
-    found = _schema_type(value)
-    if value is None or found == wanted or (wanted == "number" and found == "integer"):
-        return None
-    return Cause(
-        "FieldValueTypeInvalid",
-        f'Invalid value: "{found}": {path} in body must be of type {wanted}: "{found}"',
-        path,
-    )
-
-
-def _at(obj: Mapping[str, Any], path: str) -> Any:
-    value: Any = obj
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-    return value
-
-
-# Integer fields of Kamaji's TenantControlPlane schema that the lab reads.
-_TCP_INTEGERS = (
-    "spec.controlPlane.deployment.replicas",
-    "spec.networkProfile.port",
-    "spec.addons.konnectivity.server.port",
-)
+def _schema_type_causes(obj: Mapping[str, Any], kind: str) -> list[Cause]:
+    """kube's errors for the fields of a Kamaji object whose JSON type its CRD's schema refuses."""
+    schema = crd_schema(KAMAJI_GROUP, KAMAJI_VERSION, kind)
+    if schema is None:
+        return []
+    return [
+        Cause(
+            "FieldValueTypeInvalid",
+            f'Invalid value: "{found}": {path} in body must be of type {wanted}: "{found}"',
+            path,
+        )
+        for path, found, wanted in type_mismatches(schema, obj)
+    ]
 
 
 def _validate_tenant_control_plane(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     """Kamaji's CRD schema for a TenantControlPlane: its required fields, types, enums and CEL rules."""
+    typed = _schema_type_causes(obj, "TenantControlPlane")
+    if typed:
+        return typed  # the schema's type check comes before the rest
     causes: list[Cause] = []
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return [_required("spec")]
-    typed = [c for path in _TCP_INTEGERS if (c := _type_invalid(path, _at(obj, path), "integer")) is not None]
-    if typed:
-        return typed  # the schema's type check comes before the rest
     control_plane = spec.get("controlPlane")
     kubernetes = spec.get("kubernetes")
     if control_plane is None:
@@ -1232,8 +1211,7 @@ def _validate_tenant_control_plane(obj: Mapping[str, Any], old: Mapping[str, Any
     return causes
 
 
-# Kamaji's DataStore drivers (the CRD's enum), and the lab's own store beside them.
-_DATASTORE_DRIVERS = ["etcd", "MySQL", "PostgreSQL", "NATS", "sqlite"]
+_DATASTORE_DRIVERS = list(DATASTORE_DRIVERS)
 _KINE_DRIVERS = ("MySQL", "PostgreSQL", "NATS")
 # Kamaji's CEL rules for an etcd DataStore: the path that must hold `secretReference` or `content`.
 _ETCD_RULES = (
@@ -1257,6 +1235,9 @@ def _cel_has_content(spec: Mapping[str, Any], path: str) -> bool | str:
 def _validate_data_store(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     """Kamaji's CRD schema for a DataStore: driver (an enum; `sqlite` is the lab's) and endpoints required,
     and its CEL rules on the credentials each driver needs."""
+    typed = _schema_type_causes(obj, "DataStore")
+    if typed:
+        return typed
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return []

@@ -1,0 +1,168 @@
+"""What apiextensions-apiserver does with a custom resource's structural schema before storing it.
+
+A custom resource is decoded without Go structs, so its schema does their work: a field the schema
+lacks is pruned (named in the `Warning` header, or refusing the write with `fieldValidation=Strict`, as
+for a built-in kind), and a field of the wrong JSON type is an `Invalid` (422) cause,
+`spec.x in body must be of type integer: "string"`, where a built-in kind's decoder answers 400. The
+schemas given here are self-contained (no `$ref`), like a CRD's `openAPIV3Schema`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["json_schema_type", "prune", "prune_at", "type_mismatches"]
+
+Schema = Mapping[str, Any]
+Path = tuple[str | int, ...]
+# A CR's root fields every kind has; `metadata` is pruned against ObjectMeta's own schema.
+_ROOT_FIELDS = frozenset({"apiVersion", "kind"})
+
+
+def field_path(path: Iterable[str | int]) -> str:
+    """kube's way of naming a field: `spec.containers[0].image`."""
+    text = ""
+    for part in path:
+        text = f"{text}[{part}]" if isinstance(part, int) else (f"{text}.{part}" if text else part)
+    return text
+
+
+def _field_schema(schema: Schema, name: str) -> Schema | None:
+    """The schema of an object's field `name`, or None when the object has no such field."""
+    properties = schema.get("properties")
+    if properties is not None and name in properties:
+        return properties[name]
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, Mapping):
+        return extra
+    if schema.get("x-kubernetes-preserve-unknown-fields") or extra is True:
+        return {"x-kubernetes-preserve-unknown-fields": True}
+    return None
+
+
+def prune(schema: Schema, value: Any, path: Path = (), *, metadata: Schema | None = None) -> list[str]:
+    """Removes, in place, the fields of `value` its schema lacks, and names them in document order.
+
+    At the root (`path` empty) `apiVersion` and `kind` are kept and `metadata` is pruned against the
+    `metadata` schema given (ObjectMeta), as apiextensions-apiserver treats ObjectMeta apart. A field
+    set to null is removed without being named: in a merge patch it deletes, and deleting a field the
+    schema lacks changes nothing.
+    """
+    found: list[str] = []
+    _prune(schema, value, list(path), found, metadata if not path else None)
+    return found
+
+
+def _prune(
+    schema: Schema, value: Any, stack: list[str | int], found: list[str], metadata: Schema | None
+) -> None:
+    if isinstance(value, dict):
+        if schema.get("x-kubernetes-preserve-unknown-fields") and "properties" not in schema:
+            return
+        unknown: list[str] = []
+        for name, item in value.items():
+            if metadata is not None and name in _ROOT_FIELDS:
+                continue
+            sub = metadata if metadata is not None and name == "metadata" else _field_schema(schema, name)
+            if sub is None:
+                unknown.append(name)
+                if item is not None:
+                    found.append(field_path([*stack, name]))
+            elif item is not None:
+                stack.append(name)
+                _prune(sub, item, stack, found, None)
+                stack.pop()
+        for name in unknown:
+            del value[name]
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for i, item in enumerate(value):
+            stack.append(i)
+            _prune(schema["items"], item, stack, found, None)
+            stack.pop()
+
+
+def prune_at(
+    schema: Schema, pointer: list[str], value: Any, *, metadata: Schema | None = None
+) -> tuple[bool, list[str]]:
+    """For a JSON patch operation: whether the field its path names exists, and the unknown fields of its
+    value (removed from it)."""
+    node: Schema | None = schema
+    stack: list[str | int] = []
+    for depth, segment in enumerate(pointer):
+        assert node is not None
+        if node.get("type") == "array" or "items" in node:
+            node = node.get("items") or {}
+            stack.append(int(segment) if segment.isdigit() else segment)
+            continue
+        if depth == 0 and segment in _ROOT_FIELDS:
+            return True, []
+        sub = metadata if depth == 0 and segment == "metadata" and metadata is not None else None
+        node = sub or _field_schema(node, segment)
+        if node is None:
+            return False, [field_path([*stack, segment])]
+        stack.append(segment)
+        if node.get("x-kubernetes-preserve-unknown-fields") and "properties" not in node:
+            return True, []
+    found: list[str] = []
+    if value is not None and node is not None:
+        _prune(node, value, stack, found, metadata if not pointer else None)
+    return True, found
+
+
+def json_schema_type(value: Any) -> str:
+    """The JSON type a structural schema sees (`integer` for whole numbers, even written `2.0`)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _accepts(wanted: str, found: str) -> bool:
+    return wanted == found or (wanted == "number" and found == "integer")
+
+
+def type_mismatches(schema: Schema, value: Any, path: Path = ()) -> list[tuple[str, str, str]]:
+    """Every field whose JSON type its schema refuses, as (path, type found, type wanted); the fields
+    beneath a mismatch are not looked at. Fields the schema lacks are not looked at either (pruning
+    removes them first)."""
+    found: list[tuple[str, str, str]] = []
+    _types(schema, value, list(path), found)
+    return found
+
+
+def _types(schema: Schema, value: Any, stack: list[str | int], found: list[tuple[str, str, str]]) -> None:
+    if value is None:
+        return  # nullable, or a null apiextensions-apiserver drops before validating
+    kind = json_schema_type(value)
+    wanted = schema.get("type")
+    if wanted is None:
+        choices = [c.get("type") for c in schema.get("anyOf") or schema.get("oneOf") or ()]
+        if choices and None not in choices and not any(_accepts(c, kind) for c in choices):
+            found.append((field_path(stack), kind, " or ".join(choices)))
+        return
+    if not _accepts(wanted, kind):
+        found.append((field_path(stack), kind, wanted))
+        return
+    if kind == "object":
+        for name, item in value.items():
+            sub = _field_schema(schema, name)
+            if sub is not None and not _is_root_meta(stack, name):
+                stack.append(name)
+                _types(sub, item, stack, found)
+                stack.pop()
+    elif kind == "array" and isinstance(schema.get("items"), Mapping):
+        for i, item in enumerate(value):
+            stack.append(i)
+            _types(schema["items"], item, stack, found)
+            stack.pop()
+
+
+def _is_root_meta(stack: list[str | int], name: str) -> bool:
+    """The root's apiVersion, kind and metadata, which ObjectMeta's own checks cover."""
+    return not stack and name in ("apiVersion", "kind", "metadata")
