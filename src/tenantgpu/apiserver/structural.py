@@ -10,9 +10,10 @@ schemas given here are self-contained (no `$ref`), like a CRD's `openAPIV3Schema
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["json_schema_type", "prune", "prune_at", "type_mismatches"]
+__all__ = ["Violation", "json_schema_type", "prune", "prune_at", "type_mismatches", "violations"]
 
 Schema = Mapping[str, Any]
 Path = tuple[str | int, ...]
@@ -127,40 +128,82 @@ def _accepts(wanted: str, found: str) -> bool:
     return wanted == found or (wanted == "number" and found == "integer")
 
 
-def type_mismatches(schema: Schema, value: Any, path: Path = ()) -> list[tuple[str, str, str]]:
-    """Every field whose JSON type its schema refuses, as (path, type found, type wanted); the fields
-    beneath a mismatch are not looked at. Fields the schema lacks are not looked at either (pruning
-    removes them first)."""
-    found: list[tuple[str, str, str]] = []
-    _types(schema, value, list(path), found)
+@dataclass(frozen=True)
+class Violation:
+    """One way a value breaks its schema, as kube-openapi's validator reports it.
+
+    `code` is `type` (`value` the JSON type found, `limit` the one wanted), `required` (`value` None),
+    `enum` (`limit` the values allowed), or a bound: `minimum`, `maximum`, `minItems`, `maxItems`,
+    `minLength`, `maxLength` (`value` the value, or the count for items, `limit` the bound).
+    """
+
+    code: str
+    path: str
+    value: Any = None
+    limit: Any = None
+
+
+def violations(schema: Schema, value: Any, path: Path = ()) -> list[Violation]:
+    """Everything in `value` its schema refuses. Beneath a field of the wrong type nothing is looked at;
+    fields the schema lacks are not looked at either (pruning removes them first)."""
+    found: list[Violation] = []
+    _check(schema, value, list(path), found)
     return found
 
 
-def _types(schema: Schema, value: Any, stack: list[str | int], found: list[tuple[str, str, str]]) -> None:
+def type_mismatches(schema: Schema, value: Any, path: Path = ()) -> list[tuple[str, str, str]]:
+    """The fields of the wrong JSON type, as (path, type found, type wanted)."""
+    return [(v.path, v.value, v.limit) for v in violations(schema, value, path) if v.code == "type"]
+
+
+def _wanted_type(schema: Schema) -> str | None:
+    if schema.get("x-kubernetes-int-or-string"):
+        return "integer,string"
+    return schema.get("type")
+
+
+def _check(schema: Schema, value: Any, stack: list[str | int], found: list[Violation]) -> None:
     if value is None:
         return  # nullable, or a null apiextensions-apiserver drops before validating
     kind = json_schema_type(value)
-    wanted = schema.get("type")
-    if wanted is None:
-        choices = [c.get("type") for c in schema.get("anyOf") or schema.get("oneOf") or ()]
-        if choices and None not in choices and not any(_accepts(c, kind) for c in choices):
-            found.append((field_path(stack), kind, " or ".join(choices)))
+    wanted = _wanted_type(schema)
+    if wanted is not None and not any(_accepts(w, kind) for w in wanted.split(",")):
+        found.append(Violation("type", field_path(stack), kind, wanted))
         return
-    if not _accepts(wanted, kind):
-        found.append((field_path(stack), kind, wanted))
-        return
-    if kind == "object":
+    enum = schema.get("enum")
+    if enum is not None and value not in enum:
+        found.append(Violation("enum", field_path(stack), value, list(enum)))
+    if kind in ("integer", "number"):
+        _bound(schema, "minimum", value, value < schema.get("minimum", value), stack, found)
+        _bound(schema, "maximum", value, value > schema.get("maximum", value), stack, found)
+    elif kind == "string":
+        _bound(schema, "minLength", value, len(value) < schema.get("minLength", 0), stack, found)
+        _bound(schema, "maxLength", value, len(value) > schema.get("maxLength", len(value)), stack, found)
+    elif kind == "array":
+        _bound(schema, "minItems", len(value), len(value) < schema.get("minItems", 0), stack, found)
+        _bound(schema, "maxItems", len(value), len(value) > schema.get("maxItems", len(value)), stack, found)
+        if isinstance(schema.get("items"), Mapping):
+            for i, item in enumerate(value):
+                stack.append(i)
+                _check(schema["items"], item, stack, found)
+                stack.pop()
+    elif kind == "object":
+        for name in schema.get("required") or ():
+            if value.get(name) is None and not _is_root_meta(stack, name):
+                found.append(Violation("required", field_path([*stack, name])))
         for name, item in value.items():
             sub = _field_schema(schema, name)
             if sub is not None and not _is_root_meta(stack, name):
                 stack.append(name)
-                _types(sub, item, stack, found)
+                _check(sub, item, stack, found)
                 stack.pop()
-    elif kind == "array" and isinstance(schema.get("items"), Mapping):
-        for i, item in enumerate(value):
-            stack.append(i)
-            _types(schema["items"], item, stack, found)
-            stack.pop()
+
+
+def _bound(
+    schema: Schema, code: str, value: Any, broken: bool, stack: list[str | int], found: list[Violation]
+) -> None:
+    if broken:
+        found.append(Violation(code, field_path(stack), value, schema[code]))
 
 
 def _is_root_meta(stack: list[str | int], name: str) -> bool:

@@ -16,9 +16,9 @@ from typing import Any
 
 from tenantgpu.apiserver.cronschedule import ScheduleError, parse_schedule, time_zone_error
 from tenantgpu.apiserver.defaults import default, pod_qos_class
-from tenantgpu.apiserver.kamajischemas import DATASTORE_DRIVERS, crd_schema
 from tenantgpu.apiserver.kamajischemas import GROUP as KAMAJI_GROUP
 from tenantgpu.apiserver.kamajischemas import VERSION as KAMAJI_VERSION
+from tenantgpu.apiserver.kamajischemas import crd_schema
 from tenantgpu.apiserver.quantity import QuantityError, canonical_or_same, parse_quantity
 from tenantgpu.apiserver.selectors import (
     SelectorError,
@@ -26,7 +26,7 @@ from tenantgpu.apiserver.selectors import (
     match_selector_object,
     qualified_name_errors,
 )
-from tenantgpu.apiserver.structural import type_mismatches
+from tenantgpu.apiserver.structural import Violation, violations
 
 __all__ = [
     "Cause",
@@ -1077,10 +1077,6 @@ def _validate_pod_disruption_budget(obj: Mapping[str, Any], old: Mapping[str, An
     return causes
 
 
-# Kamaji's enum, in the CRD's order (it is how the refusal lists them).
-_TCP_SERVICE_TYPES = ["ClusterIP", "NodePort", "LoadBalancer"]
-
-
 def _is_cidr(value: Any) -> bool:
     try:
         ipaddress.ip_network(str(value), strict=False)
@@ -1103,55 +1099,67 @@ def _cel(path: str, kind: str, message: str) -> Cause:
     return _invalid(path, kind, message)
 
 
-def _schema_type_causes(obj: Mapping[str, Any], kind: str) -> list[Cause]:
-    """kube's errors for the fields of a Kamaji object whose JSON type its CRD's schema refuses."""
+_VIOLATION_REASONS = {
+    "type": "FieldValueTypeInvalid",
+    "required": "FieldValueRequired",
+    "enum": "FieldValueNotSupported",
+    "maxItems": "FieldValueTooMany",
+    "maxLength": "FieldValueTooLong",
+}
+_BOUND_WORDS = {
+    "minimum": "should be greater than or equal to {}",
+    "maximum": "should be less than or equal to {}",
+    "minItems": "should have at least {} items",
+    "minLength": "should be at least {} chars long",
+}
+# What apiextensions-apiserver adds when a schema error keeps it from evaluating the CEL rules.
+CEL_SKIPPED = Cause(
+    "FieldValueInvalid",
+    'Invalid value: "null": some validation rules were not checked because the object was invalid; '
+    "correct the existing errors to complete validation",
+    "<nil>",
+)
+
+
+def _violation_cause(v: Violation) -> Cause:
+    if v.code == "type":
+        return Cause(
+            "FieldValueTypeInvalid",
+            f'Invalid value: "{v.value}": {v.path} in body must be of type {v.limit}: "{v.value}"',
+            v.path,
+        )
+    if v.code == "required":
+        return _required(v.path)
+    if v.code == "enum":
+        return _not_supported(v.path, v.value, [str(e) for e in v.limit])
+    if v.code == "maxItems":
+        return Cause("FieldValueTooMany", f"Too many: {v.value}: must have at most {v.limit} items", v.path)
+    if v.code == "maxLength":  # field.TooLongMaxLength as kube 1.31 words it
+        return Cause("FieldValueTooLong", f"Too long: may not be longer than {v.limit}", v.path)
+    return _invalid(v.path, v.value, f"{v.path} in body " + _BOUND_WORDS[v.code].format(v.limit))
+
+
+def _schema_causes(obj: Mapping[str, Any], kind: str) -> tuple[list[Cause], bool]:
+    """kube's errors for what a Kamaji object breaks of its CRD's schema, and whether one of them blocks
+    the CEL rules (a wrong type, a missing required field, a value not in the enum, too many items or
+    too long a string, as apiextensions-apiserver decides)."""
     schema = crd_schema(KAMAJI_GROUP, KAMAJI_VERSION, kind)
     if schema is None:
-        return []
-    return [
-        Cause(
-            "FieldValueTypeInvalid",
-            f'Invalid value: "{found}": {path} in body must be of type {wanted}: "{found}"',
-            path,
-        )
-        for path, found, wanted in type_mismatches(schema, obj)
-    ]
+        return [], False
+    causes = [_violation_cause(v) for v in violations(schema, obj)]
+    return causes, any(c.reason in _VIOLATION_REASONS.values() for c in causes)
 
 
 def _validate_tenant_control_plane(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
-    """Kamaji's CRD schema for a TenantControlPlane: its required fields, types, enums and CEL rules."""
-    typed = _schema_type_causes(obj, "TenantControlPlane")
-    if typed:
-        return typed  # the schema's type check comes before the rest
-    causes: list[Cause] = []
+    """Kamaji's CRD schema for a TenantControlPlane: its types, required fields, enums and bounds, then
+    its CEL rules."""
+    causes, blocking = _schema_causes(obj, "TenantControlPlane")
+    if blocking:
+        return [*causes, CEL_SKIPPED]
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
-        return [_required("spec")]
-    control_plane = spec.get("controlPlane")
-    kubernetes = spec.get("kubernetes")
-    if control_plane is None:
-        causes.append(_required("spec.controlPlane"))
-    if kubernetes is None:
-        causes.append(_required("spec.kubernetes"))
-    service = (control_plane or {}).get("service")
-    if control_plane is not None and service is None:
-        causes.append(_required("spec.controlPlane.service"))
-    service_type = (service or {}).get("serviceType")
-    if service is not None and service_type is None:
-        causes.append(_required("spec.controlPlane.service.serviceType"))
-    elif service_type is not None and service_type not in _TCP_SERVICE_TYPES:
-        causes.append(
-            _not_supported("spec.controlPlane.service.serviceType", service_type, _TCP_SERVICE_TYPES)
-        )
-    if kubernetes is not None:
-        for field_name in ("kubelet", "version"):
-            if kubernetes.get(field_name) is None:
-                causes.append(_required(f"spec.kubernetes.{field_name}"))
-        cgroupfs = (kubernetes.get("kubelet") or {}).get("cgroupfs")
-        if cgroupfs is not None and cgroupfs not in ("systemd", "cgroupfs"):
-            causes.append(
-                _not_supported("spec.kubernetes.kubelet.cgroupfs", cgroupfs, ["systemd", "cgroupfs"])
-            )
+        return [*causes, _required("spec")]
+    service_type = ((spec.get("controlPlane") or {}).get("service") or {}).get("serviceType")
     network = spec.get("networkProfile") or {}
     for field_name, label in (("serviceCidr", "serviceCidr"), ("podCidr", "podCidr")):
         value = network.get(field_name)
@@ -1211,7 +1219,6 @@ def _validate_tenant_control_plane(obj: Mapping[str, Any], old: Mapping[str, Any
     return causes
 
 
-_DATASTORE_DRIVERS = list(DATASTORE_DRIVERS)
 _KINE_DRIVERS = ("MySQL", "PostgreSQL", "NATS")
 # Kamaji's CEL rules for an etcd DataStore: the path that must hold `secretReference` or `content`.
 _ETCD_RULES = (
@@ -1235,22 +1242,13 @@ def _cel_has_content(spec: Mapping[str, Any], path: str) -> bool | str:
 def _validate_data_store(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     """Kamaji's CRD schema for a DataStore: driver (an enum; `sqlite` is the lab's) and endpoints required,
     and its CEL rules on the credentials each driver needs."""
-    typed = _schema_type_causes(obj, "DataStore")
-    if typed:
-        return typed
+    causes, blocking = _schema_causes(obj, "DataStore")
+    if blocking:
+        return [*causes, CEL_SKIPPED]
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
-        return []
-    causes: list[Cause] = []
-    driver = spec.get("driver")
-    if driver is None:
-        causes.append(_required("spec.driver"))
-    elif driver not in _DATASTORE_DRIVERS:
-        causes.append(_not_supported("spec.driver", driver, _DATASTORE_DRIVERS))
-    if spec.get("endpoints") is None:
-        causes.append(_required("spec.endpoints"))
-    if causes:
         return causes
+    driver = spec.get("driver")
     if driver == "etcd":
         for path, what in _ETCD_RULES:
             message = f"{what} must have secretReference or content when driver is etcd"
