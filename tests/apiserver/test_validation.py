@@ -576,3 +576,34 @@ def test_endpoint_slice_address_type_and_addresses() -> None:
     assert messages(validate("EndpointSlice", moved, old=good)) == [
         'addressType: Invalid value: "IPv6": field is immutable'
     ]
+
+
+def test_an_update_is_not_refused_for_what_it_left_as_it_was() -> None:
+    """Found by probing: a TCP stored before the lab checked every field's type (`serviceAccountName: 3`)
+    could not lose its finalizer, so it never went away and the lab's next start timed out. kube ratchets
+    a custom resource's validation (on by default since 1.30): only what an update changes is checked."""
+    stored = _tcp(
+        controlPlane={"service": {"serviceType": "ClusterIP"}, "deployment": {"serviceAccountName": 3}}
+    )
+    stored["spec"]["networkProfile"] = {"serviceCidr": "nope"}
+    del stored["spec"]["kubernetes"]["version"]
+    stored["metadata"]["finalizers"] = ["finalizer.kamaji.clastix.io"]
+    released = copy.deepcopy(stored)
+    released["metadata"]["finalizers"] = []
+    assert _tcp_causes(released, stored) == []
+    changed = copy.deepcopy(released)
+    changed["spec"]["controlPlane"]["deployment"]["serviceAccountName"] = 4
+    path = "spec.controlPlane.deployment.serviceAccountName"
+    assert _tcp_causes(changed, stored) == [
+        (path, f'Invalid value: "integer": {path} in body must be of type string: "integer"'),
+        _CEL_SKIPPED,
+    ]
+    cidr = copy.deepcopy(released)
+    cidr["spec"]["networkProfile"]["serviceCidr"] = "still-nope"
+    assert _tcp_causes(cidr, stored) == [
+        (
+            "spec.networkProfile.serviceCidr",
+            'Invalid value: "string": serviceCidr must be empty or a valid CIDR',
+        )
+    ]
+    assert _tcp_causes(released) != []  # created like that, it is refused

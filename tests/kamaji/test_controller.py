@@ -337,3 +337,41 @@ async def test_a_controller_manager_that_fails_to_start_is_started_again(
                 assert asyncio.get_running_loop().time() < deadline, "the controller-manager never started"
                 await asyncio.sleep(0.05)
     assert attempts == ["tenant-f", "tenant-f"]
+
+
+class _Refusing:
+    """A unit whose every reconciliation fails, as one of a TCP stored in a shape the API now refuses."""
+
+    name = "refusing"
+
+    async def ensure(self, r: Any) -> None:
+        raise RuntimeError("refused by the test")
+
+    async def clean_up(self, r: Any) -> None:
+        return None
+
+
+async def test_a_tcp_that_never_reconciles_is_named_with_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by probing: one such TCP made `tenantgpu up` fail with a bare `TimeoutError()`; the lab
+    now says which TCP it waited for and why (`LabError` in the supervisor)."""
+    first = _plane(tmp_path)
+    await first.start()
+    try:
+        await first.client.create(model.DATASTORES, model.datastore())
+        await _create(first, "tenant-r")
+    finally:
+        await first.stop()
+    from tenantgpu.kamaji import controller as controller_module
+
+    monkeypatch.setattr(controller_module, "default_units", lambda: [_Refusing()])
+    second = _plane(tmp_path)
+    await second.start()
+    try:
+        assert second.controller is not None
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(second.controller.wait_synced(), 0.5)
+        assert second.controller.not_synced() == {"default/tenant-r": "refused by the test"}
+    finally:
+        await second.stop()

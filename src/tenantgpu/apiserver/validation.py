@@ -1139,21 +1139,62 @@ def _violation_cause(v: Violation) -> Cause:
     return _invalid(v.path, v.value, f"{v.path} in body " + _BOUND_WORDS[v.code].format(v.limit))
 
 
-def _schema_causes(obj: Mapping[str, Any], kind: str) -> tuple[list[Cause], bool]:
+_ABSENT = object()
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _value_at(obj: Any, path: str) -> Any:
+    """The value a cause's field names (`spec.a[0].b`), or _ABSENT."""
+    value = obj
+    for name, index in _PATH_PART.findall(path):
+        if index:
+            if not isinstance(value, list) or int(index) >= len(value):
+                return _ABSENT
+            value = value[int(index)]
+        elif isinstance(value, Mapping) and name in value:
+            value = value[name]
+        else:
+            return _ABSENT
+    return value
+
+
+def _ratcheted(causes: list[Cause], obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    """kube's validation ratcheting of custom resources (on by default since 1.30): an update is not
+    refused for what it left as it was, so an object stored under an older or laxer schema can still
+    have its metadata and status written (a finalizer removed)."""
+    if old is None:
+        return causes
+    return [c for c in causes if c.field == "<nil>" or _value_at(obj, c.field) != _value_at(old, c.field)]
+
+
+def _schema_causes(
+    obj: Mapping[str, Any], kind: str, old: Mapping[str, Any] | None
+) -> tuple[list[Cause], bool]:
     """kube's errors for what a Kamaji object breaks of its CRD's schema, and whether one of them blocks
     the CEL rules (a wrong type, a missing required field, a value not in the enum, too many items or
     too long a string, as apiextensions-apiserver decides)."""
     schema = crd_schema(KAMAJI_GROUP, KAMAJI_VERSION, kind)
     if schema is None:
         return [], False
-    causes = [_violation_cause(v) for v in violations(schema, obj)]
+    causes = _ratcheted([_violation_cause(v) for v in violations(schema, obj)], obj, old)
     return causes, any(c.reason in _VIOLATION_REASONS.values() for c in causes)
+
+
+def _custom_resource(
+    rules: Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]],
+) -> Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]:
+    """A Kamaji kind's validation with ratcheting of its CEL rules, as of its schema's."""
+
+    def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+        return _ratcheted(rules(obj, old), obj, old)
+
+    return validate
 
 
 def _validate_tenant_control_plane(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     """Kamaji's CRD schema for a TenantControlPlane: its types, required fields, enums and bounds, then
     its CEL rules."""
-    causes, blocking = _schema_causes(obj, "TenantControlPlane")
+    causes, blocking = _schema_causes(obj, "TenantControlPlane", old)
     if blocking:
         return [*causes, CEL_SKIPPED]
     spec = obj.get("spec")
@@ -1242,7 +1283,7 @@ def _cel_has_content(spec: Mapping[str, Any], path: str) -> bool | str:
 def _validate_data_store(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
     """Kamaji's CRD schema for a DataStore: driver (an enum; `sqlite` is the lab's) and endpoints required,
     and its CEL rules on the credentials each driver needs."""
-    causes, blocking = _schema_causes(obj, "DataStore")
+    causes, blocking = _schema_causes(obj, "DataStore", old)
     if blocking:
         return [*causes, CEL_SKIPPED]
     spec = obj.get("spec")
@@ -1834,8 +1875,8 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "ClusterRoleBinding": functools.partial(_validate_binding_role, namespaced=False),
     "PriorityClass": _validate_priority_class,
     "PodDisruptionBudget": _validate_pod_disruption_budget,
-    "TenantControlPlane": _validate_tenant_control_plane,
-    "DataStore": _validate_data_store,
+    "TenantControlPlane": _custom_resource(_validate_tenant_control_plane),
+    "DataStore": _custom_resource(_validate_data_store),
     "ControllerRevision": _validate_controller_revision,
     "Binding": _validate_binding,
     "SelfSubjectAccessReview": _validate_access_review,

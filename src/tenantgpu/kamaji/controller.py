@@ -54,6 +54,7 @@ class TenantControlPlaneController:
         self._done_before_sync: set[str] = set()
         self._counting = False
         self._synced = asyncio.Event()
+        self._last_errors: dict[str, str] = {}
 
     async def start(self) -> None:
         """Returns once the informer has listed every TCP (their reconciliations are queued)."""
@@ -73,6 +74,10 @@ class TenantControlPlaneController:
     async def wait_synced(self) -> None:
         """Wait until every TCP that existed at start has been reconciled successfully once."""
         await self._synced.wait()
+
+    def not_synced(self) -> dict[str, str]:
+        """The TCPs `wait_synced` still waits for, each with why its last reconciliation failed."""
+        return {key: self._last_errors.get(key, "not reconciled yet") for key in sorted(self._unsynced)}
 
     async def stop(self) -> None:
         await self._informer.stop()
@@ -119,12 +124,14 @@ class TenantControlPlaneController:
             try:
                 await self.reconcile(key)
                 self._failures.pop(key, None)
+                self._last_errors.pop(key, None)
                 self._mark_reconciled(key)
             except asyncio.CancelledError:
                 raise
             except Exception as err:
                 attempt = self._failures.get(key, 0)
                 self._failures[key] = attempt + 1
+                self._last_errors[key] = str(err) or repr(err)
                 delay = _RETRY_SECONDS[min(attempt, len(_RETRY_SECONDS) - 1)]
                 if isinstance(err, ApiError) and err.code == 409:
                     log.debug("tcp %s: conflict, retrying", key)

@@ -82,7 +82,14 @@ class LabRuntime:
         self._exporter.add_handler(self._on_tcp)
         await self._exporter.start()
         assert self.plane.controller is not None
-        await asyncio.wait_for(self.plane.controller.wait_synced(), ready_timeout())
+        try:
+            await asyncio.wait_for(self.plane.controller.wait_synced(), ready_timeout())
+        except TimeoutError:
+            stuck = "; ".join(f"{k}: {why}" for k, why in self.plane.controller.not_synced().items())
+            raise LabError(
+                f"TenantControlPlanes not reconciled after {ready_timeout():.0f}s ({stuck}); "
+                f"see {self.state.log_file}"
+            ) from None
         # Each tenant's workers join as soon as its control plane is Ready, while others still provision.
         bring_up = [asyncio.ensure_future(self._bring_up(client, tenant)) for tenant in self.lab.tenants]
         try:
