@@ -333,9 +333,9 @@ def _default_network_policy(obj: dict[str, Any]) -> None:
 
 # Kamaji's CRD defaults for a TenantControlPlane (the chart's schema): each applies, as kube-apiserver's
 # structural defaulting does, only inside an object that is there.
-_KONNECTIVITY_SERVER = {"image": "registry.k8s.io/kas-network-proxy/proxy-server", "port": 8132}
-_KONNECTIVITY_AGENT = {"image": "registry.k8s.io/kas-network-proxy/proxy-agent", "mode": "DaemonSet"}
-_TCP_ADMISSION_CONTROLLERS = [
+KONNECTIVITY_SERVER = {"image": "registry.k8s.io/kas-network-proxy/proxy-server", "port": 8132}
+KONNECTIVITY_AGENT = {"image": "registry.k8s.io/kas-network-proxy/proxy-agent", "mode": "DaemonSet"}
+TCP_ADMISSION_CONTROLLERS = [
     "CertificateApproval",
     "CertificateSigning",
     "CertificateSubjectRestriction",
@@ -354,7 +354,7 @@ _TCP_ADMISSION_CONTROLLERS = [
     "TaintNodesByCondition",
     "ValidatingAdmissionWebhook",
 ]
-_TCP_DEPLOYMENT = {
+TCP_DEPLOYMENT = {
     "replicas": 2,
     "serviceAccountName": "default",
     "registrySettings": {
@@ -365,7 +365,7 @@ _TCP_DEPLOYMENT = {
     },
     "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "100%", "maxUnavailable": 0}},
 }
-_TCP_NETWORK = {
+TCP_NETWORK = {
     "port": 6443,
     "clusterDomain": "cluster.local",
     "serviceCidr": "10.96.0.0/16",
@@ -387,20 +387,20 @@ def _default_tenant_control_plane(obj: dict[str, Any]) -> None:
         return
     kubernetes = spec.get("kubernetes")
     if isinstance(kubernetes, dict):
-        _fill(kubernetes, {"admissionControllers": _TCP_ADMISSION_CONTROLLERS})
+        _fill(kubernetes, {"admissionControllers": TCP_ADMISSION_CONTROLLERS})
         _fill(kubernetes.get("kubelet"), {"preferredAddressTypes": ["InternalIP", "ExternalIP", "Hostname"]})
     control_plane = spec.get("controlPlane")
     if isinstance(control_plane, dict):
-        _fill(control_plane.get("deployment"), _TCP_DEPLOYMENT)
-    _fill(spec.get("networkProfile"), _TCP_NETWORK)
+        _fill(control_plane.get("deployment"), TCP_DEPLOYMENT)
+    _fill(spec.get("networkProfile"), TCP_NETWORK)
     konnectivity = (spec.get("addons") or {}).get("konnectivity")
     if isinstance(konnectivity, dict):
-        _fill(konnectivity, {"server": _KONNECTIVITY_SERVER, "agent": _KONNECTIVITY_AGENT})
-        _fill(konnectivity.get("server"), {"image": _KONNECTIVITY_SERVER["image"]})
+        _fill(konnectivity, {"server": KONNECTIVITY_SERVER, "agent": KONNECTIVITY_AGENT})
+        _fill(konnectivity.get("server"), {"image": KONNECTIVITY_SERVER["image"]})
         _fill(
             konnectivity.get("agent"),
             {
-                **_KONNECTIVITY_AGENT,
+                **KONNECTIVITY_AGENT,
                 "hostNetwork": False,
                 "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
             },

@@ -24,6 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from tenantgpu.apiserver import schemas
+from tenantgpu.apiserver.defaults import (
+    KONNECTIVITY_AGENT,
+    KONNECTIVITY_SERVER,
+    TCP_ADMISSION_CONTROLLERS,
+    TCP_DEPLOYMENT,
+)
 from tenantgpu.apiserver.installcache import cache_path, read_json, write_json
 
 __all__ = ["crd_schema", "kamaji_kind_schemas", "kamaji_schemas_cache", "object_meta_schema"]
@@ -179,25 +185,6 @@ _ADMISSION_CONTROLLERS = [
     "TaintNodesByCondition",
     "ValidatingAdmissionWebhook",
 ]
-_DEFAULT_ADMISSION_CONTROLLERS = [
-    "CertificateApproval",
-    "CertificateSigning",
-    "CertificateSubjectRestriction",
-    "DefaultIngressClass",
-    "DefaultStorageClass",
-    "DefaultTolerationSeconds",
-    "LimitRanger",
-    "MutatingAdmissionWebhook",
-    "NamespaceLifecycle",
-    "PersistentVolumeClaimResize",
-    "Priority",
-    "ResourceQuota",
-    "RuntimeClass",
-    "ServiceAccount",
-    "StorageObjectInUseProtection",
-    "TaintNodesByCondition",
-    "ValidatingAdmissionWebhook",
-]
 _ADDRESS_TYPES = ("Hostname", "InternalIP", "ExternalIP", "InternalDNS", "ExternalDNS")
 
 
@@ -238,12 +225,7 @@ def _deployment() -> Schema:
                         "schedulerImage": {**STRING, "default": "kube-scheduler"},
                         "tagSuffix": STRING,
                     },
-                    default={
-                        "apiServerImage": "kube-apiserver",
-                        "controllerManagerImage": "kube-controller-manager",
-                        "registry": "registry.k8s.io",
-                        "schedulerImage": "kube-scheduler",
-                    },
+                    default=dict(TCP_DEPLOYMENT["registrySettings"]),
                 ),
                 "replicas": described(
                     "How many instances of the control plane run; 0 puts the tenant to sleep.",
@@ -254,10 +236,7 @@ def _deployment() -> Schema:
                 "serviceAccountName": {**STRING, "default": "default"},
                 "strategy": {
                     **ref(_APPS + "DeploymentStrategy"),
-                    "default": {
-                        "rollingUpdate": {"maxSurge": "100%", "maxUnavailable": 0},
-                        "type": "RollingUpdate",
-                    },
+                    "default": copy.deepcopy(TCP_DEPLOYMENT["strategy"]),
                 },
                 "tolerations": array(ref(_CORE + "Toleration")),
                 "topologySpreadConstraints": array(ref(_CORE + "TopologySpreadConstraint")),
@@ -317,7 +296,7 @@ def _kubernetes() -> Schema:
         obj(
             {
                 "admissionControllers": array(
-                    enum(*_ADMISSION_CONTROLLERS), default=list(_DEFAULT_ADMISSION_CONTROLLERS)
+                    enum(*_ADMISSION_CONTROLLERS), default=list(TCP_ADMISSION_CONTROLLERS)
                 ),
                 "kubelet": obj(
                     {
@@ -396,10 +375,7 @@ def _addons() -> Schema:
                                 },
                                 "version": STRING,
                             },
-                            default={
-                                "image": "registry.k8s.io/kas-network-proxy/proxy-agent",
-                                "mode": "DaemonSet",
-                            },
+                            default=dict(KONNECTIVITY_AGENT),
                         ),
                         "server": obj(
                             {
@@ -414,7 +390,7 @@ def _addons() -> Schema:
                                 "version": STRING,
                             },
                             required=("port",),
-                            default={"image": "registry.k8s.io/kas-network-proxy/proxy-server", "port": 8132},
+                            default=dict(KONNECTIVITY_SERVER),
                         ),
                     }
                 ),
