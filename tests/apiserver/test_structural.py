@@ -18,7 +18,13 @@ from tenantgpu.apiserver.kinds import KAMAJI_KINDS, TENANT_CONTROL_PLANE
 from tenantgpu.apiserver.pki import ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import SQLiteDatastore
-from tenantgpu.apiserver.structural import json_schema_type, prune, prune_at, type_mismatches
+from tenantgpu.apiserver.structural import json_schema_type, prune, prune_at, violations
+
+
+def type_mismatches(schema: Any, value: Any) -> list[tuple[str, str, str]]:
+    """The fields of the wrong JSON type, as (path, type found, type wanted)."""
+    return [(v.path, v.value, v.limit) for v in violations(schema, value) if v.code == "type"]
+
 
 TCP_SCHEMA = crd_schema("kamaji.clastix.io", "v1alpha1", "TenantControlPlane")
 DATASTORE_SCHEMA = crd_schema("kamaji.clastix.io", "v1alpha1", "DataStore")

@@ -146,45 +146,33 @@ def _conditions() -> Schema:
     return array(_condition(), **{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
 
 
-_ADMISSION_CONTROLLERS = [
-    "AlwaysAdmit",
-    "AlwaysDeny",
-    "AlwaysPullImages",
-    "CertificateApproval",
-    "CertificateSigning",
-    "CertificateSubjectRestriction",
-    "DefaultIngressClass",
-    "DefaultStorageClass",
-    "DefaultTolerationSeconds",
-    "DenyEscalatingExec",
-    "DenyExecOnPrivileged",
-    "DenyServiceExternalIPs",
-    "EventRateLimit",
-    "ExtendedResourceToleration",
-    "ImagePolicyWebhook",
-    "LimitPodHardAntiAffinityTopology",
-    "LimitRanger",
-    "MutatingAdmissionWebhook",
-    "NamespaceAutoProvision",
-    "NamespaceExists",
-    "NamespaceLifecycle",
-    "NodeRestriction",
-    "OwnerReferencesPermissionEnforcement",
-    "PersistentVolumeClaimResize",
-    "PersistentVolumeLabel",
-    "PodNodeSelector",
-    "PodSecurity",
-    "PodSecurityPolicy",
-    "PodTolerationRestriction",
-    "Priority",
-    "ResourceQuota",
-    "RuntimeClass",
-    "SecurityContextDeny",
-    "ServiceAccount",
-    "StorageObjectInUseProtection",
-    "TaintNodesByCondition",
-    "ValidatingAdmissionWebhook",
-]
+# Kamaji's enum of admission plugins: the ones it enables by default (the defaulting's list) and the
+# others, in the CRD's (alphabetical) order.
+_ADMISSION_CONTROLLERS = sorted(
+    [
+        *TCP_ADMISSION_CONTROLLERS,
+        "AlwaysAdmit",
+        "AlwaysDeny",
+        "AlwaysPullImages",
+        "DenyEscalatingExec",
+        "DenyExecOnPrivileged",
+        "DenyServiceExternalIPs",
+        "EventRateLimit",
+        "ExtendedResourceToleration",
+        "ImagePolicyWebhook",
+        "LimitPodHardAntiAffinityTopology",
+        "NamespaceAutoProvision",
+        "NamespaceExists",
+        "NodeRestriction",
+        "OwnerReferencesPermissionEnforcement",
+        "PersistentVolumeLabel",
+        "PodNodeSelector",
+        "PodSecurity",
+        "PodSecurityPolicy",
+        "PodTolerationRestriction",
+        "SecurityContextDeny",
+    ]
+)
 _ADDRESS_TYPES = ("Hostname", "InternalIP", "ExternalIP", "InternalDNS", "ExternalDNS")
 
 
@@ -719,10 +707,11 @@ def _raw() -> dict[str, Schema]:
     return {kind: build() for kind, build in _ROOTS.items()}
 
 
-def kamaji_schemas_cache() -> Path:
+def kamaji_schemas_cache(raw: Mapping[str, Schema] | None = None) -> Path:
     """Where this installation keeps the inlined schemas: named by the client's version (whose models
     give the embedded types) and a digest of Kamaji's part, so an edited schema is derived anew."""
-    digest = hashlib.sha256(json.dumps(_raw(), sort_keys=True).encode()).hexdigest()[:16]
+    text = json.dumps(raw if raw is not None else _raw(), sort_keys=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return cache_path(f"kamaji-schemas-{schemas.models_version() or 'unknown'}-{digest}.json")
 
 
@@ -730,14 +719,15 @@ def kamaji_schemas_cache() -> Path:
 def _inlined_all() -> Mapping[str, Mapping[str, Any]]:
     # Inlining needs the core schemas, which import the client's models (most of a second): done once
     # per installation, at `make install`, and read back by every later process.
-    path = kamaji_schemas_cache()
+    raw = _raw()
+    path = kamaji_schemas_cache(raw)
     found = read_json(path)
     if isinstance(found, dict) and set(found) == {*_ROOTS, _OBJECT_META}:
         return found
     components = _core_components()
     inlined: dict[str, Any] = {}
-    for kind, raw in _raw().items():
-        schema = _inline(raw, components)
+    for kind, root in raw.items():
+        schema = _inline(root, components)
         # The root's metadata stays a bare object, as in every CRD; ObjectMeta's own schema prunes it.
         schema["properties"]["metadata"] = {"type": "object"}
         inlined[kind] = schema

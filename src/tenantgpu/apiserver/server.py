@@ -17,7 +17,7 @@ import ssl
 import tempfile
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,20 +147,34 @@ CUSTOM_RESOURCE_PATCH_TYPES = (
 )
 
 
-def _prune_custom(schema: Any, body: Any, patch_type: str) -> list[str]:
-    """A custom resource's unknown fields in a write's body (removed from it), by its CRD's schema."""
-    if patch_type != "application/json-patch+json":
-        return prune(schema, body, metadata=object_meta_schema())
-    paths: list[str] = []
+def _json_patch_findings(
+    body: list[Any], prune_at: Callable[[list[str], Any], tuple[bool, list[Finding]]]
+) -> list[Finding]:
+    """The unknown fields a JSON patch writes, by `prune_at` (its operations' values are pruned); an
+    operation on a field the kind lacks is dropped, as kube's decoding drops the field."""
+    findings: list[Finding] = []
     for operation in list(body or []):
         if not isinstance(operation, dict) or operation.get("op") not in ("add", "replace"):
             continue
         pointer = list(pointer_segments(str(operation.get("path", ""))))
-        exists, found = prune_at(schema, pointer, operation.get("value"), metadata=object_meta_schema())
-        paths += found
+        exists, found = prune_at(pointer, operation.get("value"))
+        findings += found
         if not exists:
             body.remove(operation)
-    return paths
+    return findings
+
+
+def _prune_custom(schema: Any, body: Any, patch_type: str) -> list[Finding]:
+    """A custom resource's unknown fields in a write's body (removed from it), by its CRD's schema."""
+    meta = object_meta_schema()
+    if patch_type != "application/json-patch+json":
+        return [Finding(path) for path in prune(schema, body, metadata=meta)]
+
+    def at(pointer: list[str], value: Any) -> tuple[bool, list[Finding]]:
+        exists, paths = prune_at(schema, pointer, value, metadata=meta)
+        return exists, [Finding(path) for path in paths]
+
+    return _json_patch_findings(body, at)
 
 
 def _advertised(host: str) -> str:
@@ -1011,19 +1025,12 @@ class APIServer(SubresourceHandlers):
             custom = crd_schema(kind.group, kind.version, kind.kind)
             if custom is None:
                 return []
-            findings = [Finding(path) for path in _prune_custom(custom, body, patch_type)]
-            return self._field_findings(kind, findings, mode)
+            return self._field_findings(kind, _prune_custom(custom, body, patch_type), mode)
         try:
             if patch_type == "application/json-patch+json":
-                findings = []
-                for operation in list(body or []):
-                    if not isinstance(operation, dict) or operation.get("op") not in ("add", "replace"):
-                        continue
-                    pointer = list(pointer_segments(str(operation.get("path", ""))))
-                    exists, found = self._fields.prune_at(root, pointer, operation.get("value"))
-                    findings += found
-                    if not exists:
-                        body.remove(operation)
+                findings = _json_patch_findings(
+                    body, lambda pointer, value: self._fields.prune_at(root, pointer, value)
+                )
             else:
                 findings = self._fields.prune(root, body)
         except FieldTypeError as exc:  # whatever fieldValidation says: kube could not decode the body

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Violation", "json_schema_type", "prune", "prune_at", "type_mismatches", "violations"]
+__all__ = ["Violation", "json_schema_type", "prune", "prune_at", "violations"]
 
 Schema = Mapping[str, Any]
 Path = tuple[str | int, ...]
@@ -149,11 +149,6 @@ def violations(schema: Schema, value: Any, path: Path = ()) -> list[Violation]:
     found: list[Violation] = []
     _check(schema, value, list(path), found)
     return found
-
-
-def type_mismatches(schema: Schema, value: Any, path: Path = ()) -> list[tuple[str, str, str]]:
-    """The fields of the wrong JSON type, as (path, type found, type wanted)."""
-    return [(v.path, v.value, v.limit) for v in violations(schema, value, path) if v.code == "type"]
 
 
 def _wanted_type(schema: Schema) -> str | None:

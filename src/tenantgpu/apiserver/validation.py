@@ -1181,25 +1181,26 @@ def _schema_causes(
 
 
 def _custom_resource(
-    rules: Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]],
+    kind: str, rules: Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]
 ) -> Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]:
-    """A Kamaji kind's validation with ratcheting of its CEL rules, as of its schema's."""
+    """A Kamaji kind's validation as apiextensions-apiserver runs it: the CRD's schema, then (unless a
+    schema error blocks them) its CEL rules, both ratcheted on update."""
 
     def validate(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
-        return _ratcheted(rules(obj, old), obj, old)
+        causes, blocking = _schema_causes(obj, kind, old)
+        if blocking:
+            return [*causes, CEL_SKIPPED]
+        return [*causes, *_ratcheted(rules(obj, old), obj, old)]
 
     return validate
 
 
 def _validate_tenant_control_plane(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
-    """Kamaji's CRD schema for a TenantControlPlane: its types, required fields, enums and bounds, then
-    its CEL rules."""
-    causes, blocking = _schema_causes(obj, "TenantControlPlane", old)
-    if blocking:
-        return [*causes, CEL_SKIPPED]
+    """The CEL rules of Kamaji's CRD for a TenantControlPlane (its schema is checked before them)."""
+    causes: list[Cause] = []
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
-        return [*causes, _required("spec")]
+        return [_required("spec")]
     service_type = ((spec.get("controlPlane") or {}).get("service") or {}).get("serviceType")
     network = spec.get("networkProfile") or {}
     for field_name, label in (("serviceCidr", "serviceCidr"), ("podCidr", "podCidr")):
@@ -1281,11 +1282,9 @@ def _cel_has_content(spec: Mapping[str, Any], path: str) -> bool | str:
 
 
 def _validate_data_store(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
-    """Kamaji's CRD schema for a DataStore: driver (an enum; `sqlite` is the lab's) and endpoints required,
-    and its CEL rules on the credentials each driver needs."""
-    causes, blocking = _schema_causes(obj, "DataStore", old)
-    if blocking:
-        return [*causes, CEL_SKIPPED]
+    """The CEL rules of Kamaji's CRD for a DataStore, on the credentials each driver needs (its schema,
+    with the driver enum where `sqlite` is the lab's, is checked before them)."""
+    causes: list[Cause] = []
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return causes
@@ -1875,8 +1874,8 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "ClusterRoleBinding": functools.partial(_validate_binding_role, namespaced=False),
     "PriorityClass": _validate_priority_class,
     "PodDisruptionBudget": _validate_pod_disruption_budget,
-    "TenantControlPlane": _custom_resource(_validate_tenant_control_plane),
-    "DataStore": _custom_resource(_validate_data_store),
+    "TenantControlPlane": _custom_resource("TenantControlPlane", _validate_tenant_control_plane),
+    "DataStore": _custom_resource("DataStore", _validate_data_store),
     "ControllerRevision": _validate_controller_revision,
     "Binding": _validate_binding,
     "SelfSubjectAccessReview": _validate_access_review,
