@@ -391,6 +391,35 @@ def test_the_log_of_a_completed_init_container_stays_readable(lab: RunningLab) -
     lab.kubectl("tenant-b", "delete", "pod", "with-init", "--wait=true")
 
 
+def test_a_native_sidecar_runs_beside_the_gpu_container_until_the_pod_ends(lab: RunningLab) -> None:
+    """Found by probing: an init container with `restartPolicy: Always` (a sidecar, on by default since
+    1.29) was reported terminated at once, so `kubectl get pod` said READY 1/2 and its log ended. Now it
+    runs with the pod (READY 2/2) and is stopped when the app container ends; the pod still Succeeds."""
+    pod = gpu_pod("with-sidecar", "with-sidecar", gpumem=1000, annotations={"tenantgpu.io/run-for": "3s"})
+    pod["spec"]["restartPolicy"] = "Never"
+    pod["spec"]["initContainers"] = [
+        {
+            "name": "proxy",
+            "image": "envoy",
+            "restartPolicy": "Always",
+            "command": ["sh", "-c", "echo proxying"],
+        }
+    ]
+    lab.create("tenant-b", pod)
+    wait_for("the pod Running", lambda: phase(lab.pod("tenant-b", "with-sidecar")) == "Running")
+    row = lab.kubectl("tenant-b", "get", "pod", "with-sidecar", "--no-headers").stdout.split()
+    assert row[1:3] == ["2/2", "Running"]
+    proxy = lab.pod("tenant-b", "with-sidecar")["status"]["initContainerStatuses"][0]
+    assert "running" in proxy["state"] and proxy["ready"] and proxy["started"]
+    assert "proxying" in lab.kubectl("tenant-b", "logs", "with-sidecar", "-c", "proxy").stdout
+    wait_for("the pod Succeeded", lambda: phase(lab.pod("tenant-b", "with-sidecar")) == "Succeeded")
+    proxy = lab.pod("tenant-b", "with-sidecar")["status"]["initContainerStatuses"][0]
+    assert proxy["state"]["terminated"]["exitCode"] == 0 and not proxy["ready"]
+    log = lab.kubectl("tenant-b", "logs", "with-sidecar", "-c", "proxy").stdout
+    assert log.rstrip().endswith("received SIGTERM, exiting")
+    lab.kubectl("tenant-b", "delete", "pod", "with-sidecar", "--wait=true")
+
+
 def test_a_gpu_statefulset_starts_its_workers_in_order_on_the_shared_a100(lab: RunningLab) -> None:
     """The README's example StatefulSet with its headless Service."""
     lab.kubectl("tenant-a", "apply", "-f", str(EXAMPLES / "trainer-statefulset.yaml"))

@@ -841,6 +841,35 @@ def test_init_peak_released_once_init_containers_succeeded() -> None:
     assert s.node_usage("n")[0].usedmem == 900
 
 
+def test_gpu_less_init_container_lets_the_app_card_be_shared_once_init_succeeded() -> None:
+    """A fault of v2.10.0 the lab keeps. score.go allocateInitContainers files a GPU-less init
+    container's empty segment under the node's device *type strings* (the model, e.g. "NVIDIA L4"), the
+    app container's devices under "NVIDIA"; so the NVIDIA annotation holds one segment, the app's, at
+    index 0. CollapseInitContainerUsage and AppContainersOnlyDeviceUsage classify by index
+    (`cidx < numInit`): the app's card counts as the init peak while the pod starts (right), and is
+    dropped when the init container succeeds, so an exclusive card takes another pod."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(node("n", gpu("G0", 0)))
+    p = pod("a", container("app", limits={_G: 1, _P: 100, _C: 100}), init=[container("warm")])
+    first = s.schedule(p)
+    assert (first.node, first.annotation) == ("n", "G0,NVIDIA,23034,100:;")
+    p["metadata"]["annotations"] = {
+        "hami.io/vgpu-node": "n",
+        "hami.io/vgpu-devices-allocated": first.annotation,
+    }
+    p["spec"]["nodeName"] = "n"
+    s.upsert_pod(p)
+    assert [(u.used, u.usedmem, u.usedcores) for u in s.node_usage("n")] == [(1, 23034, 100)]
+    assert s.schedule(gpu_pod("b", mem=1000)).failed_nodes == {"n": "1/1 CardInsufficientMemory"}
+    p["status"] = {
+        "phase": "Running",
+        "initContainerStatuses": [{"name": "warm", "state": {"terminated": {"exitCode": 0}}}],
+    }
+    s.upsert_pod(p)
+    assert [(u.used, u.usedmem, u.usedcores) for u in s.node_usage("n")] == [(0, 0, 0)]
+    assert s.schedule(gpu_pod("b", mem=1000)).node == "n"
+
+
 @pytest.mark.parametrize(
     ("value", "error"),
     [
@@ -968,3 +997,28 @@ def test_fit_topology_zero_scores() -> None:
     zero = {f"dev-{i}": {f"dev-{j}": 0 for j in range(3) if j != i} for i in range(3)}
     res = fit(_three(), _REQ2, policy="topology-aware", node_obj=_scored_node(zero))
     assert res.ok and len(res.devices) == 2
+
+
+def test_sidecar_counts_as_an_init_container() -> None:
+    """v2.10.0 has no notion of a sidecar (HAMi's sidecar design, PR #2723, came after): an init
+    container with `restartPolicy: Always` is classified by index as init, so a 4000 MiB sidecar and a
+    4000 MiB app container on one card are charged max(4000, 4000), not the 8000 they use. The running
+    sidecar's status never shows `terminated`, so the init peak is never released either."""
+    s = ClusterState(SharingConfig())
+    s.upsert_node(node("n", gpu("G0", 0)))
+    sidecar = container("proxy", limits={_G: 1, _M: 4000})
+    sidecar["restartPolicy"] = "Always"
+    p = pod("a", container("app", limits={_G: 1, _M: 4000}), init=[sidecar])
+    decision = s.schedule(p)
+    assert decision.annotation == "G0,NVIDIA,4000,0:;G0,NVIDIA,4000,0:;"
+    p["metadata"]["annotations"] = {
+        "hami.io/vgpu-node": "n",
+        "hami.io/vgpu-devices-allocated": decision.annotation,
+    }
+    p["spec"]["nodeName"] = "n"
+    p["status"] = {
+        "phase": "Running",
+        "initContainerStatuses": [{"name": "proxy", "state": {"running": {}}}],
+    }
+    s.upsert_pod(p)
+    assert [(u.used, u.usedmem) for u in s.node_usage("n")] == [(1, 4000)]

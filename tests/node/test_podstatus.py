@@ -61,3 +61,31 @@ def test_admission_failure_reads_like_the_kubelet() -> None:
         "Allocate failed due to rpc error: code = Unknown desc = "
         "no binding pod found on node w1, which is unexpected"
     )
+
+
+WITH_SIDECAR = {
+    "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+    "spec": {
+        "initContainers": [
+            {"name": "setup", "image": "img"},
+            {"name": "proxy", "image": "img", "restartPolicy": "Always"},
+        ],
+        "containers": [{"name": "a", "image": "img"}],
+    },
+}
+
+
+def test_a_sidecar_runs_with_the_pod_and_stops_when_it_ends() -> None:
+    """Kubernetes' native sidecar (an init container with restartPolicy Always, on by default since
+    1.29): a plain init container is terminated with exit 0, the sidecar stays running and ready beside
+    the app containers; when they end it is terminated too, and its status leaves the phase alone."""
+    running = podstatus.running_status(WITH_SIDECAR, "h", "10.244.1.2", "2026-11-29T19:59:59Z", NOW)
+    setup, proxy = running["initContainerStatuses"]
+    assert setup["state"]["terminated"]["reason"] == "Completed" and not setup["started"]
+    assert proxy["state"] == {"running": {"startedAt": "2026-11-29T19:59:59Z"}}
+    assert proxy["ready"] and proxy["started"]
+    ended = podstatus.terminated_status(WITH_SIDECAR, "h", "ip", "2026-11-29T19:59:59Z", "s", {"a": 0}, NOW)
+    assert ended["phase"] == "Succeeded"
+    proxy = ended["initContainerStatuses"][1]
+    assert proxy["state"]["terminated"]["finishedAt"] == "2026-11-29T20:00:00Z"
+    assert not proxy["ready"] and not proxy["started"]

@@ -113,6 +113,7 @@ class PodRecord:
     ephemeral_tasks: set[asyncio.Task[None]] = field(default_factory=set)
     ephemeral_writes: asyncio.Lock = field(default_factory=asyncio.Lock)
     init_containers: tuple[str, ...] = ()  # their logs are in `logs` too: kept after they complete
+    sidecars: tuple[str, ...] = ()  # the init containers with restartPolicy Always: they run with the pod
 
 
 def _marked_not_ready(pod: dict[str, Any]) -> bool:
@@ -465,9 +466,9 @@ class Kubelet:
         return allocation
 
     def _prepare_containers(self, pod: dict[str, Any], record: PodRecord, allocation: Allocation) -> None:
-        record.init_containers = tuple(
-            c.get("name", "") for c in (pod.get("spec") or {}).get("initContainers") or []
-        )
+        inits = (pod.get("spec") or {}).get("initContainers") or []
+        record.init_containers = tuple(c.get("name", "") for c in inits)
+        record.sidecars = tuple(c.get("name", "") for c in inits if podstatus.is_sidecar(c))
         for container in (pod.get("spec") or {}).get("initContainers") or []:
             self._log_init_container(record, container, allocation)
         for container in (pod.get("spec") or {}).get("containers") or []:
@@ -485,7 +486,8 @@ class Kubelet:
         self, record: PodRecord, container: dict[str, Any], allocation: Allocation
     ) -> None:
         """An init container completes at once (exit 0) in the simulation, but its log stays readable, as a
-        kubelet keeps it: its environment (with HAMi's for a GPU init container) and its command's output."""
+        kubelet keeps it: its environment (with HAMi's for a GPU init container) and its command's output.
+        A sidecar's log stays open: it runs until the pod ends."""
         name = container.get("name", "")
         if name in record.logs:
             return
@@ -502,7 +504,8 @@ class Kubelet:
         main = programs.main_command(command, programs.ContainerView(record.name, env, gpus, 0))
         if main is not None:
             out.command(command, main.output, now)
-        out.write("process exited with code 0", now)
+        if not podstatus.is_sidecar(container):
+            out.write("process exited with code 0", now)
 
     def _forget_gpus(self, record: PodRecord) -> None:
         for uuids in record.gpus.values():
@@ -619,7 +622,7 @@ class Kubelet:
             pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at or "", codes
         )
         record.finished = True
-        self._end_ephemeral(record, status)
+        self._stop_remaining(record, status)
         await self._patch_status(record, status)
 
     def _start_container(
@@ -732,7 +735,7 @@ class Kubelet:
         for entry in status["containerStatuses"]:
             entry["restartCount"] = record.container_states.get(entry["name"], {}).get("restartCount", 0)
         record.finished = True
-        self._end_ephemeral(record, status)
+        self._stop_remaining(record, status)
         await self._patch_status(record, status)
 
     async def _patch_supervised(self, pod: dict[str, Any], record: PodRecord) -> None:
@@ -816,8 +819,12 @@ class Kubelet:
             except (ApiError, OSError, aiohttp.ClientError) as err:
                 log.warning("kubelet %s: ephemeral containers of %s: %r", self.node_name, record.name, err)
 
-    def _end_ephemeral(self, record: PodRecord, status: dict[str, Any]) -> None:
-        """The pod ends: its ephemeral containers still running are stopped, in its final status too."""
+    def _stop_remaining(self, record: PodRecord, status: dict[str, Any]) -> None:
+        """The pod ends: its sidecars and the ephemeral containers still running are stopped, in its
+        final status too (the sidecars' entries are `podstatus.terminated_status`'s)."""
+        for name in record.sidecars:
+            if name in record.logs:
+                record.logs[name].write("received SIGTERM, exiting")
         for task in list(record.ephemeral_tasks):
             task.cancel()
         for name, entry in record.ephemeral.items():
@@ -896,7 +903,7 @@ class Kubelet:
                     pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at, codes
                 )
                 record.finished = True
-                self._end_ephemeral(record, status)
+                self._stop_remaining(record, status)
                 try:
                     await self._patch_status(record, status)
                 except Exception as err:

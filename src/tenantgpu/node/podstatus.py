@@ -43,12 +43,30 @@ def _base_status(c: dict[str, Any], pod_uid: str) -> dict[str, Any]:
     }
 
 
-def _init_statuses(pod: dict[str, Any], pod_uid: str, started: str) -> list[dict[str, Any]]:
-    # Init containers of simulated pods complete at once; they exist only for their HAMi annotations.
+def is_sidecar(container: dict[str, Any]) -> bool:
+    """A restartable init container (`restartPolicy: Always`), Kubernetes' native sidecar."""
+    return container.get("restartPolicy") == "Always"
+
+
+def _init_statuses(
+    pod: dict[str, Any], pod_uid: str, started: str, ended: str | None = None
+) -> list[dict[str, Any]]:
+    # Init containers of simulated pods complete at once, as their start-up output is all they do. A
+    # sidecar keeps running beside the app containers and is stopped when they end (`ended`), as the
+    # kubelet of 1.29+ does; its exit status does not count towards the pod's phase.
     out = []
     for c in _containers(pod, "initContainers"):
         st = _base_status(c, pod_uid)
-        st.update(ready=True, started=False, state=terminated_state(0, started, st["containerID"], started))
+        if not is_sidecar(c):
+            st.update(
+                ready=True, started=False, state=terminated_state(0, started, st["containerID"], started)
+            )
+        elif ended is None:
+            st.update(ready=True, started=True, state={"running": {"startedAt": started}})
+        else:
+            st.update(
+                ready=False, started=False, state=terminated_state(0, started, st["containerID"], ended)
+            )
         out.append(st)
     return out
 
@@ -154,6 +172,8 @@ def terminated_status(
     if pod_ip:
         status["podIP"] = pod_ip
         status["podIPs"] = [{"ip": pod_ip}]
+    if _containers(pod, "initContainers"):
+        status["initContainerStatuses"] = _init_statuses(pod, uid, start_time, when)
     return status
 
 
