@@ -16,7 +16,7 @@ import kubernetes
 import pytest
 import yaml
 
-from tenantgpu.kamaji import inprocess, model
+from tenantgpu.kamaji import inprocess, model, units
 from tenantgpu.kamaji.plane import ManagementPlane
 from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig
 
@@ -290,6 +290,43 @@ async def test_restarted_plane_serves_the_same_tenant_identity_and_data(tmp_path
         # The kubeconfig from before the restart still works: same CA, same port, same credentials.
         async with _tenant_client(text) as client:
             assert (await client.get("namespaces", "kept"))["metadata"]["name"] == "kept"
+    finally:
+        await second.stop()
+
+
+async def test_a_restart_waits_for_the_tenants_asked_for_while_another_keeps_failing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in review: `tenantgpu up` waited for every TCP to reconcile once, so one TCP applied with
+    kubectl that could no longer reconcile kept the whole lab from starting. The wait can name its
+    tenants; the failing one is still retried and reported with its error."""
+    first = _plane(tmp_path)
+    await first.start()
+    try:
+        await first.client.create(model.DATASTORES, model.datastore())
+        await _create(first, "tenant-good")
+        await _create(first, "tenant-bad")
+    finally:
+        await first.stop()
+    real = units.AdminKubeconfigUnit.ensure
+
+    async def failing(self: units.AdminKubeconfigUnit, r: units.Reconciliation) -> None:
+        if r.tcp["metadata"]["name"] == "tenant-bad":
+            raise RuntimeError("the admin kubeconfig cannot be written")
+        await real(self, r)
+
+    monkeypatch.setattr(units.AdminKubeconfigUnit, "ensure", failing)
+    second = _plane(tmp_path)
+    await second.start()
+    try:
+        assert second.controller is not None
+        await asyncio.wait_for(second.controller.wait_synced({"default/tenant-good"}), 10)
+        assert second.controller.not_synced({"default/tenant-good"}) == {}
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(second.controller.wait_synced(), 0.5)
+        assert second.controller.not_synced() == {
+            "default/tenant-bad": "the admin kubeconfig cannot be written"
+        }
     finally:
         await second.stop()
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import copy
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.host import ControlPlaneHost
@@ -53,7 +53,7 @@ class TenantControlPlaneController:
         self._unsynced: set[str] = set()
         self._done_before_sync: set[str] = set()
         self._counting = False
-        self._synced = asyncio.Event()
+        self._reconciled = asyncio.Event()  # set each time a TCP of `_unsynced` was reconciled
         self._last_errors: dict[str, str] = {}
 
     async def start(self) -> None:
@@ -68,16 +68,20 @@ class TenantControlPlaneController:
         self._unsynced = {model.TenantRef.of(tcp).key for tcp in self._informer.items()}
         self._unsynced -= self._done_before_sync
         self._counting = True
-        if not self._unsynced:
-            self._synced.set()
 
-    async def wait_synced(self) -> None:
-        """Wait until every TCP that existed at start has been reconciled successfully once."""
-        await self._synced.wait()
+    async def wait_synced(self, keys: Collection[str] | None = None) -> None:
+        """Wait until every TCP that existed at start, or each of `keys` among them, has been reconciled
+        successfully once. `keys` lets a caller wait for its own tenants while another TCP keeps failing."""
+        while not self._counting or self._still_unsynced(keys):
+            self._reconciled.clear()
+            await self._reconciled.wait()
 
-    def not_synced(self) -> dict[str, str]:
+    def not_synced(self, keys: Collection[str] | None = None) -> dict[str, str]:
         """The TCPs `wait_synced` still waits for, each with why its last reconciliation failed."""
-        return {key: self._last_errors.get(key, "not reconciled yet") for key in sorted(self._unsynced)}
+        return {key: self._last_errors.get(key, "not reconciled yet") for key in self._still_unsynced(keys)}
+
+    def _still_unsynced(self, keys: Collection[str] | None) -> list[str]:
+        return sorted(self._unsynced if keys is None else self._unsynced.intersection(keys))
 
     async def stop(self) -> None:
         await self._informer.stop()
@@ -147,14 +151,11 @@ class TenantControlPlaneController:
                     self._enqueue(key)
 
     def _mark_reconciled(self, key: str) -> None:
-        if self._synced.is_set():
-            return
         if not self._counting:
             self._done_before_sync.add(key)
-            return
-        self._unsynced.discard(key)
-        if not self._unsynced:
-            self._synced.set()
+        elif key in self._unsynced:
+            self._unsynced.discard(key)
+            self._reconciled.set()
 
     async def reconcile(self, key: str) -> None:
         namespace, name = key.split("/", 1)
