@@ -541,6 +541,63 @@ def test_a_tenant_control_plane_is_checked_against_kamaji_s_crd_schema() -> None
     ]
 
 
+def test_kamaji_s_crd_patterns_and_string_formats_are_matched() -> None:
+    """Found by probing with kubectl: `cpu: abc` in a TCP's resources and `clusterDomain: nodots` were
+    stored. Kamaji's CRD carries patterns (a quantity's, its own `.*\\..*`, Gateway API's) and string
+    formats (`byte`), which kube-openapi checks; a pattern is an Invalid that leaves the CEL rules
+    running, a format a TypeInvalid that stops them."""
+    limits = {"cpu": "abc", "memory": "1Gi", "ephemeral-storage": 2}
+    deployment = {"resources": {"apiServer": {"limits": limits}}}
+    cpu = "spec.controlPlane.deployment.resources.apiServer.limits.cpu"
+    quantity = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+    assert _tcp_causes(
+        _tcp(
+            controlPlane={"service": {"serviceType": "ClusterIP"}, "deployment": deployment},
+            networkProfile={"clusterDomain": "nodots", "podCidr": "nope"},
+        )
+    ) == [
+        (cpu, f"Invalid value: \"abc\": {cpu} in body should match '{quantity}'"),
+        (
+            "spec.networkProfile.clusterDomain",
+            "Invalid value: \"nodots\": spec.networkProfile.clusterDomain in body should match '.*\\..*'",
+        ),
+        ("spec.networkProfile.podCidr", 'Invalid value: "string": podCidr must be empty or a valid CIDR'),
+    ]
+    # Go's `$` ends the text: a trailing newline does not slip through as it would in Python
+    limits["cpu"] = "1\n"
+    assert [
+        c[0]
+        for c in _tcp_causes(
+            _tcp(controlPlane={"service": {"serviceType": "ClusterIP"}, "deployment": deployment})
+        )
+    ] == [cpu]
+    gateway = {"hostname": "API.Example.com", "parentRefs": [{"name": "gw", "namespace": "Bad_NS"}]}
+    assert [
+        c[0]
+        for c in _tcp_causes(_tcp(controlPlane={"service": {"serviceType": "ClusterIP"}, "gateway": gateway}))
+    ] == [
+        "spec.controlPlane.gateway.hostname",
+        "spec.controlPlane.gateway.parentRefs[0].namespace",
+    ]
+    gateway = {"hostname": "*.api.example.com", "parentRefs": [{"name": "gw", "namespace": "infra"}]}
+    assert _tcp_causes(_tcp(controlPlane={"service": {"serviceType": "ClusterIP"}, "gateway": gateway})) == []
+    store = {
+        "metadata": {"name": "tls"},
+        "spec": {
+            "driver": "PostgreSQL",
+            "endpoints": ["db:5432"],
+            "tlsConfig": {"certificateAuthority": {"certificate": {"content": "not base64!"}}},
+        },
+    }
+    content = "spec.tlsConfig.certificateAuthority.certificate.content"
+    assert (
+        content,
+        f'Invalid value: "not base64!": {content} in body must be of type byte: "not base64!"',
+    ) in [(c.field, c.message) for c in validate("DataStore", store)]
+    store["spec"]["tlsConfig"]["certificateAuthority"]["certificate"]["content"] = "LS0tLS1C\nRUdJTg=="
+    assert not [c for c in validate("DataStore", store) if c.field == content]
+
+
 def test_a_tenant_control_plane_keeps_its_datastore_schema_and_cluster_domain() -> None:
     old = _tcp(dataStore="default", dataStoreSchema="abc", networkProfile={"clusterDomain": "cluster.local"})
     changed = _tcp(dataStore="default", dataStoreSchema="xyz", networkProfile={"clusterDomain": "lab.local"})

@@ -618,6 +618,17 @@ def test_the_management_plane_refuses_tenant_control_planes_as_kamaji_does(lab: 
     schema = apply("tenant-x", "v1.31.4", controlPlane={"service": {"serviceType": "Ingress"}})
     assert schema.returncode == 1
     assert 'spec.controlPlane.service.serviceType: Unsupported value: "Ingress"' in schema.stderr
+    resources = {"apiServer": {"limits": {"cpu": "two"}}}
+    pattern = apply(
+        "tenant-x",
+        "v1.31.4",
+        controlPlane={"service": {"serviceType": "ClusterIP"}, "deployment": {"resources": resources}},
+    )
+    cpu = "spec.controlPlane.deployment.resources.apiServer.limits.cpu"
+    assert (
+        pattern.returncode == 1
+        and f'{cpu}: Invalid value: "two": {cpu} in body should match' in pattern.stderr
+    )
     webhook = 'Error from server (Forbidden): error when creating "STDIN": admission webhook "vtenantcontrolplane.kb.io" denied the request: '
     assert (
         webhook + "tenant-x-store DataStore does not exist"

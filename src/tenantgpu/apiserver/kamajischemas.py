@@ -55,6 +55,18 @@ INT_OR_STRING: Schema = {
 }
 ANY: Schema = {"x-kubernetes-preserve-unknown-fields": True}
 
+# The patterns the CRD carries: apimachinery's (Quantity, metav1.Condition) and Gateway API's (the
+# ParentReference and status Kamaji embeds). kube-openapi matches them as Go regular expressions.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"
+QUANTITY_PATTERN = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+_CONDITION_TYPE = rf"^({_DNS_SUBDOMAIN}/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+_CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+_GATEWAY_CONTROLLER = rf"^{_DNS_SUBDOMAIN}\/[A-Za-z0-9\/\-._~%!$&'()*+,;=:]+$"
+_GATEWAY_HOSTNAME = rf"^(\*\.)?{_DNS_SUBDOMAIN}$"
+# A quantity as controller-gen writes resource.Quantity into a CRD: an integer or a string of that form.
+QUANTITY: Schema = {**INT_OR_STRING, "pattern": QUANTITY_PATTERN}
+
 
 def obj(properties: Mapping[str, Schema], *, required: tuple[str, ...] = (), **extra: Any) -> Schema:
     schema: Schema = {"type": "object", "properties": dict(properties), **extra}
@@ -116,12 +128,23 @@ def _parent_reference() -> Schema:
     # Gateway API's ParentReference, as Kamaji embeds it.
     return obj(
         {
-            "group": {**STRING, "default": "gateway.networking.k8s.io"},
-            "kind": {**STRING, "default": "Gateway"},
-            "name": STRING,
-            "namespace": STRING,
+            "group": {
+                **STRING,
+                "default": "gateway.networking.k8s.io",
+                "maxLength": 253,
+                "pattern": rf"^$|^{_DNS_SUBDOMAIN}$",
+            },
+            "kind": {
+                **STRING,
+                "default": "Gateway",
+                "minLength": 1,
+                "maxLength": 63,
+                "pattern": r"^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$",
+            },
+            "name": {**STRING, "minLength": 1, "maxLength": 253},
+            "namespace": {**STRING, "minLength": 1, "maxLength": 63, "pattern": f"^{_DNS_LABEL}$"},
             "port": {**INT32, "minimum": 1, "maximum": 65535},
-            "sectionName": STRING,
+            "sectionName": {**STRING, "minLength": 1, "maxLength": 253, "pattern": f"^{_DNS_SUBDOMAIN}$"},
         },
         required=("name",),
     )
@@ -132,11 +155,11 @@ def _condition() -> Schema:
     return obj(
         {
             "lastTransitionTime": TIME,
-            "message": STRING,
+            "message": {**STRING, "maxLength": 32768},
             "observedGeneration": {**INT64, "minimum": 0},
-            "reason": STRING,
+            "reason": {**STRING, "minLength": 1, "maxLength": 1024, "pattern": _CONDITION_REASON},
             "status": enum("True", "False", "Unknown"),
-            "type": STRING,
+            "type": {**STRING, "maxLength": 316, "pattern": _CONDITION_TYPE},
         },
         required=("lastTransitionTime", "message", "reason", "status", "type"),
     )
@@ -242,7 +265,12 @@ def _control_plane() -> Schema:
                 "gateway": obj(
                     {
                         "additionalMetadata": _metadata(),
-                        "hostname": {**STRING, "minLength": 1, "maxLength": 253},
+                        "hostname": {
+                            **STRING,
+                            "minLength": 1,
+                            "maxLength": 253,
+                            "pattern": _GATEWAY_HOSTNAME,
+                        },
                         "parentRefs": array(_parent_reference()),
                     }
                 ),
@@ -324,7 +352,7 @@ def _network_profile() -> Schema:
                 "advertiseAddress": STRING,
                 "allowAddressAsExternalIP": BOOLEAN,
                 "certSANs": STRINGS,
-                "clusterDomain": {**STRING, "default": "cluster.local"},
+                "clusterDomain": {**STRING, "default": "cluster.local", "pattern": r".*\..*"},
                 "dnsServiceIPs": array(STRING, maxItems=8),
                 "loadBalancerClass": {**STRING, "minLength": 1},
                 "loadBalancerSourceRanges": array(STRING, maxItems=16),
@@ -446,13 +474,32 @@ def _gateway_status() -> Schema:
         {
             "accessPoints": array(
                 obj(
-                    {"port": INT32, "type": STRING, "urls": STRINGS, "value": STRING},
+                    {
+                        "port": INT32,
+                        "type": {
+                            **STRING,
+                            "minLength": 1,
+                            "maxLength": 253,
+                            "pattern": rf"^Hostname|IPAddress|NamedAddress|{_DNS_SUBDOMAIN}\/[A-Za-z0-9\/\-._~%!$&'()*+,;=:]+$",
+                        },
+                        "urls": STRINGS,
+                        "value": STRING,
+                    },
                     required=("port", "type", "value"),
                 )
             ),
             "parents": array(
                 obj(
-                    {"conditions": _conditions(), "controllerName": STRING, "parentRef": _parent_reference()},
+                    {
+                        "conditions": {**_conditions(), "minItems": 1, "maxItems": 8},
+                        "controllerName": {
+                            **STRING,
+                            "minLength": 1,
+                            "maxLength": 253,
+                            "pattern": _GATEWAY_CONTROLLER,
+                        },
+                        "parentRef": _parent_reference(),
+                    },
                     required=("conditions", "controllerName", "parentRef"),
                 ),
                 maxItems=32,
@@ -673,6 +720,8 @@ def _core_components() -> Mapping[str, Mapping[str, Any]]:
         kinds = schemas.kind_schemas(group, version, kind)
         if kinds is not None:
             found.update(kinds.components)
+    # kube's OpenAPI publishes a quantity as a bare string-or-number; in a CRD it is structural.
+    found[schemas.QUANTITY] = QUANTITY
     return found
 
 
@@ -710,7 +759,8 @@ def _raw() -> dict[str, Schema]:
 def kamaji_schemas_cache(raw: Mapping[str, Schema] | None = None) -> Path:
     """Where this installation keeps the inlined schemas: named by the client's version (whose models
     give the embedded types) and a digest of Kamaji's part, so an edited schema is derived anew."""
-    text = json.dumps(raw if raw is not None else _raw(), sort_keys=True)
+    # The quantity replaces a component of the core schemas, so it is part of what the name covers.
+    text = json.dumps([raw if raw is not None else _raw(), QUANTITY], sort_keys=True)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return cache_path(f"kamaji-schemas-{schemas.models_version() or 'unknown'}-{digest}.json")
 

@@ -9,7 +9,12 @@ schemas given here are self-contained (no `$ref`), like a CRD's `openAPIV3Schema
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import base64
+import binascii
+import datetime
+import functools
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,7 +138,8 @@ class Violation:
     """One way a value breaks its schema, as kube-openapi's validator reports it.
 
     `code` is `type` (`value` the JSON type found, `limit` the one wanted), `required` (`value` None),
-    `enum` (`limit` the values allowed), or a bound: `minimum`, `maximum`, `minItems`, `maxItems`,
+    `enum` (`limit` the values allowed), `format` (`limit` the format, such as `byte`), `pattern`
+    (`limit` the regular expression), or a bound: `minimum`, `maximum`, `minItems`, `maxItems`,
     `minLength`, `maxLength` (`value` the value, or the count for items, `limit` the bound).
     """
 
@@ -172,8 +178,14 @@ def _check(schema: Schema, value: Any, stack: list[str | int], found: list[Viola
         _bound(schema, "minimum", value, value < schema.get("minimum", value), stack, found)
         _bound(schema, "maximum", value, value > schema.get("maximum", value), stack, found)
     elif kind == "string":
+        fmt = schema.get("format")
+        if fmt in _FORMATS and not _FORMATS[fmt](value):
+            found.append(Violation("format", field_path(stack), value, fmt))
         _bound(schema, "minLength", value, len(value) < schema.get("minLength", 0), stack, found)
         _bound(schema, "maxLength", value, len(value) > schema.get("maxLength", len(value)), stack, found)
+        pattern = schema.get("pattern")
+        if pattern is not None and not go_regexp(pattern).search(value):
+            found.append(Violation("pattern", field_path(stack), value, pattern))
     elif kind == "array":
         _bound(schema, "minItems", len(value), len(value) < schema.get("minItems", 0), stack, found)
         _bound(schema, "maxItems", len(value), len(value) > schema.get("maxItems", len(value)), stack, found)
@@ -204,3 +216,60 @@ def _bound(
 def _is_root_meta(stack: list[str | int], name: str) -> bool:
     """The root's apiVersion, kind and metadata, which ObjectMeta's own checks cover."""
     return not stack and name in ("apiVersion", "kind", "metadata")
+
+
+@functools.cache
+def go_regexp(pattern: str) -> re.Pattern[str]:
+    """A schema's `pattern` as kube-openapi matches it (Go's `regexp.MatchString`: found anywhere unless
+    anchored). Go's `$` (outside a character class) matches only at the very end, where Python's also
+    matches before a final newline, so it becomes `\\Z`."""
+    out: list[str] = []
+    in_class = escaped = False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "$":
+            out.append("\\Z")
+            continue
+        out.append(ch)
+    return re.compile("".join(out))
+
+
+_TIME_OF_DAY = re.compile(r"([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))\Z")
+_FULL_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})\Z")
+
+
+def _is_date_time(text: str) -> bool:
+    """strfmt's IsDateTime: a calendar date, `t` (any case), and a time of day with a zone (RFC 3339)."""
+    parts = text.lower().split("t")
+    if len(text) < 4 or len(parts) < 2:
+        return False
+    date = _FULL_DATE.match(parts[0])
+    clock = _TIME_OF_DAY.match(parts[1])
+    if date is None or clock is None:
+        return False
+    try:
+        datetime.date(int(date[1]), int(date[2]), int(date[3]))
+    except ValueError:
+        return False
+    return clock[1] <= "23" and clock[2] <= "59" and clock[3] <= "59"
+
+
+def _is_base64(text: str) -> bool:
+    """strfmt's IsBase64: Go's standard encoding with padding, which skips line breaks."""
+    try:
+        base64.b64decode(text.replace("\r", "").replace("\n", ""), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+# The string formats of kube-openapi's registry that Kamaji's schemas use; other formats (int32,
+# int64 on integers) are not checked, as kube does not check them.
+_FORMATS: Mapping[str, Callable[[str], bool]] = {"date-time": _is_date_time, "byte": _is_base64}

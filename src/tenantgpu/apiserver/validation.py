@@ -1128,6 +1128,14 @@ def _violation_cause(v: Violation) -> Cause:
             f'Invalid value: "{v.value}": {v.path} in body must be of type {v.limit}: "{v.value}"',
             v.path,
         )
+    if v.code == "format":  # kube-openapi's InvalidType, with the value where a type error has its type
+        return Cause(
+            "FieldValueTypeInvalid",
+            f"Invalid value: {_show(v.value)}: {v.path} in body must be of type {v.limit}: {_show(v.value)}",
+            v.path,
+        )
+    if v.code == "pattern":
+        return _invalid(v.path, v.value, f"{v.path} in body should match '{v.limit}'")
     if v.code == "required":
         return _required(v.path)
     if v.code == "enum":
