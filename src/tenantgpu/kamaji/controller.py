@@ -47,14 +47,14 @@ class TenantControlPlaneController:
         self._active: set[str] = set()
         self._dirty: set[str] = set()
         self._gone: dict[str, Obj] = {}
-        self._failures: dict[str, int] = {}
+        # key → (failed reconciliations in a row, the last one's error): the retry's backoff and the report
+        self._failures: dict[str, tuple[int, str]] = {}
         self._concurrency = concurrency
         self._tasks: list[asyncio.Task[None]] = []
         self._unsynced: set[str] = set()
         self._done_before_sync: set[str] = set()
         self._counting = False
         self._reconciled = asyncio.Event()  # set each time a TCP of `_unsynced` was reconciled
-        self._last_errors: dict[str, str] = {}
 
     async def start(self) -> None:
         """Returns once the informer has listed every TCP (their reconciliations are queued)."""
@@ -78,7 +78,9 @@ class TenantControlPlaneController:
 
     def not_synced(self, keys: Collection[str] | None = None) -> dict[str, str]:
         """The TCPs `wait_synced` still waits for, each with why its last reconciliation failed."""
-        return {key: self._last_errors.get(key, "not reconciled yet") for key in self._still_unsynced(keys)}
+        return {
+            key: self._failures.get(key, (0, "not reconciled yet"))[1] for key in self._still_unsynced(keys)
+        }
 
     def _still_unsynced(self, keys: Collection[str] | None) -> list[str]:
         return sorted(self._unsynced if keys is None else self._unsynced.intersection(keys))
@@ -128,14 +130,12 @@ class TenantControlPlaneController:
             try:
                 await self.reconcile(key)
                 self._failures.pop(key, None)
-                self._last_errors.pop(key, None)
                 self._mark_reconciled(key)
             except asyncio.CancelledError:
                 raise
             except Exception as err:
-                attempt = self._failures.get(key, 0)
-                self._failures[key] = attempt + 1
-                self._last_errors[key] = str(err) or repr(err)
+                attempt = self._failures.get(key, (0, ""))[0]
+                self._failures[key] = (attempt + 1, str(err) or repr(err))
                 delay = _RETRY_SECONDS[min(attempt, len(_RETRY_SECONDS) - 1)]
                 if isinstance(err, ApiError) and err.code == 409:
                     log.debug("tcp %s: conflict, retrying", key)
