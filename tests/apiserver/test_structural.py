@@ -110,6 +110,33 @@ def test_embedded_core_types_are_pruned_by_their_own_fields() -> None:
     ]
 
 
+def test_the_embedded_types_are_those_of_kamaji_s_kubernetes_api() -> None:
+    """Found by comparing with Kamaji's generated CRD: the embedded core types came from the client's
+    models, a newer Kubernetes than the k8s.io/api v0.36 Kamaji's CRD was generated from, so fields such
+    as a volume mount's `bindMountOptions` were kept where Kamaji prunes them. An embedded ObjectMeta (a
+    PVC template's) is a bare object in that CRD, so what it holds is pruned as well."""
+    assert TCP_SCHEMA is not None
+    template = {"metadata": {"labels": {"a": "b"}}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+    deployment = {
+        "additionalContainers": [
+            {
+                "name": "c",
+                "image": "busybox",
+                "volumeMounts": [{"name": "v", "mountPath": "/v", "bindMountOptions": "x"}],
+            }
+        ],
+        "additionalVolumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": template}}],
+    }
+    obj = tcp(controlPlane={"deployment": deployment, "service": {"serviceType": "ClusterIP"}})
+    assert prune(TCP_SCHEMA, obj, metadata=object_meta_schema()) == [
+        "spec.controlPlane.deployment.additionalContainers[0].volumeMounts[0].bindMountOptions",
+        "spec.controlPlane.deployment.additionalVolumes[0].ephemeral.volumeClaimTemplate.metadata.labels",
+    ]
+    assert obj["spec"]["controlPlane"]["deployment"]["additionalVolumes"][0]["ephemeral"] == {
+        "volumeClaimTemplate": {"metadata": {}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+    }
+
+
 def test_a_json_patch_path_is_looked_up_in_the_schema() -> None:
     assert TCP_SCHEMA is not None
     meta = object_meta_schema()

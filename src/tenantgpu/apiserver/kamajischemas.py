@@ -707,6 +707,25 @@ _ROOTS = {
 }
 
 
+# Fields of the lab's core schemas (the client's models, a newer Kubernetes) that the types Kamaji's CRD
+# was generated from (k8s.io/api v0.36 at ddbabd8) do not have: Kamaji prunes them, so the lab does too.
+_NEWER_THAN_KAMAJI: Mapping[str, tuple[str, ...]] = {
+    _CORE + "HTTPGetAction": ("protocol",),
+    _CORE + "GRPCAction": ("mode",),
+    _CORE + "VolumeMount": ("bindMountOptions",),
+    _CORE + "EmptyDirVolumeSource": ("mode",),
+    _CORE + "KeyToPath": ("user",),
+    _CORE + "DownwardAPIVolumeFile": ("user",),
+    _CORE + "ConfigMapVolumeSource": ("defaultUser",),
+    _CORE + "SecretVolumeSource": ("defaultUser",),
+    _CORE + "DownwardAPIVolumeSource": ("defaultUser",),
+    _CORE + "ProjectedVolumeSource": ("defaultUser",),
+    _CORE + "ClusterTrustBundleProjection": ("user",),
+    _CORE + "PodCertificateProjection": ("user",),
+    _CORE + "ServiceAccountTokenProjection": ("user",),
+}
+
+
 @functools.cache
 def _core_components() -> Mapping[str, Mapping[str, Any]]:
     """The lab's schemas of the Kubernetes types Kamaji embeds (and all they refer to)."""
@@ -722,6 +741,11 @@ def _core_components() -> Mapping[str, Mapping[str, Any]]:
             found.update(kinds.components)
     # kube's OpenAPI publishes a quantity as a bare string-or-number; in a CRD it is structural.
     found[schemas.QUANTITY] = QUANTITY
+    for name, fields in _NEWER_THAN_KAMAJI.items():
+        component = found.get(name)
+        if component is not None:
+            kept = {k: v for k, v in (component.get("properties") or {}).items() if k not in fields}
+            found[name] = {**component, "properties": kept}
     return found
 
 
@@ -740,6 +764,10 @@ def _inline(schema: Any, components: Mapping[str, Mapping[str, Any]], seen: tupl
         component = components.get(name)
         if component is None or name in seen:  # unknown, or a cycle: leave it open
             return {**rest, **ANY}
+        if name == _OBJECT_META and seen:
+            # controller-gen writes an embedded ObjectMeta (a PVC template's) as a bare object, which
+            # prunes everything in it; only the root's metadata is pruned against ObjectMeta.
+            return {**rest, "type": "object"}
         inner = {k: v for k, v in component.items() if k not in ("x-kubernetes-group-version-kind",)}
         merged = _inline(inner, components, (*seen, name))
         if "description" in rest:
@@ -759,8 +787,8 @@ def _raw() -> dict[str, Schema]:
 def kamaji_schemas_cache(raw: Mapping[str, Schema] | None = None) -> Path:
     """Where this installation keeps the inlined schemas: named by the client's version (whose models
     give the embedded types) and a digest of Kamaji's part, so an edited schema is derived anew."""
-    # The quantity replaces a component of the core schemas, so it is part of what the name covers.
-    text = json.dumps([raw if raw is not None else _raw(), QUANTITY], sort_keys=True)
+    # The quantity and the trimmed fields change the core schemas, so they are part of what the name covers.
+    text = json.dumps([raw if raw is not None else _raw(), QUANTITY, _NEWER_THAN_KAMAJI], sort_keys=True)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return cache_path(f"kamaji-schemas-{schemas.models_version() or 'unknown'}-{digest}.json")
 
