@@ -310,3 +310,50 @@ def test_right_types_nulls_and_quantities_as_numbers_pass(tree: FieldTree) -> No
     # a JSON patch that puts a string where a list belongs is refused too
     with pytest.raises(FieldTypeError, match=r"Container\.spec\.containers\.command of type"):
         tree.prune_at(root, ["spec", "containers", "0", "command"], "sleep")
+
+
+def test_a_whole_object_loses_the_zero_values_go_s_encoder_omits(tree: FieldTree) -> None:
+    """Found by probing with kubectl: `hostNetwork: false`, `env[].value: ""`, `args: []` and
+    `hostPort: 0` came back as written, where kube (which decodes into Go structs and encodes from them)
+    leaves out every `omitempty` field holding its zero value. Fields without the tag (`containerPort`,
+    `name`), pointers (`automountServiceAccountToken: false`) and unknown fields' reports are kept; a
+    patch keeps its zeros, since there `false` undoes a stored `true`."""
+    root = tree.root("", "v1", "Pod")
+    assert root is not None
+    pod: dict[str, Any] = {
+        "metadata": {"name": "z"},
+        "spec": {
+            "hostNetwork": False,
+            "automountServiceAccountToken": False,
+            "nodeSelector": {},
+            "restartPolicy": "",
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "nginx",
+                    "tty": False,
+                    "args": [],
+                    "env": [{"name": "X", "value": ""}],
+                    "ports": [{"containerPort": 0, "hostPort": 0, "name": ""}],
+                    "readinessProbe": {"periodSeconds": 0, "exec": {"command": ["true"]}},
+                    "bogus": 0,
+                }
+            ],
+        },
+    }
+    patch = json.loads(json.dumps(pod))
+    assert [f.path for f in tree.prune(root, pod, zeros=True)] == ["spec.containers[0].bogus"]
+    assert pod["spec"] == {
+        "automountServiceAccountToken": False,
+        "containers": [
+            {
+                "name": "c",
+                "image": "nginx",
+                "env": [{"name": "X"}],
+                "ports": [{"containerPort": 0}],
+                "readinessProbe": {"exec": {"command": ["true"]}},
+            }
+        ],
+    }
+    tree.prune(root, patch)
+    assert patch["spec"]["hostNetwork"] is False and patch["spec"]["containers"][0]["tty"] is False

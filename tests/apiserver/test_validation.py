@@ -311,6 +311,35 @@ def test_pod_defaults_match_kube() -> None:
     assert obj["status"] == {"phase": "Pending", "qosClass": "Burstable"}
 
 
+def test_probes_and_lifecycle_handlers_are_defaulted_as_kube_defaults_them() -> None:
+    """Found by probing with kubectl: a readiness probe came back without the period, timeout and
+    thresholds kube fills in (SetDefaults_Probe: 10 s, 1 s, 1, 3), an httpGet without path `/` and
+    scheme HTTP, a gRPC probe without `service: ""`; what the user set is kept."""
+    obj = pod(
+        containers=[
+            {
+                "name": "app",
+                "image": "nginx",
+                "readinessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 5},
+                "livenessProbe": {"grpc": {"port": 9000}},
+                "lifecycle": {"preStop": {"httpGet": {"port": 80, "path": "/quit"}}},
+            }
+        ]
+    )
+    default("Pod", obj)
+    app = obj["spec"]["containers"][0]
+    assert app["readinessProbe"] == {
+        "httpGet": {"port": 8080, "path": "/", "scheme": "HTTP"},
+        "periodSeconds": 5,
+        "timeoutSeconds": 1,
+        "successThreshold": 1,
+        "failureThreshold": 3,
+    }
+    assert app["livenessProbe"]["grpc"] == {"port": 9000, "service": ""}
+    assert app["livenessProbe"]["periodSeconds"] == 10
+    assert app["lifecycle"]["preStop"]["httpGet"] == {"port": 80, "path": "/quit", "scheme": "HTTP"}
+
+
 def test_defaulting_keeps_what_the_user_set() -> None:
     obj = pod(schedulerName="hami-scheduler", tolerations=[{"operator": "Exists"}])
     obj["spec"]["containers"][0]["imagePullPolicy"] = "Never"

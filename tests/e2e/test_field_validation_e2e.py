@@ -144,3 +144,42 @@ def test_a_scalar_of_the_wrong_type_is_kubes_decoding_error(
         " of type string"
     ) in refused.stderr
     assert kubectl("get", "deployment", name, "--ignore-not-found", version=version).stdout == ""
+
+
+def test_zero_values_go_s_encoder_omits_are_not_read_back_and_a_patch_to_zero_still_applies(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """Found by probing with kubectl: `paused: false`, `minReadySeconds: 0`, `env[].value: ""` and
+    `args: []` came back from the server as written; kube round-trips a write through Go structs, so a
+    zero `omitempty` field is not stored, and absent means zero. A merge patch to `false` still undoes a
+    `true` (a patch's zeros are kept: leaving them out would leave the `true`)."""
+    manifest = tmp_path / "zeros.yaml"
+    manifest.write_text(
+        """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: zeros}
+spec:
+  paused: true
+  minReadySeconds: 0
+  replicas: 0
+  selector: {matchLabels: {app: zeros}}
+  template:
+    metadata: {labels: {app: zeros}}
+    spec:
+      hostNetwork: false
+      containers:
+      - {name: main, image: busybox, args: [], tty: false, env: [{name: X, value: ""}]}
+"""
+    )
+    kubectl("create", "-f", str(manifest))
+    stored = json.loads(kubectl("get", "deployment", "zeros", "-o", "json").stdout)
+    assert stored["spec"]["paused"] is True and stored["spec"]["replicas"] == 0
+    assert "minReadySeconds" not in stored["spec"]
+    assert "hostNetwork" not in stored["spec"]["template"]["spec"]
+    assert stored["spec"]["template"]["spec"]["containers"][0]["env"] == [{"name": "X"}]
+    assert {"args", "tty"}.isdisjoint(stored["spec"]["template"]["spec"]["containers"][0])
+    kubectl("patch", "deployment", "zeros", "--type=merge", "-p", '{"spec":{"paused":false}}')
+    resumed = json.loads(kubectl("get", "deployment", "zeros", "-o", "json").stdout)
+    assert resumed["spec"].get("paused", False) is False
+    kubectl("delete", "deployment", "zeros")

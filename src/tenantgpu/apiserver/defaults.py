@@ -40,10 +40,42 @@ def _default_container(ctr: dict[str, Any], *, requests_from_limits: bool) -> No
             requests.setdefault(name, value)
     for port in ctr.get("ports") or []:
         port.setdefault("protocol", "TCP")
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        if isinstance(ctr.get(probe), dict):
+            _default_probe(ctr[probe])
+    for hook in ((ctr.get("lifecycle") or {}).get(when) for when in ("postStart", "preStop")):
+        if isinstance(hook, dict):
+            _default_handler(hook)
     for env in ctr.get("env") or []:
         field_ref = (env.get("valueFrom") or {}).get("fieldRef")
         if field_ref is not None:
             field_ref.setdefault("apiVersion", "v1")
+
+
+def _default_probe(probe: dict[str, Any]) -> None:
+    """SetDefaults_Probe: a probe's period, timeout and thresholds when unset (zero is unset in Go)."""
+    for name, value in (
+        ("timeoutSeconds", 1),
+        ("periodSeconds", 10),
+        ("successThreshold", 1),
+        ("failureThreshold", 3),
+    ):
+        if not probe.get(name):
+            probe[name] = value
+    _default_handler(probe)
+
+
+def _default_handler(handler: dict[str, Any]) -> None:
+    """SetDefaults_HTTPGetAction (path `/`, scheme HTTP) and GRPCAction's `service: ""`."""
+    http_get = handler.get("httpGet")
+    if isinstance(http_get, dict):
+        if not http_get.get("path"):
+            http_get["path"] = "/"
+        if not http_get.get("scheme"):
+            http_get["scheme"] = "HTTP"
+    grpc = handler.get("grpc")
+    if isinstance(grpc, dict) and grpc.get("service") is None:
+        grpc["service"] = ""
 
 
 def _quantity_or_none(value: Any) -> Decimal | None:

@@ -24,6 +24,7 @@ from typing import Any
 from tenantgpu.apiserver import schemas
 from tenantgpu.apiserver.installcache import cache_path, read_json, write_json
 from tenantgpu.apiserver.kinds import KAMAJI_KINDS, VIRTUAL_KINDS, kind_table
+from tenantgpu.apiserver.omitempty import OMIT_EMPTY
 
 __all__ = [
     "FieldTree",
@@ -152,7 +153,8 @@ def unknown_fields_message(kind: str, version: str, findings: list[Finding]) -> 
     return f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: {listed}'
 
 
-# A compiled type: (LEAF,) any value, (OBJECT, {field: type}, struct), (LIST, type), (MAP, type), or a
+# A compiled type: (LEAF,) any value, (OBJECT, {field: type}, struct, the fields Go's encoder omits when
+# zero), (LIST, type), (MAP, type), or a
 # scalar: (EXACT, Python type, Go type) for strings and bools, (INTEGER, int, Go type, bound) and
 # (FLOAT, float, "float64"). Objects are shared, so a component used in many places (Container) is one
 # dict; the scalar tags are the highest, so one comparison tells a scalar from a node to walk.
@@ -196,7 +198,10 @@ def _compiled(kinds: Kinds, path: Path) -> tuple[dict[tuple[str, str, str], str]
 
 def _compile(table: dict[str, Any]) -> dict[str, Node]:
     # An object's third item is its Go struct's name (`Container`), which kube's decoding errors name.
-    objects: dict[str, Node] = {name: (OBJECT, {}, name.rsplit(".", 1)[-1]) for name in table["components"]}
+    objects: dict[str, Node] = {
+        name: (OBJECT, {}, name.rsplit(".", 1)[-1], OMIT_EMPTY.get(name, frozenset()))
+        for name in table["components"]
+    }
     # Lists and maps of untyped leaves are kept (their items are not walked), so a string where a list
     # belongs (`command: "sleep 3600"`) is found.
     leaf_list: Node = (LIST, _ANY)
@@ -236,12 +241,16 @@ class FieldTree:
         """The kind's component, or None when its fields are not known (it is then not checked)."""
         return self._loaded().get((group, version, kind))
 
-    def prune(self, component: str, obj: Any, path: tuple[str | int, ...] = ()) -> list[Finding]:
+    def prune(
+        self, component: str, obj: Any, path: tuple[str | int, ...] = (), *, zeros: bool = False
+    ) -> list[Finding]:
         """Removes, in place, the fields `obj` has that the component lacks; returns them. Raises
-        FieldTypeError for a field whose JSON type kube's decoder would refuse."""
+        FieldTypeError for a field whose JSON type kube's decoder would refuse. With `zeros` (a whole
+        object, not a patch, where `false` may undo a `true`), the `omitempty` fields holding their zero
+        value go too, as kube's round trip through Go structs drops them."""
         self._loaded()
         found: list[Finding] = []
-        _walk(self._objects.get(component, _ANY), obj, list(path), found)
+        _walk(self._objects.get(component, _ANY), obj, list(path), found, "", zeros)
         return found
 
     def prune_at(self, component: str, pointer: list[str], value: Any) -> tuple[bool, list[Finding]]:
@@ -329,7 +338,14 @@ def _check_scalar(node: Node, value: Any, stack: list[str | int], struct: str) -
     raise FieldTypeError(struct, stack, value, node[2])
 
 
-def _walk(node: Node, value: Any, stack: list[str | int], found: list[Finding], struct: str = "") -> None:
+def _walk(
+    node: Node,
+    value: Any,
+    stack: list[str | int],
+    found: list[Finding],
+    struct: str = "",
+    zeros: bool = False,
+) -> None:
     tag = node[0]
     if tag == OBJECT:
         if type(value) is not dict:
@@ -337,6 +353,7 @@ def _walk(node: Node, value: Any, stack: list[str | int], found: list[Finding], 
                 raise FieldTypeError(struct, stack, value, _go_type(node))
             return
         fields = node[1]
+        omitted = node[3] if zeros else ()
         unknown = None
         for name, item in value.items():
             sub = fields.get(name)
@@ -353,8 +370,10 @@ def _walk(node: Node, value: Any, stack: list[str | int], found: list[Finding], 
                         stack.pop()
                 else:
                     stack.append(name)
-                    _walk(sub, item, stack, found, node[2])
+                    _walk(sub, item, stack, found, node[2], zeros)
                     stack.pop()
+                if not item and name in omitted:
+                    unknown = [*(unknown or ()), name]  # the zero of an omitempty field, checked above
         for name in unknown or ():
             del value[name]
     elif tag >= EXACT:  # a JSON patch's value for a scalar field
@@ -368,7 +387,7 @@ def _walk(node: Node, value: Any, stack: list[str | int], found: list[Finding], 
             for i, item in enumerate(value):
                 if item is not None:
                     stack.append(i)
-                    _walk(sub, item, stack, found, struct)
+                    _walk(sub, item, stack, found, struct, zeros)
                     stack.pop()
     elif tag == MAP:
         if type(value) is not dict:
@@ -378,7 +397,7 @@ def _walk(node: Node, value: Any, stack: list[str | int], found: list[Finding], 
             for key, item in value.items():
                 if item is not None:
                     stack.append(key)
-                    _walk(sub, item, stack, found, struct)
+                    _walk(sub, item, stack, found, struct, zeros)
                     stack.pop()
         elif stack and stack[-1] in _STRING_MAPS:
             for item in value.values():

@@ -1032,7 +1032,7 @@ class APIServer(SubresourceHandlers):
                     body, lambda pointer, value: self._fields.prune_at(root, pointer, value)
                 )
             else:
-                findings = self._fields.prune(root, body)
+                findings = self._fields.prune(root, body, zeros=not patch_type)
         except FieldTypeError as exc:  # whatever fieldValidation says: kube could not decode the body
             raise errors.bad_request(
                 f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: {exc}'
