@@ -68,6 +68,7 @@ class TenantControlPlaneController:
         self._unsynced = {model.TenantRef.of(tcp).key for tcp in self._informer.items()}
         self._unsynced -= self._done_before_sync
         self._counting = True
+        self._reconciled.set()  # a waiter that came before start looks again
 
     async def wait_synced(self, keys: Collection[str] | None = None) -> None:
         """Wait until every TCP that existed at start, or each of `keys` among them, has been reconciled

@@ -469,7 +469,7 @@ class Kubelet:
         inits = (pod.get("spec") or {}).get("initContainers") or []
         record.init_containers = tuple(c.get("name", "") for c in inits)
         record.sidecars = tuple(c.get("name", "") for c in inits if podstatus.is_sidecar(c))
-        for container in (pod.get("spec") or {}).get("initContainers") or []:
+        for container in inits:
             self._log_init_container(record, container, allocation)
         for container in (pod.get("spec") or {}).get("containers") or []:
             name = container.get("name", "")
