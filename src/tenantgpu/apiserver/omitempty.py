@@ -14,6 +14,29 @@ from collections.abc import Mapping
 
 __all__ = ["OMIT_EMPTY"]
 
+# A Container's, which an EphemeralContainer has too (its common part is embedded).
+_CONTAINER = frozenset(
+    {
+        "args",
+        "command",
+        "env",
+        "envFrom",
+        "image",
+        "imagePullPolicy",
+        "ports",
+        "resizePolicy",
+        "restartPolicyRules",
+        "stdin",
+        "stdinOnce",
+        "terminationMessagePath",
+        "terminationMessagePolicy",
+        "tty",
+        "volumeDevices",
+        "volumeMounts",
+        "workingDir",
+    }
+)
+
 OMIT_EMPTY: Mapping[str, frozenset[str]] = {
     "io.k8s.api.admissionregistration.v1.ApplyConfiguration": frozenset({"expression"}),
     "io.k8s.api.admissionregistration.v1.JSONPatch": frozenset({"expression"}),
@@ -121,27 +144,7 @@ OMIT_EMPTY: Mapping[str, frozenset[str]] = {
     "io.k8s.api.core.v1.ConfigMapNodeConfigSource": frozenset({"resourceVersion", "uid"}),
     "io.k8s.api.core.v1.ConfigMapProjection": frozenset({"items", "name"}),
     "io.k8s.api.core.v1.ConfigMapVolumeSource": frozenset({"items", "name"}),
-    "io.k8s.api.core.v1.Container": frozenset(
-        {
-            "args",
-            "command",
-            "env",
-            "envFrom",
-            "image",
-            "imagePullPolicy",
-            "ports",
-            "resizePolicy",
-            "restartPolicyRules",
-            "stdin",
-            "stdinOnce",
-            "terminationMessagePath",
-            "terminationMessagePolicy",
-            "tty",
-            "volumeDevices",
-            "volumeMounts",
-            "workingDir",
-        }
-    ),
+    "io.k8s.api.core.v1.Container": _CONTAINER,
     "io.k8s.api.core.v1.ContainerImage": frozenset({"sizeBytes"}),
     "io.k8s.api.core.v1.ContainerPort": frozenset({"hostIP", "hostPort", "name", "protocol"}),
     "io.k8s.api.core.v1.ContainerRestartRule": frozenset({"action"}),
@@ -160,49 +163,8 @@ OMIT_EMPTY: Mapping[str, frozenset[str]] = {
     "io.k8s.api.core.v1.Endpoints": frozenset({"subsets"}),
     "io.k8s.api.core.v1.EnvFromSource": frozenset({"prefix"}),
     "io.k8s.api.core.v1.EnvVar": frozenset({"value"}),
-    "io.k8s.api.core.v1.EphemeralContainer": frozenset(
-        {
-            "args",
-            "command",
-            "env",
-            "envFrom",
-            "image",
-            "imagePullPolicy",
-            "ports",
-            "resizePolicy",
-            "restartPolicyRules",
-            "stdin",
-            "stdinOnce",
-            "targetContainerName",
-            "terminationMessagePath",
-            "terminationMessagePolicy",
-            "tty",
-            "volumeDevices",
-            "volumeMounts",
-            "workingDir",
-        }
-    ),
-    "io.k8s.api.core.v1.EphemeralContainerCommon": frozenset(
-        {
-            "args",
-            "command",
-            "env",
-            "envFrom",
-            "image",
-            "imagePullPolicy",
-            "ports",
-            "resizePolicy",
-            "restartPolicyRules",
-            "stdin",
-            "stdinOnce",
-            "terminationMessagePath",
-            "terminationMessagePolicy",
-            "tty",
-            "volumeDevices",
-            "volumeMounts",
-            "workingDir",
-        }
-    ),
+    "io.k8s.api.core.v1.EphemeralContainer": _CONTAINER | {"targetContainerName"},
+    "io.k8s.api.core.v1.EphemeralContainerCommon": _CONTAINER,
     "io.k8s.api.core.v1.Event": frozenset({"action", "count", "message", "reason", "type"}),
     "io.k8s.api.core.v1.EventSeries": frozenset({"count"}),
     "io.k8s.api.core.v1.EventSource": frozenset({"component", "host"}),
