@@ -287,3 +287,26 @@ async def test_a_definition_with_an_older_schema_is_brought_up_to_date(tmp_path:
     assert stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"] == TCP_SCHEMA
     assert registry.get_object(crd_kind, "", "datastores.kamaji.clastix.io") is not None
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("2026-12-03T14:00:00Z", True),
+        ("2026-12-03t14:00:00.123+01:00", True),
+        ("2024-02-29T23:59:59Z", True),
+        ("2026-02-29T10:00:00Z", False),
+        ("2026-13-01T00:00:00Z", False),
+        ("2026-12-03 14:00:00Z", False),
+        ("2026-12-03T14:00:00", False),
+        ("2026-12-03T24:00:00Z", False),
+        ("yesterday", False),
+    ],
+)
+def test_a_date_time_is_checked_as_kube_openapi_checks_it(value: str, valid: bool) -> None:
+    """strfmt's IsDateTime, which kube-openapi's validator uses for `format: date-time`: a real calendar
+    date, `T` in either case, a time of day and a zone; a string that is none is a format violation."""
+    found = violations({"type": "string", "format": "date-time"}, value, ("status", "lastUpdate"))
+    assert (found == []) is valid
+    if not valid:
+        assert [(v.code, v.path, v.limit) for v in found] == [("format", "status.lastUpdate", "date-time")]
