@@ -357,3 +357,29 @@ def test_a_whole_object_loses_the_zero_values_go_s_encoder_omits(tree: FieldTree
     }
     tree.prune(root, patch)
     assert patch["spec"]["hostNetwork"] is False and patch["spec"]["containers"][0]["tty"] is False
+
+
+def test_a_field_newer_than_the_tenant_s_release_is_unknown_to_it(tree: FieldTree) -> None:
+    """Found by comparing k8s.io/api's tags: the lab served its client's (newer) field set to every
+    tenant, so a v1.31 tenant stored pod-level `spec.resources`, which Kubernetes 1.32 introduced; kube
+    1.31's decoder does not know the field. fieldversions.py has each newer field's first release."""
+    root = tree.root("", "v1", "Pod")
+    assert root is not None
+
+    def pod() -> dict[str, Any]:
+        return {
+            "metadata": {"name": "p"},
+            "spec": {
+                "resources": {"limits": {"cpu": "1"}},
+                "containers": [{"name": "c", "image": "x", "restartPolicy": "Always"}],
+            },
+        }
+
+    old = pod()
+    assert [f.path for f in tree.prune(root, old, minor=31)] == ["spec.resources"]
+    assert "resources" not in old["spec"] and old["spec"]["containers"][0]["restartPolicy"] == "Always"
+    assert tree.prune(root, pod(), minor=32) == []
+    assert tree.prune(root, pod()) == []  # no release given: every field the lab knows
+    exists, _ = tree.prune_at(root, ["spec", "resources"], {"limits": {"cpu": "1"}}, minor=31)
+    assert not exists
+    assert tree.prune_at(root, ["spec", "resources"], {"limits": {"cpu": "1"}}, minor=33)[0]

@@ -183,3 +183,23 @@ spec:
     resumed = json.loads(kubectl("get", "deployment", "zeros", "-o", "json").stdout)
     assert resumed["spec"].get("paused", False) is False
     kubectl("delete", "deployment", "zeros")
+
+
+def test_a_field_newer_than_the_server_s_release_is_an_unknown_field(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """The API server here is v1.31.4: pod-level `spec.resources` came with 1.32, so kubectl gets the
+    strict decoding error a 1.31 cluster gives, and `--validate=warn` stores the pod without it."""
+    manifest = tmp_path / "podlevel.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: podlevel}\n"
+        "spec:\n  resources: {limits: {cpu: '1'}}\n  containers: [{name: main, image: busybox}]\n"
+    )
+    assert kubectl("version", "-o", "json").stdout.count('"gitVersion": "v1.31.4"') == 1
+    refused = kubectl("apply", "-f", str(manifest), check=False)
+    assert refused.returncode == 1
+    assert 'strict decoding error: unknown field "spec.resources"' in refused.stderr
+    warned = kubectl("create", "-f", str(manifest), "--validate=warn")
+    assert 'Warning: unknown field "spec.resources"' in warned.stderr
+    assert "resources" not in json.loads(kubectl("get", "pod", "podlevel", "-o", "json").stdout)["spec"]
+    kubectl("delete", "pod", "podlevel")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import ssl
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -16,7 +17,10 @@ import kubernetes
 import pytest
 import yaml
 
+from tenantgpu.apiserver.kamajischemas import crd_schema
+from tenantgpu.apiserver.structural import prune
 from tenantgpu.kamaji import inprocess, model, units
+from tenantgpu.kamaji.controller import TenantControlPlaneController
 from tenantgpu.kamaji.plane import ManagementPlane
 from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig
 
@@ -329,6 +333,29 @@ async def test_a_restart_waits_for_the_tenants_asked_for_while_another_keeps_fai
         }
     finally:
         await second.stop()
+
+
+async def test_the_status_the_controller_writes_is_all_in_kamaji_s_schema(
+    plane: ManagementPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by logging what the API server pruned: the controller wrote `status.storage.config.lastUpdate`,
+    which Kamaji's DataStoreConfigStatus does not have, so every write of a Ready TCP's status lost it and
+    the next reconcile wrote it again. The status as written, not as read back, must lose nothing."""
+    written: list[Obj] = []
+    real = TenantControlPlaneController._write_status
+
+    async def recording(self: TenantControlPlaneController, tcp: Obj, status: Obj) -> None:
+        written.append(copy.deepcopy(status))
+        await real(self, tcp, status)
+
+    monkeypatch.setattr(TenantControlPlaneController, "_write_status", recording)
+    await _create(plane, "tenant-s")
+    schema = crd_schema("kamaji.clastix.io", "v1alpha1", "TenantControlPlane")
+    assert schema is not None and written
+    for status in written:
+        assert prune(schema, {"status": copy.deepcopy(status)}) == []
+    assert "lastUpdate" not in written[-1]["storage"]["config"]
+    assert written[-1]["certificates"]["ca"]["lastUpdate"]
 
 
 async def test_datastore_reports_ready_and_who_uses_it(plane: ManagementPlane) -> None:

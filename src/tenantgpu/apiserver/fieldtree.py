@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from tenantgpu.apiserver import schemas
+from tenantgpu.apiserver.fieldversions import FIRST_MINOR
 from tenantgpu.apiserver.installcache import cache_path, read_json, write_json
 from tenantgpu.apiserver.kinds import KAMAJI_KINDS, VIRTUAL_KINDS, kind_table
 from tenantgpu.apiserver.omitempty import OMIT_EMPTY
 
 __all__ = [
+    "LATEST",
     "FieldTree",
     "FieldTypeError",
     "Finding",
@@ -154,13 +156,14 @@ def unknown_fields_message(kind: str, version: str, findings: list[Finding]) -> 
 
 
 # A compiled type: (LEAF,) any value, (OBJECT, {field: type}, struct, the fields Go's encoder omits when
-# zero), (LIST, type), (MAP, type), or a
+# zero, {field: the minor release that first has it}), (LIST, type), (MAP, type), or a
 # scalar: (EXACT, Python type, Go type) for strings and bools, (INTEGER, int, Go type, bound) and
 # (FLOAT, float, "float64"). Objects are shared, so a component used in many places (Container) is one
 # dict; the scalar tags are the highest, so one comparison tells a scalar from a node to walk.
 LEAF, OBJECT, LIST, MAP, EXACT, INTEGER, FLOAT = 0, 1, 2, 3, 4, 5, 6
 Node = tuple[Any, ...]
 _ANY: Node = (LEAF,)
+LATEST = 1_000  # the minor release of a caller that knows every field
 _SCALARS: dict[str, Node] = {
     "string": (EXACT, str, "string"),
     "bool": (EXACT, bool, "bool"),
@@ -199,7 +202,13 @@ def _compiled(kinds: Kinds, path: Path) -> tuple[dict[tuple[str, str, str], str]
 def _compile(table: dict[str, Any]) -> dict[str, Node]:
     # An object's third item is its Go struct's name (`Container`), which kube's decoding errors name.
     objects: dict[str, Node] = {
-        name: (OBJECT, {}, name.rsplit(".", 1)[-1], OMIT_EMPTY.get(name, frozenset()))
+        name: (
+            OBJECT,
+            {},
+            name.rsplit(".", 1)[-1],
+            OMIT_EMPTY.get(name, frozenset()),
+            FIRST_MINOR.get(name, {}),
+        )
         for name in table["components"]
     }
     # Lists and maps of untyped leaves are kept (their items are not walked), so a string where a list
@@ -242,27 +251,36 @@ class FieldTree:
         return self._loaded().get((group, version, kind))
 
     def prune(
-        self, component: str, obj: Any, path: tuple[str | int, ...] = (), *, zeros: bool = False
+        self,
+        component: str,
+        obj: Any,
+        path: tuple[str | int, ...] = (),
+        *,
+        zeros: bool = False,
+        minor: int = LATEST,
     ) -> list[Finding]:
         """Removes, in place, the fields `obj` has that the component lacks; returns them. Raises
         FieldTypeError for a field whose JSON type kube's decoder would refuse. With `zeros` (a whole
         object, not a patch, where `false` may undo a `true`), the `omitempty` fields holding their zero
-        value go too, as kube's round trip through Go structs drops them."""
+        value go too, as kube's round trip through Go structs drops them. A field first released after
+        Kubernetes 1.`minor` is unknown, as to that release's API server."""
         self._loaded()
         found: list[Finding] = []
-        _walk(self._objects.get(component, _ANY), obj, list(path), found, "", zeros)
+        _walk(self._objects.get(component, _ANY), obj, list(path), found, "", zeros, minor)
         return found
 
-    def prune_at(self, component: str, pointer: list[str], value: Any) -> tuple[bool, list[Finding]]:
-        """For a JSON patch operation: whether the field its path names exists, and the unknown fields
-        of its value (removed from it)."""
+    def prune_at(
+        self, component: str, pointer: list[str], value: Any, *, minor: int = LATEST
+    ) -> tuple[bool, list[Finding]]:
+        """For a JSON patch operation: whether the field its path names exists (in Kubernetes 1.`minor`),
+        and the unknown fields of its value (removed from it)."""
         self._loaded()
         node = self._objects.get(component, _ANY)
         stack: list[str | int] = []
         struct = ""
         for segment in pointer:
             if node[0] == OBJECT:
-                if segment not in node[1]:
+                if segment not in node[1] or node[4].get(segment, 0) > minor:
                     return False, [Finding(_path([*stack, segment]))]
                 struct = node[2]
                 node = node[1][segment]
@@ -277,7 +295,7 @@ class FieldTree:
                 return True, []
         found: list[Finding] = []
         if value is not None:
-            _walk(node, value, stack, found, struct)
+            _walk(node, value, stack, found, struct, False, minor)
         return True, found
 
 
@@ -345,6 +363,7 @@ def _walk(
     found: list[Finding],
     struct: str = "",
     zeros: bool = False,
+    minor: int = LATEST,
 ) -> None:
     tag = node[0]
     if tag == OBJECT:
@@ -354,10 +373,11 @@ def _walk(
             return
         fields = node[1]
         omitted = node[3] if zeros else ()
+        newer = node[4]
         unknown = None
         for name, item in value.items():
             sub = fields.get(name)
-            if sub is None:
+            if sub is None or (newer and newer.get(name, 0) > minor):
                 if name[:1] != "$":  # a strategic merge patch's directive
                     # Named in the order of the document, as kube's decoder meets them.
                     found.append(Finding(_path([*stack, name])))
@@ -370,7 +390,7 @@ def _walk(
                         stack.pop()
                 else:
                     stack.append(name)
-                    _walk(sub, item, stack, found, node[2], zeros)
+                    _walk(sub, item, stack, found, node[2], zeros, minor)
                     stack.pop()
                 if not item and name in omitted:
                     unknown = [*(unknown or ()), name]  # the zero of an omitempty field, checked above
@@ -387,7 +407,7 @@ def _walk(
             for i, item in enumerate(value):
                 if item is not None:
                     stack.append(i)
-                    _walk(sub, item, stack, found, struct, zeros)
+                    _walk(sub, item, stack, found, struct, zeros, minor)
                     stack.pop()
     elif tag == MAP:
         if type(value) is not dict:
@@ -397,7 +417,7 @@ def _walk(
             for key, item in value.items():
                 if item is not None:
                     stack.append(key)
-                    _walk(sub, item, stack, found, struct, zeros)
+                    _walk(sub, item, stack, found, struct, zeros, minor)
                     stack.pop()
         elif stack and stack[-1] in _STRING_MAPS:
             for item in value.values():

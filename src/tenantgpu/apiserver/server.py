@@ -46,6 +46,7 @@ from tenantgpu.apiserver.auth import (
 from tenantgpu.apiserver.bootstrap import KubernetesService
 from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
 from tenantgpu.apiserver.fieldtree import (
+    LATEST,
     FieldTree,
     FieldTypeError,
     Finding,
@@ -182,6 +183,12 @@ def _advertised(host: str) -> str:
     return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
 
 
+def _minor_release(git_version: str) -> int:
+    """1.31 of `v1.31.4`; a version that cannot be read knows every field."""
+    minor = _version_info(git_version)["minor"]
+    return int(minor) if minor.isdigit() else LATEST
+
+
 def _version_info(git_version: str) -> Obj:
     core = git_version.lstrip("v").split("-")[0].split("+")[0]
     major, minor = [*core.split("."), "0", "0"][:2]
@@ -253,6 +260,8 @@ class APIServer(SubresourceHandlers):
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self._kubernetes_service: KubernetesService | None = None
         self._fields = FieldTree(checked_kinds())
+        # The fields of built-in kinds are those of the tenant's release (fieldversions.py).
+        self._minor = _minor_release(config.kubernetes_version)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -1029,10 +1038,11 @@ class APIServer(SubresourceHandlers):
         try:
             if patch_type == "application/json-patch+json":
                 findings = _json_patch_findings(
-                    body, lambda pointer, value: self._fields.prune_at(root, pointer, value)
+                    body,
+                    lambda pointer, value: self._fields.prune_at(root, pointer, value, minor=self._minor),
                 )
             else:
-                findings = self._fields.prune(root, body, zeros=not patch_type)
+                findings = self._fields.prune(root, body, zeros=not patch_type, minor=self._minor)
         except FieldTypeError as exc:  # whatever fieldValidation says: kube could not decode the body
             raise errors.bad_request(
                 f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: {exc}'

@@ -115,6 +115,7 @@ class SecretUnit:
     name: ClassVar[str]
     suffix: ClassVar[str]
     status_path: ClassVar[str]
+    reports_last_update: ClassVar[bool] = True  # the status entry has `lastUpdate` in Kamaji's types
 
     def wanted(self, r: Reconciliation) -> bool:
         return True
@@ -153,15 +154,15 @@ class SecretUnit:
                 body["metadata"]["resourceVersion"] = secret["metadata"].get("resourceVersion")
                 secret = await r.client.update(model.SECRETS, body)
         self.load(r, secret)
-        r.set_status(
-            self.status_path,
-            {
-                "secretName": secret["metadata"]["name"],
-                "checksum": model.checksum(secret.get("data") or {}),
-                "lastUpdate": (secret["metadata"].get("annotations") or {}).get(_LAST_UPDATE)
-                or secret["metadata"].get("creationTimestamp"),
-            },
-        )
+        reported = {
+            "secretName": secret["metadata"]["name"],
+            "checksum": model.checksum(secret.get("data") or {}),
+        }
+        if self.reports_last_update:
+            reported["lastUpdate"] = (secret["metadata"].get("annotations") or {}).get(
+                _LAST_UPDATE
+            ) or secret["metadata"].get("creationTimestamp")
+        r.set_status(self.status_path, reported)
 
     async def clean_up(self, r: Reconciliation) -> None:
         try:
@@ -387,6 +388,7 @@ class DataStoreConfigUnit(SecretUnit):
     name = "datastore-config"
     suffix = model.DATASTORE_CONFIG_SECRET
     status_path = "storage.config"
+    reports_last_update = False  # Kamaji's DataStoreConfigStatus has a secret name and a checksum only
 
     def wanted(self, r: Reconciliation) -> bool:
         return r.datastore is not None

@@ -1,0 +1,158 @@
+"""The release that first has each field of a built-in kind, for the fields newer than Kubernetes 1.30.
+
+The lab serves one field set, its `kubernetes` client's (a newer release); a tenant of an older
+version treats the fields its release does not have as kube-apiserver of that release does, as unknown
+(`strict decoding error: unknown field "spec.resources"` on 1.31 for pod-level resources, new in 1.32).
+Read from the struct tags of k8s.io/api at its tags v0.30.0 … v0.36.0 and its `HEAD` of 2026-07-24 (1.37),
+embedded structs inlined, keyed by the OpenAPI component of the struct. Fields that 1.30 already has are
+not listed: Kamaji serves no older tenant (its oldest supported release is 1.30), and an older tenant of
+the lab gets 1.30's fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["FIRST_MINOR", "OLDEST_MINOR"]
+
+OLDEST_MINOR = 30
+"""The oldest minor release whose field set the lab tells apart."""
+
+FIRST_MINOR: Mapping[str, Mapping[str, int]] = {
+    "io.k8s.api.admissionregistration.v1.ApplyConfiguration": {"expression": 36},
+    "io.k8s.api.admissionregistration.v1.JSONPatch": {"expression": 36},
+    "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicy": {"spec": 36},
+    "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBinding": {"spec": 36},
+    "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBindingList": {"items": 36},
+    "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec": {
+        "matchResources": 36,
+        "paramRef": 36,
+        "policyName": 36,
+    },
+    "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyList": {"items": 36},
+    "io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicySpec": {
+        "failurePolicy": 36,
+        "matchConditions": 36,
+        "matchConstraints": 36,
+        "mutations": 36,
+        "paramKind": 36,
+        "reinvocationPolicy": 36,
+        "variables": 36,
+    },
+    "io.k8s.api.admissionregistration.v1.Mutation": {
+        "applyConfiguration": 36,
+        "jsonPatch": 36,
+        "patchType": 36,
+    },
+    "io.k8s.api.apps.v1.DeploymentStatus": {"terminatingReplicas": 33},
+    "io.k8s.api.apps.v1.ReplicaSetStatus": {"terminatingReplicas": 33},
+    "io.k8s.api.batch.v1.JobSchedulingConfiguration": {
+        "disruptionMode": 37,
+        "resourceClaims": 37,
+        "schedulingConstraints": 37,
+        "schedulingPolicy": 37,
+    },
+    "io.k8s.api.batch.v1.JobSpec": {"scheduling": 37},
+    "io.k8s.api.coordination.v1.LeaseSpec": {"preferredHolder": 31, "strategy": 31},
+    "io.k8s.api.core.v1.ClusterTrustBundleProjection": {"user": 37},
+    "io.k8s.api.core.v1.ConfigMapVolumeSource": {"defaultUser": 37},
+    "io.k8s.api.core.v1.Container": {"restartPolicyRules": 34},
+    "io.k8s.api.core.v1.ContainerExtendedResourceRequest": {
+        "containerName": 34,
+        "requestName": 34,
+        "resourceName": 34,
+    },
+    "io.k8s.api.core.v1.ContainerRestartRule": {"action": 34, "exitCodes": 34},
+    "io.k8s.api.core.v1.ContainerRestartRuleOnExitCodes": {"operator": 34, "values": 34},
+    "io.k8s.api.core.v1.ContainerStatus": {"allocatedResourcesStatus": 31, "stopSignal": 33, "user": 31},
+    "io.k8s.api.core.v1.ContainerUser": {"linux": 31},
+    "io.k8s.api.core.v1.DownwardAPIVolumeFile": {"user": 37},
+    "io.k8s.api.core.v1.DownwardAPIVolumeSource": {"defaultUser": 37},
+    "io.k8s.api.core.v1.EmptyDirVolumeSource": {"mode": 37},
+    "io.k8s.api.core.v1.EnvVarSource": {"fileKeyRef": 34},
+    "io.k8s.api.core.v1.EphemeralContainer": {"restartPolicyRules": 34},
+    "io.k8s.api.core.v1.EphemeralContainerCommon": {"restartPolicyRules": 34},
+    "io.k8s.api.core.v1.EvictionResponder": {"name": 37, "priority": 37},
+    "io.k8s.api.core.v1.FileKeySelector": {"key": 34, "optional": 34, "path": 34, "volumeName": 34},
+    "io.k8s.api.core.v1.GRPCAction": {"mode": 37},
+    "io.k8s.api.core.v1.HTTPGetAction": {"protocol": 37},
+    "io.k8s.api.core.v1.ImageVolumeSource": {"pullPolicy": 31, "reference": 31},
+    "io.k8s.api.core.v1.ImageVolumeStatus": {"imageRef": 36},
+    "io.k8s.api.core.v1.KeyToPath": {"user": 37},
+    "io.k8s.api.core.v1.Lifecycle": {"stopSignal": 33},
+    "io.k8s.api.core.v1.LinuxContainerUser": {"gid": 31, "supplementalGroups": 31, "uid": 31},
+    "io.k8s.api.core.v1.NodeAllocatableMappedResources": {"name": 37, "quantity": 37},
+    "io.k8s.api.core.v1.NodeAllocatableOverheadResources": {"name": 37, "perContainer": 37, "perPod": 37},
+    "io.k8s.api.core.v1.NodeAllocatableResourceClaimStatus": {
+        "containers": 36,
+        "mapping": 37,
+        "overhead": 37,
+        "resourceClaimName": 36,
+        "resources": 36,
+    },
+    "io.k8s.api.core.v1.NodeFeatures": {"supplementalGroupsPolicy": 31},
+    "io.k8s.api.core.v1.NodePodPreemptionPolicy": {"disableResizePreemption": 37},
+    "io.k8s.api.core.v1.NodeRuntimeHandlerFeatures": {"userNamespaces": 31},
+    "io.k8s.api.core.v1.NodeSpec": {"podPreemptionPolicy": 37},
+    "io.k8s.api.core.v1.NodeStatus": {"declaredFeatures": 35, "features": 31},
+    "io.k8s.api.core.v1.NodeSwapStatus": {"capacity": 33},
+    "io.k8s.api.core.v1.NodeSystemInfo": {"swap": 33},
+    "io.k8s.api.core.v1.PersistentVolumeClaimStatus": {"healthStatus": 37},
+    "io.k8s.api.core.v1.PodCertificateProjection": {
+        "certificateChainPath": 34,
+        "credentialBundlePath": 34,
+        "keyPath": 34,
+        "keyType": 34,
+        "maxExpirationSeconds": 34,
+        "signerName": 34,
+        "user": 37,
+        "userAnnotations": 35,
+    },
+    "io.k8s.api.core.v1.PodCondition": {"observedGeneration": 33},
+    "io.k8s.api.core.v1.PodExtendedResourceClaimStatus": {"requestMappings": 34, "resourceClaimName": 34},
+    "io.k8s.api.core.v1.PodLogOptions": {"stream": 32},
+    "io.k8s.api.core.v1.PodResourceClaim": {"resourceClaimName": 31, "resourceClaimTemplateName": 31},
+    "io.k8s.api.core.v1.PodSchedulingGroup": {"podGroupName": 36},
+    "io.k8s.api.core.v1.PodSecurityContext": {"seLinuxChangePolicy": 32, "supplementalGroupsPolicy": 31},
+    "io.k8s.api.core.v1.PodSpec": {
+        "evictionResponders": 37,
+        "hostnameOverride": 34,
+        "resources": 32,
+        "schedulingGroup": 36,
+        "workloadRef": 35,
+    },
+    "io.k8s.api.core.v1.PodStatus": {
+        "allocatedResources": 35,
+        "extendedResourceClaimStatus": 34,
+        "nodeAllocatableResourceClaimStatuses": 36,
+        "observedGeneration": 33,
+        "resources": 35,
+        "volumeHealth": 37,
+    },
+    "io.k8s.api.core.v1.PodVolumeHealth": {"healthConditions": 37, "lastTransitionTime": 37, "name": 37},
+    "io.k8s.api.core.v1.ProjectedVolumeSource": {"defaultUser": 37},
+    "io.k8s.api.core.v1.ResourceClaim": {"request": 31},
+    "io.k8s.api.core.v1.ResourceHealth": {"health": 31, "message": 36, "resourceID": 31},
+    "io.k8s.api.core.v1.ResourceStatus": {"name": 31, "resources": 31},
+    "io.k8s.api.core.v1.SecretVolumeSource": {"defaultUser": 37},
+    "io.k8s.api.core.v1.ServiceAccountTokenProjection": {"user": 37},
+    "io.k8s.api.core.v1.Volume": {"image": 31},
+    "io.k8s.api.core.v1.VolumeHealthCondition": {"message": 37, "reason": 37, "status": 37},
+    "io.k8s.api.core.v1.VolumeHealthStatus": {"healthConditions": 37, "lastTransitionTime": 37},
+    "io.k8s.api.core.v1.VolumeMount": {"bindMountOptions": 37},
+    "io.k8s.api.core.v1.VolumeMountStatus": {"volumeStatus": 36},
+    "io.k8s.api.core.v1.VolumeProjection": {"podCertificate": 34},
+    "io.k8s.api.core.v1.VolumeSource": {"image": 31},
+    "io.k8s.api.core.v1.VolumeStatus": {"image": 36},
+    "io.k8s.api.core.v1.WorkloadReference": {"name": 35, "podGroup": 35, "podGroupReplicaKey": 35},
+    "io.k8s.api.discovery.v1.EndpointHints": {"forNodes": 33},
+    "io.k8s.api.discovery.v1.ForNode": {"name": 33},
+    "io.k8s.api.networking.v1.IPAddress": {"spec": 33},
+    "io.k8s.api.networking.v1.IPAddressList": {"items": 33},
+    "io.k8s.api.networking.v1.IPAddressSpec": {"parentRef": 33},
+    "io.k8s.api.networking.v1.ParentReference": {"group": 33, "name": 33, "namespace": 33, "resource": 33},
+    "io.k8s.api.networking.v1.ServiceCIDR": {"spec": 33, "status": 33},
+    "io.k8s.api.networking.v1.ServiceCIDRList": {"items": 33},
+    "io.k8s.api.networking.v1.ServiceCIDRSpec": {"cidrs": 33},
+    "io.k8s.api.networking.v1.ServiceCIDRStatus": {"conditions": 33},
+}
