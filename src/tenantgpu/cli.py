@@ -789,7 +789,6 @@ def capacity(
     nodes that place them all is found by simulation, and priced at PRICE per GPU-hour (730 h/month).
     """
     import json
-    from concurrent.futures import ProcessPoolExecutor
     from pathlib import Path
 
     from rich.console import Console
@@ -797,6 +796,7 @@ def capacity(
 
     from tenantgpu.replay.capacity import NodeShape, plan_capacity, plot_capacity
     from tenantgpu.replay.policies import DEFAULT_CAPACITY_POLICIES, policy_names
+    from tenantgpu.replay.pool import process_pool
     from tenantgpu.replay.trace import TraceError
 
     known = policy_names()
@@ -815,7 +815,7 @@ def capacity(
     chosen = tuple(dict.fromkeys(policies)) or DEFAULT_CAPACITY_POLICIES
     console = Console(stderr=True)
     if jobs > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with process_pool(jobs) as pool:
             futures = [pool.submit(plan_capacity, pods, shape, (p,), price, seed) for p in chosen]
             outcomes = [f.result() for f in futures]
         answers = [a for answer, _ in outcomes for a in answer]

@@ -184,3 +184,19 @@ def test_refs_resolve() -> None:
 def test_kinds_of_another_group_are_refused() -> None:
     with pytest.raises(ValueError):
         openapi_v3_group_version("", "v1", [MWC])
+
+
+def test_the_documents_have_the_tenant_s_release_s_fields() -> None:
+    """`kubectl explain pod.spec.resources` answered on a v1.31 tenant, though pod-level resources came
+    with 1.32: the documents now leave out what the release does not have, and the index's hash tells
+    the releases apart. The shared components are not changed."""
+    old = openapi_v3_group_version("", "v1", [POD], minor=31)
+    new = openapi_v3_group_version("", "v1", [POD], minor=32)
+    spec = "io.k8s.api.core.v1.PodSpec"
+    assert "resources" not in old["components"]["schemas"][spec]["properties"]
+    assert "resources" in new["components"]["schemas"][spec]["properties"]
+    assert "hostnameOverride" not in new["components"]["schemas"][spec]["properties"]
+    assert (
+        "resources" in openapi_v3_group_version("", "v1", [POD])["components"]["schemas"][spec]["properties"]
+    )
+    assert openapi_v3_sources("v1", [POD], 31) != openapi_v3_sources("v1", [POD], 32)

@@ -90,6 +90,9 @@ def test_explain_refuses_an_unknown_field(kubectl: Kubectl, version: str) -> Non
     result = kubectl("explain", "pod.spec.nosuchfield", version=version, check=False)
     assert result.returncode != 0
     assert 'field "nosuchfield" does not exist' in result.stderr
+    # the server is v1.31.4: pod-level resources came with 1.32
+    newer = kubectl("explain", "pod.spec.resources", version=version, check=False)
+    assert newer.returncode != 0 and 'field "resources" does not exist' in newer.stderr
 
 
 def test_documents_are_built_per_group_version_on_first_request(

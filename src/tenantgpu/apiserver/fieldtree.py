@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from tenantgpu.apiserver import schemas
-from tenantgpu.apiserver.fieldversions import FIRST_MINOR
+from tenantgpu.apiserver.fieldversions import FIRST_MINOR, LATEST
 from tenantgpu.apiserver.installcache import cache_path, read_json, write_json
 from tenantgpu.apiserver.kinds import KAMAJI_KINDS, VIRTUAL_KINDS, kind_table
 from tenantgpu.apiserver.omitempty import OMIT_EMPTY
 
 __all__ = [
-    "LATEST",
     "FieldTree",
     "FieldTypeError",
     "Finding",
@@ -163,7 +162,6 @@ def unknown_fields_message(kind: str, version: str, findings: list[Finding]) -> 
 LEAF, OBJECT, LIST, MAP, EXACT, INTEGER, FLOAT = 0, 1, 2, 3, 4, 5, 6
 Node = tuple[Any, ...]
 _ANY: Node = (LEAF,)
-LATEST = 1_000  # the minor release of a caller that knows every field
 _SCALARS: dict[str, Node] = {
     "string": (EXACT, str, "string"),
     "bool": (EXACT, bool, "bool"),

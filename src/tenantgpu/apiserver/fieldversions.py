@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["FIRST_MINOR", "OLDEST_MINOR"]
+__all__ = ["FIRST_MINOR", "LATEST", "OLDEST_MINOR"]
 
 OLDEST_MINOR = 30
 """The oldest minor release whose field set the lab tells apart."""
+
+LATEST = 1_000
+"""The minor release of a caller that knows every field the lab does."""
 
 FIRST_MINOR: Mapping[str, Mapping[str, int]] = {
     "io.k8s.api.admissionregistration.v1.ApplyConfiguration": {"expression": 36},

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tenantgpu.apiserver.fieldversions import FIRST_MINOR, LATEST
 from tenantgpu.apiserver.kamajischemas import kamaji_kind_schemas
 from tenantgpu.apiserver.schemas import kind_schemas, models_version, schema_name
 
@@ -76,7 +77,9 @@ def openapi_v3_root(
     return {"paths": paths}
 
 
-def openapi_v3_sources(group_version: str, kinds: list[KindSchemaInfo]) -> dict[str, Any]:
+def openapi_v3_sources(
+    group_version: str, kinds: list[KindSchemaInfo], minor: int = LATEST
+) -> dict[str, Any]:
     """What a group-version document is built from, within one release of this code: its kinds and the
     client models' version.
 
@@ -90,6 +93,7 @@ def openapi_v3_sources(group_version: str, kinds: list[KindSchemaInfo]) -> dict[
         "groupVersion": group_version,
         "kinds": [[k.group, k.version, k.kind, k.namespaced, k.plural] for k in kinds],
         "models": models_version(),
+        "minor": minor,
     }
 
 
@@ -239,8 +243,22 @@ def _add_schemas(schemas: dict[str, Any], info: KindSchemaInfo) -> tuple[str, st
     return found.name, list_name
 
 
-def openapi_v3_group_version(group: str, version: str, kinds: list[KindSchemaInfo]) -> dict[str, Any]:
-    """The `/openapi/v3/<api|apis/group>/<version>` document: paths with GVK-tagged operations and schemas."""
+def _as_of(schemas: dict[str, Any], minor: int) -> None:
+    """Leave out of the components the fields Kubernetes 1.`minor` does not have yet (fieldversions.py);
+    the components are shared, so a trimmed one is a copy."""
+    for name, component in schemas.items():
+        newer = FIRST_MINOR.get(name)
+        properties = component.get("properties") if newer else None
+        if properties and any(newer.get(field, 0) > minor for field in properties):
+            kept = {f: v for f, v in properties.items() if newer.get(f, 0) <= minor}
+            schemas[name] = {**component, "properties": kept}
+
+
+def openapi_v3_group_version(
+    group: str, version: str, kinds: list[KindSchemaInfo], minor: int = LATEST
+) -> dict[str, Any]:
+    """The `/openapi/v3/<api|apis/group>/<version>` document: paths with GVK-tagged operations and schemas,
+    the built-in kinds' as of Kubernetes 1.`minor` (the tenant's release)."""
     prefix = f"/api/{version}" if group == "" else f"/apis/{group}/{version}"
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
@@ -273,6 +291,7 @@ def openapi_v3_group_version(group: str, version: str, kinds: list[KindSchemaInf
             "delete": _operation(info, "delete", "delete", ref, scope),
             "parameters": [_path_param("name"), *scope_params],
         }
+    _as_of(schemas, minor)
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "unversioned"},

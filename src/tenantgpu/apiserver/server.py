@@ -46,7 +46,6 @@ from tenantgpu.apiserver.auth import (
 from tenantgpu.apiserver.bootstrap import KubernetesService
 from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
 from tenantgpu.apiserver.fieldtree import (
-    LATEST,
     FieldTree,
     FieldTypeError,
     Finding,
@@ -54,6 +53,7 @@ from tenantgpu.apiserver.fieldtree import (
     pointer_segments,
     unknown_fields_message,
 )
+from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.hooks import Egress, NoEgress, PodExecSource, PodLogSource
 from tenantgpu.apiserver.http1 import ChunkedStream, HTTPServer, start_stream
 from tenantgpu.apiserver.httputil import (
@@ -553,11 +553,16 @@ class APIServer(SubresourceHandlers):
         """`/openapi/v3` (path "") or one group-version's document (`api/v1`, `apis/apps/v1`)."""
         by_group_version = self._openapi_kinds()
         if not path:
-            sources = {gv: openapi.openapi_v3_sources(gv, infos) for gv, infos in by_group_version.items()}
+            sources = {
+                gv: openapi.openapi_v3_sources(gv, infos, self._minor)
+                for gv, infos in by_group_version.items()
+            }
             return encode(openapi.openapi_v3_root(list(by_group_version), documents=sources))
         for gv, infos in by_group_version.items():
             if openapi.group_version_path(gv) == path:
-                return encode(openapi.openapi_v3_group_version(infos[0].group, infos[0].version, infos))
+                return encode(
+                    openapi.openapi_v3_group_version(infos[0].group, infos[0].version, infos, self._minor)
+                )
         raise errors.unknown_path()
 
     def _openapi_v2(self, request: web.Request) -> web.Response:

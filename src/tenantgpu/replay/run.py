@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 
 from tenantgpu.replay.bound import OfflineBound, arrived_prefix, offline_bound
 from tenantgpu.replay.fragmentation import TypicalPods, typical_pods
 from tenantgpu.replay.policies import make_policy
+from tenantgpu.replay.pool import process_pool
 from tenantgpu.replay.simulate import MAX_ARRIVED_PCT, RunResult, replay
 from tenantgpu.replay.trace import NodeList, PodList
 from tenantgpu.replay.tuning import tuned_workload
@@ -70,7 +71,7 @@ def run_matrix(
                 if on_done:
                     on_done(f"bound/{seed}")
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with process_pool(jobs) as pool:
             futures = {
                 pool.submit(
                     run_one, plan.nodes, plan.pods, typical, plan.tune, policy, seed, plan.device_split_count
