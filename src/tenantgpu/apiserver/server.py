@@ -184,7 +184,7 @@ def _advertised(host: str) -> str:
 
 
 def _minor_release(git_version: str) -> int:
-    """1.31 of `v1.31.4`; a version that cannot be read knows every field."""
+    """The minor release, 31 of `v1.31.4`; a version that cannot be read knows every field."""
     minor = _version_info(git_version)["minor"]
     return int(minor) if minor.isdigit() else LATEST
 
