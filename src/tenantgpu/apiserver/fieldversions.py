@@ -11,9 +11,10 @@ the lab gets 1.30's fields.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
+from typing import Any
 
-__all__ = ["FIRST_MINOR", "LATEST", "OLDEST_MINOR"]
+__all__ = ["FIRST_MINOR", "LATEST", "OLDEST_MINOR", "trim_to"]
 
 OLDEST_MINOR = 30
 """The oldest minor release whose field set the lab tells apart."""
@@ -159,3 +160,14 @@ FIRST_MINOR: Mapping[str, Mapping[str, int]] = {
     "io.k8s.api.networking.v1.ServiceCIDRSpec": {"cidrs": 33},
     "io.k8s.api.networking.v1.ServiceCIDRStatus": {"conditions": 33},
 }
+
+
+def trim_to(components: MutableMapping[str, Mapping[str, Any]], minor: int) -> None:
+    """Leave out of `components` (OpenAPI schemas by name) the properties Kubernetes 1.`minor` does not
+    have yet. Components are shared, so a trimmed one is a copy."""
+    for name, component in components.items():
+        newer = FIRST_MINOR.get(name)
+        properties = component.get("properties") if newer else None
+        if newer and properties and any(newer.get(field, 0) > minor for field in properties):
+            kept = {field: value for field, value in properties.items() if newer.get(field, 0) <= minor}
+            components[name] = {**component, "properties": kept}

@@ -30,6 +30,7 @@ from tenantgpu.apiserver.defaults import (
     TCP_ADMISSION_CONTROLLERS,
     TCP_DEPLOYMENT,
 )
+from tenantgpu.apiserver.fieldversions import FIRST_MINOR, trim_to
 from tenantgpu.apiserver.installcache import cache_path, read_json, write_json
 
 __all__ = ["crd_schema", "kamaji_kind_schemas", "kamaji_schemas_cache", "object_meta_schema"]
@@ -707,23 +708,9 @@ _ROOTS = {
 }
 
 
-# Fields of the lab's core schemas (the client's models, a newer Kubernetes) that the types Kamaji's CRD
-# was generated from (k8s.io/api v0.36 at ddbabd8) do not have: Kamaji prunes them, so the lab does too.
-_NEWER_THAN_KAMAJI: Mapping[str, tuple[str, ...]] = {
-    _CORE + "HTTPGetAction": ("protocol",),
-    _CORE + "GRPCAction": ("mode",),
-    _CORE + "VolumeMount": ("bindMountOptions",),
-    _CORE + "EmptyDirVolumeSource": ("mode",),
-    _CORE + "KeyToPath": ("user",),
-    _CORE + "DownwardAPIVolumeFile": ("user",),
-    _CORE + "ConfigMapVolumeSource": ("defaultUser",),
-    _CORE + "SecretVolumeSource": ("defaultUser",),
-    _CORE + "DownwardAPIVolumeSource": ("defaultUser",),
-    _CORE + "ProjectedVolumeSource": ("defaultUser",),
-    _CORE + "ClusterTrustBundleProjection": ("user",),
-    _CORE + "PodCertificateProjection": ("user",),
-    _CORE + "ServiceAccountTokenProjection": ("user",),
-}
+# The release of the k8s.io/api Kamaji's CRD was generated from (v0.36 at ddbabd8): the fields of the
+# lab's core schemas (the client's models, a newer Kubernetes) that it does not have yet, Kamaji prunes.
+KAMAJI_API_MINOR = 36
 
 
 @functools.cache
@@ -741,11 +728,7 @@ def _core_components() -> Mapping[str, Mapping[str, Any]]:
             found.update(kinds.components)
     # kube's OpenAPI publishes a quantity as a bare string-or-number; in a CRD it is structural.
     found[schemas.QUANTITY] = QUANTITY
-    for name, fields in _NEWER_THAN_KAMAJI.items():
-        component = found.get(name)
-        if component is not None:
-            kept = {k: v for k, v in (component.get("properties") or {}).items() if k not in fields}
-            found[name] = {**component, "properties": kept}
+    trim_to(found, KAMAJI_API_MINOR)
     return found
 
 
@@ -788,7 +771,9 @@ def kamaji_schemas_cache(raw: Mapping[str, Schema] | None = None) -> Path:
     """Where this installation keeps the inlined schemas: named by the client's version (whose models
     give the embedded types) and a digest of Kamaji's part, so an edited schema is derived anew."""
     # The quantity and the trimmed fields change the core schemas, so they are part of what the name covers.
-    text = json.dumps([raw if raw is not None else _raw(), QUANTITY, _NEWER_THAN_KAMAJI], sort_keys=True)
+    text = json.dumps(
+        [raw if raw is not None else _raw(), QUANTITY, FIRST_MINOR, KAMAJI_API_MINOR], sort_keys=True
+    )
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return cache_path(f"kamaji-schemas-{schemas.models_version() or 'unknown'}-{digest}.json")
 

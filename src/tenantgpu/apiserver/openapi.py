@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tenantgpu.apiserver.fieldversions import FIRST_MINOR, LATEST
+from tenantgpu.apiserver.fieldversions import LATEST, trim_to
 from tenantgpu.apiserver.kamajischemas import kamaji_kind_schemas
 from tenantgpu.apiserver.schemas import kind_schemas, models_version, schema_name
 
@@ -243,17 +243,6 @@ def _add_schemas(schemas: dict[str, Any], info: KindSchemaInfo) -> tuple[str, st
     return found.name, list_name
 
 
-def _as_of(schemas: dict[str, Any], minor: int) -> None:
-    """Leave out of the components the fields Kubernetes 1.`minor` does not have yet (fieldversions.py);
-    the components are shared, so a trimmed one is a copy."""
-    for name, component in schemas.items():
-        newer = FIRST_MINOR.get(name)
-        properties = component.get("properties") if newer else None
-        if properties and any(newer.get(field, 0) > minor for field in properties):
-            kept = {f: v for f, v in properties.items() if newer.get(f, 0) <= minor}
-            schemas[name] = {**component, "properties": kept}
-
-
 def openapi_v3_group_version(
     group: str, version: str, kinds: list[KindSchemaInfo], minor: int = LATEST
 ) -> dict[str, Any]:
@@ -291,7 +280,7 @@ def openapi_v3_group_version(
             "delete": _operation(info, "delete", "delete", ref, scope),
             "parameters": [_path_param("name"), *scope_params],
         }
-    _as_of(schemas, minor)
+    trim_to(schemas, minor)
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "unversioned"},
