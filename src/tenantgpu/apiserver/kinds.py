@@ -25,6 +25,25 @@ class Subresource:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """When kube-apiserver's strategy for a kind gives it `metadata.generation` and counts a new one.
+
+    A kind's strategy sets 1 on create and adds one on an update that changes `counts` (its top-level
+    fields; None: every one but `metadata`, and `status` where a status subresource writes it) or the
+    `metadata` fields named. Kinds without a `Generation` keep what the client sent, as kube does.
+    """
+
+    counts: frozenset[str] | None = frozenset({"spec"})
+    metadata: tuple[str, ...] = ()
+    # Pods have one from Kubernetes 1.33 on (KEP-5067), not behind a feature gate.
+    first_minor: int = 0
+
+
+_SPEC = Generation()
+_CONTENT = Generation(counts=None)
+
+
+@dataclass(frozen=True)
 class Strategy:
     """What differs per kind in the generic store, as kube-apiserver's `rest.RESTCreateStrategy` & co.
 
@@ -50,6 +69,9 @@ class Strategy:
     # (batch/v1 Jobs, for compatibility: they are kept and lose their ownerReference). "" = a kind that
     # owns nothing here, deleted as before whatever the request says.
     default_propagation: str = ""
+    generation: Generation | None = None
+    # The metadata fields a `status` update may change too (all others stay as stored).
+    status_metadata: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -255,7 +277,7 @@ POD = Kind(
         Subresource("portforward", "PodPortForwardOptions", ("create", "get")),
         Subresource("ephemeralcontainers", "Pod", ("get", "patch", "update")),
     ),
-    strategy=Strategy(_STATUS, graceful_delete=_pod_grace),
+    strategy=Strategy(_STATUS, graceful_delete=_pod_grace, generation=Generation(first_minor=33)),
 )
 NODE = Kind(
     "",
@@ -315,7 +337,15 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         strategy=Strategy(_STATUS, _service_on_create),
     ),
     Kind("", "v1", "Endpoints", "endpoints", True, ("ep",)),
-    Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
+    # kube's strategy counts a change of the labels too: they carry the Service the slice belongs to.
+    Kind(
+        "discovery.k8s.io",
+        "v1",
+        "EndpointSlice",
+        "endpointslices",
+        True,
+        strategy=Strategy(generation=Generation(counts=None, metadata=("labels",))),
+    ),
     Kind(
         "",
         "v1",
@@ -335,6 +365,7 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         "mutatingwebhookconfigurations",
         False,
         categories=("api-extensions",),
+        strategy=Strategy(generation=_CONTENT),
     ),
     Kind(
         "admissionregistration.k8s.io",
@@ -343,6 +374,7 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         "validatingwebhookconfigurations",
         False,
         categories=("api-extensions",),
+        strategy=Strategy(generation=_CONTENT),
     ),
     Kind(
         "authorization.k8s.io",
@@ -381,7 +413,9 @@ JOB = Kind(
     True,
     categories=("all",),
     subresources=(_status("Job", "batch", "v1"),),
-    strategy=Strategy(_STATUS, _job_on_create, _job_on_update, default_propagation="Orphan"),
+    strategy=Strategy(
+        _STATUS, _job_on_create, _job_on_update, default_propagation="Orphan", generation=_SPEC
+    ),
 )
 _SCALE = Subresource("scale", "Scale", ("get", "patch", "update"), "autoscaling", "v1")
 
@@ -416,7 +450,7 @@ CRON_JOB = Kind(
     ("all",),
     subresources=(_status("CronJob", "batch", "v1"),),
     # Unlike batch/v1 Jobs, a CronJob's delete takes its Jobs along by default.
-    strategy=Strategy(_STATUS, _empty_status_on_create, default_propagation="Background"),
+    strategy=Strategy(_STATUS, _empty_status_on_create, default_propagation="Background", generation=_SPEC),
 )
 
 
@@ -429,7 +463,16 @@ DEPLOYMENT = Kind(
     ("deploy",),
     ("all",),
     subresources=(_status("Deployment", "apps", "v1"), _SCALE),
-    strategy=Strategy(_STATUS, _empty_status_on_create, default_propagation="Background"),
+    # kube counts a change of the annotations too: the controller copies them to the ReplicaSets. Its
+    # status strategy keeps only spec and labels, so the controller writes its revision annotation
+    # through `status`, which is no new generation.
+    strategy=Strategy(
+        _STATUS,
+        _empty_status_on_create,
+        default_propagation="Background",
+        generation=Generation(metadata=("annotations",)),
+        status_metadata=("annotations", "finalizers", "ownerReferences"),
+    ),
 )
 REPLICA_SET = Kind(
     "apps",
@@ -440,7 +483,7 @@ REPLICA_SET = Kind(
     ("rs",),
     ("all",),
     subresources=(_status("ReplicaSet", "apps", "v1"), _SCALE),
-    strategy=Strategy(_STATUS, _zero_replicas_on_create, default_propagation="Background"),
+    strategy=Strategy(_STATUS, _zero_replicas_on_create, default_propagation="Background", generation=_SPEC),
 )
 DAEMON_SET = Kind(
     "apps",
@@ -451,7 +494,9 @@ DAEMON_SET = Kind(
     ("ds",),
     ("all",),
     subresources=(_status("DaemonSet", "apps", "v1"),),
-    strategy=Strategy(_STATUS, _zero_daemon_counts_on_create, default_propagation="Background"),
+    strategy=Strategy(
+        _STATUS, _zero_daemon_counts_on_create, default_propagation="Background", generation=_SPEC
+    ),
 )
 STATEFUL_SET = Kind(
     "apps",
@@ -462,7 +507,7 @@ STATEFUL_SET = Kind(
     ("sts",),
     ("all",),
     subresources=(_status("StatefulSet", "apps", "v1"), _SCALE),
-    strategy=Strategy(_STATUS, _zero_replicas_on_create, default_propagation="Background"),
+    strategy=Strategy(_STATUS, _zero_replicas_on_create, default_propagation="Background", generation=_SPEC),
 )
 # The DaemonSet and StatefulSet controllers' history: one per template, read by `kubectl rollout history/undo`.
 CONTROLLER_REVISION = Kind("apps", "v1", "ControllerRevision", "controllerrevisions", True)
@@ -493,7 +538,7 @@ TENANT_CONTROL_PLANE = Kind(
         _status("TenantControlPlane", "kamaji.clastix.io", "v1alpha1"),
         Subresource("scale", "Scale", ("get", "patch", "update"), "autoscaling", "v1"),
     ),
-    strategy=Strategy(_STATUS, _tcp_on_create),
+    strategy=Strategy(_STATUS, _tcp_on_create, generation=_CONTENT),
 )
 DATA_STORE = Kind(
     "kamaji.clastix.io",
@@ -503,7 +548,7 @@ DATA_STORE = Kind(
     False,
     categories=("kamaji",),
     subresources=(_status("DataStore", "kamaji.clastix.io", "v1alpha1"),),
-    strategy=Strategy(_STATUS),
+    strategy=Strategy(_STATUS, generation=_CONTENT),
 )
 KAMAJI_KINDS: tuple[Kind, ...] = (TENANT_CONTROL_PLANE, DATA_STORE)
 
@@ -520,6 +565,7 @@ CUSTOM_RESOURCE_DEFINITION = Kind(
     ("crd", "crds"),
     ("api-extensions",),
     verbs=("get", "list", "watch"),
+    strategy=Strategy(generation=_SPEC),
 )
 
 # Where the scale subresource reads and writes replicas, per kind (Kamaji's CRD scale paths).
@@ -552,7 +598,7 @@ POD_DISRUPTION_BUDGET = Kind(
     True,
     ("pdb",),
     subresources=(_status("PodDisruptionBudget", "policy", "v1"),),
-    strategy=Strategy(_STATUS, _pdb_on_create),
+    strategy=Strategy(_STATUS, _pdb_on_create, generation=_SPEC),
 )
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -573,11 +619,35 @@ CLUSTER_CONFIG_KINDS: tuple[Kind, ...] = (
         True,
         ("ing",),
         subresources=(_status("Ingress", "networking.k8s.io", "v1"),),
-        strategy=Strategy(_STATUS, _ingress_on_create),
+        strategy=Strategy(_STATUS, _ingress_on_create, generation=_SPEC),
     ),
-    Kind("networking.k8s.io", "v1", "IngressClass", "ingressclasses", False),
-    Kind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, ("netpol",)),
-    Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",)),
+    Kind(
+        "networking.k8s.io",
+        "v1",
+        "IngressClass",
+        "ingressclasses",
+        False,
+        strategy=Strategy(generation=_SPEC),
+    ),
+    Kind(
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        True,
+        ("netpol",),
+        strategy=Strategy(generation=_SPEC),
+    ),
+    # Given 1 on create and never counted again: kube's strategy has no update step for it.
+    Kind(
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+        False,
+        ("pc",),
+        strategy=Strategy(generation=Generation(counts=frozenset())),
+    ),
     POD_DISRUPTION_BUDGET,
 )
 

@@ -20,6 +20,7 @@ from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionChain
 from tenantgpu.apiserver.auth import UserInfo
 from tenantgpu.apiserver.fieldtree import unmarshal_message
+from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.jsoncodec import clone, loads
 from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable
 from tenantgpu.apiserver.serviceips import ServiceNetwork
@@ -100,17 +101,37 @@ def _omit_empty(kind: Kind, obj: Obj) -> None:
             del obj[field]
 
 
-def _count_generation(new: Obj, old: Obj) -> None:
-    """A change of anything but metadata and status is a new generation, judged on the defaulted object
-    as kube's strategies judge it (decoding defaults first): `gpumem: 8000` applied again over a stored
-    `8k` is the same spec, so a repeated apply leaves the generation, and the object, as they were."""
+def _count_generation(kind: Kind, new: Obj, old: Obj, subresource: str) -> None:
+    """A new generation when the update changes what the kind's strategy counts, judged on the defaulted
+    object as kube's strategies judge it (decoding defaults first): `gpumem: 8000` applied again over a
+    stored `8k` is the same spec, so a repeated apply leaves the generation, and the object, as they were.
+    A status update (kube's status strategies never count) and a binding (it sets `spec.nodeName`
+    without the update strategy) are no new generation."""
+    policy = kind.strategy.generation
     old_meta = old["metadata"]
-    if "generation" in old_meta and any(
-        new.get(k) != old.get(k)
-        for k in set(new) | set(old)
-        if k not in ("metadata", "status", "apiVersion", "kind")
+    if policy is None or "generation" not in old_meta or subresource in ("status", "binding"):
+        return
+    if policy.counts is None:
+        fixed = (
+            ("metadata", "apiVersion", "kind", "status")
+            if kind.has_status
+            else ("metadata", "apiVersion", "kind")
+        )
+        counted: Iterable[str] = (k for k in set(new) | set(old) if k not in fixed)
+    else:
+        counted = policy.counts
+    new_meta = new["metadata"]
+    if any(new.get(k) != old.get(k) for k in counted) or any(
+        new_meta.get(k) != old_meta.get(k) for k in policy.metadata
     ):
-        new["metadata"]["generation"] = int(old_meta["generation"]) + 1
+        new_meta["generation"] = int(old_meta["generation"]) + 1
+
+
+def _mark_deleting(meta: Obj) -> None:
+    """The first mark for deletion (graceful, or held by finalizers) is a new generation, where the
+    object has one (kube's BeforeDelete and the store's markAsDeleting)."""
+    if not meta.get("deletionTimestamp") and int(meta.get("generation") or 0) > 0:
+        meta["generation"] = int(meta["generation"]) + 1
 
 
 def _has_type(value: Any, wanted: str) -> bool:
@@ -248,8 +269,11 @@ class Registry:
         *,
         window: int = 1000,
         service_network: ServiceNetwork | None = None,
+        minor: int = LATEST,
     ) -> None:
         self.kinds = kinds
+        # The tenant's minor release: kube's strategies differ by release (a pod's generation).
+        self.minor = minor
         self.datastore = datastore
         self._uids = UidSource()
         self.prefix = "/" + prefix.strip("/")
@@ -438,7 +462,8 @@ class Registry:
             meta.pop(transient, None)
         meta["uid"] = self._uids.next()
         meta["creationTimestamp"] = now_rfc3339()
-        if kind.has_status or kind.group:
+        policy = kind.strategy.generation
+        if policy is not None and self.minor >= policy.first_minor:
             meta["generation"] = 1
         with _well_formed(kind):
             if kind.has_status and not kind.strategy.keep_status_on_create:
@@ -509,9 +534,15 @@ class Registry:
                 spec["ephemeralContainers"] = ephemeral
             return merged
         if subresource == "status":
+            status_metadata = kind.strategy.status_metadata
             for field in set(new) | set(old):
-                if field not in kind.strategy.status_fields:
+                if field not in kind.strategy.status_fields and not (field == "metadata" and status_metadata):
                     _carry_over(new, old, field)
+            if status_metadata:
+                meta, old_meta = new.setdefault("metadata", {}), old["metadata"]
+                for field in set(meta) | set(old_meta):
+                    if field not in status_metadata:
+                        _carry_over(meta, old_meta, field)
             return new
         if kind.has_status and subresource == "":
             for field in kind.strategy.status_fields:
@@ -637,7 +668,7 @@ class Registry:
             with _well_formed(kind):
                 obj = self._prepare_update(kind, obj, old, subresource)
                 default_object(kind.kind, obj, _shared_fields(obj, old))
-                _count_generation(obj, old)
+                _count_generation(kind, obj, old, subresource)
                 attributes = AdmissionAttributes(
                     "UPDATE", kind, namespace, name, obj, old, user, subresource=subresource, dry_run=dry_run
                 )
@@ -750,6 +781,7 @@ class Registry:
         if meta.get("deletionTimestamp") and (not graceful or grace == 0) and not meta.get("finalizers"):
             return await self._remove(kind, namespace, name, current, dry_run), True
         obj = current.copy()
+        _mark_deleting(obj["metadata"])
         stamp = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=grace or 0)
         obj["metadata"].setdefault("deletionTimestamp", stamp.strftime("%Y-%m-%dT%H:%M:%SZ"))
         obj["metadata"]["deletionGracePeriodSeconds"] = int(grace or 0)
@@ -767,6 +799,7 @@ class Registry:
         if meta.get("deletionTimestamp") and (finalizer in finalizers or not finalizers):
             return current, False
         obj = current.copy()
+        _mark_deleting(obj["metadata"])
         obj["metadata"].setdefault("deletionTimestamp", now_rfc3339())
         obj["metadata"]["deletionGracePeriodSeconds"] = 0
         other = ORPHAN_FINALIZER if finalizer == FOREGROUND_FINALIZER else FOREGROUND_FINALIZER

@@ -240,6 +240,7 @@ class APIServer(SubresourceHandlers):
             self.admission,
             window=config.watch_window,
             service_network=ServiceNetwork(config.service_cidr),
+            minor=_minor_release(config.kubernetes_version),
         )
         self._webhook_kinds = {
             mutating: self.kinds.resource("admissionregistration.k8s.io", "v1", plural)
@@ -261,7 +262,7 @@ class APIServer(SubresourceHandlers):
         self._kubernetes_service: KubernetesService | None = None
         self._fields = FieldTree(checked_kinds())
         # The fields of built-in kinds are those of the tenant's release (fieldversions.py).
-        self._minor = _minor_release(config.kubernetes_version)
+        self._minor = self.registry.minor
 
     # --- lifecycle ------------------------------------------------------------------------------
 

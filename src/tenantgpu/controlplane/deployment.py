@@ -285,7 +285,10 @@ class DeploymentController:
         if (deploy["metadata"].get("annotations") or {}).get(REVISION) != revision:
             meta = deploy["metadata"]
             patch = {"metadata": {"annotations": {REVISION: revision}}}
-            written = await self.client.patch("deployments", meta["name"], patch, meta.get("namespace"))
+            # Through status, as kube's controller writes it: a new annotation there is no new generation.
+            written = await self.client.patch(
+                "deployments", meta["name"], patch, meta.get("namespace"), subresource="status"
+            )
             deploy["metadata"] = written["metadata"]
         return new_rs
 
