@@ -382,8 +382,12 @@ class SubresourceHandlers:
         if not podexec.has_container(pod, container):
             raise errors.bad_request(f"container {container} is not valid for pod {name}")
         node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            # kube's LogLocation has no kubelet to ask before the pod is bound: an empty 204, which
+            # `kubectl logs` prints as nothing and exits 0.
+            return web.Response(status=204)
         source = self.config.log_source
-        if not node or source is None:
+        if source is None:
             raise errors.bad_request(
                 f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
             )
