@@ -183,7 +183,9 @@ def test_a_deployments_status_may_change_its_annotations_but_not_its_labels_or_g
     """As kube's Deployment status strategy (it keeps spec and labels): the deployment controller
     writes its revision annotation there, so a new Deployment keeps generation 1."""
     kubectl("create", "deployment", "through-status", "--image=busybox")
-    patch = '{"metadata":{"annotations":{"note":"status"},"labels":{"tier":"status"}},"status":{"replicas":0}}'
+    patch = (
+        '{"metadata":{"annotations":{"note":"status"},"labels":{"tier":"status"}},"status":{"replicas":0}}'
+    )
     kubectl("patch", "deployment", "through-status", "--subresource=status", "--type=merge", "-p", patch)
     meta = _get(kubectl, "deployment", "through-status")["metadata"]
     assert meta["annotations"]["note"] == "status"
