@@ -311,12 +311,11 @@ def up(
         launch = process.DetachedLab(state, lab_file) if detach else None
     except process.LabError as err:
         raise LabConflict(str(err)) from None
-    from rich.console import Console
 
     from tenantgpu.lab import display
     from tenantgpu.lab.spec import LabSpecError, load_lab
 
-    console = Console()
+    console = display.output_console()
     try:
         if launch is not None:
             try:
@@ -400,8 +399,6 @@ def status(state_dir: str, output: str) -> None:
     """Tenants with endpoint and state; nodes, GPUs and pods per tenant."""
     import json
 
-    from rich.console import Console
-
     from tenantgpu.lab import display
     from tenantgpu.lab.state import StateDir
     from tenantgpu.lab.status import collect_status
@@ -410,7 +407,7 @@ def status(state_dir: str, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(result, indent=2))
     else:
-        display.print_status(Console(), result)
+        display.print_status(display.output_console(), result)
     if not result["running"]:
         raise SystemExit(1)
 

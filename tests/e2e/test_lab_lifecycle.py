@@ -46,6 +46,7 @@ class LabDir:
     state: Path
     home: Path
     env: dict[str, str] = field(default_factory=dict)
+    up_output: str = ""  # what the module's `up -d` printed
 
     def tenantgpu(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -116,6 +117,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabDir]:
     lab.home.mkdir()
     started = lab.tenantgpu("up", "-d")
     assert started.returncode == 0, started.stderr + started.stdout
+    lab.up_output = started.stdout
     yield lab
     stopped = lab.tenantgpu("down", "--purge")
     assert stopped.returncode == 0, stopped.stderr
@@ -333,6 +335,24 @@ def test_status_json_lists_tenants_with_endpoint_and_state(lab: LabDir) -> None:
         assert tenant["state"] == "Ready"
         assert tenant["endpoint"]
         assert set(tenant) >= {"namespace", "version", "kubeconfig", "nodes", "pods"}
+
+
+def test_status_table_piped_keeps_every_cell_whole(lab: LabDir) -> None:
+    """Piped (as here, or into grep), the tables are not cut to 80 columns: whole GPU UUIDs, the A100's
+    full name and its memory as allocated/total, each GPU on one line."""
+    status = _status(lab)
+    result = lab.tenantgpu("status")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for tenant in status["tenants"]:
+        for node in tenant["nodes"]:
+            for gpu in node["gpus"]:
+                [row] = [line for line in lines if gpu["uuid"] in line]
+                assert gpu["type"] in row and node["name"] in row
+                assert f"{gpu['memory']['allocated']}/{gpu['memory']['total']}" in row
+    # `up`'s summary names each tenant's kubeconfig by its whole path, to copy from a CI log.
+    for tenant in status["tenants"]:
+        assert tenant["kubeconfig"] in lab.up_output
 
 
 def test_kubectl_apply_makes_a_tenant_that_sleeps_wakes_and_goes(lab: LabDir) -> None:
