@@ -208,12 +208,15 @@ def test_rolling_update_history_and_undo_with_kubectl(
         new_hash
     }
     assert max(seen_unavailable) <= 1, "maxUnavailable 1: one node at a time"
+    # The new template is the DaemonSet's second: its pods carry that template generation.
+    assert {p.metadata.labels["pod-template-generation"] for p in pods} == {"2"}
 
     history = kubectl("rollout", "history", "ds/agent").stdout.split()
     assert history[history.index("CHANGE-CAUSE") + 1 :: 2] == ["1", "2"]
     kubectl("rollout", "undo", "ds/agent")
     wait_for("agent:1 again", running_on(core, "agent", {"n1", "n2", "n3"}, "agent:1"))
     assert {p.metadata.labels["controller-revision-hash"] for p in pods_of(core, "agent")} == {old_hash}
+    assert {p.metadata.labels["pod-template-generation"] for p in pods_of(core, "agent")} == {"3"}
     history = kubectl("rollout", "history", "ds/agent").stdout.split()
     assert history[history.index("CHANGE-CAUSE") + 1 :: 2] == ["2", "3"]  # the undone template is newest
 

@@ -190,3 +190,38 @@ def test_a_deployments_status_may_change_its_annotations_but_not_its_labels_or_g
     meta = _get(kubectl, "deployment", "through-status")["metadata"]
     assert meta["annotations"]["note"] == "status"
     assert "tier" not in meta["labels"] and meta["generation"] == 1
+
+
+def test_a_daemonset_counts_its_template_in_the_annotation_apps_v1_shows(kubectl: Kubectl) -> None:
+    """kube keeps a DaemonSet's template generation in its spec and apps/v1 writes it out as the
+    annotation `deprecated.daemonset.template.generation`; the DaemonSet controller labels its pods
+    with it (`pod-template-generation`). Only a template change counts it, and a client cannot set it."""
+    key = "deprecated.daemonset.template.generation"
+    daemon_set = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "counted", "annotations": {key: "7"}},
+        "spec": {
+            "selector": {"matchLabels": {"app": "counted"}},
+            "template": {
+                "metadata": {"labels": {"app": "counted"}},
+                "spec": {"containers": [{"name": "main", "image": "busybox:1"}]},
+            },
+        },
+    }
+    kubectl("create", "-f", "-", input=json.dumps(daemon_set))
+
+    def seen() -> tuple[int, str]:
+        meta = _get(kubectl, "daemonset", "counted")["metadata"]
+        return meta["generation"], meta["annotations"][key]
+
+    assert seen() == (1, "7")  # as kube's conversion reads it on create: a number of at least 1
+    strategy = '{"spec":{"updateStrategy":{"type":"OnDelete"}}}'
+    kubectl("patch", "daemonset", "counted", "--type=merge", "-p", strategy)
+    assert seen() == (2, "7")
+    kubectl("set", "image", "daemonset/counted", "main=busybox:2")
+    assert seen() == (3, "8")
+    kubectl("annotate", "daemonset", "counted", "--overwrite", f"{key}=99")
+    assert seen() == (3, "8")
+    kubectl("replace", "-f", "-", input=json.dumps(daemon_set))  # the template of busybox:1 again
+    assert seen() == (4, "9")

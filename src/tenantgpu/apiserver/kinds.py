@@ -37,10 +37,14 @@ class Generation:
     metadata: tuple[str, ...] = ()
     # Pods have one from Kubernetes 1.33 on (KEP-5067), not behind a feature gate.
     first_minor: int = 0
+    # A DaemonSet also counts its template's own generation, which apps/v1 shows in this annotation:
+    # 1 on create, one more whenever `spec.template` changes, never what a client writes there.
+    template_annotation: str = ""
 
 
 _SPEC = Generation()
 _CONTENT = Generation(counts=None)
+DAEMON_SET_TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
 
 
 @dataclass(frozen=True)
@@ -495,7 +499,10 @@ DAEMON_SET = Kind(
     ("all",),
     subresources=(_status("DaemonSet", "apps", "v1"),),
     strategy=Strategy(
-        _STATUS, _zero_daemon_counts_on_create, default_propagation="Background", generation=_SPEC
+        _STATUS,
+        _zero_daemon_counts_on_create,
+        default_propagation="Background",
+        generation=Generation(template_annotation=DAEMON_SET_TEMPLATE_GENERATION),
     ),
 )
 STATEFUL_SET = Kind(

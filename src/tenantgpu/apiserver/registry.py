@@ -125,6 +125,22 @@ def _count_generation(kind: Kind, new: Obj, old: Obj, subresource: str) -> None:
         new_meta.get(k) != old_meta.get(k) for k in policy.metadata
     ):
         new_meta["generation"] = int(old_meta["generation"]) + 1
+    if policy.template_annotation:
+        # kube keeps the template generation in the spec and writes it out as this annotation: what
+        # the client sent there is replaced by the stored one, counted when the template changed.
+        stored = _template_generation((old_meta.get("annotations") or {}).get(policy.template_annotation))
+        changed = (new.get("spec") or {}).get("template") != (old.get("spec") or {}).get("template")
+        annotations = dict(new_meta.get("annotations") or {})
+        annotations[policy.template_annotation] = str(stored + 1 if changed else stored)
+        new_meta["annotations"] = annotations
+
+
+def _template_generation(value: Any) -> int:
+    """A template generation as apps/v1's conversion reads it from the annotation (at least 1)."""
+    try:
+        return max(int(value), 1)
+    except (TypeError, ValueError):
+        return 1
 
 
 def _mark_deleting(meta: Obj) -> None:
@@ -465,6 +481,11 @@ class Registry:
         policy = kind.strategy.generation
         if policy is not None and self.minor >= policy.first_minor:
             meta["generation"] = 1
+            if policy.template_annotation:
+                annotations = dict(meta.get("annotations") or {})
+                given = annotations.get(policy.template_annotation)
+                annotations[policy.template_annotation] = str(_template_generation(given))
+                meta["annotations"] = annotations
         with _well_formed(kind):
             if kind.has_status and not kind.strategy.keep_status_on_create:
                 obj.pop("status", None)

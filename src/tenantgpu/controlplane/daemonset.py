@@ -30,6 +30,8 @@ from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
 COMPONENT = "daemonset-controller"
 TEMPLATE_GENERATION = "pod-template-generation"
+# Where apps/v1 shows a DaemonSet's template generation (the API server counts it).
+TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
 Event = tuple[str, str, str]
 
 # What kube's daemon controller adds to every daemon pod, so that node conditions do not evict it.
@@ -281,7 +283,10 @@ class DaemonSetController:
         body["metadata"]["labels"] = {
             **body["metadata"]["labels"],
             REVISION_HASH: current_hash,
-            TEMPLATE_GENERATION: str(ds["metadata"].get("generation", 1)),
+            # the template's own generation, which the API server keeps in the DaemonSet's annotation
+            TEMPLATE_GENERATION: (ds["metadata"].get("annotations") or {}).get(
+                TEMPLATE_GENERATION_ANNOTATION, "1"
+            ),
         }
         body["spec"] = daemon_pod_spec(body["spec"], node)
         try:
