@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from apiserver_harness import BackgroundLoop, RawClient, RunningAPIServer, start_server
+from apiserver_harness import BackgroundLoop, RawClient, RunningAPIServer, kubectl_path, start_server
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
@@ -297,6 +299,44 @@ def test_anonymous_requests_get_401(apiserver: RunningAPIServer) -> None:
     response = anonymous.request("GET", "/api/v1/namespaces/default/pods")
     assert response.status == 401 and response.json()["reason"] == "Unauthorized"
     assert anonymous.request("GET", "/healthz").body == b"ok"
+
+
+def test_health_endpoints_list_kubes_checks_with_verbose(
+    apiserver: RunningAPIServer, kubectl_home: Path
+) -> None:
+    """`kubectl get --raw '/readyz?verbose'`, the usual look at an API server's health, lists kube's
+    checks in kube's order; liveness has no readiness-only ones; one check alone is `ok`."""
+    kubectl = kubectl_path("1.31")
+
+    def raw_get(path: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [kubectl, "--kubeconfig", str(apiserver.kubeconfig), "get", "--raw", path],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HOME": str(kubectl_home)},
+        )
+
+    ready = raw_get("/readyz?verbose").stdout.splitlines()
+    assert ready[:5] == [
+        "[+]ping ok",
+        "[+]log ok",
+        "[+]etcd ok",
+        "[+]etcd-readiness ok",
+        "[+]informer-sync ok",
+    ]
+    assert "[+]poststarthook/bootstrap-controller ok" in ready
+    assert ready[-2:] == ["[+]shutdown ok", "readyz check passed"]
+    live = raw_get("/livez?verbose&exclude=etcd").stdout.splitlines()
+    assert (
+        "[+]etcd excluded: ok" in live and "[+]shutdown ok" not in live and live[-1] == "livez check passed"
+    )
+    assert raw_get("/readyz/poststarthook/bootstrap-controller").stdout == "ok"
+    missing = raw_get("/livez/shutdown")
+    assert missing.returncode == 1 and "NotFound" in missing.stderr
+    root = json.loads(raw_get("/").stdout)["paths"]
+    assert {"/readyz/shutdown", "/livez/etcd", "/healthz/poststarthook/bootstrap-controller"} <= set(root)
+    assert "/livez/shutdown" not in root
 
 
 def test_service_account_tokens_and_token_review(apiserver: RunningAPIServer, raw: RawClient) -> None:

@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 NAME = "kubernetes"
 NAMESPACE = "default"
+# kube's names for the two post-start hooks, as `/readyz?verbose` lists them
+PRIORITY_CLASSES_HOOK = "poststarthook/scheduling/bootstrap-system-priority-classes"
+BOOTSTRAP_CONTROLLER_HOOK = "poststarthook/bootstrap-controller"
 _APISERVER = UserInfo("system:apiserver", ("system:masters",))
 
 
@@ -44,6 +47,7 @@ class KubernetesService:
 
     def __post_init__(self) -> None:
         self._task: asyncio.Task[None] | None = None
+        self.finished: set[str] = set()  # the hooks that have done their work once
 
     def service(self) -> dict[str, Any]:
         ip = self.registry.service_network.kubernetes_ip
@@ -154,8 +158,10 @@ class KubernetesService:
         while True:
             try:
                 await ensure_system_priority_classes(self.registry)
+                self.finished.add(PRIORITY_CLASSES_HOOK)
                 await ensure_custom_resource_definitions(self.registry)
                 await self.ensure()
+                self.finished.add(BOOTSTRAP_CONTROLLER_HOOK)
             except errors.APIError as error:
                 # e.g. the default namespace is being deleted: try again on the next round, as kube does.
                 log.debug("default/kubernetes not reconciled: %s", error)

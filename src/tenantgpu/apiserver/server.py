@@ -26,7 +26,7 @@ from urllib.parse import unquote
 import yaml
 from aiohttp import web
 
-from tenantgpu.apiserver import discovery, errors, openapi, podexec
+from tenantgpu.apiserver import discovery, errors, health, openapi, podexec
 from tenantgpu.apiserver.admission import (
     AdmissionChain,
     AdmissionPlugin,
@@ -43,7 +43,7 @@ from tenantgpu.apiserver.auth import (
     UserInfo,
     impersonation,
 )
-from tenantgpu.apiserver.bootstrap import KubernetesService
+from tenantgpu.apiserver.bootstrap import BOOTSTRAP_CONTROLLER_HOOK, PRIORITY_CLASSES_HOOK, KubernetesService
 from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
 from tenantgpu.apiserver.fieldtree import (
     FieldTree,
@@ -260,6 +260,7 @@ class APIServer(SubresourceHandlers):
         self._users: weakref.WeakKeyDictionary[Any, UserInfo | bool | None] = weakref.WeakKeyDictionary()
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self._kubernetes_service: KubernetesService | None = None
+        self._stopping = False
         self._fields = FieldTree(checked_kinds())
         # The fields of built-in kinds are those of the tenant's release (fieldversions.py).
         self._minor = self.registry.minor
@@ -297,7 +298,30 @@ class APIServer(SubresourceHandlers):
         self._kubernetes_service = KubernetesService(self.registry, _advertised(self.config.host), self._port)
         self._kubernetes_service.start()
 
+    def _health_checks(self) -> list[health.Check]:
+        """kube-apiserver's checks, in its order, answered from this server's state. The datastore is
+        in this process: when it fails, requests fail, so `etcd` passes while the server serves."""
+        service = self._kubernetes_service
+        finished = service.finished if service is not None else set()
+
+        def hook(name: str) -> health.Check:
+            return health.Check(name, lambda: name in finished)
+
+        return [
+            health.Check("ping", lambda: True),
+            health.Check("log", lambda: True),
+            health.Check("etcd", lambda: True),
+            health.Check("etcd-readiness", lambda: True, readyz_only=True),
+            health.Check("informer-sync", lambda: self._http is not None, readyz_only=True),
+            hook(PRIORITY_CLASSES_HOOK),
+            hook(BOOTSTRAP_CONTROLLER_HOOK),
+            health.Check(
+                "shutdown", lambda: not self._stopping, readyz_only=True, failure="process is shutting down"
+            ),
+        ]
+
     async def stop(self) -> None:
+        self._stopping = True
         if self._kubernetes_service is not None:
             await self._kubernetes_service.stop()
             self._kubernetes_service = None
@@ -517,8 +541,18 @@ class APIServer(SubresourceHandlers):
             raise errors.method_not_allowed()
         if head == "version":
             return json_response(self._version), "get", "version"
-        if head in ("healthz", "livez", "readyz"):
-            return web.Response(text="ok", content_type="text/plain"), "get", head
+        if head in health.ENDPOINTS:
+            query = {key: request.query.getall(key) for key in request.query}
+            found = health.answer(head, self._health_checks(), segments[1:], query)
+            if found is None:
+                raise errors.unknown_path()
+            response = web.Response(
+                status=found.status,
+                text=found.text,
+                content_type="text/plain",
+                headers={"X-Content-Type-Options": "nosniff"},
+            )
+            return response, "get", head
         if head == "metrics":
             return (
                 web.Response(
@@ -533,6 +567,9 @@ class APIServer(SubresourceHandlers):
             return self._openapi_v2(request), "get", "openapi"
         if not segments:
             paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/readyz", "/version"]
+            checks = self._health_checks()
+            # as kube's root lists every check of every health endpoint on its own
+            paths += [f"/{e}/{c.name}" for e in health.ENDPOINTS for c in health.endpoint_checks(e, checks)]
             for group, versions in self.kinds.group_versions().items():
                 if group:
                     paths += [f"/apis/{group}", *(f"/apis/{group}/{v}" for v in versions)]
