@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.jsoncodec import clone
 from tenantgpu.apiserver.quantity import QuantityError, canonical_or_same, canonicalize_list, parse_quantity
 
@@ -289,8 +290,24 @@ def _default_job(obj: dict[str, Any]) -> None:
     spec.setdefault("backoffLimit", 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
-    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
-    _default_pod_template(spec.setdefault("template", {}))
+    template = spec.setdefault("template", {})
+    # A Job without labels of its own takes its template's. kube defaults on every decode, so this
+    # runs again when the stored Job is read: a Job created with none shows the generated ones too.
+    template_labels = (template.get("metadata") or {}).get("labels")
+    meta = obj.setdefault("metadata", {})
+    if template_labels and not meta.get("labels"):
+        meta["labels"] = dict(template_labels)
+    _default_pod_template(template)
+
+
+def _default_job_from_1_29(obj: dict[str, Any]) -> None:
+    """What 1.29 added to SetDefaults_Job: manualSelector's false, and podReplacementPolicy (beta, on
+    by default from 1.29), Failed where a podFailurePolicy is given."""
+    spec = obj.setdefault("spec", {})
+    if spec.get("podReplacementPolicy") is None:
+        spec["podReplacementPolicy"] = "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed"
+    if spec.get("manualSelector") is None:
+        spec["manualSelector"] = False
 
 
 def _default_cron_job(obj: dict[str, Any]) -> None:
@@ -469,11 +486,19 @@ _DEFAULTERS_BY_FIELD: dict[str, tuple[tuple[str, Callable[[dict[str, Any]], None
 }
 
 
-def default(kind: str, obj: dict[str, Any], unchanged: frozenset[str] = frozenset()) -> None:
+# Defaults a later release added, by the first minor release that has them.
+_DEFAULTERS_SINCE: dict[str, tuple[tuple[int, Callable[[dict[str, Any]], None]], ...]] = {
+    "Job": ((29, _default_job_from_1_29),),
+}
+
+
+def default(
+    kind: str, obj: dict[str, Any], unchanged: frozenset[str] = frozenset(), minor: int = LATEST
+) -> None:
     """Fill in, in place, the fields kube-apiserver defaults for `kind`; other kinds are left alone.
 
     `unchanged` names top-level fields that `obj` shares with the stored object it updates; they must
-    not be changed in place. They are defaulted already, so their defaulting is skipped where a kind's
+    not be changed in place. `minor` is the tenant's release: some defaults came later. They are defaulted already, so their defaulting is skipped where a kind's
     defaulting is split by field; elsewhere they are copied first.
     """
     by_field = _DEFAULTERS_BY_FIELD.get(kind)
@@ -489,3 +514,6 @@ def default(kind: str, obj: dict[str, Any], unchanged: frozenset[str] = frozense
         if field in obj:
             obj[field] = clone(obj[field])
     defaulter(obj)
+    for first_minor, later in _DEFAULTERS_SINCE.get(kind, ()):
+        if minor >= first_minor:
+            later(obj)

@@ -236,9 +236,14 @@ def _job_on_create(job: Obj) -> None:
     """Without `manualSelector`, the selector and the template's labels are generated from the uid."""
     job["status"] = {}  # a new Job's status is empty, not absent, as kube's strategy leaves it
     spec = job.setdefault("spec", {})
+    meta = job["metadata"]
+    # kube decodes (and defaults) the request before its strategy adds the generated labels: a Job
+    # without labels takes its template's as the user wrote them.
+    given = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
+    if given and not meta.get("labels"):
+        meta["labels"] = dict(given)
     if spec.get("manualSelector") is True:
         return
-    meta = job["metadata"]
     uid, name = meta["uid"], meta.get("name") or ""
     template_meta = spec.setdefault("template", {}).setdefault("metadata", {})
     labels = template_meta.get("labels") or {}

@@ -491,7 +491,7 @@ class Registry:
                 obj.pop("status", None)
             if kind.strategy.on_create is not None:
                 kind.strategy.on_create(obj)
-            default_object(kind.kind, obj)
+            default_object(kind.kind, obj, minor=self.minor)
             name = meta.get("name") or ""
             attributes = AdmissionAttributes(
                 "CREATE", kind, namespace, name, obj, None, user, dry_run=dry_run
@@ -499,7 +499,7 @@ class Registry:
             await self.admission.mutate(attributes)
             obj = attributes.obj or obj
             if attributes.mutated:
-                default_object(kind.kind, obj)
+                default_object(kind.kind, obj, minor=self.minor)
             _omit_empty(kind, obj)
             self._validate(kind, obj)
             await self.admission.validate(attributes)
@@ -688,7 +688,7 @@ class Registry:
             old = current.obj
             with _well_formed(kind):
                 obj = self._prepare_update(kind, obj, old, subresource)
-                default_object(kind.kind, obj, _shared_fields(obj, old))
+                default_object(kind.kind, obj, _shared_fields(obj, old), self.minor)
                 _count_generation(kind, obj, old, subresource)
                 attributes = AdmissionAttributes(
                     "UPDATE", kind, namespace, name, obj, old, user, subresource=subresource, dry_run=dry_run
@@ -698,7 +698,7 @@ class Registry:
                 await self.admission.mutate(attributes)
                 obj = attributes.obj or obj
                 if attributes.mutated:
-                    default_object(kind.kind, obj, _shared_fields(obj, old))
+                    default_object(kind.kind, obj, _shared_fields(obj, old), self.minor)
                 _omit_empty(kind, obj)
                 self._validate(
                     kind, obj, _binding_base(old, obj) if subresource == "binding" else old, subresource

@@ -1,0 +1,79 @@
+"""A Job's defaults as kube-apiserver writes them, per release, seen with the real kubectl.
+
+From kubernetes/kubernetes' `SetDefaults_Job` (pkg/apis/batch/v1/defaults.go): a Job without labels
+takes its template's. Defaults run on every decode, also of the stored Job, which the batch strategy
+wrote with its generated labels in the template: so `kubectl create job` (a template without labels)
+gives a Job carrying the four generated labels, while a template with labels of its own gives the Job
+just those. From 1.29 (PR #120206, and JobPodReplacementPolicy beta) `manualSelector: false` and
+`podReplacementPolicy: TerminatingOrFailed` are defaulted; 1.28 has neither.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from apiserver_harness import BackgroundLoop, Kubectl, start_server
+
+
+@pytest.fixture(scope="module")
+def release_128(background_loop: BackgroundLoop, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    running = start_server(
+        background_loop, tmp_path_factory.mktemp("release-128"), "tenant-128", kubernetes_version="v1.28.9"
+    )
+    yield running.kubeconfig
+    background_loop.run(running.server.stop())
+    running.datastore.close()
+
+
+def _job(kubectl: Kubectl, name: str, kubeconfig: Path | None = None) -> dict[str, Any]:
+    return json.loads(kubectl("get", "job", name, "-o", "json", kubeconfig=kubeconfig).stdout)
+
+
+def test_a_job_without_labels_carries_the_generated_ones(kubectl: Kubectl) -> None:
+    kubectl("create", "job", "pi", "--image=busybox")
+    job = _job(kubectl, "pi")
+    uid = job["metadata"]["uid"]
+    assert job["metadata"]["labels"] == {
+        "batch.kubernetes.io/controller-uid": uid,
+        "batch.kubernetes.io/job-name": "pi",
+        "controller-uid": uid,
+        "job-name": "pi",
+    }
+    assert job["spec"]["manualSelector"] is False
+    assert job["spec"]["podReplacementPolicy"] == "TerminatingOrFailed"
+    shown = kubectl("get", "jobs", "-l", "job-name=pi", "-o", "name").stdout.split()
+    assert shown == ["job.batch/pi"]
+
+
+def test_a_job_takes_its_templates_labels_as_written(kubectl: Kubectl) -> None:
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "team-job"},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]},
+            }
+        },
+    }
+    kubectl("create", "-f", "-", input=json.dumps(body))
+    job = _job(kubectl, "team-job")
+    assert job["metadata"]["labels"] == {"team": "a"}
+    template_labels = job["spec"]["template"]["metadata"]["labels"]
+    assert template_labels["team"] == "a" and template_labels["job-name"] == "team-job"
+    body["metadata"]["name"] = "labelled"
+    body["metadata"]["labels"] = {"own": "yes"}
+    kubectl("create", "-f", "-", input=json.dumps(body))
+    assert _job(kubectl, "labelled")["metadata"]["labels"] == {"own": "yes"}
+
+
+def test_a_job_of_1_28_has_neither_default_of_1_29(kubectl: Kubectl, release_128: Path) -> None:
+    kubectl("create", "job", "pi", "--image=busybox", kubeconfig=release_128)
+    spec = _job(kubectl, "pi", release_128)["spec"]
+    assert "manualSelector" not in spec and "podReplacementPolicy" not in spec
+    assert spec["backoffLimit"] == 6 and spec["completionMode"] == "NonIndexed"
