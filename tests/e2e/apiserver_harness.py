@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +101,18 @@ def start_server(
     kubeconfig = state_dir / f"{name}.kubeconfig"
     kubeconfig.write_text(server.admin_kubeconfig())
     return RunningAPIServer(server, loop, state_dir, kubeconfig, store)
+
+
+@contextlib.contextmanager
+def release_server(loop: BackgroundLoop, state_dir: Path, version: str) -> Iterator[Path]:
+    """A tenant API server of another Kubernetes release (`v1.33.1`), for as long as the block runs;
+    yields its kubeconfig."""
+    running = start_server(loop, state_dir, f"tenant-{version.replace('.', '-')}", kubernetes_version=version)
+    try:
+        yield running.kubeconfig
+    finally:
+        loop.run(running.server.stop())
+        running.datastore.close()
 
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]

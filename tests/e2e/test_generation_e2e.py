@@ -18,18 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer, start_server
+from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer, release_server
 
 
 @pytest.fixture(scope="module")
 def release_133(background_loop: BackgroundLoop, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A tenant API server of Kubernetes 1.33, beside the module's 1.31 one."""
-    running = start_server(
-        background_loop, tmp_path_factory.mktemp("release-133"), "tenant-133", kubernetes_version="v1.33.1"
-    )
-    yield running.kubeconfig
-    background_loop.run(running.server.stop())
-    running.datastore.close()
+    with release_server(background_loop, tmp_path_factory.mktemp("release_133"), "v1.33.1") as kubeconfig:
+        yield kubeconfig
 
 
 def _get(kubectl: Kubectl, *what: str, kubeconfig: Path | None = None) -> dict[str, Any]:
@@ -98,13 +94,18 @@ def test_a_pod_has_no_generation_before_1_33(kubectl: Kubectl, apiserver: Runnin
 def test_a_pod_of_1_33_counts_spec_changes_but_not_its_binding_or_status(
     kubectl: Kubectl, release_133: Path
 ) -> None:
-    kubectl("create", "-f", "-", input=_pod("counted"), kubeconfig=release_133)
-    assert _get(kubectl, "pod", "counted", kubeconfig=release_133)["metadata"]["generation"] == 1
+    def on_133(*args: str, input: str | None = None) -> None:
+        kubectl(*args, input=input, kubeconfig=release_133)
+
+    def pod() -> dict[str, Any]:
+        return _get(kubectl, "pod", "counted", kubeconfig=release_133)
+
+    on_133("create", "-f", "-", input=_pod("counted"))
+    assert pod()["metadata"]["generation"] == 1
     _bind(release_133, kubectl, "counted")
-    bound = _get(kubectl, "pod", "counted", kubeconfig=release_133)
-    assert bound["spec"]["nodeName"] == "node-1" and bound["metadata"]["generation"] == 1
-    kubectl("annotate", "pod", "counted", "note=metadata-only", kubeconfig=release_133)
-    kubectl(
+    assert pod()["spec"]["nodeName"] == "node-1" and pod()["metadata"]["generation"] == 1
+    on_133("annotate", "pod", "counted", "note=metadata-only")
+    on_133(
         "patch",
         "pod",
         "counted",
@@ -112,25 +113,16 @@ def test_a_pod_of_1_33_counts_spec_changes_but_not_its_binding_or_status(
         "--type=merge",
         "-p",
         '{"status":{"phase":"Running"}}',
-        kubeconfig=release_133,
     )
-    assert _get(kubectl, "pod", "counted", kubeconfig=release_133)["metadata"]["generation"] == 1
-    kubectl("set", "image", "pod/counted", "main=busybox:2", kubeconfig=release_133)
-    assert _get(kubectl, "pod", "counted", kubeconfig=release_133)["metadata"]["generation"] == 2
+    assert pod()["metadata"]["generation"] == 1
+    on_133("set", "image", "pod/counted", "main=busybox:2")
+    assert pod()["metadata"]["generation"] == 2
     # A client cannot set it: an update keeps the stored one.
-    kubectl(
-        "patch",
-        "pod",
-        "counted",
-        "--type=merge",
-        "-p",
-        '{"metadata":{"generation":9}}',
-        kubeconfig=release_133,
-    )
-    assert _get(kubectl, "pod", "counted", kubeconfig=release_133)["metadata"]["generation"] == 2
+    on_133("patch", "pod", "counted", "--type=merge", "-p", '{"metadata":{"generation":9}}')
+    assert pod()["metadata"]["generation"] == 2
     # The graceful delete marks it Terminating: one more.
-    kubectl("delete", "pod", "counted", "--wait=false", kubeconfig=release_133)
-    terminating = _get(kubectl, "pod", "counted", kubeconfig=release_133)["metadata"]
+    on_133("delete", "pod", "counted", "--wait=false")
+    terminating = pod()["metadata"]
     assert terminating["deletionTimestamp"] and terminating["generation"] == 3
 
 

@@ -16,17 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apiserver_harness import BackgroundLoop, Kubectl, start_server
+from apiserver_harness import BackgroundLoop, Kubectl, release_server
 
 
 @pytest.fixture(scope="module")
 def release_128(background_loop: BackgroundLoop, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    running = start_server(
-        background_loop, tmp_path_factory.mktemp("release-128"), "tenant-128", kubernetes_version="v1.28.9"
-    )
-    yield running.kubeconfig
-    background_loop.run(running.server.stop())
-    running.datastore.close()
+    with release_server(background_loop, tmp_path_factory.mktemp("release_128"), "v1.28.9") as kubeconfig:
+        yield kubeconfig
 
 
 def _job(kubectl: Kubectl, name: str, kubeconfig: Path | None = None) -> dict[str, Any]:
