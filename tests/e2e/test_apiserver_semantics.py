@@ -512,7 +512,8 @@ def test_status_and_main_resource_each_keep_what_the_other_owns(raw: RawClient) 
     base = "/api/v1/namespaces/default/pods/owned-parts"
     raw.request("POST", "/api/v1/namespaces/default/pods", _pod("owned-parts", app="a"))
     merge = {"Content-Type": "application/merge-patch+json"}
-    # Through /status, only the status changes: the label and the spec change are dropped.
+    # Through /status the spec change is dropped; the label lands, as kube's pod status strategy (which
+    # keeps only the spec and the owner references) lets it.
     through_status = {
         "metadata": {"labels": {"app": "b"}},
         "spec": {"activeDeadlineSeconds": 5},
@@ -520,7 +521,7 @@ def test_status_and_main_resource_each_keep_what_the_other_owns(raw: RawClient) 
     }
     after_status = raw.request("PATCH", base + "/status", through_status, merge).json()
     assert after_status["status"]["phase"] == "Running"
-    assert after_status["metadata"]["labels"] == {"app": "a"}
+    assert after_status["metadata"]["labels"] == {"app": "b"}
     assert "activeDeadlineSeconds" not in after_status["spec"]
     # Through the main resource the status change is dropped and the label change lands.
     through_main = {"metadata": {"labels": {"app": "c"}}, "status": {"phase": "Failed", "message": None}}

@@ -217,3 +217,28 @@ def test_a_daemonset_counts_its_template_in_the_annotation_apps_v1_shows(kubectl
     assert seen() == (3, "8")
     kubectl("replace", "-f", "-", input=json.dumps(daemon_set))  # the template of busybox:1 again
     assert seen() == (4, "9")
+
+
+def test_a_status_write_changes_the_metadata_kubes_status_strategy_leaves_to_it(kubectl: Kubectl) -> None:
+    """Most built-in kinds' status strategies keep only the spec: labels and annotations sent through
+    `/status` are written (a Job's here); a pod's keeps its owner references."""
+    kubectl("create", "job", "via-status", "--image=busybox")
+    patch = '{"metadata":{"labels":{"tier":"status"},"annotations":{"note":"status"}},"status":{}}'
+    kubectl("patch", "job", "via-status", "--subresource=status", "--type=merge", "-p", patch)
+    job = _get(kubectl, "job", "via-status")["metadata"]
+    assert job["labels"]["tier"] == "status" and job["annotations"]["note"] == "status"
+    assert job["generation"] == 1
+
+    kubectl("create", "-f", "-", input=_pod("owned"))
+    owner = '[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"00000000-0000-0000-0000-000000000001"}]'
+    kubectl(
+        "patch",
+        "pod",
+        "owned",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        f'{{"metadata":{{"labels":{{"seen":"yes"}},"ownerReferences":{owner}}}}}',
+    )
+    pod = _get(kubectl, "pod", "owned")["metadata"]
+    assert pod["labels"] == {"seen": "yes"} and "ownerReferences" not in pod

@@ -74,8 +74,10 @@ class Strategy:
     # owns nothing here, deleted as before whatever the request says.
     default_propagation: str = ""
     generation: Generation | None = None
-    # The metadata fields a `status` update may change too (all others stay as stored).
-    status_metadata: tuple[str, ...] = ()
+    # The metadata fields a `status` update may change too (all others stay as stored). kube's status
+    # strategies of built-in kinds keep only the spec, so these go through; a custom resource's keeps
+    # all of its metadata.
+    status_metadata: tuple[str, ...] = ("labels", "annotations", "finalizers", "ownerReferences")
 
 
 @dataclass(frozen=True)
@@ -286,7 +288,13 @@ POD = Kind(
         Subresource("portforward", "PodPortForwardOptions", ("create", "get")),
         Subresource("ephemeralcontainers", "Pod", ("get", "patch", "update")),
     ),
-    strategy=Strategy(_STATUS, graceful_delete=_pod_grace, generation=Generation(first_minor=33)),
+    # The pod status strategy keeps the owner references: old kubelets wrote them wrong.
+    strategy=Strategy(
+        _STATUS,
+        graceful_delete=_pod_grace,
+        generation=Generation(first_minor=33),
+        status_metadata=("labels", "annotations", "finalizers"),
+    ),
 )
 NODE = Kind(
     "",
@@ -473,8 +481,8 @@ DEPLOYMENT = Kind(
     ("all",),
     subresources=(_status("Deployment", "apps", "v1"), _SCALE),
     # kube counts a change of the annotations too: the controller copies them to the ReplicaSets. Its
-    # status strategy keeps only spec and labels, so the controller writes its revision annotation
-    # through `status`, which is no new generation.
+    # status strategy keeps spec and labels, so the controller writes its revision annotation through
+    # `status`, which is no new generation.
     strategy=Strategy(
         _STATUS,
         _empty_status_on_create,
@@ -550,7 +558,7 @@ TENANT_CONTROL_PLANE = Kind(
         _status("TenantControlPlane", "kamaji.clastix.io", "v1alpha1"),
         Subresource("scale", "Scale", ("get", "patch", "update"), "autoscaling", "v1"),
     ),
-    strategy=Strategy(_STATUS, _tcp_on_create, generation=_CONTENT),
+    strategy=Strategy(_STATUS, _tcp_on_create, generation=_CONTENT, status_metadata=()),
 )
 DATA_STORE = Kind(
     "kamaji.clastix.io",
@@ -560,7 +568,7 @@ DATA_STORE = Kind(
     False,
     categories=("kamaji",),
     subresources=(_status("DataStore", "kamaji.clastix.io", "v1alpha1"),),
-    strategy=Strategy(_STATUS, generation=_CONTENT),
+    strategy=Strategy(_STATUS, generation=_CONTENT, status_metadata=()),
 )
 KAMAJI_KINDS: tuple[Kind, ...] = (TENANT_CONTROL_PLANE, DATA_STORE)
 
