@@ -21,7 +21,12 @@ from tenantgpu.apiserver.fieldtree import (
     unknown_fields_message,
 )
 
-KINDS = (("", "v1", "Pod"), ("apps", "v1", "Deployment"), ("kamaji.clastix.io", "v1alpha1", "DataStore"))
+KINDS = (
+    ("", "v1", "Pod"),
+    ("apps", "v1", "Deployment"),
+    ("apps", "v1", "StatefulSet"),
+    ("kamaji.clastix.io", "v1alpha1", "DataStore"),
+)
 
 
 @pytest.fixture(scope="module")
@@ -383,3 +388,23 @@ def test_a_field_newer_than_the_tenant_s_release_is_unknown_to_it(tree: FieldTre
     exists, _ = tree.prune_at(root, ["spec", "resources"], {"limits": {"cpu": "1"}}, minor=31)
     assert not exists
     assert tree.prune_at(root, ["spec", "resources"], {"limits": {"cpu": "1"}}, minor=33)[0]
+
+
+def test_fields_of_1_28_to_1_30_are_unknown_to_a_1_27_tenant_but_a_renamed_type_is_not(
+    tree: FieldTree,
+) -> None:
+    """From k8s.io/api v0.27.0 … v0.30.0: a sidecar's `restartPolicy` and a pod's `status.hostIPs` came
+    with 1.28, a Job's `podReplacementPolicy` too. A claim's `spec.resources` (a StatefulSet's template here) is older than
+    its 1.29 type name `VolumeResourceRequirements`, so its requests stay known on 1.27."""
+    pod_root = tree.root("", "v1", "Pod")
+    sts_root = tree.root("apps", "v1", "StatefulSet")
+    assert pod_root is not None and sts_root is not None
+    sidecar = {"spec": {"initContainers": [{"name": "s", "image": "x", "restartPolicy": "Always"}]}}
+    assert [f.path for f in tree.prune(pod_root, dict(sidecar), minor=27)] == [
+        "spec.initContainers[0].restartPolicy"
+    ]
+    assert tree.prune(pod_root, sidecar, minor=28) == []
+    status = {"status": {"hostIPs": [{"ip": "10.0.0.1"}], "hostIP": "10.0.0.1"}}
+    assert [f.path for f in tree.prune(pod_root, status, minor=27)] == ["status.hostIPs"]
+    claim = {"spec": {"resources": {"requests": {"storage": "1Gi"}}, "accessModes": ["ReadWriteOnce"]}}
+    assert tree.prune(sts_root, {"spec": {"volumeClaimTemplates": [claim]}}, minor=27) == []

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from apiserver_harness import Kubectl, RawClient, RunningAPIServer
+from apiserver_harness import BackgroundLoop, Kubectl, RawClient, RunningAPIServer, release_server
 
 pytestmark = pytest.mark.slow  # drives real kubectl binaries
 
@@ -203,3 +203,26 @@ def test_a_field_newer_than_the_server_s_release_is_an_unknown_field(
     assert 'Warning: unknown field "spec.resources"' in warned.stderr
     assert "resources" not in json.loads(kubectl("get", "pod", "podlevel", "-o", "json").stdout)["spec"]
     kubectl("delete", "pod", "podlevel")
+
+
+def test_a_1_27_tenant_refuses_a_sidecar_as_its_release_does(
+    kubectl: Kubectl, background_loop: BackgroundLoop, tmp_path: Path
+) -> None:
+    """Native sidecars (an init container's `restartPolicy`) came with 1.28: kubectl 1.27 against a
+    v1.27 tenant gets kube 1.27's strict decoding error; a v1.28 tenant takes the pod."""
+    manifest = tmp_path / "sidecar.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: sidecar}\nspec:\n"
+        "  initContainers: [{name: proxy, image: busybox, restartPolicy: Always}]\n"
+        "  containers: [{name: main, image: busybox}]\n"
+    )
+    with release_server(background_loop, tmp_path / "v127", "v1.27.16") as old:
+        refused = kubectl("apply", "-f", str(manifest), kubeconfig=old, version="1.27", check=False)
+        assert refused.returncode == 1
+        assert 'strict decoding error: unknown field "spec.initContainers[0].restartPolicy"' in refused.stderr
+        explained = kubectl("explain", "pod.spec.initContainers.restartPolicy", kubeconfig=old, check=False)
+        assert explained.returncode == 1 and "does not exist" in explained.stderr, explained.stderr
+    with release_server(background_loop, tmp_path / "v128", "v1.28.15") as newer:
+        kubectl("apply", "-f", str(manifest), kubeconfig=newer, version="1.28")
+        pod = json.loads(kubectl("get", "pod", "sidecar", "-o", "json", kubeconfig=newer).stdout)
+        assert pod["spec"]["initContainers"][0]["restartPolicy"] == "Always"
