@@ -73,3 +73,30 @@ def test_a_job_of_1_28_has_neither_default_of_1_29(kubectl: Kubectl, release_128
     spec = _job(kubectl, "pi", release_128)["spec"]
     assert "manualSelector" not in spec and "podReplacementPolicy" not in spec
     assert spec["backoffLimit"] == 6 and spec["completionMode"] == "NonIndexed"
+
+
+def test_kubectl_get_job_shows_status_from_1_30(kubectl: Kubectl, release_128: Path) -> None:
+    """kube's Job printer gained its STATUS column in 1.30 (kubernetes/kubernetes#123226); the table
+    is the server's, so a 1.28 tenant prints the four columns of its release, also when watching."""
+    kubectl("create", "job", "shown", "--image=busybox")
+    assert kubectl("get", "job", "shown").stdout.split()[:5] == [
+        "NAME",
+        "STATUS",
+        "COMPLETIONS",
+        "DURATION",
+        "AGE",
+    ]
+    kubectl("create", "job", "shown", "--image=busybox", kubeconfig=release_128)
+    header = kubectl("get", "job", "shown", kubeconfig=release_128, version="1.28").stdout.splitlines()[0]
+    assert header.split() == ["NAME", "COMPLETIONS", "DURATION", "AGE"]
+    watched = kubectl(
+        "get",
+        "job",
+        "shown",
+        "--watch",
+        "--request-timeout=2s",
+        kubeconfig=release_128,
+        version="1.28",
+        check=False,
+    ).stdout.splitlines()
+    assert watched[0].split() == ["NAME", "COMPLETIONS", "DURATION", "AGE"]

@@ -740,7 +740,9 @@ class APIServer(SubresourceHandlers):
 
     def _table(self, kind: Kind, objects: list[Obj], include: str) -> Obj:
         try:
-            return to_table(kind.kind, objects, include_object=include, now=dt.datetime.now(dt.UTC))
+            return to_table(
+                kind.kind, objects, include_object=include, now=dt.datetime.now(dt.UTC), minor=self._minor
+            )
         except ValueError as exc:
             raise errors.bad_request(str(exc)) from exc
 
@@ -872,6 +874,7 @@ class APIServer(SubresourceHandlers):
                 now=dt.datetime.now(dt.UTC),
                 include_object=include,
                 include_columns=columns,
+                minor=self._minor,
             )
             return encode(rows) + b"\n"
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.selectors import format_label_selector
 
 __all__ = [
@@ -1054,6 +1055,25 @@ def _row_object(obj: Mapping[str, Any], include_object: str) -> dict[str, Any] |
     }
 
 
+# Columns kube's printers gained in a later release, by the first minor release that shows them:
+# `kubectl get job`'s STATUS came with 1.30 (kubernetes/kubernetes#123226).
+_COLUMNS_SINCE: dict[str, dict[str, int]] = {"Job": {"Status": 30}}
+
+
+def _printer_of(kind: str, minor: int) -> _Printer:
+    """The kind's printer as the tenant's release has it: columns that came later are left out."""
+    printer = _PRINTERS.get(kind, _DEFAULT)
+    later = _COLUMNS_SINCE.get(kind, {})
+    dropped = {i for i, c in enumerate(printer.columns) if later.get(c.name, 0) > minor}
+    if not dropped:
+        return printer
+
+    def row(obj: Mapping[str, Any], now: datetime) -> list[Any]:
+        return [cell for i, cell in enumerate(printer.row(obj, now)) if i not in dropped]
+
+    return _Printer([c for i, c in enumerate(printer.columns) if i not in dropped], row)
+
+
 def to_table(
     kind: str,
     objects: list[dict[str, Any]],
@@ -1063,14 +1083,16 @@ def to_table(
     resource_version: str | None = None,
     continue_token: str | None = None,
     include_columns: bool = True,
+    minor: int = LATEST,
 ) -> dict[str, Any]:
     """A `meta.k8s.io/v1` Table of `objects` of one kind, all columns included (kubectl hides priority 1).
 
-    `include_object` is the request's `includeObject` (`None`, `Metadata`, `Object`); `now` anchors AGE.
+    `include_object` is the request's `includeObject` (`None`, `Metadata`, `Object`); `now` anchors AGE;
+    `minor` is the tenant's release, whose printers may have fewer columns.
     """
     if include_object not in ("None", "Metadata", "Object"):
         raise ValueError(f"includeObject must be one of None, Metadata, Object, not {include_object!r}")
-    printer = _PRINTERS.get(kind, _DEFAULT)
+    printer = _printer_of(kind, minor)
     rows = []
     for obj in objects:
         row: dict[str, Any] = {"cells": printer.row(obj, now)}
@@ -1102,6 +1124,7 @@ def watch_event_table(
     now: datetime,
     include_object: str = "Metadata",
     include_columns: bool = True,
+    minor: int = LATEST,
 ) -> dict[str, Any]:
     """A watch event whose object is a one-row Table, as `kubectl get -w` asks for.
 
@@ -1117,5 +1140,6 @@ def watch_event_table(
         now=now,
         resource_version=version,
         include_columns=include_columns,
+        minor=minor,
     )
     return {"type": event_type, "object": table}
