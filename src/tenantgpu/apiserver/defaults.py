@@ -498,8 +498,9 @@ def default(
     """Fill in, in place, the fields kube-apiserver defaults for `kind`; other kinds are left alone.
 
     `unchanged` names top-level fields that `obj` shares with the stored object it updates; they must
-    not be changed in place. `minor` is the tenant's release: some defaults came later. They are defaulted already, so their defaulting is skipped where a kind's
-    defaulting is split by field; elsewhere they are copied first.
+    not be changed in place. They are defaulted already, so their defaulting is skipped where a kind's
+    defaulting is split by field; elsewhere they are copied first. `minor` is the tenant's release:
+    some defaults came with a later one.
     """
     by_field = _DEFAULTERS_BY_FIELD.get(kind)
     if by_field is not None:
