@@ -290,14 +290,18 @@ def _default_job(obj: dict[str, Any]) -> None:
     spec.setdefault("backoffLimit", 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
-    template = spec.setdefault("template", {})
-    # A Job without labels of its own takes its template's. kube defaults on every decode, so this
-    # runs again when the stored Job is read: a Job created with none shows the generated ones too.
-    template_labels = (template.get("metadata") or {}).get("labels")
-    meta = obj.setdefault("metadata", {})
+    # kube defaults on every decode, so this runs again when the stored Job is read: a Job created
+    # without labels shows the generated ones its strategy put in the template too.
+    default_job_labels(obj)
+    _default_pod_template(spec.setdefault("template", {}))
+
+
+def default_job_labels(job: dict[str, Any]) -> None:
+    """SetDefaults_Job's rule for labels: a Job without labels of its own takes its template's."""
+    template_labels = (((job.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")
+    meta = job.setdefault("metadata", {})
     if template_labels and not meta.get("labels"):
         meta["labels"] = dict(template_labels)
-    _default_pod_template(template)
 
 
 def _default_job_from_1_29(obj: dict[str, Any]) -> None:

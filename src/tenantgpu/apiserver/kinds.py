@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from tenantgpu.apiserver.defaults import default_job_labels
+
 Obj = dict[str, Any]
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -241,9 +243,7 @@ def _job_on_create(job: Obj) -> None:
     meta = job["metadata"]
     # kube decodes (and defaults) the request before its strategy adds the generated labels: a Job
     # without labels takes its template's as the user wrote them.
-    given = ((spec.get("template") or {}).get("metadata") or {}).get("labels")
-    if given and not meta.get("labels"):
-        meta["labels"] = dict(given)
+    default_job_labels(job)
     if spec.get("manualSelector") is True:
         return
     uid, name = meta["uid"], meta.get("name") or ""

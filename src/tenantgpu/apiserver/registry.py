@@ -128,19 +128,22 @@ def _count_generation(kind: Kind, new: Obj, old: Obj, subresource: str) -> None:
     if policy.template_annotation:
         # kube keeps the template generation in the spec and writes it out as this annotation: what
         # the client sent there is replaced by the stored one, counted when the template changed.
-        stored = _template_generation((old_meta.get("annotations") or {}).get(policy.template_annotation))
+        stored = _template_generation(old_meta, policy.template_annotation)
         changed = (new.get("spec") or {}).get("template") != (old.get("spec") or {}).get("template")
-        annotations = dict(new_meta.get("annotations") or {})
-        annotations[policy.template_annotation] = str(stored + 1 if changed else stored)
-        new_meta["annotations"] = annotations
+        _set_annotation(new_meta, policy.template_annotation, str(stored + 1 if changed else stored))
 
 
-def _template_generation(value: Any) -> int:
+def _template_generation(meta: Obj, key: str) -> int:
     """A template generation as apps/v1's conversion reads it from the annotation (at least 1)."""
     try:
-        return max(int(value), 1)
+        return max(int((meta.get("annotations") or {}).get(key)), 1)
     except (TypeError, ValueError):
         return 1
+
+
+def _set_annotation(meta: Obj, key: str, value: str) -> None:
+    """Sets one annotation on a copy of the annotations (they may be the stored object's)."""
+    meta["annotations"] = {**(meta.get("annotations") or {}), key: value}
 
 
 def _mark_deleting(meta: Obj) -> None:
@@ -482,10 +485,8 @@ class Registry:
         if policy is not None and self.minor >= policy.first_minor:
             meta["generation"] = 1
             if policy.template_annotation:
-                annotations = dict(meta.get("annotations") or {})
-                given = annotations.get(policy.template_annotation)
-                annotations[policy.template_annotation] = str(_template_generation(given))
-                meta["annotations"] = annotations
+                given = _template_generation(meta, policy.template_annotation)
+                _set_annotation(meta, policy.template_annotation, str(given))
         with _well_formed(kind):
             if kind.has_status and not kind.strategy.keep_status_on_create:
                 obj.pop("status", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -1060,8 +1061,10 @@ def _row_object(obj: Mapping[str, Any], include_object: str) -> dict[str, Any] |
 _COLUMNS_SINCE: dict[str, dict[str, int]] = {"Job": {"Status": 30}}
 
 
+@functools.cache
 def _printer_of(kind: str, minor: int) -> _Printer:
-    """The kind's printer as the tenant's release has it: columns that came later are left out."""
+    """The kind's printer as the tenant's release has it: columns that came later are left out. Kept,
+    since every table asks for it, a watch one per event."""
     printer = _PRINTERS.get(kind, _DEFAULT)
     later = _COLUMNS_SINCE.get(kind, {})
     dropped = {i for i, c in enumerate(printer.columns) if later.get(c.name, 0) > minor}

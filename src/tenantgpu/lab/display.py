@@ -10,17 +10,16 @@ from rich.table import Table
 
 from tenantgpu.lab.process import Progress
 from tenantgpu.lab.state import StateDir
+from tenantgpu.terminal import table_console
 
 _DONE_STATES = {"ready", "resuming"}
-# Piped or redirected, rich would lay tables out for 80 columns and cut UUIDs and paths short; a file
-# or `grep` should get every cell whole, as kubectl writes them.
+# Piped or redirected (a file, `grep`), every cell whole, as kubectl writes them.
 _PIPED_WIDTH = 400
 
 
 def output_console() -> Console:
-    """The console for the lab's tables: the terminal's width, or wide enough for whole cells when piped."""
-    console = Console()
-    return console if console.is_terminal else Console(width=_PIPED_WIDTH)
+    """The console for the lab's tables (`tenantgpu up`, `status`)."""
+    return table_console(_PIPED_WIDTH)
 
 
 class ProgressView:

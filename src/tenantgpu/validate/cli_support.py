@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tenantgpu.terminal import table_console
 from tenantgpu.validate import report
 from tenantgpu.validate.checks import ALL_CHECKS, Check, check_names, select
 from tenantgpu.validate.cluster import KubeCluster
@@ -81,9 +82,7 @@ def run_with_live_table(run: PreparedRun, console: Console) -> list[Result]:
 
 def execute(run: PreparedRun, *, output: str, junit_file: str | None) -> bool:
     """Run, print in the chosen format, write JUnit if asked; True if anything failed."""
-    console = Console(stderr=output != "table")
-    if not console.is_terminal:
-        console = Console(stderr=output != "table", width=150)  # piped: do not fold cells at 80 columns
+    console = table_console(150, stderr=output != "table")
     try:
         results = (
             run_with_live_table(run, console)
