@@ -408,3 +408,28 @@ def test_fields_of_1_28_to_1_30_are_unknown_to_a_1_27_tenant_but_a_renamed_type_
     assert [f.path for f in tree.prune(pod_root, status, minor=27)] == ["status.hostIPs"]
     claim = {"spec": {"resources": {"requests": {"storage": "1Gi"}}, "accessModes": ["ReadWriteOnce"]}}
     assert tree.prune(sts_root, {"spec": {"volumeClaimTemplates": [claim]}}, minor=27) == []
+
+
+def test_a_patch_s_omitempty_zeros_are_kept_in_it_and_named(tree: FieldTree) -> None:
+    """A patch keeps `hostNetwork: false` (it must undo a `true`) but names it, so that the server drops
+    the field from the patched object as kube's Go encoder does; zeros of fields the type keeps
+    (`automountServiceAccountToken` is a pointer) and a merge patch's nulls are not named."""
+    root = tree.root("", "v1", "Pod")
+    assert root is not None
+    patch = {
+        "spec": {
+            "hostNetwork": False,
+            "automountServiceAccountToken": False,
+            "nodeName": None,
+            "containers": [{"name": "c", "args": [], "tty": True}],
+        }
+    }
+    kept: list[str] = []
+    assert tree.prune(root, patch, kept_zeros=kept) == []
+    assert kept == ["spec.hostNetwork", "spec.containers[0].args"]
+    assert patch["spec"]["hostNetwork"] is False and patch["spec"]["containers"][0]["args"] == []
+    at: list[str] = []
+    assert tree.prune_at(root, ["spec", "hostNetwork"], False, kept_zeros=at) == (True, [])
+    assert tree.prune_at(root, ["spec", "automountServiceAccountToken"], False, kept_zeros=at)[0]
+    assert tree.prune_at(root, ["spec", "containers", "0", "env"], [], kept_zeros=at)[0]
+    assert at == ["spec.hostNetwork", "spec.containers[0].env"]

@@ -185,6 +185,75 @@ spec:
     kubectl("delete", "deployment", "zeros")
 
 
+def test_a_patch_or_server_side_apply_to_a_zero_value_leaves_the_field_absent_as_kube_does(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """Found by probing after the test above: a patch's zeros were kept in the patched object, so
+    `paused: false` by merge patch, `hostNetwork: false` by strategic merge or JSON patch, and `args: []`
+    in a server-side apply that created the object were read back as written. kube decodes the patched
+    object into Go structs, whose encoder leaves a zero `omitempty` field out: after any of these the
+    field is absent (which still means false, as the test above checks)."""
+    manifest = tmp_path / "applied.yaml"
+    manifest.write_text(
+        """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: applied}
+spec:
+  paused: true
+  replicas: 0
+  selector: {matchLabels: {app: applied}}
+  template:
+    metadata: {labels: {app: applied}}
+    spec:
+      hostNetwork: true
+      containers:
+      - {name: main, image: busybox, args: [], tty: false}
+"""
+    )
+    kubectl("apply", "--server-side", "-f", str(manifest))
+
+    def spec() -> dict:
+        return json.loads(kubectl("get", "deployment", "applied", "-o", "json").stdout)["spec"]
+
+    created = spec()
+    assert created["paused"] is True and created["template"]["spec"]["hostNetwork"] is True
+    assert {"args", "tty"}.isdisjoint(created["template"]["spec"]["containers"][0])
+    kubectl("patch", "deployment", "applied", "--type=merge", "-p", '{"spec":{"paused":false}}')
+    assert "paused" not in spec()
+    kubectl("patch", "deployment", "applied", "-p", '{"spec":{"template":{"spec":{"hostNetwork":false}}}}')
+    assert "hostNetwork" not in spec()["template"]["spec"]
+    kubectl(
+        "patch",
+        "deployment",
+        "applied",
+        "--type=merge",
+        "-p",
+        '{"spec":{"template":{"spec":{"hostNetwork":true}}}}',
+    )
+    kubectl(
+        "patch",
+        "deployment",
+        "applied",
+        "--type=json",
+        "-p",
+        '[{"op":"replace","path":"/spec/template/spec/hostNetwork","value":false}]',
+    )
+    assert "hostNetwork" not in spec()["template"]["spec"]
+    kubectl(
+        "patch",
+        "deployment",
+        "applied",
+        "--type=json",
+        "-p",
+        '[{"op":"add","path":"/spec/template/spec/containers/0/command","value":[]}]',
+    )
+    assert "command" not in spec()["template"]["spec"]["containers"][0]
+    # A zero the type keeps (replicas is a pointer) stays.
+    assert spec()["replicas"] == 0
+    kubectl("delete", "deployment", "applied")
+
+
 def test_a_field_newer_than_the_server_s_release_is_an_unknown_field(
     kubectl: Kubectl, tmp_path: Path
 ) -> None:

@@ -256,30 +256,42 @@ class FieldTree:
         *,
         zeros: bool = False,
         minor: int = LATEST,
+        kept_zeros: list[str] | None = None,
     ) -> list[Finding]:
         """Removes, in place, the fields `obj` has that the component lacks; returns them. Raises
         FieldTypeError for a field whose JSON type kube's decoder would refuse. With `zeros` (a whole
         object, not a patch, where `false` may undo a `true`), the `omitempty` fields holding their zero
-        value go too, as kube's round trip through Go structs drops them. A field first released after
-        Kubernetes 1.`minor` is unknown, as to that release's API server."""
+        value go too, as kube's round trip through Go structs drops them; without it, such fields are
+        kept and, given `kept_zeros`, their paths appended to it (the patched object must lose them).
+        A field first released after Kubernetes 1.`minor` is unknown, as to that release's API server."""
         self._loaded()
         found: list[Finding] = []
-        _walk(self._objects.get(component, _ANY), obj, list(path), found, "", zeros, minor)
+        _walk(self._objects.get(component, _ANY), obj, list(path), found, "", zeros, minor, kept_zeros)
         return found
 
     def prune_at(
-        self, component: str, pointer: list[str], value: Any, *, minor: int = LATEST
+        self,
+        component: str,
+        pointer: list[str],
+        value: Any,
+        *,
+        minor: int = LATEST,
+        kept_zeros: list[str] | None = None,
     ) -> tuple[bool, list[Finding]]:
         """For a JSON patch operation: whether the field its path names exists (in Kubernetes 1.`minor`),
-        and the unknown fields of its value (removed from it)."""
+        and the unknown fields of its value (removed from it); `kept_zeros` as for `prune`."""
         self._loaded()
         node = self._objects.get(component, _ANY)
         stack: list[str | int] = []
         struct = ""
-        for segment in pointer:
+        last = len(pointer) - 1
+        for depth, segment in enumerate(pointer):
             if node[0] == OBJECT:
                 if segment not in node[1] or node[4].get(segment, 0) > minor:
                     return False, [Finding(_path([*stack, segment]))]
+                zero = value is not None and not value
+                if zero and kept_zeros is not None and depth == last and segment in node[3]:
+                    kept_zeros.append(_path([*stack, segment]))
                 struct = node[2]
                 node = node[1][segment]
                 stack.append(segment)
@@ -293,7 +305,7 @@ class FieldTree:
                 return True, []
         found: list[Finding] = []
         if value is not None:
-            _walk(node, value, stack, found, struct, False, minor)
+            _walk(node, value, stack, found, struct, False, minor, kept_zeros)
         return True, found
 
 
@@ -362,6 +374,7 @@ def _walk(
     struct: str = "",
     zeros: bool = False,
     minor: int = LATEST,
+    kept: list[str] | None = None,
 ) -> None:
     tag = node[0]
     if tag == OBJECT:
@@ -370,7 +383,7 @@ def _walk(
                 raise FieldTypeError(struct, stack, value, _go_type(node))
             return
         fields = node[1]
-        omitted = node[3] if zeros else ()
+        omitted = node[3] if zeros or kept is not None else ()
         newer = node[4]
         unknown = None
         for name, item in value.items():
@@ -388,10 +401,13 @@ def _walk(
                         stack.pop()
                 else:
                     stack.append(name)
-                    _walk(sub, item, stack, found, node[2], zeros, minor)
+                    _walk(sub, item, stack, found, node[2], zeros, minor, kept)
                     stack.pop()
                 if not item and name in omitted:
-                    unknown = [*(unknown or ()), name]  # the zero of an omitempty field, checked above
+                    if zeros:
+                        unknown = [*(unknown or ()), name]  # the zero of an omitempty field, checked above
+                    elif kept is not None:
+                        kept.append(_path([*stack, name]))
         for name in unknown or ():
             del value[name]
     elif tag >= EXACT:  # a JSON patch's value for a scalar field
@@ -405,7 +421,7 @@ def _walk(
             for i, item in enumerate(value):
                 if item is not None:
                     stack.append(i)
-                    _walk(sub, item, stack, found, struct, zeros, minor)
+                    _walk(sub, item, stack, found, struct, zeros, minor, kept)
                     stack.pop()
     elif tag == MAP:
         if type(value) is not dict:
@@ -415,7 +431,7 @@ def _walk(
             for key, item in value.items():
                 if item is not None:
                     stack.append(key)
-                    _walk(sub, item, stack, found, struct, zeros, minor)
+                    _walk(sub, item, stack, found, struct, zeros, minor, kept)
                     stack.pop()
         elif stack and stack[-1] in _STRING_MAPS:
             for item in value.values():

@@ -1021,8 +1021,13 @@ class APIServer(SubresourceHandlers):
                 raise errors.bad_request("json patch must be a list of operations")
         elif not isinstance(patch, dict):
             raise errors.bad_request("patch body must be a JSON object")
+        # The omitempty fields the patch sets to their zero value: kube's decoding of the patched object
+        # into Go structs drops them from it, so `hostNetwork: false` undoes a `true` and is then absent.
+        kept_zeros: list[str] = []
         warnings = (
-            [] if target.subresource == "scale" else self._check_fields(request, kind, patch, content_type)
+            []
+            if target.subresource == "scale"
+            else self._check_fields(request, kind, patch, content_type, kept_zeros)
         )
 
         def apply(obj: Obj, owned: bool = False) -> Obj:
@@ -1043,6 +1048,8 @@ class APIServer(SubresourceHandlers):
                 ) from exc
             if not isinstance(result, dict):
                 raise errors.bad_request("the patch does not produce an object")
+            if kept_zeros:
+                self._drop_zeros(kind, result)
             return result
 
         if target.subresource == "scale":
@@ -1052,6 +1059,8 @@ class APIServer(SubresourceHandlers):
             and self.registry.get_object(kind, target.namespace, target.name) is None
         ):
             # Server-side apply of a new object creates it (field ownership is not tracked).
+            if kept_zeros:
+                self._drop_zeros(kind, patch)
             entry = await self.registry.create(kind, target.namespace, patch, user, dry_run=dry_run)
             return _warned(self._render(request, kind, entry, 201), warnings)
         entry = await self.registry.modify(
@@ -1067,9 +1076,17 @@ class APIServer(SubresourceHandlers):
         )
         return _warned(self._render(request, kind, entry), warnings)
 
-    def _check_fields(self, request: web.Request, kind: Kind, body: Any, patch_type: str = "") -> list[str]:
+    def _check_fields(
+        self,
+        request: web.Request,
+        kind: Kind,
+        body: Any,
+        patch_type: str = "",
+        kept_zeros: list[str] | None = None,
+    ) -> list[str]:
         """kube's field validation of a write: unknown fields are dropped from `body` (with a warning for
-        `Warn`, kube's default) or, with `fieldValidation=Strict` (kubectl's), refuse the write."""
+        `Warn`, kube's default) or, with `fieldValidation=Strict` (kubectl's), refuse the write. A patch's
+        omitempty fields set to their zero value are appended to `kept_zeros`."""
         mode = request.query.get("fieldValidation") or "Warn"
         if mode not in ("Ignore", "Warn", "Strict"):
             raise errors.bad_request(
@@ -1085,15 +1102,25 @@ class APIServer(SubresourceHandlers):
             if patch_type == "application/json-patch+json":
                 findings = _json_patch_findings(
                     body,
-                    lambda pointer, value: self._fields.prune_at(root, pointer, value, minor=self._minor),
+                    lambda pointer, value: self._fields.prune_at(
+                        root, pointer, value, minor=self._minor, kept_zeros=kept_zeros
+                    ),
                 )
             else:
-                findings = self._fields.prune(root, body, zeros=not patch_type, minor=self._minor)
+                findings = self._fields.prune(
+                    root, body, zeros=not patch_type, minor=self._minor, kept_zeros=kept_zeros
+                )
         except FieldTypeError as exc:  # whatever fieldValidation says: kube could not decode the body
             raise errors.bad_request(
                 f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: {exc}'
             ) from exc
         return self._field_findings(kind, findings, mode)
+
+    def _drop_zeros(self, kind: Kind, obj: Obj) -> None:
+        """Removes the omitempty fields holding their zero value from a built-in kind's whole object."""
+        root = self._fields.root(kind.group, kind.version, kind.kind)
+        if root is not None:
+            self._fields.prune(root, obj, zeros=True, minor=self._minor)
 
     @staticmethod
     def _field_findings(kind: Kind, findings: list[Finding], mode: str) -> list[str]:
