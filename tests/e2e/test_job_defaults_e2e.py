@@ -100,3 +100,42 @@ def test_kubectl_get_job_shows_status_from_1_30(kubectl: Kubectl, release_128: P
         check=False,
     ).stdout.splitlines()
     assert watched[0].split() == ["NAME", "COMPLETIONS", "DURATION", "AGE"]
+
+
+def test_cronjob_and_priorityclass_columns_follow_the_tenant_s_release(
+    kubectl: Kubectl, release_128: Path, background_loop: BackgroundLoop, tmp_path: Path
+) -> None:
+    """kube's CronJob printer gained TIMEZONE in 1.30 (kubernetes/kubernetes#122231, milestone v1.30)
+    and its PriorityClass printer PREEMPTIONPOLICY in 1.32 (#126529, merged after 1.31 was out): the
+    v1.31 tenant shows the first, not the second; a 1.28 tenant neither, a 1.33 tenant both."""
+    for kubeconfig in (None, release_128):
+        kubectl(
+            "create", "cronjob", "nightly", "--image=busybox", "--schedule=0 2 * * *", kubeconfig=kubeconfig
+        )
+        kubectl("create", "priorityclass", "batch-low", "--value=10", kubeconfig=kubeconfig)
+    assert kubectl("get", "cronjob", "nightly").stdout.split()[:7] == [
+        "NAME",
+        "SCHEDULE",
+        "TIMEZONE",
+        "SUSPEND",
+        "ACTIVE",
+        "LAST",
+        "SCHEDULE",
+    ]
+    old = kubectl("get", "cronjob", "nightly", kubeconfig=release_128, version="1.28").stdout
+    assert old.splitlines()[0].split() == ["NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"]
+    assert old.splitlines()[1].split()[:5] == ["nightly", "0", "2", "*", "*"]
+    assert kubectl("get", "priorityclass", "batch-low").stdout.splitlines()[0].split() == [
+        "NAME",
+        "VALUE",
+        "GLOBAL-DEFAULT",
+        "AGE",
+    ]
+    with release_server(background_loop, tmp_path / "v133", "v1.33.1") as newer:
+        kubectl("create", "priorityclass", "batch-low", "--value=10", kubeconfig=newer, version="1.33")
+        shown = kubectl("get", "priorityclass", "batch-low", kubeconfig=newer, version="1.33").stdout
+        assert shown.splitlines()[0].split() == ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
+        assert shown.splitlines()[1].split()[-1] == "PreemptLowerPriority"
+    for kubeconfig in (None, release_128):
+        kubectl("delete", "cronjob", "nightly", kubeconfig=kubeconfig)
+        kubectl("delete", "priorityclass", "batch-low", kubeconfig=kubeconfig)

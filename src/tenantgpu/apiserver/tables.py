@@ -1057,8 +1057,13 @@ def _row_object(obj: Mapping[str, Any], include_object: str) -> dict[str, Any] |
 
 
 # Columns kube's printers gained in a later release, by the first minor release that shows them:
-# `kubectl get job`'s STATUS came with 1.30 (kubernetes/kubernetes#123226).
-_COLUMNS_SINCE: dict[str, dict[str, int]] = {"Job": {"Status": 30}}
+# `kubectl get job`'s STATUS (kubernetes/kubernetes#123226) and `kubectl get cronjob`'s TIMEZONE (#122231)
+# came with 1.30, `kubectl get priorityclass`'s PREEMPTIONPOLICY with 1.32 (#126529).
+_COLUMNS_SINCE: dict[str, dict[str, int]] = {
+    "Job": {"Status": 30},
+    "CronJob": {"Timezone": 30},
+    "PriorityClass": {"PreemptionPolicy": 32},
+}
 
 
 @functools.cache
