@@ -7,6 +7,10 @@ Job with kube's conditions and reasons: SuccessCriteriaMet then Complete (`Compl
 FailureTarget then Failed (`BackoffLimitExceeded`, `DeadlineExceeded`). It also does the
 ttl-after-finished controller's one job: deleting a finished Job after `ttlSecondsAfterFinished`.
 
+A Job whose `spec.managedBy` names another controller (JobManagedBy, on from 1.32; an API server of
+an older release does not store the field) is left to that controller, as kube's syncJob skips it;
+the ttl-after-finished duty still applies to it.
+
 What it leaves out, refused by validation instead: Indexed completion, pod failure and success
 policies, backoff limits per index.
 """
@@ -47,6 +51,8 @@ REASON_BACKOFF = "BackoffLimitExceeded"
 MESSAGE_BACKOFF = "Job has reached the specified backoff limit"
 REASON_DEADLINE = "DeadlineExceeded"
 MESSAGE_DEADLINE = "Job was active longer than specified deadline"
+# The `spec.managedBy` that means this controller (kube's batch.JobControllerName).
+CONTROLLER_NAME = "kubernetes.io/job-controller"
 
 
 def condition(job: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -177,6 +183,10 @@ class JobController:
     async def sync(self, key: Key) -> None:
         job = self.jobs.get(*key)
         if job is None:
+            return
+        if (job.get("spec") or {}).get("managedBy") not in (None, CONTROLLER_NAME):
+            if is_finished(job) and not job["metadata"].get("deletionTimestamp"):
+                await self._expire(job, key)
             return
         uid = job["metadata"]["uid"]
         pods = owned_by(job, self.pods.items())
