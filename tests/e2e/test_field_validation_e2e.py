@@ -278,7 +278,9 @@ def test_a_1_27_tenant_refuses_a_sidecar_as_its_release_does(
     kubectl: Kubectl, background_loop: BackgroundLoop, tmp_path: Path
 ) -> None:
     """Native sidecars (an init container's `restartPolicy`) came with 1.28: kubectl 1.27 against a
-    v1.27 tenant gets kube 1.27's strict decoding error; a v1.28 tenant takes the pod."""
+    v1.27 tenant gets kube 1.27's strict decoding error. A v1.28 tenant knows the field but its gate,
+    SidecarContainers, is alpha and off there: the pod is taken without a word and stored as a plain
+    init container, as kube 1.28's dropDisabledFields does; from 1.29 (beta, on) the sidecar is kept."""
     manifest = tmp_path / "sidecar.yaml"
     manifest.write_text(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: sidecar}\nspec:\n"
@@ -291,7 +293,12 @@ def test_a_1_27_tenant_refuses_a_sidecar_as_its_release_does(
         assert 'strict decoding error: unknown field "spec.initContainers[0].restartPolicy"' in refused.stderr
         explained = kubectl("explain", "pod.spec.initContainers.restartPolicy", kubeconfig=old, check=False)
         assert explained.returncode == 1 and "does not exist" in explained.stderr, explained.stderr
-    with release_server(background_loop, tmp_path / "v128", "v1.28.15") as newer:
-        kubectl("apply", "-f", str(manifest), kubeconfig=newer, version="1.28")
+    with release_server(background_loop, tmp_path / "v128", "v1.28.15") as gated:
+        taken = kubectl("apply", "-f", str(manifest), kubeconfig=gated, version="1.28")
+        assert "Warning" not in taken.stderr, taken.stderr
+        pod = json.loads(kubectl("get", "pod", "sidecar", "-o", "json", kubeconfig=gated).stdout)
+        assert "restartPolicy" not in pod["spec"]["initContainers"][0]
+    with release_server(background_loop, tmp_path / "v129", "v1.29.14") as newer:
+        kubectl("apply", "-f", str(manifest), kubeconfig=newer, version="1.29")
         pod = json.loads(kubectl("get", "pod", "sidecar", "-o", "json", kubeconfig=newer).stdout)
         assert pod["spec"]["initContainers"][0]["restartPolicy"] == "Always"

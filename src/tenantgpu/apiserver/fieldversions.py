@@ -7,8 +7,8 @@ version treats the fields its release does not have as kube-apiserver of that re
 its tags v0.27.0 … v0.36.0 and its `HEAD` of 2026-07-24 (1.37), embedded structs inlined, keyed by the
 OpenAPI component of the struct. Left out: `VolumeResourceRequirements`, new in 1.29 only as a name (a
 PVC's `spec.resources` had the same fields under `ResourceRequirements` before). The table knows when a
-field came, not the feature gates of its release: a field that came as alpha (off by default), such as
-1.28's sidecar `restartPolicy`, is kept on that release where kube-apiserver would drop it.
+field came; a field that came behind a gate off by default (1.28's sidecar `restartPolicy`) is known
+to the release and cleared from its writes by `disabledfields.py`.
 """
 
 from __future__ import annotations

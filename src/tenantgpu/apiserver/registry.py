@@ -19,6 +19,7 @@ from typing import Any
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionChain
 from tenantgpu.apiserver.auth import UserInfo
+from tenantgpu.apiserver.disabledfields import DisabledFields
 from tenantgpu.apiserver.fieldtree import unmarshal_message
 from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.jsoncodec import clone, loads
@@ -293,6 +294,7 @@ class Registry:
         self.kinds = kinds
         # The tenant's minor release: kube's strategies differ by release (a pod's generation).
         self.minor = minor
+        self._disabled = DisabledFields(minor)
         self.datastore = datastore
         self._uids = UidSource()
         self.prefix = "/" + prefix.strip("/")
@@ -501,6 +503,7 @@ class Registry:
             obj = attributes.obj or obj
             if attributes.mutated:
                 default_object(kind.kind, obj, minor=self.minor)
+            self._disabled.drop(kind.kind, obj, None)
             _omit_empty(kind, obj)
             self._validate(kind, obj)
             await self.admission.validate(attributes)
@@ -700,6 +703,8 @@ class Registry:
                 obj = attributes.obj or obj
                 if attributes.mutated:
                     default_object(kind.kind, obj, _shared_fields(obj, old), self.minor)
+                if subresource != "binding":  # kube's binding sets the node alone, with no strategy
+                    self._disabled.drop(kind.kind, obj, old)
                 _omit_empty(kind, obj)
                 self._validate(
                     kind, obj, _binding_base(old, obj) if subresource == "binding" else old, subresource
