@@ -48,6 +48,7 @@ from tenantgpu.hami.install import MIRROR_POD_ANNOTATION, owned_by_node
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.node import gpu_runtime as rt
 from tenantgpu.node import podstatus, programs
+from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +159,11 @@ class Kubelet:
         *,
         host_ip: str = "127.0.0.1",
         container_start_seconds: float = 0.0,
+        release: KubeletRelease | None = None,
     ) -> None:
         self.client = client
+        # The worker sets it from its API server's version before `start()`.
+        self.release = release or KubeletRelease.parse(FALLBACK_VERSION)
         self.node_name = node_name
         self.cfg = cfg
         self.device_plugin = device_plugin
@@ -413,6 +417,7 @@ class Kubelet:
             self._ip_users.setdefault(ip, set()).add(record.uid)
 
     async def _patch_status(self, record: PodRecord, status: dict[str, Any]) -> bool:
+        status = self.release.pod_status(status)
         try:
             await self.client.patch(
                 "pods", record.name, {"status": status}, record.namespace, subresource="status", decode=False

@@ -21,11 +21,11 @@ from tenantgpu.kubeclient import ApiError, KubeClient
 from tenantgpu.node.kubelet import Kubelet
 from tenantgpu.node.logserver import KubeletServer
 from tenantgpu.node.podstatus import rfc3339
+from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
 
 log = logging.getLogger(__name__)
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
-KUBELET_VERSION = "v1.31.0"
 SIMULATED_ANNOTATION = "tenantgpu.io/simulated"
 
 
@@ -37,6 +37,8 @@ class Worker:
     """One worker: `start()` registers and serves; `stop()` stops renewing (the node goes NotReady later).
 
     `kubeconfig` is a path to a kubeconfig or a ready KubeClient (which the worker then does not close).
+    The kubelet is of its API server's release (read from `/version` at start) unless `kubelet_version`
+    names another.
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class Worker:
         lease_duration_seconds: int = 40,
         status_report_seconds: float = 60.0,
         container_start_seconds: float = 0.0,
+        kubelet_version: str | None = None,
     ) -> None:
         if isinstance(kubeconfig, KubeClient):
             self.client, self._owns_client = kubeconfig, False
@@ -69,6 +72,8 @@ class Worker:
         self.lease_duration_seconds = lease_duration_seconds
         self.status_report_seconds = status_report_seconds
         self.device_plugin = DevicePlugin(self.client, name, self.gpus, self.sharing)
+        self._kubelet_version = kubelet_version
+        self.release = KubeletRelease.parse(kubelet_version or FALLBACK_VERSION)
         self.kubelet = Kubelet(
             self.client,
             name,
@@ -76,6 +81,7 @@ class Worker:
             self.device_plugin,
             host_ip=host_ip,
             container_start_seconds=container_start_seconds,
+            release=self.release,
         )
         self.server = KubeletServer(
             self._read_log,
@@ -154,7 +160,7 @@ class Worker:
 
     def node_status(self) -> dict[str, Any]:
         resources = self._resources()
-        return {
+        status: dict[str, Any] = {
             "capacity": resources,
             "allocatable": resources,
             "conditions": self._conditions(),
@@ -170,12 +176,16 @@ class Worker:
                 "kernelVersion": platform.release(),
                 "osImage": f"tenantgpu simulated worker {__version__}",
                 "containerRuntimeVersion": f"tenantgpu://{__version__}",
-                "kubeletVersion": KUBELET_VERSION,
-                "kubeProxyVersion": KUBELET_VERSION,
+                "kubeletVersion": self.release.version,
+                "kubeProxyVersion": self.release.kube_proxy_version,
                 "operatingSystem": "linux",
                 "architecture": "amd64",
             },
         }
+        features = self.release.node_features
+        if features:
+            status["features"] = features
+        return status
 
     def node_object(self) -> dict[str, Any]:
         labels = {
@@ -206,6 +216,8 @@ class Worker:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self._kubelet_version is None:
+            self.release = self.kubelet.release = await self._server_release()
         await self.server.start()
         await self.register_node()
         await self._renew_lease()
@@ -227,6 +239,16 @@ class Worker:
         await self.server.stop()
         if self._owns_client:
             await self.client.close()
+
+    async def _server_release(self) -> KubeletRelease:
+        """The API server's release, the one a kubelet installed to match it runs."""
+        try:
+            version = await self.client.request("GET", "/version")
+            return KubeletRelease.parse(str(version.get("gitVersion", "")))
+        except (ApiError, ValueError) as err:
+            log.warning("worker %s: the API server's version is unknown (%s), kubelet %s", self.name, err,
+                        FALLBACK_VERSION)  # fmt: skip
+            return KubeletRelease.parse(FALLBACK_VERSION)
 
     async def register_node(self) -> None:
         """Create the Node, or take over an existing one (a restarted worker keeps its node)."""

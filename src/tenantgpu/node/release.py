@@ -1,0 +1,66 @@
+"""The kubelet release a simulated worker runs, and what that release writes differently."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_GIT_VERSION = re.compile(r"^v?1\.(\d+)\.(\d+)")
+
+# Used when the API server does not tell its version; it is the release the lab's default tenant runs.
+FALLBACK_VERSION = "v1.31.4"
+
+
+@dataclass(frozen=True)
+class KubeletRelease:
+    """A kubelet's version and the feature-gate defaults of its release that shape what it writes.
+
+    A worker joins with the kubelet of its control plane's release, as `kubeadm join` does with
+    matching packages; the version-skew policy never lets a kubelet be newer than its API server.
+    """
+
+    version: str
+    minor: int
+    patch: int
+
+    @classmethod
+    def parse(cls, git_version: str) -> KubeletRelease:
+        """From a `gitVersion` such as `v1.31.4` (build suffixes such as `+k3s1` are kept in `version`)."""
+        match = _GIT_VERSION.match(git_version)
+        if not match:
+            raise ValueError(f"{git_version!r} is not a Kubernetes version like v1.31.4")
+        version = git_version if git_version.startswith("v") else "v" + git_version
+        return cls(version, int(match.group(1)), int(match.group(2)))
+
+    @property
+    def kube_proxy_version(self) -> str:
+        """`nodeInfo.kubeProxyVersion`: the kubelet's own version, or empty where DisableNodeKubeProxyVersion is on.
+
+        The gate (KEP-4004) was on by default in 1.31.0, switched off again in 1.31.1
+        (kubernetes/kubernetes#126721, a full year after the 1.29 deprecation), and on for good from 1.33.
+        """
+        if self.minor >= 33 or (self.minor, self.patch) == (31, 0):
+            return ""
+        return self.version
+
+    @property
+    def node_features(self) -> dict[str, Any] | None:
+        """`status.features` of the Node: SupplementalGroupsPolicy is reported where its gate is on (1.33+)."""
+        return {"supplementalGroupsPolicy": True} if self.minor >= 33 else None
+
+    def pod_status(self, status: dict[str, Any]) -> dict[str, Any]:
+        """A pod status as this release's kubelet writes it (the builders write the newest shape).
+
+        Before 1.29 there is no `PodReadyToStartContainers` condition (its gate was alpha, off, in 1.28,
+        and in 1.25–1.27 named `PodHasNetworkCondition`) and no `hostIPs` (PodHostIPs: alpha in 1.28,
+        beta and on from 1.29).
+        """
+        if self.minor >= 29:
+            return status
+        status = {k: v for k, v in status.items() if k != "hostIPs"}
+        if "conditions" in status:
+            status["conditions"] = [
+                c for c in status["conditions"] if c.get("type") != "PodReadyToStartContainers"
+            ]
+        return status
