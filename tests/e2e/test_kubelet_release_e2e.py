@@ -20,7 +20,20 @@ pytestmark = pytest.mark.slow  # drives real kubectl binaries
 
 POD = {
     "metadata": {"name": "probe"},
-    "spec": {"nodeName": "gpu-0", "containers": [{"name": "main", "image": "busybox"}]},
+    "spec": {
+        "nodeName": "gpu-0",
+        "volumes": [{"name": "scratch", "emptyDir": {}}, {"name": "config", "emptyDir": {}}],
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox",
+                "volumeMounts": [
+                    {"name": "scratch", "mountPath": "/scratch"},
+                    {"name": "config", "mountPath": "/etc/app", "readOnly": True},
+                ],
+            }
+        ],
+    },
 }
 
 
@@ -96,6 +109,15 @@ def test_the_kubelet_runs_its_api_server_s_release(
     assert ("PodReadyToStartContainers" in conditions) is ready_to_start
     assert {"Initialized", "Ready", "ContainersReady", "PodScheduled"} <= set(conditions)
     assert ("hostIPs" in pod["status"]) is ready_to_start
+    # RecursiveReadOnlyMounts is on from 1.31: the container's mounts are listed, a read-only one says so
+    mounts = pod["status"]["containerStatuses"][0].get("volumeMounts")
+    if minor >= "1.31":
+        assert mounts == [
+            {"name": "scratch", "mountPath": "/scratch"},
+            {"name": "config", "mountPath": "/etc/app", "readOnly": True, "recursiveReadOnly": "Disabled"},
+        ]
+    else:
+        assert mounts is None
     assert pod["status"]["hostIP"] == "127.0.0.1"
 
 

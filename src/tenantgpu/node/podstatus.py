@@ -34,13 +34,28 @@ def _containers(pod: dict[str, Any], kind: str = "containers") -> list[dict[str,
 
 
 def _base_status(c: dict[str, Any], pod_uid: str) -> dict[str, Any]:
-    return {
+    status = {
         "name": c.get("name", ""),
         "image": c.get("image", ""),
         "imageID": "",
         "restartCount": 0,
         "containerID": container_id(pod_uid, c.get("name", "")),
     }
+    if mounts := c.get("volumeMounts"):
+        status["volumeMounts"] = [_mount_status(m) for m in mounts]
+    return status
+
+
+def _mount_status(mount: dict[str, Any]) -> dict[str, Any]:
+    """A container status's copy of one of its mounts, as the kubelet of 1.31+ (RecursiveReadOnlyMounts)
+    reports it: a read-only mount says whether it is recursively read-only. The simulated runtime can
+    make it so, as containerd 2 on a kernel of 5.12 or later can, so `IfPossible` turns into `Enabled`."""
+    status = {"name": mount.get("name", ""), "mountPath": mount.get("mountPath", "")}
+    if mount.get("readOnly"):
+        status["readOnly"] = True
+        wanted = mount.get("recursiveReadOnly")
+        status["recursiveReadOnly"] = "Enabled" if wanted in ("Enabled", "IfPossible") else "Disabled"
+    return status
 
 
 def is_sidecar(container: dict[str, Any]) -> bool:

@@ -52,15 +52,29 @@ class KubeletRelease:
     def pod_status(self, status: dict[str, Any]) -> dict[str, Any]:
         """A pod status as this release's kubelet writes it (the builders write the newest shape).
 
-        Before 1.29 there is no `PodReadyToStartContainers` condition (its gate was alpha, off, in 1.28,
-        and in 1.25–1.27 named `PodHasNetworkCondition`) and no `hostIPs` (PodHostIPs: alpha in 1.28,
-        beta and on from 1.29).
+        Container statuses list the container's mounts from 1.31, where RecursiveReadOnlyMounts is beta
+        and on (alpha, off, in 1.30). Before 1.29 there is no `PodReadyToStartContainers` condition (its
+        gate was alpha, off, in 1.28, and in 1.25–1.27 named `PodHasNetworkCondition`) and no `hostIPs`
+        (PodHostIPs: alpha in 1.28, beta and on from 1.29). The builders' dicts are left as they are.
         """
+        if self.minor >= 31:
+            return status
+        status = dict(status)
+        for key in _CONTAINER_STATUSES:
+            if key in status:
+                status[key] = [_without(entry, "volumeMounts") for entry in status[key]]
         if self.minor >= 29:
             return status
-        status = {k: v for k, v in status.items() if k != "hostIPs"}
+        status.pop("hostIPs", None)
         if "conditions" in status:
             status["conditions"] = [
                 c for c in status["conditions"] if c.get("type") != "PodReadyToStartContainers"
             ]
         return status
+
+
+_CONTAINER_STATUSES = ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses")
+
+
+def _without(entry: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != key} if key in entry else entry
