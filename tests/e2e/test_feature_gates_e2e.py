@@ -213,3 +213,39 @@ def test_from_1_32_a_job_managed_by_another_controller_is_left_to_it(
                 await plane.client.close()
 
             background_loop.run(down())
+
+
+ENV_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: relaxed-env}
+spec:
+  containers:
+  - name: main
+    image: busybox
+    env: [{name: "MY VAR", value: "1"}]
+"""
+
+
+@pytest.mark.parametrize(("version", "accepted"), [("v1.31.4", False), ("v1.33.1", True)])
+def test_env_var_names_follow_relaxed_environment_variable_validation(
+    background_loop: BackgroundLoop, kubectl: Kubectl, tmp_path: Path, version: str, accepted: bool
+) -> None:
+    """RelaxedEnvironmentVariableValidation is on from 1.32: a name with a space is refused by a 1.31
+    tenant with kube's message and taken by a 1.33 one (tests/apiserver/test_env_var_names.py)."""
+    manifest = tmp_path / "env.yaml"
+    manifest.write_text(ENV_POD)
+    minor = version[1:5]
+    with release_server(background_loop, tmp_path / "server", version) as kubeconfig:
+        applied = kubectl("apply", "-f", str(manifest), kubeconfig=kubeconfig, version=minor, check=False)
+        if accepted:
+            assert applied.returncode == 0, applied.stderr
+            pod = json.loads(kubectl("get", "pod", "relaxed-env", "-o", "json", kubeconfig=kubeconfig,
+                                     version=minor).stdout)  # fmt: skip
+            assert pod["spec"]["containers"][0]["env"] == [{"name": "MY VAR", "value": "1"}]
+        else:
+            assert applied.returncode == 1
+            assert applied.stderr.strip().startswith(
+                'The Pod "relaxed-env" is invalid: spec.containers[0].env[0].name: Invalid value: "MY VAR": '
+                "a valid environment variable name must consist of alphabetic characters"
+            ), applied.stderr

@@ -38,6 +38,8 @@ GATES: Mapping[str, tuple[tuple[int, bool], ...]] = {
     "ResourceHealthStatus": ((31, False), (36, True)),
     "HostnameOverride": ((34, False), (35, True)),
     "EnvFiles": ((34, False), (35, True)),
+    # Env var names of any printable ASCII but '=' (pkg/features/kube_features.go: GA in 1.34).
+    "RelaxedEnvironmentVariableValidation": ((30, False), (32, True)),
     # Jobs
     "JobPodReplacementPolicy": ((28, False), (29, True)),
     "JobBackoffLimitPerIndex": ((28, False), (29, True)),

@@ -427,7 +427,10 @@ class Registry:
     def _validate(self, kind: Kind, obj: Obj, old: Obj | None = None, subresource: str = "") -> None:
         meta = obj["metadata"]
         name = meta.get("name") or ""
-        causes = [_cause(c) for c in validate_object(kind.kind, obj, old=old, subresource=subresource)]
+        causes = [
+            _cause(c)
+            for c in validate_object(kind.kind, obj, old=old, subresource=subresource, minor=self.minor)
+        ]
         if not causes and (not name or "/" in name or name in (".", "..")):
             # Names become storage keys and URL segments, whatever the kind's own rules say.
             causes.append(

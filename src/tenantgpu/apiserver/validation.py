@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from tenantgpu.apiserver import featuregates
 from tenantgpu.apiserver.cronschedule import ScheduleError, parse_schedule, time_zone_error
 from tenantgpu.apiserver.defaults import default, pod_qos_class
 from tenantgpu.apiserver.kamajischemas import GROUP as KAMAJI_GROUP
@@ -162,7 +163,48 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_ENV_NAME_MSG = (
+    "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', "
+    "and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex "
+    "used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')"
+)
+_RELAXED_ENV_NAME_MSG = (
+    "a valid environment variable name must consist only of printable ASCII characters other than '='"
+)
 _IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+
+
+def _env_name_errors(name: str, relaxed: bool) -> list[str]:
+    """kube's IsEnvVarName, or IsRelaxedEnvVarName where RelaxedEnvironmentVariableValidation is on.
+
+    The strict rule also refuses a name that is or starts with `..` (hasChDirPrefix); the relaxed one
+    takes any printable ASCII but '='. An empty name is the caller's: kube reports it as required and
+    checks no further.
+    """
+    if not name:
+        return []
+    if relaxed:
+        return [] if all(" " <= ch <= "~" and ch != "=" for ch in name) else [_RELAXED_ENV_NAME_MSG]
+    errors = [] if _ENV_NAME.match(name) else [_ENV_NAME_MSG]
+    if name in (".", ".."):
+        errors.append(f"must not be '{name}'")
+    elif name.startswith(".."):
+        errors.append("must not start with '..'")
+    return errors
+
+
+def _relaxed_only_names(spec: Mapping[str, Any]) -> set[str]:
+    """The env var names and envFrom prefixes of a pod spec that only the relaxed rule takes."""
+    names = set()
+    for group in ("initContainers", "containers", "ephemeralContainers"):
+        for ctr in spec.get(group) or []:
+            candidates = [env.get("name") or "" for env in ctr.get("env") or []]
+            candidates += [source.get("prefix") or "" for source in ctr.get("envFrom") or []]
+            names.update(
+                n for n in candidates if _env_name_errors(n, False) and not _env_name_errors(n, True)
+            )
+    return names
+
 
 _LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
@@ -259,24 +301,60 @@ def validate(
     old: Mapping[str, Any] | None = None,
     namespaced: bool | None = None,
     subresource: str = "",
+    minor: int | None = None,
 ) -> list[Cause]:
     """Every reason kube-apiserver would refuse `obj` on create (or on update from `old`, through
     `subresource` when given).
 
     `namespaced` overrides the built-in idea of the kind's scope (needed for kinds this module does not
-    know, such as custom resources).
+    know, such as custom resources). `minor` is the tenant's release where a rule depends on it (env var
+    names); without it, the rules of releases before 1.32.
     """
-    if kind == "Pod" and subresource == "ephemeralcontainers" and old is not None:
-        return validate_ephemeral_containers_update(obj, old)
+    if kind in _POD_SPEC_ROOTS:
+        relaxed = _relaxed_env(kind, obj, old, minor)
+        if kind == "Pod" and subresource == "ephemeralcontainers" and old is not None:
+            return validate_ephemeral_containers_update(obj, old, relaxed_env=relaxed)
     if kind in _REVIEWS:
         check = _KIND_CHECKS.get(kind)
         return check(obj, old) if check is not None else []
     scoped = (kind not in _CLUSTER_SCOPED) if namespaced is None else namespaced
     causes = _validate_metadata(kind, obj.get("metadata") or {}, (old or {}).get("metadata"), scoped)
+    if kind in _POD_SPEC_ROOTS:
+        causes.extend(_POD_SPEC_CHECKS[kind](obj, old, relaxed_env=relaxed))
+        return causes
     check = _KIND_CHECKS.get(kind)
     if check is not None:
         causes.extend(check(obj, old))
     return causes
+
+
+# Where each kind that carries a pod spec keeps it.
+_POD_SPEC_ROOTS: dict[str, tuple[str, ...]] = {
+    "Pod": ("spec",),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+    **{
+        kind: ("spec", "template", "spec")
+        for kind in ("Job", "Deployment", "ReplicaSet", "DaemonSet", "StatefulSet")
+    },
+}
+
+
+def _relaxed_env(kind: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None, minor: int | None) -> bool:
+    """kube's AllowRelaxedEnvironmentVariableValidation (pkg/api/pod/util.go): the gate (on from 1.32), or
+    an update that keeps a name the stored pod spec already has and only the relaxed rule takes."""
+    if minor is not None and featuregates.enabled("RelaxedEnvironmentVariableValidation", minor):
+        return True
+    if old is None:
+        return False
+    kept = _relaxed_only_names(_pod_spec_of(kind, old))
+    return bool(kept and kept & _relaxed_only_names(_pod_spec_of(kind, obj)))
+
+
+def _pod_spec_of(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec: Any = obj
+    for key in _POD_SPEC_ROOTS[kind]:
+        spec = spec.get(key) if isinstance(spec, Mapping) else None
+    return spec if isinstance(spec, Mapping) else {}
 
 
 def _validate_metadata(
@@ -425,7 +503,9 @@ def _validate_resources(path: str, resources: Mapping[str, Any]) -> list[Cause]:
     return causes
 
 
-def _validate_container(path: str, ctr: Mapping[str, Any], volumes: set[str]) -> list[Cause]:
+def _validate_container(
+    path: str, ctr: Mapping[str, Any], volumes: set[str], *, relaxed_env: bool = False
+) -> list[Cause]:
     causes: list[Cause] = []
     name = ctr.get("name") or ""
     if not name:
@@ -455,14 +535,14 @@ def _validate_container(path: str, ctr: Mapping[str, Any], volumes: set[str]) ->
         env_name = env.get("name") or ""
         if not env_name:
             causes.append(_required(f"{path}.env[{i}].name"))
-        elif not _ENV_NAME.match(env_name):
-            causes.append(
-                _invalid(
-                    f"{path}.env[{i}].name",
-                    env_name,
-                    "a valid environment variable name must consist of alphabetic characters, digits, "
-                    "'_', '-', or '.', and must not start with a digit",
-                )
+        causes.extend(
+            _invalid(f"{path}.env[{i}].name", env_name, e) for e in _env_name_errors(env_name, relaxed_env)
+        )
+    for i, source in enumerate(ctr.get("envFrom") or []):
+        if env_prefix := source.get("prefix") or "":
+            causes.extend(
+                _invalid(f"{path}.envFrom[{i}].prefix", env_prefix, e)
+                for e in _env_name_errors(env_prefix, relaxed_env)
             )
     for i, mount in enumerate(ctr.get("volumeMounts") or []):
         mount_name = mount.get("name") or ""
@@ -484,7 +564,9 @@ _POD_ENUMS = {
 _TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
-def _validate_pod_spec(spec: Mapping[str, Any], path: str = "spec") -> list[Cause]:
+def _validate_pod_spec(
+    spec: Mapping[str, Any], path: str = "spec", *, relaxed_env: bool = False
+) -> list[Cause]:
     causes: list[Cause] = []
     volumes: set[str] = set()
     for i, volume in enumerate(spec.get("volumes") or []):
@@ -503,7 +585,7 @@ def _validate_pod_spec(spec: Mapping[str, Any], path: str = "spec") -> list[Caus
     for group in ("initContainers", "containers"):
         for i, ctr in enumerate(spec.get(group) or []):
             cpath = f"{path}.{group}[{i}]"
-            causes.extend(_validate_container(cpath, ctr, volumes))
+            causes.extend(_validate_container(cpath, ctr, volumes, relaxed_env=relaxed_env))
             cname = ctr.get("name") or ""
             if cname and cname in names:
                 causes.append(_duplicate(f"{cpath}.name", cname))
@@ -607,13 +689,15 @@ def _differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
     return [] if old == new else [(path, old, new)]
 
 
-def _validate_pod(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+def _validate_pod(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+) -> list[Cause]:
     spec = obj.get("spec") or {}
     if old is not None and spec == (old.get("spec") or {}):
         # Most pod updates (annotations, status, finalizers) leave the spec alone, and the stored spec
         # passed validation when it was written: nothing in it can be refused now.
         return []
-    causes = _validate_pod_spec(spec)
+    causes = _validate_pod_spec(spec, relaxed_env=relaxed_env)
     if old is None and spec.get("ephemeralContainers"):
         causes.append(_forbidden("spec.ephemeralContainers", "cannot be set on create"))
     if old is not None:
@@ -666,7 +750,9 @@ _EPHEMERAL_CONTAINER_FIELDS = frozenset(
 _NOT_FOR_EPHEMERAL = "cannot be set for an Ephemeral Container"
 
 
-def validate_ephemeral_containers_update(obj: Mapping[str, Any], old: Mapping[str, Any]) -> list[Cause]:
+def validate_ephemeral_containers_update(
+    obj: Mapping[str, Any], old: Mapping[str, Any], *, relaxed_env: bool = False
+) -> list[Cause]:
     """An update through `pods/ephemeralcontainers` (what `kubectl debug` sends): new ephemeral
     containers are checked as kube does, and existing ones may be neither removed nor changed."""
     annotations = (old.get("metadata") or {}).get("annotations") or {}
@@ -683,7 +769,8 @@ def validate_ephemeral_containers_update(obj: Mapping[str, Any], old: Mapping[st
     ephemeral = spec.get("ephemeralContainers") or []
     for i, ctr in enumerate(ephemeral):
         cpath = f"{path}[{i}]"
-        causes.extend(_validate_container(cpath, {k: v for k, v in ctr.items() if k != "resources"}, volumes))
+        bare = {k: v for k, v in ctr.items() if k != "resources"}
+        causes.extend(_validate_container(cpath, bare, volumes, relaxed_env=relaxed_env))
         name = ctr.get("name") or ""
         if name and name in names:
             causes.append(_duplicate(f"{cpath}.name", name))
@@ -720,7 +807,9 @@ _JOB_FEATURES_NOT_SIMULATED = (
 )
 
 
-def _validate_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+def _validate_job(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+) -> list[Cause]:
     spec = obj.get("spec") or {}
     causes: list[Cause] = []
     for field_name in (
@@ -745,7 +834,7 @@ def _validate_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
     for field_name in _JOB_FEATURES_NOT_SIMULATED:
         if spec.get(field_name) is not None:
             causes.append(_forbidden(f"spec.{field_name}", "not simulated by tenantgpu"))
-    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=True))
+    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=True, relaxed_env=relaxed_env))
     template = spec.get("template") or {}
     restart = (template.get("spec") or {}).get("restartPolicy")
     if restart is None:
@@ -764,7 +853,9 @@ def _validate_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
 _CONCURRENCY_POLICIES = ["Allow", "Forbid", "Replace"]
 
 
-def _validate_cron_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+def _validate_cron_job(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+) -> list[Cause]:
     spec = obj.get("spec") or {}
     causes: list[Cause] = []
     name = (obj.get("metadata") or {}).get("name") or ""
@@ -809,7 +900,7 @@ def _validate_cron_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) ->
             _invalid(f"{prefix}.completionMode", "Indexed", "Indexed Jobs are not simulated by tenantgpu")
         )
     template_spec = (job_spec.get("template") or {}).get("spec") or {}
-    causes.extend(_validate_pod_spec(template_spec, f"{prefix}.template.spec"))
+    causes.extend(_validate_pod_spec(template_spec, f"{prefix}.template.spec", relaxed_env=relaxed_env))
     restart = template_spec.get("restartPolicy")
     if restart is None:
         causes.append(
@@ -822,14 +913,16 @@ def _validate_cron_job(obj: Mapping[str, Any], old: Mapping[str, Any] | None) ->
     return causes
 
 
-def _validate_replicated(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+def _validate_replicated(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+) -> list[Cause]:
     """What apps/v1 Deployments and ReplicaSets share: replicas, selector, template."""
     spec = obj.get("spec") or {}
     causes: list[Cause] = []
     replicas = spec.get("replicas")
     if not isinstance(replicas, int) or replicas < 0:
         causes.append(_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
-    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=False))
+    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=False, relaxed_env=relaxed_env))
     restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
     if restart != "Always":
         causes.append(_not_supported("spec.template.spec.restartPolicy", restart, ["Always"]))
@@ -842,6 +935,7 @@ def _validate_selected_template(
     *,
     empty_selector_ok: bool,
     workload: str = "deployment",
+    relaxed_env: bool = False,
 ) -> list[Cause]:
     """A workload's selector (required, immutable, matching the template's labels) and its pod template."""
     causes: list[Cause] = []
@@ -856,7 +950,9 @@ def _validate_selected_template(
         causes.append(
             _invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`")
         )
-    causes.extend(_validate_pod_spec(template.get("spec") or {}, "spec.template.spec"))
+    causes.extend(
+        _validate_pod_spec(template.get("spec") or {}, "spec.template.spec", relaxed_env=relaxed_env)
+    )
     if old is not None and spec.get("selector") != (old.get("spec") or {}).get("selector"):
         causes.append(_invalid("spec.selector", spec.get("selector"), "field is immutable"))
     return causes
@@ -870,9 +966,13 @@ def _int_or_percent(value: Any) -> int:
     )
 
 
-def _validate_daemon_set(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+def _validate_daemon_set(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+) -> list[Cause]:
     spec = obj.get("spec") or {}
-    causes = _validate_selected_template(spec, old, empty_selector_ok=False, workload="daemonset")
+    causes = _validate_selected_template(
+        spec, old, empty_selector_ok=False, workload="daemonset", relaxed_env=relaxed_env
+    )
     template_spec = (spec.get("template") or {}).get("spec") or {}
     restart = template_spec.get("restartPolicy")
     if restart != "Always":
@@ -929,13 +1029,19 @@ _STATEFUL_SET_MUTABLE = (
 )
 
 
-def _validate_stateful_set(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+def _validate_stateful_set(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+) -> list[Cause]:
     spec = obj.get("spec") or {}
     causes: list[Cause] = []
     replicas = spec.get("replicas")
     if not isinstance(replicas, int) or replicas < 0:
         causes.append(_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
-    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=False, workload="statefulset"))
+    causes.extend(
+        _validate_selected_template(
+            spec, old, empty_selector_ok=False, workload="statefulset", relaxed_env=relaxed_env
+        )
+    )
     restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
     if restart != "Always":
         causes.append(_not_supported("spec.template.spec.restartPolicy", restart, ["Always"]))
@@ -1312,8 +1418,10 @@ def _validate_data_store(obj: Mapping[str, Any], old: Mapping[str, Any] | None) 
     return causes
 
 
-def _validate_deployment(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
-    causes = _validate_replicated(obj, old)
+def _validate_deployment(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+) -> list[Cause]:
+    causes = _validate_replicated(obj, old, relaxed_env=relaxed_env)
     strategy = (obj.get("spec") or {}).get("strategy") or {}
     kind = strategy.get("type")
     if kind not in ("RollingUpdate", "Recreate"):
@@ -1870,7 +1978,7 @@ def _validate_access_review(obj: Mapping[str, Any], old: Mapping[str, Any] | Non
     return []
 
 
-_KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]] = {
+_POD_SPEC_CHECKS: dict[str, Callable[..., list[Cause]]] = {
     "Pod": _validate_pod,
     "Job": _validate_job,
     "CronJob": _validate_cron_job,
@@ -1878,6 +1986,10 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "ReplicaSet": _validate_replicated,
     "DaemonSet": _validate_daemon_set,
     "StatefulSet": _validate_stateful_set,
+}
+
+_KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], list[Cause]]] = {
+    **_POD_SPEC_CHECKS,
     "RoleBinding": functools.partial(_validate_binding_role, namespaced=True),
     "ClusterRoleBinding": functools.partial(_validate_binding_role, namespaced=False),
     "PriorityClass": _validate_priority_class,
