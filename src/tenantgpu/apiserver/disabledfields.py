@@ -192,6 +192,18 @@ _ROOTS: Mapping[str, tuple[tuple[tuple[GatedFields, ...], Mapping[str, tuple[str
     "Service": ((SERVICE, {"spec": ("spec",)}),),
 }
 
+# Where each kind that carries a pod spec keeps it (validation's env-name rule reads it too).
+POD_SPEC_PATHS: Mapping[str, tuple[str, ...]] = {
+    kind: parts["spec"] for kind, roots in _ROOTS.items() for table, parts in roots if table is POD
+}
+
+
+def pod_spec(kind: str, obj: Any) -> Obj | None:
+    """The pod spec `obj` of `kind` carries (its template's for workloads), if it has one."""
+    found = _at(obj, POD_SPEC_PATHS[kind]) if kind in POD_SPEC_PATHS else None
+    return found if type(found) is dict else None
+
+
 # For one kind on one release: the gates that are off, each with the parts' paths.
 _Plan = tuple[tuple[GatedFields, Mapping[str, tuple[str, ...]]], ...]
 

@@ -17,6 +17,7 @@ from typing import Any
 from tenantgpu.apiserver import featuregates
 from tenantgpu.apiserver.cronschedule import ScheduleError, parse_schedule, time_zone_error
 from tenantgpu.apiserver.defaults import default, pod_qos_class
+from tenantgpu.apiserver.disabledfields import pod_spec
 from tenantgpu.apiserver.kamajischemas import GROUP as KAMAJI_GROUP
 from tenantgpu.apiserver.kamajischemas import VERSION as KAMAJI_VERSION
 from tenantgpu.apiserver.kamajischemas import crd_schema
@@ -310,7 +311,7 @@ def validate(
     know, such as custom resources). `minor` is the tenant's release where a rule depends on it (env var
     names); without it, the rules of releases before 1.32.
     """
-    if kind in _POD_SPEC_ROOTS:
+    if kind in _POD_SPEC_CHECKS:
         relaxed = _relaxed_env(kind, obj, old, minor)
         if kind == "Pod" and subresource == "ephemeralcontainers" and old is not None:
             return validate_ephemeral_containers_update(obj, old, relaxed_env=relaxed)
@@ -319,24 +320,13 @@ def validate(
         return check(obj, old) if check is not None else []
     scoped = (kind not in _CLUSTER_SCOPED) if namespaced is None else namespaced
     causes = _validate_metadata(kind, obj.get("metadata") or {}, (old or {}).get("metadata"), scoped)
-    if kind in _POD_SPEC_ROOTS:
+    if kind in _POD_SPEC_CHECKS:
         causes.extend(_POD_SPEC_CHECKS[kind](obj, old, relaxed_env=relaxed))
         return causes
     check = _KIND_CHECKS.get(kind)
     if check is not None:
         causes.extend(check(obj, old))
     return causes
-
-
-# Where each kind that carries a pod spec keeps it.
-_POD_SPEC_ROOTS: dict[str, tuple[str, ...]] = {
-    "Pod": ("spec",),
-    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
-    **{
-        kind: ("spec", "template", "spec")
-        for kind in ("Job", "Deployment", "ReplicaSet", "DaemonSet", "StatefulSet")
-    },
-}
 
 
 def _relaxed_env(kind: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None, minor: int | None) -> bool:
@@ -346,15 +336,8 @@ def _relaxed_env(kind: str, obj: Mapping[str, Any], old: Mapping[str, Any] | Non
         return True
     if old is None:
         return False
-    kept = _relaxed_only_names(_pod_spec_of(kind, old))
-    return bool(kept and kept & _relaxed_only_names(_pod_spec_of(kind, obj)))
-
-
-def _pod_spec_of(kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec: Any = obj
-    for key in _POD_SPEC_ROOTS[kind]:
-        spec = spec.get(key) if isinstance(spec, Mapping) else None
-    return spec if isinstance(spec, Mapping) else {}
+    kept = _relaxed_only_names(pod_spec(kind, old) or {})
+    return bool(kept and kept & _relaxed_only_names(pod_spec(kind, obj) or {}))
 
 
 def _validate_metadata(

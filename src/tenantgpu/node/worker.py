@@ -73,7 +73,6 @@ class Worker:
         self.status_report_seconds = status_report_seconds
         self.device_plugin = DevicePlugin(self.client, name, self.gpus, self.sharing)
         self._kubelet_version = kubelet_version
-        self.release = KubeletRelease.parse(kubelet_version or FALLBACK_VERSION)
         self.kubelet = Kubelet(
             self.client,
             name,
@@ -81,7 +80,7 @@ class Worker:
             self.device_plugin,
             host_ip=host_ip,
             container_start_seconds=container_start_seconds,
-            release=self.release,
+            release=KubeletRelease.parse(kubelet_version or FALLBACK_VERSION),
         )
         self.server = KubeletServer(
             self._read_log,
@@ -94,6 +93,10 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._boot_id = str(uuid.uuid4())
         self.node_uid: str | None = None
+
+    @property
+    def release(self) -> KubeletRelease:
+        return self.kubelet.release
 
     @property
     def kubelet_port(self) -> int:
@@ -217,7 +220,7 @@ class Worker:
 
     async def start(self) -> None:
         if self._kubelet_version is None:
-            self.release = self.kubelet.release = await self._server_release()
+            self.kubelet.release = await self._server_release()
         await self.server.start()
         await self.register_node()
         await self._renew_lease()
