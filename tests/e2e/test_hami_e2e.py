@@ -349,7 +349,22 @@ def test_gpu_pod_that_bypassed_hami_fails_admission(lab: GpuLab, kubectl: Kubect
     _wait_for(lambda: _phase(kubectl, "rogue") == "Failed", what="rogue Failed")
     status = _get(kubectl, "pod", "rogue")["status"]
     assert status["reason"] == "UnexpectedAdmissionError"
+    assert status["message"].startswith("Pod was rejected: Allocate failed due to rpc error: ")
     assert "no binding pod found on node gpu-l4" in status["message"]
+    # as kube's rejectPod: a Warning event from the node's kubelet, in `kubectl describe pod`'s Events
+    _wait_for(
+        lambda: any(e["reason"] == "UnexpectedAdmissionError" for e in _events(kubectl, "rogue")),
+        what="the kubelet's UnexpectedAdmissionError event",
+    )
+    event = next(e for e in _events(kubectl, "rogue") if e["reason"] == "UnexpectedAdmissionError")
+    assert event["type"] == "Warning"
+    assert event["source"] == {"component": "kubelet", "host": "gpu-l4"}
+    assert event["message"] == (
+        "Allocate failed due to rpc error: code = Unknown desc = no binding pod found on node gpu-l4, "
+        "which is unexpected"
+    )
+    described = kubectl("describe", "pod", "rogue").stdout
+    assert "UnexpectedAdmissionError" in described.split("Events:")[1]
     _cleanup(kubectl, "t=rogue")
 
 
@@ -616,6 +631,13 @@ def test_allocate_mismatch_fails_the_pod_and_releases_the_lock(lab: GpuLab, kube
     pod = _get(kubectl, "pod", "mismatch")
     assert pod["status"]["reason"] == "UnexpectedAdmissionError"
     assert "device number not matched" in pod["status"]["message"]
+    _wait_for(
+        lambda: any(
+            e["reason"] == "UnexpectedAdmissionError" and "device number not matched" in e["message"]
+            for e in _events(kubectl, "mismatch")
+        ),
+        what="the kubelet's Warning event",
+    )
     assert pod["metadata"]["annotations"][ann.BIND_PHASE] == "failed"
     assert _lock_free(kubectl, "gpu-l4")
     _cleanup(kubectl, "t=mismatch")

@@ -57,7 +57,12 @@ def test_terminated_phase_follows_exit_codes() -> None:
 def test_admission_failure_reads_like_the_kubelet() -> None:
     st = podstatus.admission_failed_status("no binding pod found on node w1", NOW)
     assert st["phase"] == "Failed" and st["reason"] == "UnexpectedAdmissionError"
+    # kube's rejectPod prefixes the admission message (kubernetes#112644, 1.26); its Warning event does not
     assert st["message"] == (
+        "Pod was rejected: Allocate failed due to rpc error: code = Unknown desc = "
+        "no binding pod found on node w1, which is unexpected"
+    )
+    assert podstatus.admission_failed_message("no binding pod found on node w1") == (
         "Allocate failed due to rpc error: code = Unknown desc = "
         "no binding pod found on node w1, which is unexpected"
     )

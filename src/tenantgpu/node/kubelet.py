@@ -428,6 +428,16 @@ class Kubelet:
                 return False
             raise
 
+    async def _event(self, pod: dict[str, Any], reason: str, message: str) -> None:
+        """A Warning event on the pod from this node's kubelet; best effort, like client-go's recorder."""
+        try:
+            await self.client.create_event(
+                pod, reason=reason, message=message, type="Warning", component="kubelet",
+                host=self.node_name, decode=False,
+            )  # fmt: skip
+        except Exception as err:  # an event lost must not stop the pod's own status from being written
+            log.debug("event %s on %s: %s", reason, _meta(pod).get("name"), err)
+
     async def _admit(self, pod: dict[str, Any], record: PodRecord) -> Allocation | None:
         """Run Allocate for a GPU pod; on failure fail the pod and return None."""
         if not gpu_containers(pod, self.cfg):
@@ -449,6 +459,10 @@ class Kubelet:
                 node = self.node_informer.get(None, self.node_name)
                 await report_allocation(self.client, pod, self.node_name, outcome, node=node)
         if isinstance(outcome, AllocateError):
+            # kube's rejectPod: a Warning event from the kubelet, then the Failed status
+            await self._event(
+                pod, podstatus.UNEXPECTED_ADMISSION_ERROR, podstatus.admission_failed_message(str(outcome))
+            )
             await self._patch_status(record, podstatus.admission_failed_status(str(outcome)))
             record.finished = True
             return None

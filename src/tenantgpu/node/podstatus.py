@@ -236,11 +236,18 @@ def set_readiness(status: dict[str, Any], ready: bool) -> None:
                 cond["reason"] = "ContainersNotReady"
 
 
+def admission_failed_message(error: str) -> str:
+    """The device manager's text for a failed Allocate (the admission package's unexpectedAdmissionError
+    around the gRPC error a device plugin's plain error becomes); the kubelet's Warning event says this."""
+    return f"Allocate failed due to rpc error: code = Unknown desc = {error}, which is unexpected"
+
+
 def admission_failed_status(error: str, now: datetime | None = None) -> dict[str, Any]:
-    """What a real kubelet reports when a device plugin's Allocate fails during admission."""
+    """What a real kubelet reports when a device plugin's Allocate fails during admission: its
+    rejectPod prefixes the admission message with `Pod was rejected: ` (since 1.26, kubernetes#112644)."""
     return {
         "phase": "Failed",
         "reason": UNEXPECTED_ADMISSION_ERROR,
-        "message": f"Allocate failed due to rpc error: code = Unknown desc = {error}, which is unexpected",
+        "message": f"Pod was rejected: {admission_failed_message(error)}",
         "startTime": rfc3339(now),
     }
