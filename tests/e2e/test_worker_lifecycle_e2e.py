@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 
 import pytest
-from apiserver_harness import BackgroundLoop, RunningAPIServer
+from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer
 
 from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
 from tenantgpu.gpushare import SharingConfig
@@ -113,3 +114,76 @@ def test_a_pod_of_a_lost_worker_is_not_ready_until_the_worker_is_back(
         return seen
 
     assert _run(apiserver, background_loop, scenario) == ["True", "False", "True"]
+
+
+def _node_events(kubectl: Kubectl, node: str) -> list[tuple[str, str, str]]:
+    """(source component, reason, message) of the node's events, oldest first, as kubectl lists them."""
+    listed = kubectl("get", "events", "-n", "default", "--field-selector",
+                     f"involvedObject.kind=Node,involvedObject.name={node}", "-o", "json")  # fmt: skip
+    items = sorted(json.loads(listed.stdout)["items"], key=lambda e: e["metadata"]["name"])
+    return [(e["source"]["component"], e["reason"], e["message"]) for e in items]
+
+
+def test_a_node_tells_its_story_in_events(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop, kubectl: Kubectl
+) -> None:
+    """What `kubectl describe node` lists on a kind node: the kubelet's start and its conditions'
+    changes, the node controller's RegisteredNode, and when the worker falls silent the controller's
+    NodeNotReady; the kubelet that comes back starts again and reports the conditions the controller
+    had set Unknown, and a condition whose status stays keeps its lastTransitionTime."""
+
+    async def scenario(client: KubeClient, worker: Callable[[str], Worker]) -> list[str]:
+        first = worker("told")
+        await first.start()
+        await asyncio.sleep(0.6)  # a few node controller passes: it registers the node once
+        await first.stop()
+        await _until_ready_is(client, "told", "Unknown")
+        again = worker("told")
+        await again.start()
+        await _until_ready_is(client, "told", "True")
+        node = await client.get("nodes", "told")
+        await again.stop()
+        return [f"{c['type']}={c['lastTransitionTime']}" for c in node["status"]["conditions"]]
+
+    _run(apiserver, background_loop, scenario)
+    kubelet_start = [
+        ("kubelet", "Starting", "Starting kubelet."),
+        ("kubelet", "NodeHasSufficientMemory", "Node told status is now: NodeHasSufficientMemory"),
+        ("kubelet", "NodeHasNoDiskPressure", "Node told status is now: NodeHasNoDiskPressure"),
+        ("kubelet", "NodeHasSufficientPID", "Node told status is now: NodeHasSufficientPID"),
+        ("kubelet", "NodeAllocatableEnforced", "Updated Node Allocatable limit across pods"),
+        ("kubelet", "NodeReady", "Node told status is now: NodeReady"),
+    ]
+    events = _node_events(kubectl, "told")
+    kubelet = [e for e in events if e[0] == "kubelet"]
+    controller = [e for e in events if e[0] == "node-controller"]
+    assert kubelet == kubelet_start * 2  # the second start finds every condition Unknown
+    assert controller == [
+        ("node-controller", "RegisteredNode", "Node told event: Registered Node told in Controller"),
+        ("node-controller", "NodeNotReady", "Node told status is now: NodeNotReady"),
+    ]
+    described = kubectl("describe", "node", "told").stdout.split("Events:")[1]
+    assert "Starting kubelet." in described and "Registered Node told in Controller" in described
+
+
+def test_a_heartbeat_keeps_the_transition_times(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop
+) -> None:
+    """A kubelet that re-posts unchanged conditions moves their lastHeartbeatTime only."""
+
+    async def scenario(client: KubeClient, worker: Callable[[str], Worker]) -> list[str]:
+        steady = worker("steady")
+        await steady.start()
+        first = (await client.get("nodes", "steady"))["status"]["conditions"]
+        await asyncio.sleep(2.5)  # status_report_seconds=1: the status loop re-posts in between
+        later = (await client.get("nodes", "steady"))["status"]["conditions"]
+        await steady.stop()
+        return [
+            f"{a['type']} {a['lastTransitionTime'] == b['lastTransitionTime']} "
+            f"{a['lastHeartbeatTime'] != b['lastHeartbeatTime']}"
+            for a, b in zip(first, later, strict=True)
+        ]
+
+    assert _run(apiserver, background_loop, scenario) == [
+        f"{kind} True True" for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+    ]

@@ -105,6 +105,9 @@ class NodeLifecycleController:
         self.leases = Informer(client, "leases", NODE_LEASE_NAMESPACE)
         self._task: asyncio.Task[None] | None = None
         self._evicted: set[str] = set()  # pod UIDs marked for deletion
+        # Node name → uid of the nodes this controller has seen, in memory as kube's knownNodeSet: a
+        # restarted controller registers every node again.
+        self._known: dict[str, str] = {}
 
     async def start(self) -> None:
         await self.nodes.start()
@@ -129,8 +132,35 @@ class NodeLifecycleController:
             except Exception:  # one failed pass must not end monitoring
                 log.exception("node lifecycle pass failed")
 
+    async def _record_node_event(self, name: str, uid: str, reason: str, message: str) -> None:
+        """A Normal event on a node, referenced as kube's controller util does (apiVersion v1, its uid)."""
+        reference = {"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}
+        with contextlib.suppress(Exception):  # events are best effort
+            await self.client.create_event(
+                {}, reason=reason, message=message, component=NODE_CONTROLLER, reference=reference,
+                decode=False,
+            )  # fmt: skip
+
+    async def _track_nodes(self, nodes: list[dict[str, Any]]) -> None:
+        """kube's monitorNodeHealth: `RegisteredNode` for a node seen the first time, `RemovingNode`
+        for one that is gone."""
+        present = {node["metadata"]["name"]: str(node["metadata"].get("uid", "")) for node in nodes}
+        for name, uid in present.items():
+            if self._known.get(name) != uid:
+                self._known[name] = uid
+                await self._record_node_event(
+                    name, uid, "RegisteredNode", f"Node {name} event: Registered Node {name} in Controller"
+                )
+        for name in [name for name in self._known if name not in present]:
+            uid = self._known.pop(name)
+            await self._record_node_event(
+                name, uid, "RemovingNode", f"Node {name} event: Removing Node {name} from Controller"
+            )
+
     async def check_nodes(self, now: datetime) -> None:
-        for node in self.nodes.items():
+        nodes = self.nodes.items()
+        await self._track_nodes(nodes)
+        for node in nodes:
             name = node["metadata"]["name"]
             heartbeat = last_heartbeat(node, self.leases.get(NODE_LEASE_NAMESPACE, name))
             silent = heartbeat is None or (now - heartbeat).total_seconds() > self.grace_seconds
@@ -138,6 +168,12 @@ class NodeLifecycleController:
             try:
                 if silent and (ready is None or ready.get("status") != "Unknown"):
                     await self._mark_unknown(node)
+                    if ready is not None and ready.get("status") == "True":
+                        # kube's RecordNodeStatusChange, when a Ready node stops being so
+                        await self._record_node_event(
+                            name, str(node["metadata"].get("uid", "")), "NodeNotReady",
+                            f"Node {name} status is now: NodeNotReady",
+                        )  # fmt: skip
                 if silent and not has_unreachable_taints(node):
                     await self._set_taints(node, add=True)
                 if not silent and has_unreachable_taints(node) and ready and ready.get("status") == "True":

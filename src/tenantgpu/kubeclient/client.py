@@ -290,12 +290,14 @@ class KubeClient:
         component: str = "tenantgpu",
         host: str | None = None,
         decode: bool = True,
+        reference: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Record a core/v1 Event about `involved` (an object as returned by the API); returns the Event
-        ({} with `decode=False`)."""
+        ({} with `decode=False`). `reference`, when given, is the involvedObject as the recorder's
+        caller builds it (a kubelet's reference to its node has no apiVersion, and its name for uid)."""
         meta = involved.get("metadata") or {}
-        namespace = meta.get("namespace") or "default"
-        name, now = self._event_names.next(meta.get("name", "object"))
+        namespace = meta.get("namespace") or (reference or {}).get("namespace") or "default"
+        name, now = self._event_names.next(meta.get("name") or (reference or {}).get("name") or "object")
         source: dict[str, str] = {"component": component}
         if host:
             source["host"] = host
@@ -303,7 +305,9 @@ class KubeClient:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": {
+            "involvedObject": reference
+            if reference is not None
+            else {
                 "apiVersion": involved.get("apiVersion", "v1"),
                 "kind": involved.get("kind", "Pod"),
                 "name": meta.get("name"),

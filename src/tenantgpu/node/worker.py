@@ -18,6 +18,7 @@ from tenantgpu.gpushare import SharingConfig
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import DevicePlugin, GPUSpec
 from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.node import nodeconditions
 from tenantgpu.node.kubelet import Kubelet
 from tenantgpu.node.logserver import KubeletServer
 from tenantgpu.node.podstatus import rfc3339
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 SIMULATED_ANNOTATION = "tenantgpu.io/simulated"
+
+
+def _conditions_of(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((node.get("status") or {}).get("conditions") or [])
 
 
 def _micro_time() -> str:
@@ -131,42 +136,13 @@ class Worker:
         base.update(self.device_plugin.resources())
         return base
 
-    def _conditions(self, ready: bool = True) -> list[dict[str, Any]]:
-        now = rfc3339()
-
-        def cond(kind: str, status: str, reason: str, message: str) -> dict[str, Any]:
-            return {
-                "type": kind,
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-
-        return [
-            cond(
-                "MemoryPressure",
-                "False",
-                "KubeletHasSufficientMemory",
-                "kubelet has sufficient memory available",
-            ),
-            cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-            cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            cond(
-                "Ready",
-                "True" if ready else "False",
-                "KubeletReady" if ready else "KubeletNotReady",
-                "kubelet is posting ready status" if ready else "kubelet is stopping",
-            ),
-        ]
-
-    def node_status(self) -> dict[str, Any]:
+    def node_status(self, previous: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The status the kubelet posts; `previous` are the Node's conditions now (None: a new node)."""
         resources = self._resources()
         status: dict[str, Any] = {
             "capacity": resources,
             "allocatable": resources,
-            "conditions": self._conditions(),
+            "conditions": nodeconditions.kubelet_conditions(previous, now=rfc3339()),
             "addresses": [
                 {"type": "InternalIP", "address": self.host_ip},
                 {"type": "Hostname", "address": self.name},
@@ -253,9 +229,12 @@ class Worker:
                         FALLBACK_VERSION)  # fmt: skip
             return KubeletRelease.parse(FALLBACK_VERSION)
 
-    async def register_node(self) -> None:
-        """Create the Node, or take over an existing one (a restarted worker keeps its node)."""
+    async def register_node(self, *, starting: bool = True) -> None:
+        """Create the Node, or take over an existing one (a restarted worker keeps its node), and
+        record what a kubelet records on its node when it starts (`starting`) and when a condition's
+        status changes."""
         body = self.node_object()
+        previous: list[dict[str, Any]] | None = None
         try:
             node = await self.client.create("nodes", body)
         except ApiError as err:
@@ -263,9 +242,36 @@ class Worker:
                 raise
             meta = {"labels": body["metadata"]["labels"], "annotations": body["metadata"]["annotations"]}
             node = await self.client.patch("nodes", self.name, {"metadata": meta})
+            previous = _conditions_of(node)
         self.node_uid = node["metadata"].get("uid")
         # Status on create is not guaranteed to be kept by every API server: post it explicitly.
-        await self.client.patch("nodes", self.name, {"status": self.node_status()}, subresource="status")
+        status = self.node_status(previous)
+        await self.client.patch("nodes", self.name, {"status": status}, subresource="status")
+        changed = nodeconditions.transitions(previous, status["conditions"])
+        # In a kubelet's order: it starts, its first status sync reports the pressures, the container
+        # manager enforces allocatable, and the node turns Ready last.
+        if starting:
+            await self._record(nodeconditions.STARTING, nodeconditions.STARTING_MESSAGE)
+        for event in changed:
+            if event not in ("NodeReady", "NodeNotReady"):
+                await self._record(event, nodeconditions.status_event_message(self.name, event))
+        if starting:
+            await self._record(
+                nodeconditions.ALLOCATABLE_ENFORCED, nodeconditions.ALLOCATABLE_ENFORCED_MESSAGE
+            )
+        for event in changed:
+            if event in ("NodeReady", "NodeNotReady"):
+                await self._record(event, nodeconditions.status_event_message(self.name, event))
+
+    async def _record(self, reason: str, message: str) -> None:
+        """A Normal event on this node from its kubelet; best effort, as client-go's recorder."""
+        try:
+            await self.client.create_event(
+                {}, reason=reason, message=message, component="kubelet", host=self.name,
+                reference=nodeconditions.node_reference(self.name), decode=False,
+            )  # fmt: skip
+        except Exception as err:  # a lost event must not stop the node from registering
+            log.debug("worker %s: event %s: %s", self.name, reason, err)
 
     def _lease_body(self, existing: dict[str, Any] | None) -> dict[str, Any]:
         body = existing or {
@@ -316,16 +322,18 @@ class Worker:
                 conds = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
                 stale = asyncio.get_running_loop().time() - last_post >= self.status_report_seconds
                 if (conds.get("Ready") or {}).get("status") != "True" or stale:
-                    await self.client.patch(
-                        "nodes", self.name, {"status": self.node_status()}, subresource="status"
-                    )
+                    previous = _conditions_of(node)
+                    status = self.node_status(previous)
+                    await self.client.patch("nodes", self.name, {"status": status}, subresource="status")
                     last_post = asyncio.get_running_loop().time()
+                    for event in nodeconditions.transitions(previous, status["conditions"]):
+                        await self._record(event, nodeconditions.status_event_message(self.name, event))
             except asyncio.CancelledError:
                 raise
             except ApiError as err:
                 if err.code == 404:  # the node was deleted: register again, as a kubelet does
                     with contextlib.suppress(Exception):
-                        await self.register_node()
+                        await self.register_node(starting=False)
                 else:
                     log.warning("worker %s: node status: %s", self.name, err)
             except Exception as err:
