@@ -138,3 +138,17 @@ def test_ephemeral_containers_follow_the_release() -> None:
     ]
     assert refused == [f'spec.ephemeralContainers[0].env[0].name: Invalid value: "MY VAR": {STRICT}']
     assert validate("Pod", with_debug, old=stored, subresource="ephemeralcontainers", minor=33) == []
+
+
+def test_a_pod_write_that_keeps_the_stored_spec_stays_valid_on_every_release() -> None:
+    """A status or metadata write shares the stored spec (the registry's copy of only what changes): a
+    relaxed-only name stored under 1.33 does not make such a write on 1.31 fail, and the same spec
+    changed to add another such name is refused there."""
+    stored = _pod("MY VAR")
+    status_write = {**stored, "status": {"phase": "Running"}}  # the spec object itself, shared
+    assert status_write["spec"] is stored["spec"]
+    assert _messages(status_write, 31, old=stored) == []
+    changed = _pod("MY VAR")
+    changed["spec"]["containers"].append({"name": "second", "image": "busybox", "env": [{"name": "A B"}]})
+    assert _messages(changed, 31, old=stored) != []  # a new container: the pod spec may not change
+    assert _messages(_pod("A B"), 31) == [f'spec.containers[0].env[0].name: Invalid value: "A B": {STRICT}']

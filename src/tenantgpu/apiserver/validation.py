@@ -312,7 +312,12 @@ def validate(
     names); without it, the rules of releases before 1.32.
     """
     if kind in _POD_SPEC_CHECKS:
-        relaxed = _relaxed_env(kind, obj, old, minor)
+        if kind == "Pod" and old is not None and obj.get("spec") is old.get("spec"):
+            # a status or metadata write shares the stored spec, which _validate_pod does not check again:
+            # no env name is read, so the stored spec need not be walked for relaxed-only names
+            relaxed = False
+        else:
+            relaxed = _relaxed_env(kind, obj, old, minor)
         if kind == "Pod" and subresource == "ephemeralcontainers" and old is not None:
             return validate_ephemeral_containers_update(obj, old, relaxed_env=relaxed)
     if kind in _REVIEWS:
