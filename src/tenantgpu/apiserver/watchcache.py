@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tenantgpu.apiserver import errors
-from tenantgpu.apiserver.jsoncodec import clone, dumps, loads
+from tenantgpu.apiserver.jsoncodec import clone, dumps_kept, loads
 
 Obj = dict[str, Any]
 
 
 def encode(obj: Obj) -> bytes:
-    return dumps(obj)
+    """An object's JSON as the cache keeps it, in bytes of its own size."""
+    return dumps_kept(obj)
 
 
 @dataclass(slots=True)
