@@ -428,15 +428,24 @@ class Kubelet:
                 return False
             raise
 
-    async def _event(self, pod: dict[str, Any], reason: str, message: str) -> None:
-        """A Warning event on the pod from this node's kubelet; best effort, like client-go's recorder."""
+    async def record_event(
+        self,
+        involved: dict[str, Any],
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        reference: dict[str, Any] | None = None,
+    ) -> None:
+        """An event from this node's kubelet on a pod (or, with `reference`, on what it names, such as
+        the node); best effort, like client-go's recorder."""
         try:
             await self.client.create_event(
-                pod, reason=reason, message=message, type="Warning", component="kubelet",
-                host=self.node_name, decode=False,
+                involved, reason=reason, message=message, type="Warning" if warning else "Normal",
+                component="kubelet", host=self.node_name, reference=reference, decode=False,
             )  # fmt: skip
-        except Exception as err:  # an event lost must not stop the pod's own status from being written
-            log.debug("event %s on %s: %s", reason, _meta(pod).get("name"), err)
+        except Exception as err:  # a lost event must not stop the status it tells of from being written
+            log.debug("event %s on %s: %s", reason, _meta(involved).get("name"), err)
 
     async def _admit(self, pod: dict[str, Any], record: PodRecord) -> Allocation | None:
         """Run Allocate for a GPU pod; on failure fail the pod and return None."""
@@ -460,8 +469,11 @@ class Kubelet:
                 await report_allocation(self.client, pod, self.node_name, outcome, node=node)
         if isinstance(outcome, AllocateError):
             # kube's rejectPod: a Warning event from the kubelet, then the Failed status
-            await self._event(
-                pod, podstatus.UNEXPECTED_ADMISSION_ERROR, podstatus.admission_failed_message(str(outcome))
+            await self.record_event(
+                pod,
+                podstatus.UNEXPECTED_ADMISSION_ERROR,
+                podstatus.admission_failed_message(str(outcome)),
+                warning=True,
             )
             await self._patch_status(record, podstatus.admission_failed_status(str(outcome)))
             record.finished = True

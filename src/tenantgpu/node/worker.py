@@ -264,14 +264,10 @@ class Worker:
                 await self._record(event, nodeconditions.status_event_message(self.name, event))
 
     async def _record(self, reason: str, message: str) -> None:
-        """A Normal event on this node from its kubelet; best effort, as client-go's recorder."""
-        try:
-            await self.client.create_event(
-                {}, reason=reason, message=message, component="kubelet", host=self.name,
-                reference=nodeconditions.node_reference(self.name), decode=False,
-            )  # fmt: skip
-        except Exception as err:  # a lost event must not stop the node from registering
-            log.debug("worker %s: event %s: %s", self.name, reason, err)
+        """A Normal event on this node from its kubelet."""
+        await self.kubelet.record_event(
+            {}, reason, message, reference=nodeconditions.node_reference(self.name)
+        )
 
     def _lease_body(self, existing: dict[str, Any] | None) -> dict[str, Any]:
         body = existing or {
@@ -319,10 +315,10 @@ class Worker:
             await asyncio.sleep(min(10.0, self.status_report_seconds))
             try:
                 node = await self.client.get("nodes", self.name)
-                conds = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
+                previous = _conditions_of(node)
+                ready = next((c.get("status") for c in previous if c.get("type") == "Ready"), None)
                 stale = asyncio.get_running_loop().time() - last_post >= self.status_report_seconds
-                if (conds.get("Ready") or {}).get("status") != "True" or stale:
-                    previous = _conditions_of(node)
+                if ready != "True" or stale:
                     status = self.node_status(previous)
                     await self.client.patch("nodes", self.name, {"status": status}, subresource="status")
                     last_post = asyncio.get_running_loop().time()
