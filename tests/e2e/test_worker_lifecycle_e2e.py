@@ -41,8 +41,12 @@ def _run(apiserver: RunningAPIServer, background_loop: BackgroundLoop, scenario:
         cfg = SharingConfig()
         controller = NodeLifecycleController(client, grace_seconds=2.0, monitor_seconds=0.2)
 
+        clients: list[KubeClient] = []
+
         def worker(name: str) -> Worker:
-            return Worker(client, name, [GPUSpec("NVIDIA L4", 23034)], cfg, lease_duration_seconds=2,
+            # A client of its own, as a kubelet process has: its event recorder starts afresh.
+            clients.append(KubeClient.from_kubeconfig(apiserver.kubeconfig))
+            return Worker(clients[-1], name, [GPUSpec("NVIDIA L4", 23034)], cfg, lease_duration_seconds=2,
                           status_report_seconds=1)  # fmt: skip
 
         await controller.start()
@@ -50,7 +54,8 @@ def _run(apiserver: RunningAPIServer, background_loop: BackgroundLoop, scenario:
             return await scenario(client, worker)
         finally:
             await controller.stop()
-            await client.close()
+            for opened in [client, *clients]:
+                await opened.close()
 
     return background_loop.run(run(), timeout=60)
 

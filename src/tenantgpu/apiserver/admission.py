@@ -34,6 +34,14 @@ class AdmissionAttributes:
     # Set by a plugin that changed `obj`, so the registry re-applies defaulting.
     mutated: bool = False
 
+    def forbidden_name(self) -> str:
+        """The name kube's admission errors give the object: its name, or while a create's name is still to
+        be generated (the mutating phase), its generateName, else `Unknown`."""
+        if self.name:
+            return self.name
+        meta = (self.obj or {}).get("metadata") or {}
+        return str(meta.get("generateName") or "") or "Unknown"
+
 
 class AdmissionPlugin(Protocol):
     """One admission step. `mutating` plugins run in the first phase, others in the second."""
@@ -85,7 +93,7 @@ class NamespaceLifecycle:
         ):
             refused = errors.forbidden(
                 attributes.kind.plural,
-                attributes.name,
+                attributes.forbidden_name(),
                 attributes.kind.group,
                 f"unable to create new content in namespace {attributes.namespace} "
                 "because it is being terminated",
@@ -125,7 +133,7 @@ class PriorityAdmission:
         found = self._lookup(class_name) if class_name else self._global_default()
         if class_name and found is None:
             raise errors.forbidden(
-                "pods", attributes.name, "", f"no PriorityClass with name {class_name} was found"
+                "pods", attributes.forbidden_name(), "", f"no PriorityClass with name {class_name} was found"
             )
         if found is None:
             return  # defaulting already gave priority 0

@@ -129,23 +129,86 @@ def _default_pod_spec(spec: dict[str, Any], *, pod: bool) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
     spec.setdefault("enableServiceLinks", True)
+    # The deprecated `serviceAccount` is an alias: read when the name is not given, and written back as
+    # the name (kube's conversion of every pod spec). A pod that names neither gets `default` from the
+    # ServiceAccount admission plugin.
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount")
+    if account:
+        spec["serviceAccountName"] = spec["serviceAccount"] = account
     for group in ("initContainers", "containers", "ephemeralContainers"):
         for ctr in spec.get(group) or []:
             _default_container(ctr, requests_from_limits=pod and group != "ephemeralContainers")
     canonicalize_list(spec.get("overhead"))
     for volume in spec.get("volumes") or []:
-        empty_dir = volume.get("emptyDir")
-        if isinstance(empty_dir, dict) and "sizeLimit" in empty_dir:
-            empty_dir["sizeLimit"] = canonical_or_same(empty_dir["sizeLimit"])
+        if isinstance(volume, dict):
+            _default_volume(volume)
+
+
+# A volume's source fields (v1.VolumeSource): a volume that names none is an emptyDir.
+_VOLUME_SOURCES = frozenset(
+    {
+        "hostPath", "emptyDir", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "secret", "nfs",
+        "iscsi", "glusterfs", "persistentVolumeClaim", "rbd", "flexVolume", "cinder", "cephfs", "flocker",
+        "downwardAPI", "fc", "azureFile", "configMap", "vsphereVolume", "quobyte", "azureDisk",
+        "photonPersistentDisk", "projected", "portworxVolume", "scaleIO", "storageos", "csi", "ephemeral",
+        "image",
+    }
+)  # fmt: skip
+# Defaults of the sources that have any (SetDefaults_<Source> in pkg/apis/core/v1/defaults.go); 420 is
+# the octal 0644 file mode every projection of files starts with.
+_VOLUME_SOURCE_DEFAULTS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "secret": (("defaultMode", 420),),
+    "configMap": (("defaultMode", 420),),
+    "downwardAPI": (("defaultMode", 420),),
+    "projected": (("defaultMode", 420),),
+    "hostPath": (("type", ""),),
+    "iscsi": (("iscsiInterface", "default"),),
+    "rbd": (("pool", "rbd"), ("user", "admin"), ("keyring", "/etc/ceph/keyring")),
+    "azureDisk": (("cachingMode", "ReadWrite"), ("fsType", "ext4"), ("readOnly", False), ("kind", "Shared")),
+    "scaleIO": (("storageMode", "ThinProvisioned"), ("fsType", "xfs")),
+}
+
+
+def _default_volume(volume: dict[str, Any]) -> None:
+    """SetDefaults_Volume and its sources' defaults, with the field references of downward API files
+    (`apiVersion: v1`) and a projected token's hour (`expirationSeconds: 3600`)."""
+    if not any(value is not None for key, value in volume.items() if key in _VOLUME_SOURCES):
+        volume["emptyDir"] = {}
+        return
+    for name, defaults in _VOLUME_SOURCE_DEFAULTS.items():
+        source = volume.get(name)
+        if isinstance(source, dict):
+            for field_name, value in defaults:
+                if source.get(field_name) is None:
+                    source[field_name] = value
+    empty_dir = volume.get("emptyDir")
+    if isinstance(empty_dir, dict) and "sizeLimit" in empty_dir:
+        empty_dir["sizeLimit"] = canonical_or_same(empty_dir["sizeLimit"])
+    _default_field_refs(volume.get("downwardAPI"))
+    projected = volume.get("projected")
+    if isinstance(projected, dict):
+        for source in projected.get("sources") or []:
+            if not isinstance(source, dict):
+                continue
+            _default_field_refs(source.get("downwardAPI"))
+            token = source.get("serviceAccountToken")
+            if isinstance(token, dict) and token.get("expirationSeconds") is None:
+                token["expirationSeconds"] = 3600
+
+
+def _default_field_refs(downward: Any) -> None:
+    if isinstance(downward, dict):
+        for item in downward.get("items") or []:
+            field_ref = item.get("fieldRef") if isinstance(item, dict) else None
+            if isinstance(field_ref, dict):
+                field_ref.setdefault("apiVersion", "v1")
 
 
 def _default_pod_spec_fields(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     _default_pod_spec(spec, pod=True)
-    # The rest is the admission plugins' (ServiceAccount, Priority, DefaultTolerationSeconds), which
-    # see pods only, never a template.
-    spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
-    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    # The rest is the admission plugins' (Priority, DefaultTolerationSeconds), which see pods only, never
+    # a template.
     # The Priority admission plugin resolves the class; only the built-in classes are known here, so a
     # pod naming another class keeps whatever priority the caller resolved.
     class_name = spec.get("priorityClassName") or ""

@@ -187,4 +187,4 @@ class LimitRanger:
         if found:
             # kube aggregates the errors: one is shown as it is, several in brackets
             why = found[0] if len(found) == 1 else "[" + ", ".join(found) + "]"
-            raise errors.forbidden("pods", attributes.name, "", why)
+            raise errors.forbidden("pods", attributes.forbidden_name(), "", why)

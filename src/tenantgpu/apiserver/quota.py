@@ -197,7 +197,7 @@ class ResourceQuotaAdmission:
 
                 raise errors.forbidden(
                     kind.plural,
-                    attributes.name,
+                    attributes.forbidden_name(),
                     kind.group,
                     f"exceeded quota: {quota['metadata']['name']}, requested: {listed(requested)}, "
                     f"used: {listed(used)}, limited: {listed(hard)}",
@@ -222,7 +222,7 @@ class ResourceQuotaAdmission:
         if missing:
             raise errors.forbidden(
                 "pods",
-                attributes.name,
+                attributes.forbidden_name(),
                 "",
                 f"failed quota: {quota['metadata']['name']}: must specify {'; '.join(missing)}",
             )

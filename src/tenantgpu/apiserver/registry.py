@@ -462,6 +462,10 @@ class Registry:
                 kind.kind, obj["metadata"].get("name") or "", kind.group, [_cause(c) for c in causes]
             )
 
+    def generate_name(self, prefix: str) -> str:
+        """`prefix` and five random characters, as kube completes a generateName."""
+        return prefix + self._uids.suffix(_GENERATE_ALPHABET)
+
     async def create(
         self, kind: Kind, namespace: str, obj: Any, user: UserInfo, *, dry_run: bool = False
     ) -> Entry:
@@ -480,8 +484,9 @@ class Registry:
         else:
             meta.pop("namespace", None)
             namespace = ""
-        if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = str(meta["generateName"]) + self._uids.suffix(_GENERATE_ALPHABET)
+        generated = not meta.get("name") and bool(meta.get("generateName"))
+        if generated:
+            meta["name"] = self.generate_name(str(meta["generateName"]))
         for transient in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(transient, None)
         meta["uid"] = self._uids.next()
@@ -498,7 +503,9 @@ class Registry:
             if kind.strategy.on_create is not None:
                 kind.strategy.on_create(obj)
             default_object(kind.kind, obj, minor=self.minor)
-            name = meta.get("name") or ""
+            # kube generates a name after the mutating phase: its plugins and webhooks see the request's
+            # name, empty for a generateName create; the validating phase sees the generated one.
+            name = "" if generated else meta.get("name") or ""
             attributes = AdmissionAttributes(
                 "CREATE", kind, namespace, name, obj, None, user, dry_run=dry_run
             )
@@ -509,6 +516,7 @@ class Registry:
             self._disabled.drop(kind.kind, obj, None)
             _omit_empty(kind, obj)
             self._validate(kind, obj)
+            attributes.name = obj["metadata"].get("name") or ""
             await self.admission.validate(attributes)
             if self._allocates(kind):
                 self._allocate(kind, obj, None)

@@ -92,6 +92,7 @@ from tenantgpu.apiserver.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from tenantgpu.apiserver.serviceaccount import ServiceAccountAdmission
 from tenantgpu.apiserver.serviceips import DEFAULT_SERVICE_CIDR, ServiceNetwork
 from tenantgpu.apiserver.storage import Datastore
 from tenantgpu.apiserver.structural import prune, prune_at
@@ -131,6 +132,9 @@ class APIServerConfig:
     authorizer: Authorizer = field(default_factory=Authorizer)
     # Services' cluster IPs come from here (Kamaji's `networkProfile.serviceCidr`).
     service_cidr: str = DEFAULT_SERVICE_CIDR
+    # kube's ServiceAccount admission plugin, which refuses pods until a controller-manager has made their
+    # namespace's `default` account: on for tenants, off for a bare server that runs no controllers.
+    service_account_admission: bool = False
 
 
 def _warned(response: web.Response, warnings: list[str]) -> web.Response:
@@ -223,13 +227,19 @@ class APIServer(SubresourceHandlers):
         self.webhooks = WebhookAdmission(self._webhook_configurations, self._namespace_object, config.egress)
         # kube's order: LimitRanger's defaults come before the mutating webhooks (HAMi's sees them), its
         # limits are checked on what the webhooks left, before the validating webhooks and the quota.
+        accounts = [
+            ServiceAccountAdmission(self._service_account, self._generate_name, mutating=mutating)
+            for mutating in ((True, False) if config.service_account_admission else ())
+        ]
         self.admission = AdmissionChain(
             [
                 NamespaceLifecycle(self._namespace_object),
                 LimitRanger(self._limit_ranges, mutating=True),
+                *accounts[:1],
                 PriorityAdmission(self._priority_class, self._default_priority_class),
                 *config.admission_plugins,
                 LimitRanger(self._limit_ranges, mutating=False),
+                *accounts[1:],
                 *self.webhooks.plugins(),
             ]
         )
@@ -412,6 +422,14 @@ class APIServer(SubresourceHandlers):
         return next(
             (e.obj for e in self.registry.cache(kind).objects.values() if e.obj.get("globalDefault")), None
         )
+
+    def _service_account(self, namespace: str, name: str) -> Obj | None:
+        kind = self.kinds.resource("", "v1", "serviceaccounts")
+        assert kind is not None
+        return self.registry.get_object(kind, namespace, name)
+
+    def _generate_name(self, prefix: str) -> str:
+        return self.registry.generate_name(prefix)
 
     def _namespace_object(self, name: str) -> Obj | None:
         kind = self.kinds.resource("", "v1", "namespaces")

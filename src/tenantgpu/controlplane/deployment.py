@@ -356,6 +356,7 @@ class DeploymentController:
         self._set_progressing(
             deploy, status, new_rs, old_status, total, updated, available, replicas, created
         )
+        _copy_replica_failure(status, new_status)
         if status != old_status:
             await self.client.update_status("deployments", {**deploy, "status": status})
 
@@ -403,3 +404,30 @@ class DeploymentController:
             if cond is not None:
                 cond["lastUpdateTime"] = now_text()
         self.queue.add_after(object_key(deploy), deadline + 1)
+
+
+def _copy_replica_failure(status: dict[str, Any], new_rs: dict[str, Any]) -> None:
+    """The new ReplicaSet's `ReplicaFailure` becomes the Deployment's, and goes when the ReplicaSet's goes
+    (kube's syncRolloutStatus and SetDeploymentCondition: both times are the ReplicaSet condition's
+    transition time; one of the same status and reason is left as it is)."""
+    failure = get_condition(new_rs.get("status") or {}, "ReplicaFailure")
+    current = get_condition(status, "ReplicaFailure")
+    others = [c for c in status.get("conditions") or [] if c.get("type") != "ReplicaFailure"]
+    if failure is None:
+        status["conditions"] = others
+        return
+    value, reason = failure.get("status", "True"), failure.get("reason", "")
+    if current is not None and (current.get("status"), current.get("reason")) == (value, reason):
+        return
+    since = failure.get("lastTransitionTime")
+    copied = {
+        "type": "ReplicaFailure",
+        "status": value,
+        "lastUpdateTime": since,
+        "lastTransitionTime": current["lastTransitionTime"]
+        if current is not None and current.get("status") == value
+        else since,
+        "reason": reason,
+        "message": failure.get("message", ""),
+    }
+    status["conditions"] = [*others, copied]

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenantgpu.controlplane.conditions import now_text
 from tenantgpu.controlplane.owners import controller_of, owned_by, pod_from_template
 from tenantgpu.controlplane.podstate import is_ready, is_terminal
 from tenantgpu.controlplane.workqueue import Expectations, Key, WorkQueue, object_key, observe_event
@@ -51,6 +52,25 @@ def ended_on_its_own(pod: dict[str, Any], old: dict[str, Any] | None) -> bool:
     if pod["metadata"].get("deletionTimestamp"):
         return False
     return is_terminal(pod) and (old is None or not is_terminal(old))
+
+
+def replica_failure(conditions: list[dict[str, Any]], failed: ApiError | None) -> list[dict[str, Any]]:
+    """The conditions after a sync, as kube's calculateStatus keeps them: a refused create adds
+    `ReplicaFailure` (reason FailedCreate, the refusal's message) unless one is there already, and a sync
+    that went through removes it."""
+    present = any(c.get("type") == "ReplicaFailure" for c in conditions)
+    if failed is None:
+        return [c for c in conditions if c.get("type") != "ReplicaFailure"]
+    if present:
+        return conditions
+    added = {
+        "type": "ReplicaFailure",
+        "status": "True",
+        "lastTransitionTime": now_text(),
+        "reason": "FailedCreate",
+        "message": failed.message,
+    }
+    return [*conditions, added]
 
 
 def deletion_order(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -122,31 +142,41 @@ class ReplicaSetController:
         )
         wanted = int((rs.get("spec") or {}).get("replicas", 1))
         diff = wanted - len(active) - expected
-        events: list[tuple[str, str]] = []
+        events: list[tuple[str, str, str]] = []
+        failed: ApiError | None = None
         if diff > 0:
             delay = self._restarts.get(uid, _Restarts()).delay(now)
             if delay > 0:
                 self.queue.add_after(key, delay)
             else:
                 for _ in range(diff):
-                    name = await self._create_pod(rs)
-                    events.append(("SuccessfulCreate", f"Created pod: {name}"))
+                    try:
+                        name = await self._create_pod(rs)
+                    except ApiError as err:
+                        # kube stops creating at the first refusal and says why on the ReplicaSet
+                        failed = err
+                        events.append(("Warning", "FailedCreate", f"Error creating: {err.message}"))
+                        break
+                    events.append(("Normal", "SuccessfulCreate", f"Created pod: {name}"))
         elif diff < 0:
             for pod in deletion_order(active)[:-diff]:
                 meta = pod["metadata"]
                 with contextlib.suppress(ApiError):
                     await self.client.delete("pods", meta["name"], meta.get("namespace"), uid=meta["uid"])
-                    events.append(("SuccessfulDelete", f"Deleted pod: {meta['name']}"))
+                    events.append(("Normal", "SuccessfulDelete", f"Deleted pod: {meta['name']}"))
                 active.remove(pod)
-        await self._write_status(rs, active)
-        for reason, message in events:
+        await self._write_status(rs, active, failed)
+        for kind, reason, message in events:
             with contextlib.suppress(ApiError):
                 await self.client.create_event(
                     {**rs, "apiVersion": "apps/v1", "kind": "ReplicaSet"},
                     reason=reason,
                     message=message,
+                    type=kind,
                     component=COMPONENT,
                 )
+        if failed is not None:
+            raise failed  # the work queue tries again
 
     async def _create_pod(self, rs: dict[str, Any]) -> str:
         body = pod_from_template({**rs, "apiVersion": "apps/v1", "kind": "ReplicaSet"})
@@ -155,7 +185,9 @@ class ReplicaSetController:
         self._expected.setdefault(rs["metadata"]["uid"], Expectations()).expect(name, self.clock())
         return name
 
-    async def _write_status(self, rs: dict[str, Any], active: list[dict[str, Any]]) -> None:
+    async def _write_status(
+        self, rs: dict[str, Any], active: list[dict[str, Any]], failed: ApiError | None = None
+    ) -> None:
         labels = ((rs.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
         ready = sum(1 for p in active if is_ready(p))
         status = {
@@ -172,7 +204,10 @@ class ReplicaSetController:
         # kube leaves zero counts out of the object
         status = {k: v for k, v in status.items() if v or k in ("replicas", "observedGeneration")}
         old = rs.get("status") or {}
-        if {k: old.get(k) for k in status} == status and set(old) <= set(status) | {"conditions"}:
+        conditions = replica_failure(old.get("conditions") or [], failed)
+        if conditions:
+            status["conditions"] = conditions
+        if {k: old.get(k) for k in status} == status and set(old) <= set(status):
             return
         await self.client.update_status(
             "replicasets", {**rs, "apiVersion": "apps/v1", "kind": "ReplicaSet", "status": status}

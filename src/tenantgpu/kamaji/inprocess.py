@@ -136,6 +136,8 @@ class InProcessHost:
                 log_source=kubelets,
                 exec_source=kubelets,
                 client_trust=self.client_trust,
+                # kube-apiserver runs it by default; Kamaji's admissionControllers only add to that set.
+                service_account_admission=True,
             )
             server = APIServer(config)
             kubelets.node_lookup = _node_lookup(server)

@@ -15,6 +15,7 @@ import orjson
 
 from tenantgpu.kubeclient.config import KubeConfig, load_kubeconfig
 from tenantgpu.kubeclient.errors import ApiError
+from tenantgpu.kubeclient.events import EventCorrelator
 from tenantgpu.kubeclient.resources import ResourceKind, resource_kind
 from tenantgpu.kubeclient.transport import Http1Pool
 
@@ -53,6 +54,7 @@ class KubeClient:
         self._pool_size = pool_size
         self._pool: Http1Pool | None = None
         self._event_names = _EventNames()
+        self._events = EventCorrelator()
 
     @classmethod
     def from_kubeconfig(
@@ -293,8 +295,10 @@ class KubeClient:
         reference: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Record a core/v1 Event about `involved` (an object as returned by the API); returns the Event
-        ({} with `decode=False`). `reference`, when given, is the involvedObject as the recorder's
-        caller builds it (a kubelet's reference to its node has no apiVersion, and its name for uid)."""
+        ({} with `decode=False`, or when the recorder drops it as spam). `reference`, when given, is the
+        involvedObject as the recorder's caller builds it (a kubelet's reference to its node has no
+        apiVersion, and its name for uid). A repeat of an event this client recorded is counted on the
+        first one, as client-go's recorder does (`events.EventCorrelator`)."""
         meta = involved.get("metadata") or {}
         namespace = meta.get("namespace") or (reference or {}).get("namespace") or "default"
         name, now = self._event_names.next(meta.get("name") or (reference or {}).get("name") or "object")
@@ -326,7 +330,34 @@ class KubeClient:
             "reportingComponent": component,
             "reportingInstance": host or "",
         }
-        return await self.request("POST", resource_kind("events").path(namespace), body=body, decode=decode)
+        correlated = self._events.correlate(body, name=self._event_names.next)
+        if correlated.skip:
+            return {}
+        events = resource_kind("events")
+        event = correlated.event
+        if correlated.patch is not None:
+            try:
+                return await self.request(
+                    "PATCH",
+                    events.path(namespace, event["metadata"]["name"]),
+                    body=correlated.patch,
+                    content_type=_PATCH_CONTENT_TYPES["strategic"],
+                    decode=decode,
+                )
+            except ApiError as err:
+                if err.code != 404:
+                    raise
+            # The counted event is gone (an hour's TTL, or deleted), or its create is still on the way:
+            # record it afresh, under a name of its own.
+            fresh, _ = self._event_names.next(str(event["involvedObject"].get("name") or "object"))
+            event = {
+                **event,
+                "metadata": {**event["metadata"], "name": fresh},
+                "count": 1,
+                "firstTimestamp": event["lastTimestamp"],
+            }
+            self._events.recorded(event)
+        return await self.request("POST", events.path(namespace), body=event, decode=decode)
 
 
 class _EventNames:
