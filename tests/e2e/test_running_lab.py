@@ -830,3 +830,99 @@ def test_kill_9_and_up_again_loses_no_pod_and_over_commits_no_gpu(lab: RunningLa
     assert not lab.pod("tenant-b", "one-too-many")["spec"].get("nodeName")
     lab.delete("tenant-b", "app in (keep, one-too-many)")
     lab.kubectl("tenant-a", "delete", "deployment", "survive")
+
+
+def test_a_containers_environment_is_built_as_the_kubelet_builds_it(lab: RunningLab) -> None:
+    """The downward API, ConfigMap and Secret references, `$(NAME)` expansion and the `kubernetes`
+    Service's variables, beside HAMi's; a missing ConfigMap holds the container in
+    CreateContainerConfigError until it is created (kubelet_pods.go makeEnvironmentVariables)."""
+    lab.kubectl(
+        "tenant-b", "create", "configmap", "tuning", "--from-literal=mode=fast", "--from-literal=1bad=x"
+    )
+    lab.kubectl("tenant-b", "create", "secret", "generic", "token", "--from-literal=key=s3cret")
+    env = [
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "TEAM", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['team']"}}},
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {
+            "name": "MEM_MI",
+            "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}},
+        },
+        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "tuning", "key": "mode"}}},
+        {"name": "SECRET", "valueFrom": {"secretKeyRef": {"name": "token", "key": "key"}}},
+        {"name": "GREETING", "value": "$(POD) on $(NODE) in $(MODE) mode, $$(kept)"},
+    ]
+    pod = gpu_pod("envy", "envy", gpumem=1000)
+    pod["metadata"]["labels"]["team"] = "ml"
+    container = pod["spec"]["containers"][0]
+    container.update(
+        env=env,
+        envFrom=[
+            {"configMapRef": {"name": "tuning"}},
+            {"prefix": "CFG_", "configMapRef": {"name": "tuning"}},
+        ],
+        resources={**container["resources"], "limits": {**container["resources"]["limits"], "memory": "2Gi"}},
+        command=["echo", "$(GREETING)"],
+    )
+    lab.create("tenant-b", pod)
+    running = wait_for(
+        "envy Running or done", lambda: phase(lab.pod("tenant-b", "envy")) in ("Running", "Succeeded")
+    )
+    assert running
+    seen = lab.pod("tenant-b", "envy")
+    logs = lab.kubectl("tenant-b", "logs", "envy").stdout
+    expected = {
+        "POD=envy",
+        "TEAM=ml",
+        "NODE=worker-b1",
+        f"IP={seen['status']['podIP']}",
+        "MEM_MI=2048",
+        "MODE=fast",
+        "SECRET=s3cret",
+        "mode=fast",
+        "CFG_mode=fast",
+        "CFG_1bad=x",
+        "GREETING=envy on worker-b1 in fast mode, $(kept)",
+    }
+    assert expected <= {line.strip() for line in logs.splitlines()}
+    assert "envy on worker-b1 in fast mode, $(kept)" in logs.split("$ echo", 1)[1]  # the command's own output
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0=1000m" in logs
+    # a 1.31 kubelet takes C-identifier-like names only: `1bad` is skipped, and said so
+    assert not any(line.strip().startswith("1bad=") for line in logs.splitlines())
+    assert (
+        "InvalidEnvironmentVariableNames: Keys [1bad] from the EnvFrom configMap default/tuning were skipped "
+        "since they are considered invalid environment variable names."
+    ) in pending_reason(lab, "tenant-b", "envy")
+
+    service = json.loads(lab.kubectl("tenant-b", "get", "service", "kubernetes", "-o", "json").stdout)
+    lab.create("tenant-b", {**gpu_pod("shell", "shell", gpumem=1000)})
+    wait_for("shell Running", all_running(lab, "tenant-b", "app=shell", 1))
+    shown = lab.kubectl("tenant-b", "exec", "shell", "--", "env").stdout.splitlines()
+    assert f"KUBERNETES_SERVICE_HOST={service['spec']['clusterIP']}" in shown
+    assert "KUBERNETES_SERVICE_PORT_HTTPS=443" in shown and "HOSTNAME=shell" in shown
+
+    waiting = gpu_pod("waiting", "waiting", gpumem=1000)
+    waiting["spec"]["containers"][0]["env"] = [
+        {"name": "LATER", "valueFrom": {"configMapKeyRef": {"name": "later", "key": "value"}}}
+    ]
+    lab.create("tenant-b", waiting)
+
+    def config_error() -> str:
+        rows = lab.kubectl("tenant-b", "get", "pod", "waiting", "--no-headers").stdout.split()
+        return rows[2] if rows[2] == "CreateContainerConfigError" else ""
+
+    wait_for("CreateContainerConfigError", config_error)
+    status = lab.pod("tenant-b", "waiting")["status"]
+    assert status["containerStatuses"][0]["state"]["waiting"] == {
+        "reason": "CreateContainerConfigError",
+        "message": 'configmap "later" not found',
+    }
+    assert 'Error: configmap "later" not found' in pending_reason(lab, "tenant-b", "waiting")
+    lab.kubectl("tenant-b", "create", "configmap", "later", "--from-literal=value=now")
+    wait_for(
+        "waiting Running once its ConfigMap exists",
+        all_running(lab, "tenant-b", "app=waiting", 1),
+        timeout=40,
+    )
+    assert "LATER=now" in lab.kubectl("tenant-b", "logs", "waiting").stdout

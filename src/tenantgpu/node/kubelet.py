@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import random
 import shlex
 import zlib
 from collections.abc import AsyncIterator, Coroutine
@@ -46,13 +47,16 @@ from tenantgpu.hami.device_plugin import (
 )
 from tenantgpu.hami.install import MIRROR_POD_ANNOTATION, owned_by_node
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
+from tenantgpu.node import containerenv, podstatus, programs
 from tenantgpu.node import gpu_runtime as rt
-from tenantgpu.node import podstatus, programs
 from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
 
 log = logging.getLogger(__name__)
 
 _REMOVE_ATTEMPTS = 12  # about 15 s of backoff
+# A pod whose containers cannot be configured yet (a ConfigMap or Secret they need is missing) is tried
+# again after the kubelet's pod-sync back-off: 10 s, plus up to half of it as jitter.
+CONFIG_RETRY_SECONDS = 10.0
 MIRROR_RECREATE_SECONDS = 0.5  # a deleted mirror pod comes back on the kubelet's next sync, not at once
 
 
@@ -99,7 +103,8 @@ class PodRecord:
     task: asyncio.Future[None] | None = None
     terminating: bool = False
     finished: bool = False
-    envs: dict[str, dict[str, str]] = field(default_factory=dict)
+    envs: dict[str, dict[str, str]] = field(default_factory=dict)  # container → all it sees (`env`)
+    shown_envs: dict[str, dict[str, str]] = field(default_factory=dict)  # … of its spec and HAMi's (its log)
     logs: dict[str, ContainerLog] = field(default_factory=dict)
     gpus: dict[str, list[str]] = field(default_factory=dict)  # container → GPU UUIDs
     caps: dict[str, int | None] = field(default_factory=dict)  # container → SM cap
@@ -113,6 +118,8 @@ class PodRecord:
     ephemeral: dict[str, dict[str, Any]] = field(default_factory=dict)
     ephemeral_tasks: set[asyncio.Task[None]] = field(default_factory=set)
     ephemeral_writes: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # (spec group, container) whose environment could not be built last time, or None
+    config_failed: tuple[str, str] | None = None
     init_containers: tuple[str, ...] = ()  # their logs are in `logs` too: kept after they complete
     sidecars: tuple[str, ...] = ()  # the init containers with restartPolicy Always: they run with the pod
 
@@ -129,13 +136,6 @@ def _marked_not_ready(pod: dict[str, Any]) -> bool:
                 and all(cs.get("ready") for cs in status.get("containerStatuses") or ())
             )
     return False
-
-
-def _command(container: dict[str, Any]) -> list[str]:
-    """A container's command line: `command` + `args`. With `args` alone (what `kubectl run -- …`
-    writes) the image's entrypoint would run them; the simulation takes the image to have none, as
-    CUDA's base images and busybox do, so `args` are the command."""
-    return [str(word) for word in [*(container.get("command") or []), *(container.get("args") or [])]]
 
 
 def _declared_env(container: dict[str, Any]) -> dict[str, str]:
@@ -169,6 +169,9 @@ class Kubelet:
         self.device_plugin = device_plugin
         self.host_ip = host_ip
         self.container_start_seconds = container_start_seconds
+        self.config_retry_seconds = CONFIG_RETRY_SECONDS
+        # The `kubernetes` Service's variables, which every container gets (read at start).
+        self.service_env: dict[str, str] = {}
         self.pods: dict[str, PodRecord] = {}
         self._by_key: dict[tuple[str, str], str] = {}
         self._seen = 0
@@ -193,8 +196,17 @@ class Kubelet:
         self._by_key.clear()
         self._gpu_users.clear()
         self._ip_users.clear()
+        await self._read_service_env()
         await self.node_informer.start()
         await self.informer.start()
+
+    async def _read_service_env(self) -> None:
+        try:
+            service = await self.client.get("services", "kubernetes", "default")
+        except (ApiError, OSError) as err:
+            log.debug("kubelet %s: no kubernetes Service for containers' env: %s", self.node_name, err)
+            return
+        self.service_env = containerenv.service_variables(service)
 
     async def stop(self) -> None:
         await self.informer.stop()
@@ -496,17 +508,105 @@ class Kubelet:
             allocation.devices[name] = devices
         return allocation
 
-    def _prepare_containers(self, pod: dict[str, Any], record: PodRecord, allocation: Allocation) -> None:
+    def _runtime(self, record: PodRecord) -> containerenv.PodRuntime:
+        node = self.node_informer.get(None, self.node_name) or {}
+        return containerenv.PodRuntime(
+            pod_ip=record.pod_ip or "",
+            host_ip=self.host_ip,
+            allocatable=(node.get("status") or {}).get("allocatable") or {},
+            service_env=self.service_env,
+            minor=self.release.minor,
+        )
+
+    async def _sources(self, pod: dict[str, Any]) -> containerenv.Sources:
+        """The ConfigMaps and Secrets the pod's containers reference (None for those not found): most
+        pods reference none, and then nothing is asked of the API."""
+        spec = pod.get("spec") or {}
+        config_maps: set[str] = set()
+        secrets: set[str] = set()
+        for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            more_maps, more_secrets = containerenv.references(container)
+            config_maps |= more_maps
+            secrets |= more_secrets
+        sources = containerenv.Sources()
+        namespace = _meta(pod).get("namespace")
+        for resource, names, into in (
+            ("configmaps", config_maps, sources.config_maps),
+            ("secrets", secrets, sources.secrets),
+        ):
+            for name in sorted(names):
+                try:
+                    into[name] = await self.client.get(resource, name, namespace)
+                except ApiError as err:
+                    if err.code != 404:
+                        raise containerenv.ContainerConfigError(err.message) from err
+                    into[name] = None
+        return sources
+
+    def _environments(
+        self, pod: dict[str, Any], record: PodRecord, sources: containerenv.Sources
+    ) -> dict[str, containerenv.Environment]:
+        """Each container's environment, init containers first; ContainerConfigError names the first that
+        fails (`record.config_failed`)."""
+        spec = pod.get("spec") or {}
+        runtime = self._runtime(record)
+        built: dict[str, containerenv.Environment] = {}
+        for group in ("initContainers", "containers"):
+            for container in spec.get(group) or []:
+                name = container.get("name", "")
+                try:
+                    built[name] = containerenv.build(pod, container, runtime, sources)
+                except containerenv.ContainerConfigError:
+                    record.config_failed = (group, name)
+                    raise
+        record.config_failed = None
+        return built
+
+    def _lenient_environments(
+        self, pod: dict[str, Any], record: PodRecord, sources: containerenv.Sources | None = None
+    ) -> dict[str, containerenv.Environment]:
+        """As `_environments`, for containers that run already (a kubelet restart, `kubectl debug`): one
+        whose references are gone keeps the values of its spec."""
+        spec = pod.get("spec") or {}
+        runtime = self._runtime(record)
+        built = {}
+        groups = ("initContainers", "containers", "ephemeralContainers")
+        for container in [c for g in groups for c in spec.get(g) or []]:
+            try:
+                env = containerenv.build(pod, container, runtime, sources or containerenv.Sources())
+            except containerenv.ContainerConfigError:
+                declared = _declared_env(container)
+                env = containerenv.Environment({**declared, **self.service_env}, declared)
+            built[container.get("name", "")] = env
+        return built
+
+    def _full_env(
+        self, record: PodRecord, hami: dict[str, str], env: containerenv.Environment
+    ) -> dict[str, str]:
+        # The runtime sets HOSTNAME; the device plugin's variables come before the container's own, which
+        # win on a clash, as the kubelet hands them to the runtime.
+        return {"HOSTNAME": record.name, **hami, **env.variables}
+
+    def _prepare_containers(
+        self,
+        pod: dict[str, Any],
+        record: PodRecord,
+        allocation: Allocation,
+        built: dict[str, containerenv.Environment] | None = None,
+    ) -> None:
+        """Each container's environment (`built`; by default from the pod alone), GPUs and log."""
+        if built is None:
+            built = self._lenient_environments(pod, record)
         inits = (pod.get("spec") or {}).get("initContainers") or []
         record.init_containers = tuple(c.get("name", "") for c in inits)
         record.sidecars = tuple(c.get("name", "") for c in inits if podstatus.is_sidecar(c))
         for container in inits:
-            self._log_init_container(record, container, allocation)
+            self._log_init_container(record, container, allocation, built)
         for container in (pod.get("spec") or {}).get("containers") or []:
             name = container.get("name", "")
-            env = _declared_env(container)
-            env.update(allocation.envs.get(name, {}))
-            record.envs[name] = env
+            hami = allocation.envs.get(name, {})
+            record.shown_envs[name] = {**hami, **built[name].declared}
+            env = record.envs[name] = self._full_env(record, hami, built[name])
             record.gpus[name] = [d.uuid for d in allocation.devices.get(name, [])]
             record.caps[name] = rt.sm_limit(env) if record.gpus[name] else None
             record.logs.setdefault(name, ContainerLog())
@@ -514,7 +614,11 @@ class Kubelet:
                 self._gpu_users.setdefault(uuid, {})[record.uid] = record
 
     def _log_init_container(
-        self, record: PodRecord, container: dict[str, Any], allocation: Allocation
+        self,
+        record: PodRecord,
+        container: dict[str, Any],
+        allocation: Allocation,
+        built: dict[str, containerenv.Environment],
     ) -> None:
         """An init container completes at once (exit 0) in the simulation, but its log stays readable, as a
         kubelet keeps it: its environment (with HAMi's for a GPU init container) and its command's output.
@@ -523,15 +627,15 @@ class Kubelet:
         if name in record.logs:
             return
         out = record.logs[name] = ContainerLog()
-        env = _declared_env(container)
-        env.update(allocation.envs.get(name, {}))
+        hami = allocation.envs.get(name, {})
+        env = self._full_env(record, hami, built[name])
         gpus = rt.visible_gpus(env, self._device_table())
         now = log_stamp()
         out.write(f"tenantgpu simulated init container {name} on node {self.node_name}", now)
         out.write("environment:", now)
-        for line in rt.container_env_lines(env):
+        for line in rt.container_env_lines({**hami, **built[name].declared}):
             out.write(f"  {line}", now)
-        command = _command(container)
+        command = containerenv.expanded_command(container, env)
         main = programs.main_command(command, programs.ContainerView(record.name, env, gpus, 0))
         if main is not None:
             out.command(command, main.output, now)
@@ -572,7 +676,6 @@ class Kubelet:
             allocation = await self._admit(pod, record)
             if allocation is None:
                 return
-            self._prepare_containers(pod, record, allocation)
             creating = podstatus.creating_status(pod, self.host_ip)
             record.start_time = creating["startTime"]
             if not await self._patch_status(record, creating):
@@ -580,6 +683,11 @@ class Kubelet:
             if self.container_start_seconds:
                 await asyncio.sleep(self.container_start_seconds)
             self._claim_ip(record, self._allocate_ip())
+            configured = await self._configure(pod, record)
+            if configured is None:
+                return
+            pod, built = configured
+            self._prepare_containers(pod, record, allocation, built)
             running = podstatus.running_status(pod, self.host_ip, record.pod_ip, record.start_time)
             record.started_at = (
                 running["containerStatuses"][0]["state"]["running"]["startedAt"]
@@ -596,6 +704,41 @@ class Kubelet:
         except Exception:
             log.exception("kubelet %s: pod %s/%s", self.node_name, record.namespace, record.name)
 
+    async def _configure(
+        self, pod: dict[str, Any], record: PodRecord
+    ) -> tuple[dict[str, Any], dict[str, containerenv.Environment]] | None:
+        """The containers' environments once the ConfigMaps and Secrets they need are there. Until then
+        the container waits in CreateContainerConfigError with kube's message and a `Failed` event, and
+        the pod is tried again after the back-off; None when it is deleted meanwhile."""
+        while True:
+            try:
+                built = self._environments(pod, record, await self._sources(pod))
+            except containerenv.ContainerConfigError as err:
+                message = str(err)
+            else:
+                for env in built.values():
+                    for kind, source, keys in env.skipped:
+                        await self.record_event(pod, "InvalidEnvironmentVariableNames", (
+                            f"Keys [{', '.join(keys)}] from the EnvFrom {kind} {source} were skipped since "
+                            "they are considered invalid environment variable names."), warning=True)  # fmt: skip
+                return pod, built
+            group, container = failed = record.config_failed or ("containers", "")
+            reference = {
+                "kind": "Pod", "namespace": record.namespace, "name": record.name, "uid": record.uid,
+                "apiVersion": "v1", "fieldPath": f"spec.{group}{{{container}}}",
+            }  # fmt: skip
+            await self.record_event(pod, "Failed", f"Error: {message}", warning=True, reference=reference)
+            status = podstatus.config_error_status(
+                pod, self.host_ip, record.pod_ip or "", record.start_time or "", failed, message
+            )
+            if not await self._patch_status(record, status):
+                return None
+            await asyncio.sleep(self.config_retry_seconds * (1 + random.random() / 2))
+            current = self.informer.get(record.namespace, record.name)
+            if current is None or record.terminating or _meta(current).get("uid") != record.uid:
+                return None
+            pod = current
+
     async def _adopt(self, pod: dict[str, Any], record: PodRecord) -> None:
         """Pick up a pod that was Running before this kubelet (re)started: rebuild env and timers."""
         status = pod.get("status") or {}
@@ -605,7 +748,12 @@ class Kubelet:
         for cs in status.get("containerStatuses") or []:
             started = ((cs.get("state") or {}).get("running") or {}).get("startedAt") or started
         record.started_at = started or record.start_time
-        self._prepare_containers(pod, record, self._allocation_from_annotations(pod))
+        try:
+            sources = await self._sources(pod)
+        except containerenv.ContainerConfigError:
+            sources = None
+        built = self._lenient_environments(pod, record, sources)
+        self._prepare_containers(pod, record, self._allocation_from_annotations(pod), built)
         self._adopt_ephemeral(pod, record)
         self._start_ephemeral(pod, record)  # added while the kubelet was down
         if _marked_not_ready(pod):  # by the node controller while this kubelet was away
@@ -674,7 +822,7 @@ class Kubelet:
             out.write("(log rebuilt after a kubelet restart)", now)
         out.write(f"tenantgpu simulated container {name} on node {self.node_name}", now)
         out.write("environment:", now)
-        for line in rt.container_env_lines(env):
+        for line in rt.container_env_lines(record.shown_envs.get(name, env)):
             out.write(f"  {line}", now)
         if gpus:
             out.write("$ nvidia-smi", now)
@@ -684,7 +832,7 @@ class Kubelet:
         for line in plan.log_lines:
             out.write(line, now)
         runs_for, code = plan.runs_for, plan.exit_code
-        command = _command(spec)
+        command = containerenv.expanded_command(spec, env)
         main = (
             None if plan.fails else programs.main_command(command, self._container_view(record, name, gpus))
         )
@@ -779,7 +927,7 @@ class Kubelet:
                 entries[i] = current
             elif record.started_at:
                 entry["state"]["running"]["startedAt"] = record.started_at
-        podstatus.set_readiness(status, all(e.get("ready") for e in entries))
+        podstatus.set_readiness(status, [e["name"] for e in entries if not e.get("ready")])
         await self._patch_status(record, status)
 
     # --- ephemeral containers (`kubectl debug`) -------------------------------------------------
@@ -794,13 +942,14 @@ class Kubelet:
             for spec in (pod.get("spec") or {}).get("ephemeralContainers") or []
             if spec.get("name") and spec["name"] not in record.ephemeral
         ]
+        built = self._lenient_environments(pod, record) if fresh else {}
         for spec in fresh:
             name = spec["name"]
-            record.ephemeral_envs[name] = _declared_env(spec)
+            record.ephemeral_envs[name] = self._full_env(record, {}, built[name])
             out = record.logs[name] = ContainerLog()
             now = log_stamp()
             out.write(f"tenantgpu simulated ephemeral container {name} on node {self.node_name}", now)
-            command = _command(spec)
+            command = containerenv.expanded_command(spec, record.ephemeral_envs[name])
             main = programs.main_command(command, self._container_view(record, name))
             runs_for: float | None = None
             code = 0
@@ -871,6 +1020,7 @@ class Kubelet:
     def _adopt_ephemeral(self, pod: dict[str, Any], record: PodRecord) -> None:
         """After a kubelet restart, ephemeral containers that were started keep their status (they are
         never run twice); their log says it was lost."""
+        built: dict[str, containerenv.Environment] = {}
         for entry in (pod.get("status") or {}).get("ephemeralContainerStatuses") or []:
             name = entry.get("name", "")
             spec = next(
@@ -882,7 +1032,8 @@ class Kubelet:
                 {},
             )
             record.ephemeral[name] = entry
-            record.ephemeral_envs[name] = _declared_env(spec)
+            built = built or self._lenient_environments(pod, record)
+            record.ephemeral_envs[name] = self._full_env(record, {}, built[name]) if spec else {}
             record.logs[name] = ContainerLog()
             record.logs[name].write("(log of an ephemeral container is not kept over a kubelet restart)")
 

@@ -17,16 +17,31 @@ def container_id(pod_uid: str, container: str) -> str:
     return "tenantgpu://" + hashlib.sha256(f"{pod_uid}/{container}".encode()).hexdigest()
 
 
-def _condition(kind: str, status: bool, when: str, reason: str | None = None) -> dict[str, Any]:
+def _condition(
+    kind: str, status: bool, when: str, reason: str | None = None, message: str | None = None
+) -> dict[str, Any]:
     cond: dict[str, Any] = {
         "type": kind,
         "status": "True" if status else "False",
         "lastProbeTime": None,
         "lastTransitionTime": when,
     }
+    if message:
+        cond["message"] = message
     if reason:
         cond["reason"] = reason
     return cond
+
+
+def unready_message(names: list[str]) -> str:
+    """kube's status generator's message for Ready and ContainersReady: the unready containers, sidecars
+    first, as Go prints a list of strings."""
+    return f"containers with unready status: [{' '.join(names)}]"
+
+
+def _unready(pod: dict[str, Any]) -> str:
+    sidecars = [c.get("name", "") for c in _containers(pod, "initContainers") if is_sidecar(c)]
+    return unready_message(sidecars + [c.get("name", "") for c in _containers(pod)])
 
 
 def _containers(pod: dict[str, Any], kind: str = "containers") -> list[dict[str, Any]]:
@@ -104,14 +119,78 @@ def creating_status(pod: dict[str, Any], host_ip: str, now: datetime | None = No
         "conditions": [
             _condition("PodReadyToStartContainers", False, when),
             _condition("Initialized", True, when),
-            _condition("Ready", False, when, "ContainersNotReady"),
-            _condition("ContainersReady", False, when, "ContainersNotReady"),
+            _condition("Ready", False, when, "ContainersNotReady", _unready(pod)),
+            _condition("ContainersReady", False, when, "ContainersNotReady", _unready(pod)),
             _condition("PodScheduled", True, when),
         ],
         "containerStatuses": statuses,
     }
     if _containers(pod, "initContainers"):
         status["initContainerStatuses"] = _init_statuses(pod, uid, when)
+    return status
+
+
+def config_error_status(
+    pod: dict[str, Any],
+    host_ip: str,
+    pod_ip: str,
+    start_time: str,
+    failed: tuple[str, str],
+    message: str,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Pending with the sandbox up (its IP given) while container `failed` (its spec group and name)
+    cannot be configured: it waits in CreateContainerConfigError with `message`; the others wait in
+    ContainerCreating, or in PodInitializing behind an init container that failed so."""
+    when = rfc3339(now)
+    uid = (pod.get("metadata") or {}).get("uid", "")
+    group, name = failed
+    in_init = group == "initContainers"
+    error = {"waiting": {"reason": "CreateContainerConfigError", "message": message}}
+
+    def waiting(c: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        st = _base_status(c, uid)
+        st.pop("containerID")
+        st.update(ready=False, started=False, state=state)
+        return st
+
+    apps = [
+        waiting(c, error if c.get("name") == name and not in_init else
+                {"waiting": {"reason": "PodInitializing" if in_init else "ContainerCreating"}})
+        for c in _containers(pod)
+    ]  # fmt: skip
+    status: dict[str, Any] = {
+        "phase": "Pending",
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": start_time,
+        "conditions": [
+            _condition("PodReadyToStartContainers", True, when),
+            _condition("Initialized", True, when)
+            if not in_init
+            else _condition(
+                "Initialized",
+                False,
+                when,
+                "ContainersNotInitialized",
+                f"containers with incomplete status: [{name}]",
+            ),
+            _condition("Ready", False, when, "ContainersNotReady", _unready(pod)),
+            _condition("ContainersReady", False, when, "ContainersNotReady", _unready(pod)),
+            _condition("PodScheduled", True, when),
+        ],
+        "containerStatuses": apps,
+    }
+    inits = _containers(pod, "initContainers")
+    if inits:
+        entries = _init_statuses(pod, uid, start_time)
+        if in_init:
+            at = next((i for i, c in enumerate(inits) if c.get("name") == name), len(inits))
+            for i, c in enumerate(inits[at:], start=at):
+                entries[i] = waiting(c, error if i == at else {"waiting": {"reason": "PodInitializing"}})
+        status["initContainerStatuses"] = entries
     return status
 
 
@@ -224,16 +303,18 @@ def container_entry(
     return entry
 
 
-def set_readiness(status: dict[str, Any], ready: bool) -> None:
-    """Set the pod's Ready and ContainersReady conditions (reason ContainersNotReady when false)."""
+def set_readiness(status: dict[str, Any], unready: list[str]) -> None:
+    """Set the pod's Ready and ContainersReady conditions from its `unready` containers (reason
+    ContainersNotReady and kube's message naming them, when there are any)."""
     when = rfc3339()
     for cond in status.get("conditions") or []:
         if cond["type"] in ("Ready", "ContainersReady"):
-            cond.update(status="True" if ready else "False", lastTransitionTime=when)
-            if ready:
-                cond.pop("reason", None)
+            cond.update(status="False" if unready else "True", lastTransitionTime=when)
+            if unready:
+                cond.update(reason="ContainersNotReady", message=unready_message(unready))
             else:
-                cond["reason"] = "ContainersNotReady"
+                cond.pop("reason", None)
+                cond.pop("message", None)
 
 
 def admission_failed_message(error: str) -> str:
