@@ -273,14 +273,20 @@ def _present(root: Any, field: GatedField) -> bool:
             return False
         nodes = below
     name = path[-1]
-    if field.volume_source is not None:
-        return any(
-            type(node) is dict
-            and type(node.get(name)) is list
-            and any(_of_source(item, field.volume_source) for item in node[name])
-            for node in nodes
-        )
-    return any(type(node) is dict and name in node for node in nodes)
+    source = field.volume_source
+    for node in nodes:
+        if type(node) is not dict:
+            continue
+        if source is None:
+            if name in node:
+                return True
+            continue
+        volumes = node.get(name)
+        if type(volumes) is list:
+            for volume in volumes:
+                if type(volume) is dict and volume.get(source) is not None:
+                    return True
+    return False
 
 
 def _of_source(volume: Any, source: str) -> bool:

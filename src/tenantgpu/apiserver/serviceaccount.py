@@ -267,12 +267,14 @@ class ServiceAccountAdmission:
             raise self._forbidden(attributes, why)
 
     async def _account(self, attributes: AdmissionAttributes, name: str) -> Obj:
+        account = self._lookup(attributes.namespace, name)
+        if account is not None:
+            return account
         attempts = DEFAULT_ACCOUNT_ATTEMPTS if name == DEFAULT_ACCOUNT else 1
         # kube draws one pause for all of a request's retries.
         pause = (100 + random.randrange(100)) / 1000
-        for attempt in range(attempts):
-            if attempt:
-                await self._sleep(pause)
+        for _ in range(attempts - 1):
+            await self._sleep(pause)
             account = self._lookup(attributes.namespace, name)
             if account is not None:
                 return account
