@@ -120,6 +120,10 @@ _VOLUME_SECRET_REFS = (
 )
 
 
+def _refused(subject: str, account: str, what: str = "secret") -> str:
+    return f"{subject} is not allowed because service account {account} does not reference that {what}"
+
+
 def _unmountable_secret(account: Obj, spec: Mapping[str, Any]) -> str | None:
     """Why a pod of an enforcing account may not be admitted, or None (kube's limitSecretReferences)."""
     name = (account.get("metadata") or {}).get("name", "")
@@ -127,10 +131,7 @@ def _unmountable_secret(account: Obj, spec: Mapping[str, Any]) -> str | None:
     for volume in spec.get("volumes") or []:
         secret = volume.get("secret")
         if secret is not None and secret.get("secretName", "") not in mountable:
-            return (
-                f'volume with secret.secretName="{secret.get("secretName", "")}" is not allowed because '
-                f"service account {name} does not reference that secret"
-            )
+            return _refused(f'volume with secret.secretName="{secret.get("secretName", "")}"', name)
     for group, what in (("initContainers", "init container"), ("containers", "container")):
         for ctr in spec.get(group) or []:
             refused = _unmountable_env(ctr, what, name, mountable)
@@ -140,10 +141,7 @@ def _unmountable_secret(account: Obj, spec: Mapping[str, Any]) -> str | None:
     for i, ref in enumerate(spec.get("imagePullSecrets") or []):
         pull = str((ref or {}).get("name") or "")
         if pull not in pullable:
-            return (
-                f'imagePullSecrets[{i}].name="{pull}" is not allowed because service account {name} '
-                "does not reference that imagePullSecret"
-            )
+            return _refused(f'imagePullSecrets[{i}].name="{pull}"', name, "imagePullSecret")
     return None
 
 
@@ -151,18 +149,13 @@ def _unmountable_env(ctr: Mapping[str, Any], what: str, account: str, mountable:
     for env in ctr.get("env") or []:
         ref = (env.get("valueFrom") or {}).get("secretKeyRef")
         if ref is not None and ref.get("name", "") not in mountable:
-            return (
-                f"{what} {ctr.get('name', '')} with envVar {env.get('name', '')} referencing "
-                f'secret.secretName="{ref.get("name", "")}" is not allowed because service account '
-                f"{account} does not reference that secret"
-            )
+            subject = f"{what} {ctr.get('name', '')} with envVar {env.get('name', '')} referencing"
+            return _refused(f'{subject} secret.secretName="{ref.get("name", "")}"', account)
     for env_from in ctr.get("envFrom") or []:
         ref = env_from.get("secretRef")
         if ref is not None and ref.get("name", "") not in mountable:
-            return (
-                f'{what} {ctr.get("name", "")} with envFrom referencing secret.secretName="{ref.get("name", "")}" '
-                f"is not allowed because service account {account} does not reference that secret"
-            )
+            subject = f"{what} {ctr.get('name', '')} with envFrom referencing"
+            return _refused(f'{subject} secret.secretName="{ref.get("name", "")}"', account)
     return None
 
 
@@ -221,14 +214,18 @@ class ServiceAccountAdmission:
                 {"name": (ref or {}).get("name", "")} for ref in account["imagePullSecrets"]
             ]
 
-    async def _validate(self, attributes: AdmissionAttributes, spec: Obj) -> None:
+    async def _named_account(self, attributes: AdmissionAttributes, spec: Obj) -> Obj:
+        """The account the pod names, which must exist (its validating phase)."""
         account_name = spec.get("serviceAccountName") or ""
         if not account_name:
             raise self._forbidden(
                 attributes,
                 f"no service account specified for pod {attributes.namespace}/{_pod_name(attributes)}",
             )
-        account = await self._account(attributes, account_name)
+        return await self._account(attributes, account_name)
+
+    async def _validate(self, attributes: AdmissionAttributes, spec: Obj) -> None:
+        account = await self._named_account(attributes, spec)
         if _enforces_mountable_secrets(account):
             refused = _unmountable_secret(account, spec)
             if refused:
@@ -236,18 +233,12 @@ class ServiceAccountAdmission:
 
     async def _check_ephemeral(self, attributes: AdmissionAttributes, pod: Obj) -> None:
         spec = pod.get("spec") or {}
-        account_name = spec.get("serviceAccountName") or ""
-        if not account_name:
-            raise self._forbidden(
-                attributes,
-                f"no service account specified for pod {attributes.namespace}/{_pod_name(attributes)}",
-            )
-        account = await self._account(attributes, account_name)
+        account = await self._named_account(attributes, spec)
         if not _enforces_mountable_secrets(account):
             return
         mountable = {str((s or {}).get("name") or "") for s in account.get("secrets") or []}
         for ctr in spec.get("ephemeralContainers") or []:
-            refused = _unmountable_env(ctr, "ephemeral container", account_name, mountable)
+            refused = _unmountable_env(ctr, "ephemeral container", spec["serviceAccountName"], mountable)
             if refused:
                 raise self._forbidden(attributes, refused)
 

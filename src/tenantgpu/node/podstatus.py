@@ -130,6 +130,18 @@ def creating_status(pod: dict[str, Any], host_ip: str, now: datetime | None = No
     return status
 
 
+def _placed(phase: str, host_ip: str, pod_ip: str, start_time: str) -> dict[str, Any]:
+    """The head of the status of a pod whose sandbox is up: its phase, node and pod addresses, start."""
+    return {
+        "phase": phase,
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": start_time,
+    }
+
+
 def config_error_status(
     pod: dict[str, Any],
     host_ip: str,
@@ -160,12 +172,7 @@ def config_error_status(
         for c in _containers(pod)
     ]  # fmt: skip
     status: dict[str, Any] = {
-        "phase": "Pending",
-        "hostIP": host_ip,
-        "hostIPs": [{"ip": host_ip}],
-        "podIP": pod_ip,
-        "podIPs": [{"ip": pod_ip}],
-        "startTime": start_time,
+        **_placed("Pending", host_ip, pod_ip, start_time),
         "conditions": [
             _condition("PodReadyToStartContainers", True, when),
             _condition("Initialized", True, when)
@@ -206,12 +213,7 @@ def running_status(
         st.update(ready=True, started=True, state={"running": {"startedAt": when}})
         statuses.append(st)
     status: dict[str, Any] = {
-        "phase": "Running",
-        "hostIP": host_ip,
-        "hostIPs": [{"ip": host_ip}],
-        "podIP": pod_ip,
-        "podIPs": [{"ip": pod_ip}],
-        "startTime": start_time,
+        **_placed("Running", host_ip, pod_ip, start_time),
         "conditions": [
             _condition("PodReadyToStartContainers", True, when),
             _condition("Initialized", True, when),
