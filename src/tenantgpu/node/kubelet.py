@@ -541,6 +541,8 @@ class Kubelet:
                     if err.code != 404:
                         raise containerenv.ContainerConfigError(err.message) from err
                     into[name] = None
+                except OSError as err:  # the API out of reach: tried again after the back-off
+                    raise containerenv.ContainerConfigError(str(err)) from err
         return sources
 
     def _environments(
@@ -710,6 +712,7 @@ class Kubelet:
         """The containers' environments once the ConfigMaps and Secrets they need are there. Until then
         the container waits in CreateContainerConfigError with kube's message and a `Failed` event, and
         the pod is tried again after the back-off; None when it is deleted meanwhile."""
+        written = ""
         while True:
             try:
                 built = self._environments(pod, record, await self._sources(pod))
@@ -728,11 +731,13 @@ class Kubelet:
                 "apiVersion": "v1", "fieldPath": f"spec.{group}{{{container}}}",
             }  # fmt: skip
             await self.record_event(pod, "Failed", f"Error: {message}", warning=True, reference=reference)
-            status = podstatus.config_error_status(
-                pod, self.host_ip, record.pod_ip or "", record.start_time or "", failed, message
-            )
-            if not await self._patch_status(record, status):
-                return None
+            if written != f"{failed}{message}":  # the status stays as it is while the reason does
+                status = podstatus.config_error_status(
+                    pod, self.host_ip, record.pod_ip or "", record.start_time or "", failed, message
+                )
+                if not await self._patch_status(record, status):
+                    return None
+                written = f"{failed}{message}"
             await asyncio.sleep(self.config_retry_seconds * (1 + random.random() / 2))
             current = self.informer.get(record.namespace, record.name)
             if current is None or record.terminating or _meta(current).get("uid") != record.uid:
