@@ -48,9 +48,7 @@ def _default_container(ctr: dict[str, Any], *, requests_from_limits: bool) -> No
         if isinstance(hook, dict):
             _default_handler(hook)
     for env in ctr.get("env") or []:
-        field_ref = (env.get("valueFrom") or {}).get("fieldRef")
-        if field_ref is not None:
-            field_ref.setdefault("apiVersion", "v1")
+        _default_field_ref((env.get("valueFrom") or {}).get("fieldRef"))
 
 
 def _default_probe(probe: dict[str, Any]) -> None:
@@ -199,9 +197,14 @@ def _default_volume(volume: dict[str, Any]) -> None:
 def _default_field_refs(downward: Any) -> None:
     if isinstance(downward, dict):
         for item in downward.get("items") or []:
-            field_ref = item.get("fieldRef") if isinstance(item, dict) else None
-            if isinstance(field_ref, dict):
-                field_ref.setdefault("apiVersion", "v1")
+            if isinstance(item, dict):
+                _default_field_ref(item.get("fieldRef"))
+
+
+def _default_field_ref(field_ref: Any) -> None:
+    """SetDefaults_ObjectFieldSelector, for env vars and downward API files alike."""
+    if isinstance(field_ref, dict):
+        field_ref.setdefault("apiVersion", "v1")
 
 
 def _default_pod_spec_fields(obj: dict[str, Any]) -> None:

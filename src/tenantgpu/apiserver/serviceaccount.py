@@ -23,6 +23,7 @@ from typing import Any
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes
+from tenantgpu.apiserver.validation import MIRROR_POD_ANNOTATION
 
 Obj = dict[str, Any]
 
@@ -30,7 +31,6 @@ DEFAULT_ACCOUNT = "default"
 TOKEN_VOLUME_PREFIX = "kube-api-access-"
 TOKEN_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 ENFORCE_MOUNTABLE_SECRETS = "kubernetes.io/enforce-mountable-secrets"
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 # kube's WarnOnlyBoundTokenExpirationSeconds: an hour and seven seconds, so a token older than an hour is
 # recognisable as one a client should have refreshed.
 TOKEN_EXPIRATION_SECONDS = 3607
@@ -99,7 +99,8 @@ def _secret_names(spec: Mapping[str, Any]) -> Iterator[str]:
             if source.get("secret") is not None:
                 yield str(source["secret"].get("name") or "")
         for plugin, ref_field in _VOLUME_SECRET_REFS:
-            ref = (volume.get(plugin) or {}).get(ref_field) if isinstance(volume.get(plugin), dict) else None
+            source = volume.get(plugin)
+            ref = source.get(ref_field) if isinstance(source, dict) else None
             if isinstance(ref, str) and ref:
                 yield ref
             elif isinstance(ref, dict):

@@ -738,13 +738,18 @@ _EPHEMERAL_CONTAINER_FIELDS = frozenset(
 _NOT_FOR_EPHEMERAL = "cannot be set for an Ephemeral Container"
 
 
+# A static pod's copy in the API, which its kubelet keeps (ephemeral containers and service accounts
+# are refused on it).
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+
+
 def validate_ephemeral_containers_update(
     obj: Mapping[str, Any], old: Mapping[str, Any], *, relaxed_env: bool = False
 ) -> list[Cause]:
     """An update through `pods/ephemeralcontainers` (what `kubectl debug` sends): new ephemeral
     containers are checked as kube does, and existing ones may be neither removed nor changed."""
     annotations = (old.get("metadata") or {}).get("annotations") or {}
-    if "kubernetes.io/config.mirror" in annotations:
+    if MIRROR_POD_ANNOTATION in annotations:
         return [_forbidden("", "static pods do not support ephemeral containers")]
     spec = obj.get("spec") or {}
     path = "spec.ephemeralContainers"

@@ -32,7 +32,10 @@ _RELAXED_FROM_MINOR = 32
 
 class ContainerConfigError(Exception):
     """A reference the container's environment cannot be built without; the kubelet reports the
-    container waiting in CreateContainerConfigError with this message."""
+    container waiting in CreateContainerConfigError with this message. `container` is its spec group and
+    name, once the caller knows them (empty when no one container is to blame, as with an API error)."""
+
+    container: tuple[str, str] = ("containers", "")
 
 
 @dataclass

@@ -118,8 +118,6 @@ class PodRecord:
     ephemeral: dict[str, dict[str, Any]] = field(default_factory=dict)
     ephemeral_tasks: set[asyncio.Task[None]] = field(default_factory=set)
     ephemeral_writes: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # (spec group, container) whose environment could not be built last time, or None
-    config_failed: tuple[str, str] | None = None
     init_containers: tuple[str, ...] = ()  # their logs are in `logs` too: kept after they complete
     sidecars: tuple[str, ...] = ()  # the init containers with restartPolicy Always: they run with the pod
 
@@ -546,40 +544,33 @@ class Kubelet:
         return sources
 
     def _environments(
-        self, pod: dict[str, Any], record: PodRecord, sources: containerenv.Sources
+        self,
+        pod: dict[str, Any],
+        record: PodRecord,
+        sources: containerenv.Sources | None = None,
+        *,
+        lenient: bool = False,
     ) -> dict[str, containerenv.Environment]:
         """Each container's environment, init containers first; ContainerConfigError names the first that
-        fails (`record.config_failed`)."""
+        fails. `lenient` is for containers that run already (a kubelet restart, `kubectl debug`): ephemeral
+        containers are included, and one whose references are gone keeps the values of its spec."""
         spec = pod.get("spec") or {}
         runtime = self._runtime(record)
         built: dict[str, containerenv.Environment] = {}
-        for group in ("initContainers", "containers"):
+        groups = ("initContainers", "containers", *(("ephemeralContainers",) if lenient else ()))
+        for group in groups:
             for container in spec.get(group) or []:
                 name = container.get("name", "")
                 try:
-                    built[name] = containerenv.build(pod, container, runtime, sources)
-                except containerenv.ContainerConfigError:
-                    record.config_failed = (group, name)
-                    raise
-        record.config_failed = None
-        return built
-
-    def _lenient_environments(
-        self, pod: dict[str, Any], record: PodRecord, sources: containerenv.Sources | None = None
-    ) -> dict[str, containerenv.Environment]:
-        """As `_environments`, for containers that run already (a kubelet restart, `kubectl debug`): one
-        whose references are gone keeps the values of its spec."""
-        spec = pod.get("spec") or {}
-        runtime = self._runtime(record)
-        built = {}
-        groups = ("initContainers", "containers", "ephemeralContainers")
-        for container in [c for g in groups for c in spec.get(g) or []]:
-            try:
-                env = containerenv.build(pod, container, runtime, sources or containerenv.Sources())
-            except containerenv.ContainerConfigError:
-                declared = _declared_env(container)
-                env = containerenv.Environment({**declared, **self.service_env}, declared)
-            built[container.get("name", "")] = env
+                    built[name] = containerenv.build(
+                        pod, container, runtime, sources or containerenv.Sources()
+                    )
+                except containerenv.ContainerConfigError as err:
+                    if not lenient:
+                        err.container = (group, name)
+                        raise
+                    declared = _declared_env(container)
+                    built[name] = containerenv.Environment({**declared, **self.service_env}, declared)
         return built
 
     def _full_env(
@@ -598,7 +589,7 @@ class Kubelet:
     ) -> None:
         """Each container's environment (`built`; by default from the pod alone), GPUs and log."""
         if built is None:
-            built = self._lenient_environments(pod, record)
+            built = self._environments(pod, record, lenient=True)
         inits = (pod.get("spec") or {}).get("initContainers") or []
         record.init_containers = tuple(c.get("name", "") for c in inits)
         record.sidecars = tuple(c.get("name", "") for c in inits if podstatus.is_sidecar(c))
@@ -717,7 +708,7 @@ class Kubelet:
             try:
                 built = self._environments(pod, record, await self._sources(pod))
             except containerenv.ContainerConfigError as err:
-                message = str(err)
+                message, failed = str(err), err.container
             else:
                 for env in built.values():
                     for kind, source, keys in env.skipped:
@@ -725,7 +716,7 @@ class Kubelet:
                             f"Keys [{', '.join(keys)}] from the EnvFrom {kind} {source} were skipped since "
                             "they are considered invalid environment variable names."), warning=True)  # fmt: skip
                 return pod, built
-            group, container = failed = record.config_failed or ("containers", "")
+            group, container = failed
             reference = {
                 "kind": "Pod", "namespace": record.namespace, "name": record.name, "uid": record.uid,
                 "apiVersion": "v1", "fieldPath": f"spec.{group}{{{container}}}",
@@ -757,7 +748,7 @@ class Kubelet:
             sources = await self._sources(pod)
         except containerenv.ContainerConfigError:
             sources = None
-        built = self._lenient_environments(pod, record, sources)
+        built = self._environments(pod, record, sources, lenient=True)
         self._prepare_containers(pod, record, self._allocation_from_annotations(pod), built)
         self._adopt_ephemeral(pod, record)
         self._start_ephemeral(pod, record)  # added while the kubelet was down
@@ -947,7 +938,7 @@ class Kubelet:
             for spec in (pod.get("spec") or {}).get("ephemeralContainers") or []
             if spec.get("name") and spec["name"] not in record.ephemeral
         ]
-        built = self._lenient_environments(pod, record) if fresh else {}
+        built = self._environments(pod, record, lenient=True) if fresh else {}
         for spec in fresh:
             name = spec["name"]
             record.ephemeral_envs[name] = self._full_env(record, {}, built[name])
@@ -1037,7 +1028,7 @@ class Kubelet:
                 {},
             )
             record.ephemeral[name] = entry
-            built = built or self._lenient_environments(pod, record)
+            built = built or self._environments(pod, record, lenient=True)
             record.ephemeral_envs[name] = self._full_env(record, {}, built[name]) if spec else {}
             record.logs[name] = ContainerLog()
             record.logs[name].write("(log of an ephemeral container is not kept over a kubelet restart)")

@@ -104,6 +104,7 @@ def _init_statuses(
 def creating_status(pod: dict[str, Any], host_ip: str, now: datetime | None = None) -> dict[str, Any]:
     """Pending with containers waiting in ContainerCreating (after admission, before start)."""
     when = rfc3339(now)
+    unready = _unready(pod)
     uid = (pod.get("metadata") or {}).get("uid", "")
     statuses = []
     for c in _containers(pod):
@@ -119,8 +120,8 @@ def creating_status(pod: dict[str, Any], host_ip: str, now: datetime | None = No
         "conditions": [
             _condition("PodReadyToStartContainers", False, when),
             _condition("Initialized", True, when),
-            _condition("Ready", False, when, "ContainersNotReady", _unready(pod)),
-            _condition("ContainersReady", False, when, "ContainersNotReady", _unready(pod)),
+            _condition("Ready", False, when, "ContainersNotReady", unready),
+            _condition("ContainersReady", False, when, "ContainersNotReady", unready),
             _condition("PodScheduled", True, when),
         ],
         "containerStatuses": statuses,
@@ -155,6 +156,7 @@ def config_error_status(
     cannot be configured: it waits in CreateContainerConfigError with `message`; the others wait in
     ContainerCreating, or in PodInitializing behind an init container that failed so."""
     when = rfc3339(now)
+    unready = _unready(pod)
     uid = (pod.get("metadata") or {}).get("uid", "")
     group, name = failed
     in_init = group == "initContainers"
@@ -184,8 +186,8 @@ def config_error_status(
                 "ContainersNotInitialized",
                 f"containers with incomplete status: [{name}]",
             ),
-            _condition("Ready", False, when, "ContainersNotReady", _unready(pod)),
-            _condition("ContainersReady", False, when, "ContainersNotReady", _unready(pod)),
+            _condition("Ready", False, when, "ContainersNotReady", unready),
+            _condition("ContainersReady", False, when, "ContainersNotReady", unready),
             _condition("PodScheduled", True, when),
         ],
         "containerStatuses": apps,
