@@ -187,6 +187,18 @@ def test_service_webhook_is_dialled_through_the_egress_and_mutates(
     assert all("mutated" not in labels for labels in unmutated)
     assert len(hook.reviews) == calls
 
+    # kube's store names a generateName create, gives it a uid and a creationTimestamp after the
+    # mutating phase: a mutating webhook sees none of them (Store.Create, FillObjectMetaSystemFields).
+    generated = _pod("", "gpu")
+    generated["metadata"] = {"generateName": "web-", "namespace": "gpu", "labels": {"app": "web"}}
+    made = raw.request("POST", "/api/v1/namespaces/gpu/pods", generated).json()
+    seen = hook.reviews[-1]["request"]
+    assert seen["name"] == "" and seen["namespace"] == "gpu"
+    assert not {"name", "uid", "creationTimestamp"} & set(seen["object"]["metadata"])
+    assert made["metadata"]["name"].startswith("web-") and len(made["metadata"]["name"]) == len("web-") + 5
+    assert made["metadata"]["uid"] and made["metadata"]["creationTimestamp"]
+    assert made["metadata"]["labels"]["mutated"] == "yes" and made["status"]["phase"] == "Pending"
+
 
 def test_url_webhook_denies_with_its_message(tenant: RunningAPIServer, hook: WebhookServer) -> None:
     raw = RawClient(tenant.kubeconfig)
@@ -211,6 +223,13 @@ def test_url_webhook_denies_with_its_message(tenant: RunningAPIServer, hook: Web
     )
     assert hook.reviews[-1]["apiVersion"] == "admission.k8s.io/v1beta1"
     assert raw.request("POST", "/api/v1/namespaces/default/pods", _pod("good")).status == 201
+    # The validating phase comes after the store has named the object.
+    generated = _pod("")
+    generated["metadata"] = {"generateName": "job-"}
+    made = raw.request("POST", "/api/v1/namespaces/default/pods", generated).json()
+    seen = hook.reviews[-1]["request"]
+    assert seen["name"] == made["metadata"]["name"] == seen["object"]["metadata"]["name"]
+    assert seen["object"]["metadata"]["uid"] == made["metadata"]["uid"]
     raw.request("DELETE", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/deny")
 
 

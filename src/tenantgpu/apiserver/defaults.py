@@ -230,7 +230,8 @@ def _default_pod_spec_fields(obj: dict[str, Any]) -> None:
             )
 
 
-def _default_pod_status(obj: dict[str, Any]) -> None:
+def default_pod_status(obj: dict[str, Any]) -> None:
+    """A pod's status phase and QoS class when missing; also what kube's PrepareForCreate gives a new pod."""
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
     if "qosClass" not in status:  # not setdefault: the class is worked out only when it is missing
@@ -551,7 +552,7 @@ _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
 # the stored object (which was defaulted when it was stored) skips that field's defaulting. The other
 # kinds' defaulters may write anywhere, so they run on private copies of every field.
 _DEFAULTERS_BY_FIELD: dict[str, tuple[tuple[str, Callable[[dict[str, Any]], None]], ...]] = {
-    "Pod": (("spec", _default_pod_spec_fields), ("status", _default_pod_status)),
+    "Pod": (("spec", _default_pod_spec_fields), ("status", default_pod_status)),
     "Node": (("status", _default_node),),
 }
 

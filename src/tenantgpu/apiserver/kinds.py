@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from tenantgpu.apiserver.defaults import default_job_labels
+from tenantgpu.apiserver.defaults import default_job_labels, default_pod_status
 
 Obj = dict[str, Any]
 
@@ -54,7 +54,8 @@ class Strategy:
     """What differs per kind in the generic store, as kube-apiserver's `rest.RESTCreateStrategy` & co.
 
     `status_fields`: the top-level fields a `status` subresource update may change; the main resource
-    may change everything else. `on_create` and `on_update` run before defaulting and validation.
+    may change everything else. `on_create` runs after defaulting and the mutating admission phase, as kube's
+    PrepareForCreate does, `on_update` before defaulting; both before validation.
     """
 
     status_fields: tuple[str, ...] = ()
@@ -241,18 +242,20 @@ def _job_on_create(job: Obj) -> None:
     job["status"] = {}  # a new Job's status is empty, not absent, as kube's strategy leaves it
     spec = job.setdefault("spec", {})
     meta = job["metadata"]
-    # kube decodes (and defaults) the request before its strategy adds the generated labels: a Job
-    # without labels takes its template's as the user wrote them.
+    if spec.get("manualSelector") is not True:
+        uid, name = meta["uid"], meta.get("name") or ""
+        template_meta = spec.setdefault("template", {}).setdefault("metadata", {})
+        labels = template_meta.get("labels") or {}
+        # The legacy keys first, then the prefixed ones, as the batch strategy writes them.
+        labels.update(
+            {"controller-uid": uid, "job-name": name, JOB_CONTROLLER_UID: uid, JOB_NAME_LABEL: name}
+        )
+        template_meta["labels"] = labels
+        spec["selector"] = {"matchLabels": {JOB_CONTROLLER_UID: uid}}
+    # The request was defaulted before these labels were generated, so a Job with labels of its own or
+    # from its template keeps those as written. One without any takes the generated ones: kube defaults
+    # the object again as it reads it back from storage.
     default_job_labels(job)
-    if spec.get("manualSelector") is True:
-        return
-    uid, name = meta["uid"], meta.get("name") or ""
-    template_meta = spec.setdefault("template", {}).setdefault("metadata", {})
-    labels = template_meta.get("labels") or {}
-    # The legacy keys first, then the prefixed ones, as the batch strategy writes them.
-    labels.update({"controller-uid": uid, "job-name": name, JOB_CONTROLLER_UID: uid, JOB_NAME_LABEL: name})
-    template_meta["labels"] = labels
-    spec["selector"] = {"matchLabels": {JOB_CONTROLLER_UID: uid}}
 
 
 def _job_on_update(new: Obj, old: Obj) -> None:
@@ -291,6 +294,7 @@ POD = Kind(
     # The pod status strategy keeps the owner references: old kubelets wrote them wrong.
     strategy=Strategy(
         _STATUS,
+        default_pod_status,  # the status a new pod starts with, whatever the request carried
         graceful_delete=_pod_grace,
         generation=Generation(first_minor=33),
         status_metadata=("labels", "annotations", "finalizers"),

@@ -485,34 +485,29 @@ class Registry:
             meta.pop("namespace", None)
             namespace = ""
         generated = not meta.get("name") and bool(meta.get("generateName"))
-        if generated:
-            meta["name"] = self.generate_name(str(meta["generateName"]))
         for transient in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(transient, None)
-        meta["uid"] = self._uids.next()
-        meta["creationTimestamp"] = now_rfc3339()
-        policy = kind.strategy.generation
-        if policy is not None and self.minor >= policy.first_minor:
-            meta["generation"] = 1
-            if policy.template_annotation:
-                given = _template_generation(meta, policy.template_annotation)
-                _set_annotation(meta, policy.template_annotation, str(given))
         with _well_formed(kind):
-            if kind.has_status and not kind.strategy.keep_status_on_create:
-                obj.pop("status", None)
-            if kind.strategy.on_create is not None:
-                kind.strategy.on_create(obj)
             default_object(kind.kind, obj, minor=self.minor)
-            # kube generates a name after the mutating phase: its plugins and webhooks see the request's
-            # name, empty for a generateName create; the validating phase sees the generated one.
-            name = "" if generated else meta.get("name") or ""
+            # kube's mutating phase runs before its store fills in the system fields (Store.Create's
+            # FillObjectMetaSystemFields, the generated name, the strategy's PrepareForCreate): its plugins
+            # and webhooks see no uid, creationTimestamp or generation, and an empty name for a
+            # generateName create. The validating phase sees them all.
             attributes = AdmissionAttributes(
-                "CREATE", kind, namespace, name, obj, None, user, dry_run=dry_run
+                "CREATE",
+                kind,
+                namespace,
+                "" if generated else meta.get("name") or "",
+                obj,
+                None,
+                user,
+                dry_run=dry_run,
             )
             await self.admission.mutate(attributes)
             obj = attributes.obj or obj
             if attributes.mutated:
                 default_object(kind.kind, obj, minor=self.minor)
+            self._fill_system_fields(kind, obj)
             self._disabled.drop(kind.kind, obj, None)
             _omit_empty(kind, obj)
             self._validate(kind, obj)
@@ -544,6 +539,25 @@ class Registry:
         except KeyExists as exc:
             raise errors.already_exists(kind.plural, obj["metadata"]["name"], kind.group) from exc
         return entries[0]
+
+    def _fill_system_fields(self, kind: Kind, obj: Obj) -> None:
+        """What kube's store sets on a new object after the mutating phase: the generated name, uid,
+        creationTimestamp, generation, and the kind's strategy (PrepareForCreate)."""
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = self.generate_name(str(meta["generateName"]))
+        meta["uid"] = self._uids.next()
+        meta["creationTimestamp"] = now_rfc3339()
+        policy = kind.strategy.generation
+        if policy is not None and self.minor >= policy.first_minor:
+            meta["generation"] = 1
+            if policy.template_annotation:
+                given = _template_generation(meta, policy.template_annotation)
+                _set_annotation(meta, policy.template_annotation, str(given))
+        if kind.has_status and not kind.strategy.keep_status_on_create:
+            obj.pop("status", None)
+        if kind.strategy.on_create is not None:
+            kind.strategy.on_create(obj)
 
     def _prepare_update(self, kind: Kind, new: Obj, old: Obj, subresource: str) -> Obj:
         """Carries over what an update of this (sub)resource may not change.

@@ -10,7 +10,6 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -18,9 +17,24 @@ from tenantgpu.apiserver import featuregates
 from tenantgpu.apiserver.cronschedule import ScheduleError, parse_schedule, time_zone_error
 from tenantgpu.apiserver.defaults import default, pod_qos_class
 from tenantgpu.apiserver.disabledfields import pod_spec
+from tenantgpu.apiserver.dnsnames import config_key_errors
+from tenantgpu.apiserver.dnsnames import dns1035_label_errors as _dns1035_errors
+from tenantgpu.apiserver.dnsnames import dns_label_errors as _dns_label_errors
+from tenantgpu.apiserver.dnsnames import dns_subdomain_errors as _dns_subdomain_errors
+from tenantgpu.apiserver.downwardapi import ENV_FIELD_PATHS, object_field_causes, resource_field_causes
+from tenantgpu.apiserver.fielderrors import Cause
+from tenantgpu.apiserver.fielderrors import duplicate as _duplicate
+from tenantgpu.apiserver.fielderrors import forbidden as _forbidden
+from tenantgpu.apiserver.fielderrors import invalid as _invalid
+from tenantgpu.apiserver.fielderrors import not_found as _not_found
+from tenantgpu.apiserver.fielderrors import not_supported as _not_supported
+from tenantgpu.apiserver.fielderrors import required as _required
+from tenantgpu.apiserver.fielderrors import show as _show
+from tenantgpu.apiserver.fielderrors import too_long as _too_long
 from tenantgpu.apiserver.kamajischemas import GROUP as KAMAJI_GROUP
 from tenantgpu.apiserver.kamajischemas import VERSION as KAMAJI_VERSION
 from tenantgpu.apiserver.kamajischemas import crd_schema
+from tenantgpu.apiserver.podvolumes import validate_volume_mounts, validate_volumes
 from tenantgpu.apiserver.quantity import QuantityError, canonical_or_same, parse_quantity
 from tenantgpu.apiserver.selectors import (
     SelectorError,
@@ -39,66 +53,6 @@ __all__ = [
     "qualified_kind",
     "validate",
 ]
-
-# --- causes -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cause:
-    """One reason an object is invalid, as it appears in `Status.details.causes`."""
-
-    reason: str  # FieldValueRequired, FieldValueInvalid, FieldValueNotSupported, ...
-    message: str  # the part after the field: `Required value`, `Invalid value: "x": ...`
-    field: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}" if self.field else self.message
-
-    def to_status_cause(self) -> dict[str, str]:
-        return {"reason": self.reason, "message": self.message, "field": self.field}
-
-
-def _show(value: Any) -> str:
-    """Render a bad value the way field.Invalid does: strings quoted, numbers bare."""
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float, Decimal)):
-        return str(value)
-    return json.dumps(value, separators=(",", ":"), default=str)
-
-
-def _required(path: str, detail: str = "") -> Cause:
-    return Cause("FieldValueRequired", "Required value" + (f": {detail}" if detail else ""), path)
-
-
-def _invalid(path: str, value: Any, detail: str) -> Cause:
-    return Cause("FieldValueInvalid", f"Invalid value: {_show(value)}: {detail}", path)
-
-
-def _not_supported(path: str, value: Any, supported: list[str]) -> Cause:
-    listed = ", ".join(json.dumps(s) for s in supported)
-    return Cause(
-        "FieldValueNotSupported", f"Unsupported value: {_show(value)}: supported values: {listed}", path
-    )
-
-
-def _duplicate(path: str, value: Any) -> Cause:
-    return Cause("FieldValueDuplicate", f"Duplicate value: {_show(value)}", path)
-
-
-def _forbidden(path: str, detail: str) -> Cause:
-    return Cause("FieldValueForbidden", f"Forbidden: {detail}", path)
-
-
-def _not_found(path: str, value: Any) -> Cause:
-    return Cause("FieldValueNotFound", f"Not found: {_show(value)}", path)
-
-
-def _too_long(path: str, limit: int) -> Cause:
-    return Cause("FieldValueTooLong", f"Too long: must have at most {limit} bytes", path)
-
 
 _GROUPS = {
     "Deployment": "apps",
@@ -157,11 +111,8 @@ def invalid_status(kind: str, name: str, causes: list[Cause]) -> dict[str, Any]:
     }
 
 
-# --- name syntax ------------------------------------------------------------------------------------
+# --- env var names ------------------------------------------------------------------------------------
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _ENV_NAME_MSG = (
@@ -205,55 +156,6 @@ def _relaxed_only_names(spec: Mapping[str, Any]) -> set[str]:
                 n for n in candidates if _env_name_errors(n, False) and not _env_name_errors(n, True)
             )
     return names
-
-
-_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-    "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
-_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
-_DNS1035_MSG = (
-    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
-    "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-)
-
-
-def _dns_label_errors(value: str) -> list[str]:
-    errors = []
-    if len(value) > 63:
-        errors.append("must be no more than 63 characters")
-    if not _DNS1123_LABEL.match(value):
-        errors.append(_LABEL_MSG)
-    return errors
-
-
-def _dns_subdomain_errors(value: str) -> list[str]:
-    errors = []
-    if len(value) > 253:
-        errors.append("must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN.match(value):
-        errors.append(_SUBDOMAIN_MSG)
-    return errors
-
-
-def dns1035_label_errors(value: str) -> list[str]:
-    """apimachinery's IsDNS1035Label: why `value` is not one (the names of Services, Kamaji's tenants)."""
-    return _dns1035_errors(value)
-
-
-def _dns1035_errors(value: str) -> list[str]:
-    errors = []
-    if len(value) > 63:
-        errors.append("must be no more than 63 characters")
-    if not _DNS1035_LABEL.match(value):
-        errors.append(_DNS1035_MSG)
-    return errors
 
 
 # --- the kinds ----------------------------------------------------------------------------------------
@@ -526,21 +428,89 @@ def _validate_container(
         causes.extend(
             _invalid(f"{path}.env[{i}].name", env_name, e) for e in _env_name_errors(env_name, relaxed_env)
         )
+        if env.get("valueFrom") is not None:
+            causes.extend(_value_from_causes(env, f"{path}.env[{i}].valueFrom"))
     for i, source in enumerate(ctr.get("envFrom") or []):
         if env_prefix := source.get("prefix") or "":
             causes.extend(
                 _invalid(f"{path}.envFrom[{i}].prefix", env_prefix, e)
                 for e in _env_name_errors(env_prefix, relaxed_env)
             )
-    for i, mount in enumerate(ctr.get("volumeMounts") or []):
-        mount_name = mount.get("name") or ""
-        if not mount_name:
-            causes.append(_required(f"{path}.volumeMounts[{i}].name"))
-        elif mount_name not in volumes:
-            causes.append(_not_found(f"{path}.volumeMounts[{i}].name", mount_name))
-        if not mount.get("mountPath"):
-            causes.append(_required(f"{path}.volumeMounts[{i}].mountPath"))
+        causes.extend(_env_from_causes(source, f"{path}.envFrom", f"{path}.envFrom[{i}]"))
+    privileged = bool((ctr.get("securityContext") or {}).get("privileged"))
+    causes.extend(
+        validate_volume_mounts(
+            ctr.get("volumeMounts") or [], volumes, f"{path}.volumeMounts", privileged=privileged
+        )
+    )
     causes.extend(_validate_resources(f"{path}.resources", ctr.get("resources") or {}))
+    return causes
+
+
+def _key_selector_causes(selector: Mapping[str, Any], path: str) -> list[Cause]:
+    """validateConfigMapKeySelector / validateSecretKeySelector: the name (a subdomain) and the key."""
+    name = str(selector.get("name") or "")
+    causes = [_invalid(f"{path}.name", name, e) for e in _dns_subdomain_errors(name)]
+    key = str(selector.get("key") or "")
+    if not key:
+        causes.append(_required(f"{path}.key"))
+    else:
+        causes.extend(_invalid(f"{path}.key", key, e) for e in config_key_errors(key))
+    return causes
+
+
+def _value_from_causes(env: Mapping[str, Any], path: str) -> list[Cause]:
+    """validateEnvVarValueFrom: exactly one source, each checked, and no `value` beside it."""
+    value_from = env.get("valueFrom") or {}
+    causes: list[Cause] = []
+    sources = 0
+    if (field_ref := value_from.get("fieldRef")) is not None:
+        sources += 1
+        causes.extend(object_field_causes(field_ref, ENV_FIELD_PATHS, f"{path}.fieldRef"))
+    if (resource_ref := value_from.get("resourceFieldRef")) is not None:
+        sources += 1
+        causes.extend(resource_field_causes(resource_ref, f"{path}.resourceFieldRef", volume=False))
+    for key in ("configMapKeyRef", "secretKeyRef"):
+        if (selector := value_from.get(key)) is not None:
+            sources += 1
+            causes.extend(_key_selector_causes(selector, f"{path}.{key}"))
+    if sources == 0:
+        causes.append(
+            _invalid(
+                path,
+                "",
+                "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
+            )
+        )
+    elif env.get("value"):
+        causes.append(_invalid(path, "", "may not be specified when `value` is not empty"))
+    elif sources > 1:
+        causes.append(_invalid(path, "", "may not have more than one field specified at a time"))
+    return causes
+
+
+def _env_from_causes(source: Mapping[str, Any], list_path: str, path: str) -> list[Cause]:
+    """ValidateEnvFrom: one of configMapRef or secretRef, naming a valid object. kube reports a missing or
+    doubled source under the list's path."""
+    causes: list[Cause] = []
+    sources = 0
+    for key in ("configMapRef", "secretRef"):
+        ref = source.get(key)
+        if ref is None:
+            continue
+        sources += 1
+        name = str(ref.get("name") or "")
+        if not name:
+            causes.append(_required(f"{path}.{key}.name"))
+        else:  # kube checks it as a generateName prefix, which may end in '-'
+            causes.extend(
+                _invalid(f"{path}.{key}.name", name, e)
+                for e in _dns_subdomain_errors(name.rstrip("-") or name)
+            )
+    if sources == 0:
+        causes.append(_invalid(list_path, "", "must specify one of: `configMapRef` or `secretRef`"))
+    elif sources > 1:
+        causes.append(_invalid(list_path, "", "may not have more than one field specified at a time"))
     return causes
 
 
@@ -556,16 +526,8 @@ def _validate_pod_spec(
     spec: Mapping[str, Any], path: str = "spec", *, relaxed_env: bool = False
 ) -> list[Cause]:
     causes: list[Cause] = []
-    volumes: set[str] = set()
-    for i, volume in enumerate(spec.get("volumes") or []):
-        vname = volume.get("name") or ""
-        if not vname:
-            causes.append(_required(f"{path}.volumes[{i}].name"))
-        elif vname in volumes:
-            causes.append(_duplicate(f"{path}.volumes[{i}].name", vname))
-        else:
-            causes.extend(_invalid(f"{path}.volumes[{i}].name", vname, e) for e in _dns_label_errors(vname))
-        volumes.add(vname)
+    volumes, volume_causes = validate_volumes(spec.get("volumes") or [], f"{path}.volumes")
+    causes.extend(volume_causes)
     containers = spec.get("containers") or []
     if not containers:
         causes.append(_required(f"{path}.containers"))
@@ -756,7 +718,7 @@ def validate_ephemeral_containers_update(
     others = {
         c.get("name") or "" for group in ("containers", "initContainers") for c in spec.get(group) or []
     }
-    volumes = {v.get("name") or "" for v in spec.get("volumes") or []}
+    volumes, _ = validate_volumes(spec.get("volumes") or [], "spec.volumes")
     causes: list[Cause] = []
     names = set(others)
     ephemeral = spec.get("ephemeralContainers") or []

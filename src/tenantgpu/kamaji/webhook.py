@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tenantgpu.apiserver.admission import AdmissionAttributes
+from tenantgpu.apiserver.dnsnames import dns1035_label_errors
 from tenantgpu.apiserver.errors import APIError
-from tenantgpu.apiserver.validation import dns1035_label_errors
 
 WEBHOOK_NAME = "vtenantcontrolplane.kb.io"
 # The newest tenant version Kamaji 26.3.2-edge supports (reference/versioning.md: v1.30.0..v1.35.0).
@@ -182,9 +182,12 @@ class TenantControlPlaneDefaults:
             spec["dataStore"] = self.default_datastore
         deployment = spec.setdefault("controlPlane", {}).setdefault("deployment", {})
         deployment.setdefault("replicas", 2)
-        if not spec.get("dataStoreSchema"):
+        # Kamaji defaults both to the UID, which a mutating webhook never sees on a create: kube-apiserver
+        # fills in the uid after the mutating phase. So on a cluster the fields stay unset, and the
+        # controller falls back to the UID itself (model.datastore_schema).
+        if uid and not spec.get("dataStoreSchema"):
             spec["dataStoreSchema"] = uid
-        if not spec.get("dataStoreUsername"):
+        if uid and not spec.get("dataStoreUsername"):
             spec["dataStoreUsername"] = uid
         network = spec.get("networkProfile")
         if not isinstance(network, dict):

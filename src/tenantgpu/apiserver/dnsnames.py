@@ -1,0 +1,75 @@
+"""The syntax of kube's names (apimachinery's IsDNS1123Label and friends): why a value is not one."""
+
+from __future__ import annotations
+
+import re
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+    "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
+    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_DNS1035_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+    "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+    "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+)
+
+
+def dns_label_errors(value: str) -> list[str]:
+    """IsDNS1123Label: container, port, volume and namespace names."""
+    errors = []
+    if len(value) > 63:
+        errors.append("must be no more than 63 characters")
+    if not _DNS1123_LABEL.match(value):
+        errors.append(_LABEL_MSG)
+    return errors
+
+
+def dns_subdomain_errors(value: str) -> list[str]:
+    """IsDNS1123Subdomain: most objects' names, and the Secrets and ConfigMaps a pod refers to."""
+    errors = []
+    if len(value) > 253:
+        errors.append("must be no more than 253 characters")
+    if not _DNS1123_SUBDOMAIN.match(value):
+        errors.append(_SUBDOMAIN_MSG)
+    return errors
+
+
+def dns1035_label_errors(value: str) -> list[str]:
+    """apimachinery's IsDNS1035Label: why `value` is not one (the names of Services, Kamaji's tenants)."""
+    errors = []
+    if len(value) > 63:
+        errors.append("must be no more than 63 characters")
+    if not _DNS1035_LABEL.match(value):
+        errors.append(_DNS1035_MSG)
+    return errors
+
+
+_CONFIG_KEY_MSG = (
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or "
+    "'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
+)
+
+
+def config_key_errors(value: str) -> list[str]:
+    """IsConfigMapKey: a ConfigMap's or Secret's key, also as a key selector names it."""
+    errors = []
+    if len(value) > 253:
+        errors.append("must be no more than 253 characters")
+    if not _CONFIG_KEY.match(value):
+        errors.append(_CONFIG_KEY_MSG)
+    if value in (".", ".."):
+        errors.append(f"must not be '{value}'")
+    elif value.startswith(".."):
+        errors.append("must not start with '..'")
+    return errors

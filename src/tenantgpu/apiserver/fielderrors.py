@@ -1,0 +1,65 @@
+"""Field errors as kube's `field.ErrorList` renders them: one cause of an Invalid status each."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One reason an object is invalid, as it appears in `Status.details.causes`."""
+
+    reason: str  # FieldValueRequired, FieldValueInvalid, FieldValueNotSupported, ...
+    message: str  # the part after the field: `Required value`, `Invalid value: "x": ...`
+    field: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+    def to_status_cause(self) -> dict[str, str]:
+        return {"reason": self.reason, "message": self.message, "field": self.field}
+
+
+def show(value: Any) -> str:
+    """Render a bad value the way field.Invalid does: strings quoted, numbers bare."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, Decimal)):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def required(path: str, detail: str = "") -> Cause:
+    return Cause("FieldValueRequired", "Required value" + (f": {detail}" if detail else ""), path)
+
+
+def invalid(path: str, value: Any, detail: str) -> Cause:
+    return Cause("FieldValueInvalid", f"Invalid value: {show(value)}: {detail}", path)
+
+
+def not_supported(path: str, value: Any, supported: list[str]) -> Cause:
+    listed = ", ".join(json.dumps(s) for s in supported)
+    return Cause(
+        "FieldValueNotSupported", f"Unsupported value: {show(value)}: supported values: {listed}", path
+    )
+
+
+def duplicate(path: str, value: Any) -> Cause:
+    return Cause("FieldValueDuplicate", f"Duplicate value: {show(value)}", path)
+
+
+def forbidden(path: str, detail: str) -> Cause:
+    return Cause("FieldValueForbidden", f"Forbidden: {detail}", path)
+
+
+def not_found(path: str, value: Any) -> Cause:
+    return Cause("FieldValueNotFound", f"Not found: {show(value)}", path)
+
+
+def too_long(path: str, limit: int) -> Cause:
+    return Cause("FieldValueTooLong", f"Too long: must have at most {limit} bytes", path)

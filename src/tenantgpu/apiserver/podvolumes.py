@@ -1,0 +1,373 @@
+"""kube's validation of a pod's volumes and of its containers' mounts of them (validation.go's
+ValidateVolumes, validateVolumeSource and ValidateVolumeMounts), with kube's field paths and words.
+
+A volume with any error is left out of the names its mounts may use, as kube does, so a mount of it
+reports `Not found` too.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from tenantgpu.apiserver.dnsnames import dns_label_errors, dns_subdomain_errors
+from tenantgpu.apiserver.downwardapi import VOLUME_FIELD_PATHS, object_field_causes, resource_field_causes
+from tenantgpu.apiserver.fielderrors import (
+    Cause,
+    duplicate,
+    forbidden,
+    invalid,
+    not_found,
+    not_supported,
+    required,
+    too_long,
+)
+from tenantgpu.apiserver.quantity import QuantityError, parse_quantity
+
+_FILE_MODE = "must be a number between 0 and 0777 (octal), both inclusive"
+_ONE_TYPE = "may not specify more than 1 volume type"
+_HOST_PATH_TYPES = [
+    "",
+    "BlockDevice",
+    "CharDevice",
+    "Directory",
+    "DirectoryOrCreate",
+    "File",
+    "FileOrCreate",
+    "Socket",
+]
+
+
+def _no_backsteps(target: str, path: str) -> list[Cause]:
+    if ".." in target.replace("\\", "/").split("/"):
+        return [invalid(path, target, "must not contain '..'")]
+    return []
+
+
+def local_descending_path(target: str, path: str) -> list[Cause]:
+    """validateLocalDescendingPath: relative, without `..` elements (subPath, gitRepo's directory)."""
+    causes = [invalid(path, target, "must be a relative path")] if target.startswith("/") else []
+    return causes + _no_backsteps(target, path)
+
+
+def _local_non_reserved_path(target: str, path: str) -> list[Cause]:
+    causes = local_descending_path(target, path)
+    if target.startswith("..") and not target.startswith("../"):
+        causes.append(invalid(path, target, "must not start with '..'"))
+    return causes
+
+
+def _mode(value: Any, path: str) -> list[Cause]:
+    if value is not None and isinstance(value, int) and not 0 <= value <= 0o777:
+        return [invalid(path, value, _FILE_MODE)]
+    return []
+
+
+def _key_to_path(item: Mapping[str, Any], path: str) -> list[Cause]:
+    causes = []
+    if not item.get("key"):
+        causes.append(required(f"{path}.key"))
+    target = str(item.get("path") or "")
+    if not target:
+        causes.append(required(f"{path}.path"))
+    causes += _local_non_reserved_path(target, f"{path}.path")
+    return causes + _mode(item.get("mode"), f"{path}.mode")
+
+
+def _items(source: Mapping[str, Any], path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, item in enumerate(source.get("items") or []):
+        causes += _key_to_path(item, f"{path}.items[{i}]")
+    return causes
+
+
+def _secret(source: Mapping[str, Any], path: str) -> list[Cause]:
+    causes = [] if source.get("secretName") else [required(f"{path}.secretName")]
+    return causes + _mode(source.get("defaultMode"), f"{path}.defaultMode") + _items(source, path)
+
+
+def _config_map(source: Mapping[str, Any], path: str) -> list[Cause]:
+    causes = [] if source.get("name") else [required(f"{path}.name")]
+    return causes + _mode(source.get("defaultMode"), f"{path}.defaultMode") + _items(source, path)
+
+
+def _downward_file(item: Mapping[str, Any], path: str) -> list[Cause]:
+    """One item of a downwardAPI volume or projection. kube reports its fields under the volume's own
+    path, not the item's index."""
+    target = str(item.get("path") or "")
+    causes = [] if target else [required(f"{path}.path")]
+    causes += _local_non_reserved_path(target, f"{path}.path")
+    field_ref, resource_ref = item.get("fieldRef"), item.get("resourceFieldRef")
+    if field_ref is not None:
+        causes += object_field_causes(field_ref, VOLUME_FIELD_PATHS, f"{path}.fieldRef")
+        if resource_ref is not None:
+            causes.append(
+                invalid(path, "resource", "fieldRef and resourceFieldRef can not be specified simultaneously")
+            )
+    elif resource_ref is not None:
+        causes += resource_field_causes(resource_ref, f"{path}.resourceFieldRef", volume=True)
+    else:
+        causes.append(required(path, "one of fieldRef and resourceFieldRef is required"))
+    return causes + _mode(item.get("mode"), f"{path}.mode")
+
+
+def _downward_api(source: Mapping[str, Any], path: str) -> list[Cause]:
+    causes = _mode(source.get("defaultMode"), f"{path}.defaultMode")
+    for item in source.get("items") or []:
+        causes += _downward_file(item, path)
+    return causes
+
+
+def _projected(source: Mapping[str, Any], path: str) -> list[Cause]:
+    causes = _mode(source.get("defaultMode"), f"{path}.defaultMode")
+    seen: set[str] = set()
+
+    def unique(target: str, shown: Any) -> None:
+        if target in seen:
+            causes.append(invalid(path, shown, "conflicting duplicate paths"))
+        seen.add(target)
+
+    for i, projection in enumerate(source.get("sources") or []):
+        spath = f"{path}.sources[{i}]"
+        kinds = 0
+        for key in ("secret", "configMap"):
+            ref = projection.get(key)
+            if ref is None:
+                continue
+            kinds += 1
+            if not ref.get("name"):
+                causes.append(required(f"{spath}.{key}.name"))
+            for j, item in enumerate(ref.get("items") or []):
+                causes.extend(_key_to_path(item, f"{spath}.{key}.items[{j}]"))
+                if item.get("path"):
+                    unique(str(item["path"]), ref.get("name") or "")
+        if (downward := projection.get("downwardAPI")) is not None:
+            kinds += 1
+            for item in downward.get("items") or []:
+                causes.extend(_downward_file(item, f"{spath}.downwardAPI"))
+                if item.get("path"):
+                    unique(str(item["path"]), str(item["path"]))
+        if (token := projection.get("serviceAccountToken")) is not None:
+            kinds += 1
+            seconds = token.get("expirationSeconds")
+            tpath = f"{spath}.serviceAccountToken.expirationSeconds"
+            if isinstance(seconds, int) and seconds < 600:
+                causes.append(invalid(tpath, seconds, "may not specify a duration less than 10 minutes"))
+            if isinstance(seconds, int) and seconds > 1 << 32:
+                causes.append(invalid(tpath, seconds, "may not specify a duration larger than 2^32 seconds"))
+            # kube names the projection's path here, not the token's: `spec.volumes[0].projected.path`.
+            if not token.get("path"):
+                causes.append(required(f"{path}.path"))
+            else:
+                causes.extend(_local_non_reserved_path(str(token["path"]), f"{path}.path"))
+        if projection.get("clusterTrustBundle") is not None:
+            kinds += 1
+        if kinds > 1:
+            causes.append(forbidden(spath, _ONE_TYPE))
+    return causes
+
+
+def _host_path(source: Mapping[str, Any], path: str) -> list[Cause]:
+    target = str(source.get("path") or "")
+    if not target:
+        return [required(f"{path}.path")]
+    causes = _no_backsteps(target, f"{path}.path")
+    kind = source.get("type")
+    if kind is not None and kind not in _HOST_PATH_TYPES:
+        causes.append(not_supported(f"{path}.type", kind, _HOST_PATH_TYPES))
+    return causes
+
+
+def _empty_dir(source: Mapping[str, Any], path: str) -> list[Cause]:
+    limit = source.get("sizeLimit")
+    try:
+        negative = limit is not None and parse_quantity(limit) < 0
+    except QuantityError:
+        negative = False
+    return (
+        [forbidden(f"{path}.sizeLimit", "SizeLimit field must be a valid resource quantity")]
+        if negative
+        else []
+    )
+
+
+def _git_repo(source: Mapping[str, Any], path: str) -> list[Cause]:
+    causes = [] if source.get("repository") else [required(f"{path}.repository")]
+    return causes + local_descending_path(str(source.get("directory") or ""), f"{path}.directory")
+
+
+def _nfs(source: Mapping[str, Any], path: str) -> list[Cause]:
+    causes = [required(f"{path}.{key}") for key in ("server", "path") if not source.get(key)]
+    target = str(source.get("path") or "")
+    if not posixpath.isabs(target):
+        causes.append(invalid(f"{path}.path", target, "must be an absolute path"))
+    return causes
+
+
+def _csi(source: Mapping[str, Any], path: str) -> list[Cause]:
+    driver = str(source.get("driver") or "")
+    causes = [] if driver else [required(f"{path}.driver")]
+    if len(driver) > 63:
+        causes.append(too_long(f"{path}.driver", 63))
+    causes += [invalid(f"{path}.driver", driver, e) for e in dns_subdomain_errors(driver.lower())]
+    secret = source.get("nodePublishSecretRef")
+    if secret is not None:
+        name = str(secret.get("name") or "")
+        if not name:
+            causes.append(required(f"{path}.nodePublishSecretRef.name"))
+        else:  # kube's path here is the source's `name`
+            causes += [invalid(f"{path}.name", name, e) for e in dns_subdomain_errors(name)]
+    return causes
+
+
+def _partition(source: Mapping[str, Any], path: str) -> list[Cause]:
+    part = source.get("partition")
+    if isinstance(part, int) and not 0 <= part <= 255:
+        return [invalid(f"{path}.partition", part, "must be between 1 and 255, inclusive")]
+    return []
+
+
+def _requiring(
+    *keys: str, extra: Callable[[Mapping[str, Any], str], list[Cause]] | None = None
+) -> Callable[[Mapping[str, Any], str], list[Cause]]:
+    """A legacy source whose validation is only that some fields are set (and maybe one more check)."""
+
+    def check(source: Mapping[str, Any], path: str) -> list[Cause]:
+        causes = [required(f"{path}.{key}") for key in keys if not source.get(key)]
+        return causes + (extra(source, path) if extra else [])
+
+    return check
+
+
+def _ephemeral(source: Mapping[str, Any], path: str) -> list[Cause]:
+    return [] if source.get("volumeClaimTemplate") is not None else [required(f"{path}.volumeClaimTemplate")]
+
+
+_Check = Callable[[Mapping[str, Any], str], list[Cause]]
+
+# kube's order (which decides the source the "more than 1" error names), with the name each source's
+# errors are reported under: a few differ from the JSON field, as in kube (`gcePersistentDisk`'s are
+# under `persistentDisk`, `cephfs`'s "more than 1" under `cephFS`, `downwardAPI`'s under `downwarAPI`).
+_SOURCES: tuple[tuple[str, str, str, _Check | None], ...] = (
+    ("emptyDir", "emptyDir", "emptyDir", _empty_dir),
+    ("hostPath", "hostPath", "hostPath", _host_path),
+    ("gitRepo", "gitRepo", "gitRepo", _git_repo),
+    ("gcePersistentDisk", "gcePersistentDisk", "persistentDisk", _requiring("pdName", extra=_partition)),
+    (
+        "awsElasticBlockStore",
+        "awsElasticBlockStore",
+        "awsElasticBlockStore",
+        _requiring("volumeID", extra=_partition),
+    ),
+    ("secret", "secret", "secret", _secret),
+    ("nfs", "nfs", "nfs", _nfs),
+    ("iscsi", "iscsi", "iscsi", _requiring("targetPortal", "iqn")),
+    ("glusterfs", "glusterfs", "glusterfs", _requiring("endpoints", "path")),
+    ("flocker", "flocker", "flocker", None),
+    ("persistentVolumeClaim", "persistentVolumeClaim", "persistentVolumeClaim", _requiring("claimName")),
+    ("rbd", "rbd", "rbd", _requiring("monitors", "image")),
+    ("cinder", "cinder", "cinder", _requiring("volumeID")),
+    ("cephfs", "cephFS", "cephfs", _requiring("monitors")),
+    ("quobyte", "quobyte", "quobyte", _requiring("volume")),
+    ("downwardAPI", "downwarAPI", "downwardAPI", _downward_api),
+    ("fc", "fc", "fc", None),
+    ("flexVolume", "flexVolume", "flexVolume", _requiring("driver")),
+    ("configMap", "configMap", "configMap", _config_map),
+    ("azureFile", "azureFile", "azureFile", _requiring("secretName", "shareName")),
+    ("vsphereVolume", "vsphereVolume", "vsphereVolume", _requiring("volumePath")),
+    ("photonPersistentDisk", "photonPersistentDisk", "photonPersistentDisk", _requiring("pdID")),
+    ("portworxVolume", "portworxVolume", "portworxVolume", _requiring("volumeID")),
+    ("azureDisk", "azureDisk", "azureDisk", _requiring("diskName", "diskURI")),
+    ("storageos", "storageos", "storageos", _requiring("volumeName")),
+    ("projected", "projected", "projected", _projected),
+    ("scaleIO", "scaleIO", "scaleIO", _requiring("gateway", "system", "volumeName")),
+    ("csi", "csi", "csi", _csi),
+    ("ephemeral", "ephemeral", "ephemeral", _ephemeral),
+    ("image", "image", "image", None),
+)
+
+
+def _source_causes(volume: Mapping[str, Any], path: str) -> list[Cause]:
+    causes: list[Cause] = []
+    kinds = 0
+    for key, second_name, errors_name, check in _SOURCES:
+        source = volume.get(key)
+        if source is None:
+            continue
+        if kinds:
+            causes.append(forbidden(f"{path}.{second_name}", _ONE_TYPE))
+            continue
+        kinds += 1
+        if check is not None and isinstance(source, Mapping):
+            causes.extend(check(source, f"{path}.{errors_name}"))
+    if not kinds:
+        causes.append(required(path, "must specify a volume type"))
+    return causes
+
+
+def validate_volumes(volumes: Sequence[Mapping[str, Any]], path: str) -> tuple[set[str], list[Cause]]:
+    """The names of the pod's valid volumes (the ones its mounts may name), and the errors."""
+    names: set[str] = set()
+    causes: list[Cause] = []
+    for i, volume in enumerate(volumes):
+        vpath = f"{path}[{i}]"
+        name = str(volume.get("name") or "")
+        found = _source_causes(volume, vpath)
+        if not name:
+            found.append(required(f"{vpath}.name"))
+        else:
+            found += [invalid(f"{vpath}.name", name, e) for e in dns_label_errors(name)]
+        if name in names:
+            found.append(duplicate(f"{vpath}.name", name))
+        if found:
+            causes += found
+        else:
+            names.add(name)
+    return names, causes
+
+
+def validate_volume_mounts(
+    mounts: Sequence[Mapping[str, Any]], volumes: set[str], path: str, *, privileged: bool = False
+) -> list[Cause]:
+    """ValidateVolumeMounts: each mount names a valid volume, once per mount path; kube reports a subPath's
+    errors under the list's path, without the index."""
+    causes: list[Cause] = []
+    targets: set[str] = set()
+    for i, mount in enumerate(mounts):
+        mpath = f"{path}[{i}]"
+        name = str(mount.get("name") or "")
+        if not name:
+            causes.append(required(f"{mpath}.name"))
+        if name not in volumes:
+            causes.append(not_found(f"{mpath}.name", name))
+        target = str(mount.get("mountPath") or "")
+        if not target:
+            causes.append(required(f"{mpath}.mountPath"))
+        if target in targets:
+            causes.append(invalid(f"{mpath}.mountPath", target, "must be unique"))
+        targets.add(target)
+        sub_path, sub_expr = str(mount.get("subPath") or ""), str(mount.get("subPathExpr") or "")
+        if sub_path:
+            causes += local_descending_path(sub_path, f"{path}.subPath")
+        if sub_expr:
+            if sub_path:
+                causes.append(
+                    invalid(
+                        f"{mpath}.subPathExpr", sub_expr, "subPathExpr and subPath are mutually exclusive"
+                    )
+                )
+            causes += local_descending_path(sub_expr, f"{path}.subPathExpr")
+        propagation = mount.get("mountPropagation")
+        if propagation is not None:
+            allowed = ["Bidirectional", "HostToContainer", "None"]
+            if propagation not in allowed:
+                causes.append(not_supported(f"{path}.mountPropagation", propagation, allowed))
+            if propagation == "Bidirectional" and not privileged:
+                causes.append(
+                    forbidden(
+                        f"{path}.mountPropagation",
+                        "Bidirectional mount propagation is available only to privileged containers",
+                    )
+                )
+    return causes
