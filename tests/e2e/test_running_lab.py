@@ -451,6 +451,9 @@ def test_kubectl_exec_shows_what_hami_gave_the_container_with_every_kubectl(lab:
     for version, kubectl in sorted(versioned_kubectls().items()):
         smi = lab.kubectl("tenant-a", "exec", "exec-0", "--", "nvidia-smi", binary=kubectl)
         assert A100 in smi.stdout and "0MiB / 8000MiB" in smi.stdout, f"kubectl {version}: {smi.stdout}"
+        query = ("--query-gpu=name,memory.total", "--format=csv,noheader")
+        queried = lab.kubectl("tenant-a", "exec", "exec-0", "--", "nvidia-smi", *query, binary=kubectl)
+        assert queried.stdout == f"{A100}, 8000 MiB\n", f"kubectl {version}: {queried.stdout}"
         limit = lab.kubectl(
             "tenant-a", "exec", "exec-0", "--", "printenv", "CUDA_DEVICE_SM_LIMIT", binary=kubectl
         )

@@ -28,6 +28,47 @@ def test_nvidia_smi_shows_the_memory_limit_hami_core_exposes_and_the_memory_in_u
     assert run(["/usr/bin/nvidia-smi"], GPU_CONTAINER).stdout == result.stdout
 
 
+def test_nvidia_smi_lists_its_gpus_with_dash_l() -> None:
+    result = run(["nvidia-smi", "-L"], GPU_CONTAINER)
+    assert result.stdout == "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-aaaa)\n" and result.exit_code == 0
+    assert run(["nvidia-smi", "--list-gpus"], GPU_CONTAINER) == result
+
+
+@pytest.mark.parametrize(
+    ("args", "stdout"),
+    [
+        (
+            ["--query-gpu=name,memory.total,memory.used,memory.free", "--format=csv"],
+            "name, memory.total [MiB], memory.used [MiB], memory.free [MiB]\n"
+            "NVIDIA A100-SXM4-80GB, 8000 MiB, 1200 MiB, 6800 MiB\n",
+        ),
+        (["--query-gpu=index,uuid,memory.total", "--format=csv,noheader,nounits"], "0, GPU-aaaa, 8000\n"),
+        (["--query-gpu", "count,driver_version", "--format", "csv,noheader"], "1, 550.54.15\n"),
+    ],
+)
+def test_nvidia_smi_answers_query_gpu_with_the_memory_hami_core_exposes(args: list[str], stdout: str) -> None:
+    result = run(["nvidia-smi", *args], GPU_CONTAINER)
+    assert (result.stdout, result.stderr, result.exit_code) == (stdout, "", 0)
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (
+            ["--query-gpu=temperature.gpu", "--format=csv"],
+            'Field "temperature.gpu" is not a valid field to query.',
+        ),
+        (["--query-gpu=name"], "Option --query-gpu needs --format=csv beside it."),
+        (["--query-gpu=name", "--format=xml"], 'Format "xml" is not supported'),
+        (["-q"], '"-q" is not understood here'),
+    ],
+)
+def test_nvidia_smi_refuses_what_it_does_not_simulate_with_exit_code_2(args: list[str], why: str) -> None:
+    result = run(["nvidia-smi", *args], GPU_CONTAINER)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert why in result.stderr and "--query-gpu=FIELDS --format=csv" in result.stderr
+
+
 def test_a_container_without_a_gpu_has_no_nvidia_smi() -> None:
     result = run(["nvidia-smi"], PLAIN_CONTAINER)
     assert result.exit_code == COMMAND_NOT_FOUND
@@ -111,7 +152,7 @@ def test_a_container_command_of_known_programs_runs_at_start_and_ends() -> None:
         (["sleep", "1m", "30"], 90.0, ""),  # GNU sleep adds its operands
         (["sleep", "infinity"], math.inf, ""),
         (["bash", "-c", "sleep 86400"], 86400.0, ""),  # HAMi's examples
-        (["sh", "-c", "nvidia-smi -L || echo no smi; sleep 2.5"], 2.5, "no smi\n"),
+        (["sh", "-c", "nvidia-smi -q || echo no smi; sleep 2.5"], 2.5, "no smi\n"),  # -q is not simulated
         (["sh", "-c", "hostname && sleep 1h"], 3600.0, "trainer-0\n"),
     ],
 )

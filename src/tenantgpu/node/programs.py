@@ -1,7 +1,8 @@
 """The programs a simulated container can run: what a HAMi user checks from inside, by exec or as its command.
 
 A simulated container has no file system and no processes, so it offers the few commands people run to
-see what HAMi gave a container: `nvidia-smi` (the memory limit HAMi-core exposes), `env` / `printenv`
+see what HAMi gave a container: `nvidia-smi` (the memory limit HAMi-core exposes; also `-L` and
+`--query-gpu=… --format=csv`), `env` / `printenv`
 (HAMi's `CUDA_DEVICE_*` and `NVIDIA_VISIBLE_DEVICES`), `hostname`, `echo`, `true`, `false`, and
 `sh -c` / `bash -c` around them: simple commands joined by `;`, `&&` or `||`, and `exit N`. Through
 `kubectl exec` anything else exits 127, as a shell does for a command it cannot find, and says what is
@@ -21,7 +22,8 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tenantgpu.node.gpu_runtime import GpuView, nvidia_smi
+from tenantgpu.node.gpu_runtime import GpuView
+from tenantgpu.node.nvidia_smi_options import run_nvidia_smi
 
 COMMAND_NOT_FOUND = 127
 SHELLS = ("sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/sh", "/usr/bin/bash")
@@ -60,12 +62,8 @@ def _nvidia_smi(args: list[str], view: ContainerView) -> ExecResult:
     if not view.gpus:
         # No GPU was allocated, so the NVIDIA runtime mounted neither the driver nor its tools.
         return _not_found("nvidia-smi", view)
-    if args:
-        return ExecResult(
-            stderr=f"nvidia-smi: the simulated nvidia-smi takes no options (given: {' '.join(args)})\n",
-            exit_code=2,
-        )
-    return ExecResult(stdout=nvidia_smi(view.gpus, used_mib=view.gpu_memory_used_mib) + "\n")
+    answer = run_nvidia_smi(args, view.gpus, used_mib=view.gpu_memory_used_mib)
+    return ExecResult(answer.stdout, answer.stderr, answer.exit_code)
 
 
 def _env(args: list[str], view: ContainerView) -> ExecResult:
