@@ -902,11 +902,31 @@ def test_a_containers_environment_is_built_as_the_kubelet_builds_it(lab: Running
     ) in pending_reason(lab, "tenant-b", "envy")
 
     service = json.loads(lab.kubectl("tenant-b", "get", "service", "kubernetes", "-o", "json").stdout)
+    # The Services of the pod's namespace give their variables too (enableServiceLinks, on by default).
+    lab.kubectl("tenant-b", "create", "service", "clusterip", "model-api", "--tcp=8080:80")
+    lab.kubectl("tenant-b", "create", "service", "clusterip", "headless", "--clusterip=None")
+    api = json.loads(lab.kubectl("tenant-b", "get", "service", "model-api", "-o", "json").stdout)
+    api_ip = api["spec"]["clusterIP"]
     lab.create("tenant-b", {**gpu_pod("shell", "shell", gpumem=1000)})
+    unlinked = gpu_pod("unlinked", "unlinked", gpumem=1000)
+    unlinked["spec"]["enableServiceLinks"] = False
+    lab.create("tenant-b", unlinked)
     wait_for("shell Running", all_running(lab, "tenant-b", "app=shell", 1))
     shown = lab.kubectl("tenant-b", "exec", "shell", "--", "env").stdout.splitlines()
     assert f"KUBERNETES_SERVICE_HOST={service['spec']['clusterIP']}" in shown
     assert "KUBERNETES_SERVICE_PORT_HTTPS=443" in shown and "HOSTNAME=shell" in shown
+    assert {
+        f"MODEL_API_SERVICE_HOST={api_ip}",
+        "MODEL_API_SERVICE_PORT=8080",
+        "MODEL_API_SERVICE_PORT_8080_80=8080",
+        f"MODEL_API_PORT=tcp://{api_ip}:8080",
+        f"MODEL_API_PORT_8080_TCP_ADDR={api_ip}",
+    } <= set(shown)
+    assert not any(line.startswith("HEADLESS_") for line in shown)  # no cluster IP, no variables
+    wait_for("unlinked Running", all_running(lab, "tenant-b", "app=unlinked", 1))
+    bare = lab.kubectl("tenant-b", "exec", "unlinked", "--", "env").stdout.splitlines()
+    assert not any(line.startswith("MODEL_API_") for line in bare)
+    assert f"KUBERNETES_SERVICE_HOST={service['spec']['clusterIP']}" in bare  # always, as kube's kubelet
 
     waiting = gpu_pod("waiting", "waiting", gpumem=1000)
     waiting["spec"]["containers"][0]["env"] = [

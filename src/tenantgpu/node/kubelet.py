@@ -168,8 +168,10 @@ class Kubelet:
         self.host_ip = host_ip
         self.container_start_seconds = container_start_seconds
         self.config_retry_seconds = CONFIG_RETRY_SECONDS
-        # The `kubernetes` Service's variables, which every container gets (read at start).
-        self.service_env: dict[str, str] = {}
+        # The Services, for the variables containers get (kubelet's serviceLister): the `kubernetes`
+        # Service's always, the others of the pod's namespace unless the pod turns service links off.
+        self.service_informer = Informer(client, "services")
+        self._services_seen = False  # whether the Services could be listed (a real cluster may refuse)
         self.pods: dict[str, PodRecord] = {}
         self._by_key: dict[tuple[str, str], str] = {}
         self._seen = 0
@@ -194,21 +196,45 @@ class Kubelet:
         self._by_key.clear()
         self._gpu_users.clear()
         self._ip_users.clear()
-        await self._read_service_env()
+        await self._watch_services()
         await self.node_informer.start()
         await self.informer.start()
 
-    async def _read_service_env(self) -> None:
+    async def _watch_services(self) -> None:
+        # kube's kubelet waits for its Service informer before it builds an environment. A cluster that
+        # refuses this node the list (an informer would retry it for ever) leaves its containers without
+        # service variables, and the kubelet runs on.
         try:
-            service = await self.client.get("services", "kubernetes", "default")
-        except (ApiError, OSError) as err:
-            log.debug("kubelet %s: no kubernetes Service for containers' env: %s", self.node_name, err)
+            await self.client.list("services")
+        except ApiError as err:
+            log.warning("kubelet %s: cannot list Services for containers' env: %s", self.node_name, err)
+            self._services_seen = False
             return
-        self.service_env = containerenv.service_variables(service)
+        await self.service_informer.start()
+        self._services_seen = True
+
+    def service_env(self, namespace: str, links: bool = True) -> dict[str, str]:
+        """The Service variables of a container in `namespace` (kubelet's getServiceEnvVarMap): the
+        `kubernetes` Service of `default` always, and with `enableServiceLinks` the Services of the pod's
+        own namespace, one of which may be named `kubernetes` too and then wins. Services without a
+        cluster IP (headless, ExternalName) give none."""
+        if not self._services_seen:
+            return {}
+        chosen: dict[str, dict[str, Any]] = {}
+        for (ns, name), service in self.service_informer.cache.items():
+            if ns == "default" and name == "kubernetes":
+                chosen.setdefault(name, service)
+            elif ns == namespace and links:
+                chosen[name] = service
+        env: dict[str, str] = {}
+        for service in chosen.values():
+            env.update(containerenv.service_variables(service))
+        return env
 
     async def stop(self) -> None:
         await self.informer.stop()
         await self.node_informer.stop()
+        await self.service_informer.stop()
         for side in list(self._side_tasks):
             side.cancel()
         tasks = [r.task for r in self.pods.values() if r.task and not r.task.done()]
@@ -506,13 +532,14 @@ class Kubelet:
             allocation.devices[name] = devices
         return allocation
 
-    def _runtime(self, record: PodRecord) -> containerenv.PodRuntime:
+    def _runtime(self, record: PodRecord, pod: dict[str, Any]) -> containerenv.PodRuntime:
         node = self.node_informer.get(None, self.node_name) or {}
+        links = (pod.get("spec") or {}).get("enableServiceLinks") is not False
         return containerenv.PodRuntime(
             pod_ip=record.pod_ip or "",
             host_ip=self.host_ip,
             allocatable=(node.get("status") or {}).get("allocatable") or {},
-            service_env=self.service_env,
+            service_env=self.service_env(record.namespace, links),
             minor=self.release.minor,
         )
 
@@ -555,7 +582,7 @@ class Kubelet:
         fails. `lenient` is for containers that run already (a kubelet restart, `kubectl debug`): ephemeral
         containers are included, and one whose references are gone keeps the values of its spec."""
         spec = pod.get("spec") or {}
-        runtime = self._runtime(record)
+        runtime = self._runtime(record, pod)
         built: dict[str, containerenv.Environment] = {}
         groups = ("initContainers", "containers", *(("ephemeralContainers",) if lenient else ()))
         for group in groups:
@@ -570,7 +597,7 @@ class Kubelet:
                         err.container = (group, name)
                         raise
                     declared = _declared_env(container)
-                    built[name] = containerenv.Environment({**declared, **self.service_env}, declared)
+                    built[name] = containerenv.Environment({**declared, **runtime.service_env}, declared)
         return built
 
     def _full_env(
