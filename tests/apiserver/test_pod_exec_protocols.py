@@ -16,7 +16,7 @@ import pytest
 from aiohttp.test_utils import make_mocked_request
 
 from tenantgpu.apiserver import errors, podexec, spdy
-from tenantgpu.node.programs import ExecResult
+from tenantgpu.node.execresult import ExecResult
 
 POD = {
     "metadata": {"name": "trainer", "namespace": "default"},

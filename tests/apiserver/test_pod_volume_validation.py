@@ -202,6 +202,14 @@ def test_env_value_from_names_one_valid_source() -> None:
     ]
 
 
+def test_an_env_from_name_is_checked_as_kube_checks_a_name_prefix() -> None:
+    # apimachinery's maskTrailingDash: a trailing '-' passes, capitals do not
+    assert errors(pod(envFrom=[{"configMapRef": {"name": "settings-"}}])) == []
+    assert errors(pod(envFrom=[{"secretRef": {"name": "Keys-"}}])) == [
+        'spec.containers[0].envFrom[0].secretRef.name: Invalid value: "Keys-": ' + _subdomain_message()
+    ]
+
+
 def test_env_from_names_one_object() -> None:
     env_from = [
         {"prefix": "X_"},

@@ -502,11 +502,11 @@ def _env_from_causes(source: Mapping[str, Any], list_path: str, path: str) -> li
         name = str(ref.get("name") or "")
         if not name:
             causes.append(_required(f"{path}.{key}.name"))
-        else:  # kube checks it as a generateName prefix, which may end in '-'
-            causes.extend(
-                _invalid(f"{path}.{key}.name", name, e)
-                for e in _dns_subdomain_errors(name.rstrip("-") or name)
-            )
+        else:
+            # kube checks it as a generateName prefix: apimachinery's maskTrailingDash puts one `a` for
+            # the last two characters of a name ending in '-' before the subdomain check.
+            masked = name[:-2] + "a" if len(name) > 1 and name.endswith("-") else name
+            causes.extend(_invalid(f"{path}.{key}.name", name, e) for e in _dns_subdomain_errors(masked))
     if sources == 0:
         causes.append(_invalid(list_path, "", "must specify one of: `configMapRef` or `secretRef`"))
     elif sources > 1:

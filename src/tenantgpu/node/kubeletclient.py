@@ -18,8 +18,8 @@ from urllib.parse import quote, urlencode
 
 import orjson
 
+from tenantgpu.node.execresult import ExecResult
 from tenantgpu.node.logserver import kubelet_endpoint
-from tenantgpu.node.programs import ExecResult
 
 NodeLookup = Callable[[str], Awaitable[dict[str, Any] | None]]
 ErrorFactory = Callable[[str], Exception]

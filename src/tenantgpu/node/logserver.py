@@ -17,7 +17,7 @@ import aiohttp
 from aiohttp import web
 
 from tenantgpu.hami.tls import ServingCert
-from tenantgpu.node.programs import ExecResult
+from tenantgpu.node.execresult import ExecResult
 
 # (namespace, pod, container | None, tail_lines, timestamps) -> text, or None when unknown
 LogReader = Callable[[str, str, str | None, int | None, bool], str | None]

@@ -10,17 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tenantgpu.node.execresult import ExecResult
 from tenantgpu.node.gpu_runtime import GpuView, nvidia_smi
 
 INVALID_ARGUMENT = 2
 DRIVER_VERSION = "550.54.15"
-
-
-@dataclass(frozen=True)
-class SmiResult:
-    stdout: str = ""
-    stderr: str = ""
-    exit_code: int = 0
 
 
 @dataclass(frozen=True)
@@ -53,16 +47,16 @@ _USAGE = (
 )
 
 
-def _invalid(why: str) -> SmiResult:
-    return SmiResult(stderr=f"{why}\n{_USAGE}\n", exit_code=INVALID_ARGUMENT)
+def _invalid(why: str) -> ExecResult:
+    return ExecResult(stderr=f"{why}\n{_USAGE}\n", exit_code=INVALID_ARGUMENT)
 
 
-def _list(gpus: list[GpuView]) -> SmiResult:
+def _list(gpus: list[GpuView]) -> ExecResult:
     lines = [f"GPU {g.index}: {g.model} (UUID: {g.uuid})" for g in gpus]
-    return SmiResult(stdout="".join(line + "\n" for line in lines))
+    return ExecResult(stdout="".join(line + "\n" for line in lines))
 
 
-def _option_values(args: list[str]) -> dict[str, str] | SmiResult:
+def _option_values(args: list[str]) -> dict[str, str] | ExecResult:
     """`--query-gpu=a,b --format csv` → {"query-gpu": "a,b", "format": "csv"}; anything else is refused."""
     values: dict[str, str] = {}
     i = 0
@@ -81,7 +75,7 @@ def _option_values(args: list[str]) -> dict[str, str] | SmiResult:
     return values
 
 
-def _query(gpus: list[GpuView], used_mib: int, query: str, fmt: str) -> SmiResult:
+def _query(gpus: list[GpuView], used_mib: int, query: str, fmt: str) -> ExecResult:
     names = [part.strip() for part in query.split(",") if part.strip()]
     fields = []
     for name in names:
@@ -103,17 +97,17 @@ def _query(gpus: list[GpuView], used_mib: int, query: str, fmt: str) -> SmiResul
         if units:
             cells = [f"{cell} {f.unit}" if f.unit else cell for cell, f in zip(cells, fields, strict=True)]
         lines.append(", ".join(cells))
-    return SmiResult(stdout="".join(line + "\n" for line in lines))
+    return ExecResult(stdout="".join(line + "\n" for line in lines))
 
 
-def run_nvidia_smi(args: list[str], gpus: list[GpuView], used_mib: int = 0) -> SmiResult:
+def run_nvidia_smi(args: list[str], gpus: list[GpuView], used_mib: int = 0) -> ExecResult:
     """What `nvidia-smi ARGS` prints inside a container that sees `gpus`, `used_mib` of each in use."""
     if not args:
-        return SmiResult(stdout=nvidia_smi(gpus, used_mib=used_mib, driver=DRIVER_VERSION) + "\n")
+        return ExecResult(stdout=nvidia_smi(gpus, used_mib=used_mib, driver=DRIVER_VERSION) + "\n")
     if args in (["-L"], ["--list-gpus"]):
         return _list(gpus)
     values = _option_values(args)
-    if isinstance(values, SmiResult):
+    if isinstance(values, ExecResult):
         return values
     if "query-gpu" not in values:
         return _invalid("Option --format needs --query-gpu beside it.")

@@ -22,6 +22,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tenantgpu.node.execresult import ExecResult
 from tenantgpu.node.gpu_runtime import GpuView
 from tenantgpu.node.nvidia_smi_options import run_nvidia_smi
 
@@ -34,15 +35,6 @@ _OPERATOR_CHARS = set(";&|")
 _SEQUENCE_OPERATORS = (";", "&&", "||")
 _SLEEP_OPERAND = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)([smhd]?)$")
 _SLEEP_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """What a finished command wrote and how it ended."""
-
-    stdout: str = ""
-    stderr: str = ""
-    exit_code: int = 0
 
 
 @dataclass(frozen=True)
@@ -62,8 +54,7 @@ def _nvidia_smi(args: list[str], view: ContainerView) -> ExecResult:
     if not view.gpus:
         # No GPU was allocated, so the NVIDIA runtime mounted neither the driver nor its tools.
         return _not_found("nvidia-smi", view)
-    answer = run_nvidia_smi(args, view.gpus, used_mib=view.gpu_memory_used_mib)
-    return ExecResult(answer.stdout, answer.stderr, answer.exit_code)
+    return run_nvidia_smi(args, view.gpus, used_mib=view.gpu_memory_used_mib)
 
 
 def _env(args: list[str], view: ContainerView) -> ExecResult:
