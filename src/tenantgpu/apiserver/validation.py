@@ -113,7 +113,6 @@ def invalid_status(kind: str, name: str, causes: list[Cause]) -> dict[str, Any]:
 
 # --- env var names ------------------------------------------------------------------------------------
 
-_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 _ENV_NAME_MSG = (
     "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', "
@@ -1734,16 +1733,7 @@ def _validate_event(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> li
 
 def _validate_data_keys(path: str, data: Mapping[str, Any], causes: list[Cause]) -> None:
     for key in data:
-        if len(key) > 253 or not _CONFIG_KEY.match(key):
-            causes.append(
-                _invalid(
-                    path,
-                    key,
-                    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' "
-                    "(e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
-                    "'[-._a-zA-Z0-9]+')",
-                )
-            )
+        causes.extend(_invalid(path, key, e) for e in config_key_errors(key))
 
 
 def _validate_secret(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:

@@ -207,9 +207,12 @@ class Kubelet:
         try:
             await self.client.list("services")
         except ApiError as err:
-            log.warning("kubelet %s: cannot list Services for containers' env: %s", self.node_name, err)
-            self._services_seen = False
-            return
+            if err.code in (401, 403):
+                log.warning("kubelet %s: cannot list Services for containers' env: %s", self.node_name, err)
+                self._services_seen = False
+                return
+        except (OSError, TimeoutError, aiohttp.ClientError) as err:  # the API not up yet: the informer waits
+            log.debug("kubelet %s: Services not listed yet: %s", self.node_name, err)
         await self.service_informer.start()
         self._services_seen = True
 
