@@ -226,6 +226,12 @@ def test_secret_data_must_be_base64() -> None:
 def test_config_map_keys() -> None:
     cm = {"metadata": {"name": "c", "namespace": "d"}, "data": {"ok.key": "1", "no/slash": "2"}}
     assert [c.field for c in validate("ConfigMap", cm)] == ["data"]
+    # kube's IsConfigMapKey: each rule its own message
+    dots = {"metadata": {"name": "c", "namespace": "d"}, "data": {"..hidden": "1", "k" * 254: "2"}}
+    assert messages(validate("ConfigMap", dots)) == [
+        "data: Invalid value: \"..hidden\": must not start with '..'",
+        f'data: Invalid value: "{"k" * 254}": must be no more than 253 characters',
+    ]
 
 
 def test_lease_and_event() -> None:
