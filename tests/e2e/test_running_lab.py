@@ -666,7 +666,7 @@ def test_the_management_plane_refuses_tenant_control_planes_as_kamaji_does(lab: 
         # Kamaji's webhook defaults the schema to the UID, which it cannot see on a create (kube fills the
         # uid in after the mutating phase): the spec keeps none, and the controller uses the UID.
         assert "dataStoreSchema" not in ready["spec"] and "dataStoreUsername" not in ready["spec"]
-        assert ready["status"]["storage"]["setup"]["schema"] == ready["metadata"]["uid"].replace("-", "_")
+        assert ready["status"]["storage"]["setup"]["schema"] == ready["metadata"]["uid"]
     finally:
         lab.kubectl("management", "delete", "tcp", "tenant-c", "--wait=true")
 

@@ -12,8 +12,8 @@ def test_defaults_follow_kamaji() -> None:
     tcp = _tcp()
     assert model.replicas(tcp) == 2
     assert model.datastore_name(tcp) == "default"
-    # Since Kamaji PR #1235 the schema defaults to the UID; '-' is not kept in a prefix name.
-    assert model.datastore_schema(tcp) == "ab_cd"
+    # Since Kamaji PR #1235 the schema defaults to the UID, as it is (GetDefaultDatastoreSchema).
+    assert model.datastore_schema(tcp) == "ab-cd"
     assert model.requested_port(tcp) == 0
 
 

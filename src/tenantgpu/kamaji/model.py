@@ -110,11 +110,13 @@ def datastore_endpoint(store: Obj) -> str:
 
 
 def datastore_schema(tcp: Obj) -> str:
-    """The tenant's key prefix in the shared store: `spec.dataStoreSchema`, else the UID (Kamaji ≥ #1235)."""
+    """The tenant's key prefix in the shared store: `spec.dataStoreSchema`, else the UID as it is (Kamaji
+    ≥ #1235's GetDefaultDatastoreSchema, which its controller falls back to: its webhook cannot set it,
+    since a mutating webhook sees no UID on a create)."""
     explicit = _get(tcp, "spec", "dataStoreSchema")
     if explicit:
         return str(explicit)
-    return str(_get(tcp, "metadata", "uid") or "").replace("-", "_")
+    return str(_get(tcp, "metadata", "uid") or "")
 
 
 def requested_port(tcp: Obj) -> int:
