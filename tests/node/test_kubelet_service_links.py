@@ -43,7 +43,9 @@ def test_the_kubernetes_service_always_and_the_namespace_s_own_with_links() -> N
     assert unlinked["KUBERNETES_SERVICE_HOST"] == "10.96.0.1"
     assert not any(name.startswith("MODEL_API_") for name in unlinked)
     # a Service named `kubernetes` in the pod's own namespace takes the name's variables
-    kubelet.service_informer.cache[("team", "kubernetes")] = _service("team", "kubernetes", "10.96.9.9")
+    shadow = _service("team", "kubernetes", "10.96.9.9")
+    kubelet.service_informer.cache[("team", "kubernetes")] = shadow
+    kubelet._on_service("ADDED", shadow, None)  # as the informer tells its handlers
     assert kubelet.service_env("team")["KUBERNETES_SERVICE_HOST"] == "10.96.9.9"
     assert kubelet.service_env("elsewhere")["KUBERNETES_SERVICE_HOST"] == "10.96.0.1"
 

@@ -171,7 +171,10 @@ class Kubelet:
         # The Services, for the variables containers get (kubelet's serviceLister): the `kubernetes`
         # Service's always, the others of the pod's namespace unless the pod turns service links off.
         self.service_informer = Informer(client, "services")
+        self.service_informer.add_handler(self._on_service)
         self._services_seen = False  # whether the Services could be listed (a real cluster may refuse)
+        # (namespace, links) → the variables, worked out once until a Service changes
+        self._service_envs: dict[tuple[str, bool], dict[str, str]] = {}
         self.pods: dict[str, PodRecord] = {}
         self._by_key: dict[tuple[str, str], str] = {}
         self._seen = 0
@@ -223,6 +226,9 @@ class Kubelet:
         cluster IP (headless, ExternalName) give none."""
         if not self._services_seen:
             return {}
+        known = self._service_envs.get((namespace, links))
+        if known is not None:
+            return known
         chosen: dict[str, dict[str, Any]] = {}
         for (ns, name), service in self.service_informer.cache.items():
             if ns == "default" and name == "kubernetes":
@@ -232,7 +238,11 @@ class Kubelet:
         env: dict[str, str] = {}
         for service in chosen.values():
             env.update(containerenv.service_variables(service))
+        self._service_envs[(namespace, links)] = env
         return env
+
+    def _on_service(self, kind: str, service: dict[str, Any], old: dict[str, Any] | None) -> None:
+        self._service_envs.clear()
 
     async def stop(self) -> None:
         await self.informer.stop()
