@@ -74,7 +74,9 @@ def fit_error(total: int, node_reasons: Mapping[str, str], *, preemption_policy:
     preemption victims found for incoming pod..`
 
     The lab runs no preemption: every pod is taken to have no lower-priority pod to evict, which is
-    the case while pods carry the default priority."""
+    the case while pods carry the default priority. For GPU pods it is HAMi's behaviour too: its scheduler
+    extender has no preempt verb, and preemption of vGPU pods is an open feature request (HAMi issues
+    #1494 and #1878)."""
     message = _histogram(total, Counter(node_reasons.values()))
     if preemption_policy == "Never":
         return f"{message} preemption: {NOT_ELIGIBLE_NEVER}."
