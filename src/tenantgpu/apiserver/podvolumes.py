@@ -40,26 +40,27 @@ _HOST_PATH_TYPES = [
 
 
 def _no_backsteps(target: str, path: str) -> list[Cause]:
-    if ".." in target.replace("\\", "/").split("/"):
+    # kube splits on the apiserver's path separator (filepath.ToSlash): on Linux only '/'
+    if ".." in target.split("/"):
         return [invalid(path, target, "must not contain '..'")]
     return []
 
 
-def local_descending_path(target: str, path: str) -> list[Cause]:
+def _local_descending_path(target: str, path: str) -> list[Cause]:
     """validateLocalDescendingPath: relative, without `..` elements (subPath, gitRepo's directory)."""
     causes = [invalid(path, target, "must be a relative path")] if target.startswith("/") else []
     return causes + _no_backsteps(target, path)
 
 
 def _local_non_reserved_path(target: str, path: str) -> list[Cause]:
-    causes = local_descending_path(target, path)
+    causes = _local_descending_path(target, path)
     if target.startswith("..") and not target.startswith("../"):
         causes.append(invalid(path, target, "must not start with '..'"))
     return causes
 
 
 def _mode(value: Any, path: str) -> list[Cause]:
-    if value is not None and isinstance(value, int) and not 0 <= value <= 0o777:
+    if isinstance(value, int) and not 0 <= value <= 0o777:
         return [invalid(path, value, _FILE_MODE)]
     return []
 
@@ -194,7 +195,7 @@ def _empty_dir(source: Mapping[str, Any], path: str) -> list[Cause]:
 
 def _git_repo(source: Mapping[str, Any], path: str) -> list[Cause]:
     causes = [] if source.get("repository") else [required(f"{path}.repository")]
-    return causes + local_descending_path(str(source.get("directory") or ""), f"{path}.directory")
+    return causes + _local_descending_path(str(source.get("directory") or ""), f"{path}.directory")
 
 
 def _nfs(source: Mapping[str, Any], path: str) -> list[Cause]:
@@ -349,7 +350,7 @@ def validate_volume_mounts(
         targets.add(target)
         sub_path, sub_expr = str(mount.get("subPath") or ""), str(mount.get("subPathExpr") or "")
         if sub_path:
-            causes += local_descending_path(sub_path, f"{path}.subPath")
+            causes += _local_descending_path(sub_path, f"{path}.subPath")
         if sub_expr:
             if sub_path:
                 causes.append(
@@ -357,7 +358,7 @@ def validate_volume_mounts(
                         f"{mpath}.subPathExpr", sub_expr, "subPathExpr and subPath are mutually exclusive"
                     )
                 )
-            causes += local_descending_path(sub_expr, f"{path}.subPathExpr")
+            causes += _local_descending_path(sub_expr, f"{path}.subPathExpr")
         propagation = mount.get("mountPropagation")
         if propagation is not None:
             allowed = ["Bidirectional", "HostToContainer", "None"]
