@@ -25,34 +25,28 @@ _DNS1035_MSG = (
 )
 
 
+def _errors(value: str, limit: int, pattern: re.Pattern[str], message: str) -> list[str]:
+    errors = []
+    if len(value) > limit:
+        errors.append(f"must be no more than {limit} characters")
+    if not pattern.match(value):
+        errors.append(message)
+    return errors
+
+
 def dns_label_errors(value: str) -> list[str]:
     """IsDNS1123Label: container, port, volume and namespace names."""
-    errors = []
-    if len(value) > 63:
-        errors.append("must be no more than 63 characters")
-    if not _DNS1123_LABEL.match(value):
-        errors.append(_LABEL_MSG)
-    return errors
+    return _errors(value, 63, _DNS1123_LABEL, _LABEL_MSG)
 
 
 def dns_subdomain_errors(value: str) -> list[str]:
     """IsDNS1123Subdomain: most objects' names, and the Secrets and ConfigMaps a pod refers to."""
-    errors = []
-    if len(value) > 253:
-        errors.append("must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN.match(value):
-        errors.append(_SUBDOMAIN_MSG)
-    return errors
+    return _errors(value, 253, _DNS1123_SUBDOMAIN, _SUBDOMAIN_MSG)
 
 
 def dns1035_label_errors(value: str) -> list[str]:
     """apimachinery's IsDNS1035Label: why `value` is not one (the names of Services, Kamaji's tenants)."""
-    errors = []
-    if len(value) > 63:
-        errors.append("must be no more than 63 characters")
-    if not _DNS1035_LABEL.match(value):
-        errors.append(_DNS1035_MSG)
-    return errors
+    return _errors(value, 63, _DNS1035_LABEL, _DNS1035_MSG)
 
 
 _CONFIG_KEY_MSG = (
