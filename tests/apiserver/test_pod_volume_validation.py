@@ -263,3 +263,30 @@ def test_the_volumes_users_write_are_valid(volume: dict[str, Any]) -> None:
     obj = pod([volume], volumeMounts=[{"name": volume["name"], "mountPath": "/mnt"}], env=env)
     obj["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "settings"}, "prefix": "APP_"}]
     assert errors(obj) == []
+
+
+@pytest.mark.parametrize(
+    ("minor", "expected"),
+    [
+        (27, "error converting fieldPath: field label not supported: status.hostIPs"),
+        (
+            28,
+            "spec.containers[0].env[0].valueFrom.fieldRef: Forbidden: may not be set when feature gate "
+            "'PodHostIPs' is not enabled",
+        ),
+        (29, None),
+    ],
+)
+def test_status_host_ips_follows_the_tenant_s_release(minor: int, expected: str | None) -> None:
+    # 1.27 does not know the field; 1.28 has it behind the PodHostIPs gate, off; 1.29 turns the gate on
+    obj = pod(env=[{"name": "IPS", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIPs"}}}])
+    default("Pod", obj)
+    found = [str(c) for c in validate("Pod", obj, minor=minor)]
+    if expected is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and expected in found[0]
+    # an update keeps a use the stored pod already has, as kube's AllowHostIPsField does
+    if minor == 28:
+        updated = {**obj, "spec": {**obj["spec"], "activeDeadlineSeconds": 60}}
+        assert validate("Pod", updated, old=obj, minor=minor) == []

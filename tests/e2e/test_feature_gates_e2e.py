@@ -249,3 +249,36 @@ def test_env_var_names_follow_relaxed_environment_variable_validation(
                 'The Pod "relaxed-env" is invalid: spec.containers[0].env[0].name: Invalid value: "MY VAR": '
                 "a valid environment variable name must consist of alphabetic characters"
             ), applied.stderr
+
+
+HOST_IPS_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: host-ips}
+spec:
+  containers:
+  - name: main
+    image: busybox
+    env: [{name: IPS, valueFrom: {fieldRef: {fieldPath: status.hostIPs}}}]
+"""
+
+
+@pytest.mark.parametrize(("version", "accepted"), [("v1.28.15", False), ("v1.29.10", True)])
+def test_status_host_ips_in_env_follows_the_pod_host_ips_gate(
+    background_loop: BackgroundLoop, kubectl: Kubectl, tmp_path: Path, version: str, accepted: bool
+) -> None:
+    """PodHostIPs is off in 1.28 and on from 1.29: an env var from `status.hostIPs` is refused by a 1.28
+    tenant with kube's words (validateDownwardAPIHostIPs) and taken by a 1.29 one."""
+    manifest = tmp_path / "host-ips.yaml"
+    manifest.write_text(HOST_IPS_POD)
+    minor = version[1:5]
+    with release_server(background_loop, tmp_path / "server", version) as kubeconfig:
+        applied = kubectl("apply", "-f", str(manifest), kubeconfig=kubeconfig, version=minor, check=False)
+        if accepted:
+            assert applied.returncode == 0, applied.stderr
+        else:
+            assert applied.returncode == 1
+            assert applied.stderr.strip() == (
+                'The Pod "host-ips" is invalid: spec.containers[0].env[0].valueFrom.fieldRef: Forbidden: may '
+                "not be set when feature gate 'PodHostIPs' is not enabled"
+            ), applied.stderr

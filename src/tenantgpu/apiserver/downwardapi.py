@@ -71,7 +71,10 @@ def split_subscript(path: str) -> tuple[str, str] | None:
     return head, key
 
 
-def _converted(api_version: str, field_path: str) -> tuple[str, str]:
+_HOST_IPS_FROM_MINOR = 28  # status.hostIPs came with the PodHostIPs gate, alpha in 1.28
+
+
+def _converted(api_version: str, field_path: str, minor: int | None) -> tuple[str, str]:
     """ConvertDownwardAPIFieldLabel: the internal path, or why there is none."""
     if api_version != "v1":
         return "", f"unsupported pod version: {api_version}"
@@ -82,20 +85,26 @@ def _converted(api_version: str, field_path: str) -> tuple[str, str]:
         return "", f"field label does not support subscript: {field_path}"
     if field_path == "spec.host":  # what old v1 clients sent for spec.nodeName
         return "spec.nodeName", ""
-    if field_path in _CONVERTIBLE:
+    too_new = field_path == "status.hostIPs" and minor is not None and minor < _HOST_IPS_FROM_MINOR
+    if field_path in _CONVERTIBLE and not too_new:
         return field_path, ""
     return "", f"field label not supported: {field_path}"
 
 
-def object_field_causes(selector: Mapping[str, Any], allowed: frozenset[str], path: str) -> list[Cause]:
-    """Why a `fieldRef` is refused; `allowed` is the env's or the volume's list of paths."""
+def object_field_causes(
+    selector: Mapping[str, Any], allowed: frozenset[str], path: str, *, minor: int | None = None
+) -> list[Cause]:
+    """Why a `fieldRef` is refused; `allowed` is the env's or the volume's list of paths, `minor` the
+    tenant's release (None: the newest)."""
     api_version = str(selector.get("apiVersion") or "")
     field_path = str(selector.get("fieldPath") or "")
     if not api_version:
         return [required(f"{path}.apiVersion")]
     if not field_path:
         return [required(f"{path}.fieldPath")]
-    internal, error = _converted(api_version, field_path)
+    if minor is not None and minor < _HOST_IPS_FROM_MINOR:
+        allowed = allowed - {"status.hostIPs"}
+    internal, error = _converted(api_version, field_path, minor)
     if error:
         return [invalid(f"{path}.fieldPath", field_path, f"error converting fieldPath: {error}")]
     subscripted = split_subscript(internal)

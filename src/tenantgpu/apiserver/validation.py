@@ -10,6 +10,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -109,6 +110,19 @@ def invalid_status(kind: str, name: str, causes: list[Cause]) -> dict[str, Any]:
         "details": details,
         "code": 422,
     }
+
+
+@dataclass(frozen=True)
+class PodOptions:
+    """What a pod spec's validation depends on beyond the spec (kube's PodValidationOptions): the
+    tenant's release and the gates it turns on, and what an update's stored spec already uses."""
+
+    relaxed_env: bool = False  # AllowRelaxedEnvironmentVariableValidation
+    host_ips: bool = True  # AllowHostIPsField
+    minor: int | None = None  # the tenant's release; None = the newest rules
+
+
+_PLAIN = PodOptions()
 
 
 # --- env var names ------------------------------------------------------------------------------------
@@ -216,23 +230,37 @@ def validate(
         if kind == "Pod" and old is not None and obj.get("spec") is old.get("spec"):
             # a status or metadata write shares the stored spec, which _validate_pod does not check again:
             # no env name is read, so the stored spec need not be walked for relaxed-only names
-            relaxed = False
+            opts = _PLAIN
         else:
-            relaxed = _relaxed_env(kind, obj, old, minor)
+            opts = PodOptions(_relaxed_env(kind, obj, old, minor), _host_ips_field(kind, old, minor), minor)
         if kind == "Pod" and subresource == "ephemeralcontainers" and old is not None:
-            return validate_ephemeral_containers_update(obj, old, relaxed_env=relaxed)
+            return validate_ephemeral_containers_update(obj, old, opts=opts)
     if kind in _REVIEWS:
         check = _KIND_CHECKS.get(kind)
         return check(obj, old) if check is not None else []
     scoped = (kind not in _CLUSTER_SCOPED) if namespaced is None else namespaced
     causes = _validate_metadata(kind, obj.get("metadata") or {}, (old or {}).get("metadata"), scoped)
     if kind in _POD_SPEC_CHECKS:
-        causes.extend(_POD_SPEC_CHECKS[kind](obj, old, relaxed_env=relaxed))
+        causes.extend(_POD_SPEC_CHECKS[kind](obj, old, opts=opts))
         return causes
     check = _KIND_CHECKS.get(kind)
     if check is not None:
         causes.extend(check(obj, old))
     return causes
+
+
+def _host_ips_field(kind: str, old: Mapping[str, Any] | None, minor: int | None) -> bool:
+    """kube's AllowHostIPsField: the PodHostIPs gate (on from 1.29), or an update of a pod spec whose env
+    already reads `status.hostIPs`. Before 1.28 there is no such check: the field itself is unknown."""
+    if minor is None or minor < 28 or featuregates.enabled("PodHostIPs", minor):
+        return True
+    spec = pod_spec(kind, old) if old is not None else None
+    return any(
+        ((env.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") == "status.hostIPs"
+        for group in ("initContainers", "containers", "ephemeralContainers")
+        for ctr in (spec or {}).get(group) or []
+        for env in ctr.get("env") or []
+    )
 
 
 def _relaxed_env(kind: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None, minor: int | None) -> bool:
@@ -393,7 +421,7 @@ def _validate_resources(path: str, resources: Mapping[str, Any]) -> list[Cause]:
 
 
 def _validate_container(
-    path: str, ctr: Mapping[str, Any], volumes: set[str], *, relaxed_env: bool = False
+    path: str, ctr: Mapping[str, Any], volumes: set[str], *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
     causes: list[Cause] = []
     name = ctr.get("name") or ""
@@ -425,15 +453,16 @@ def _validate_container(
         if not env_name:
             causes.append(_required(f"{path}.env[{i}].name"))
         causes.extend(
-            _invalid(f"{path}.env[{i}].name", env_name, e) for e in _env_name_errors(env_name, relaxed_env)
+            _invalid(f"{path}.env[{i}].name", env_name, e)
+            for e in _env_name_errors(env_name, opts.relaxed_env)
         )
         if env.get("valueFrom") is not None:
-            causes.extend(_value_from_causes(env, f"{path}.env[{i}].valueFrom"))
+            causes.extend(_value_from_causes(env, f"{path}.env[{i}].valueFrom", opts))
     for i, source in enumerate(ctr.get("envFrom") or []):
         if env_prefix := source.get("prefix") or "":
             causes.extend(
                 _invalid(f"{path}.envFrom[{i}].prefix", env_prefix, e)
-                for e in _env_name_errors(env_prefix, relaxed_env)
+                for e in _env_name_errors(env_prefix, opts.relaxed_env)
             )
         causes.extend(_env_from_causes(source, f"{path}.envFrom", f"{path}.envFrom[{i}]"))
     privileged = bool((ctr.get("securityContext") or {}).get("privileged"))
@@ -458,14 +487,18 @@ def _key_selector_causes(selector: Mapping[str, Any], path: str) -> list[Cause]:
     return causes
 
 
-def _value_from_causes(env: Mapping[str, Any], path: str) -> list[Cause]:
+def _value_from_causes(env: Mapping[str, Any], path: str, opts: PodOptions) -> list[Cause]:
     """validateEnvVarValueFrom: exactly one source, each checked, and no `value` beside it."""
     value_from = env.get("valueFrom") or {}
     causes: list[Cause] = []
     sources = 0
     if (field_ref := value_from.get("fieldRef")) is not None:
         sources += 1
-        causes.extend(object_field_causes(field_ref, ENV_FIELD_PATHS, f"{path}.fieldRef"))
+        causes.extend(object_field_causes(field_ref, ENV_FIELD_PATHS, f"{path}.fieldRef", minor=opts.minor))
+        if not opts.host_ips and field_ref.get("fieldPath") == "status.hostIPs":
+            causes.append(
+                _forbidden(f"{path}.fieldRef", "may not be set when feature gate 'PodHostIPs' is not enabled")
+            )
     if (resource_ref := value_from.get("resourceFieldRef")) is not None:
         sources += 1
         causes.extend(resource_field_causes(resource_ref, f"{path}.resourceFieldRef", volume=False))
@@ -522,7 +555,7 @@ _TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
 def _validate_pod_spec(
-    spec: Mapping[str, Any], path: str = "spec", *, relaxed_env: bool = False
+    spec: Mapping[str, Any], path: str = "spec", *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
     causes: list[Cause] = []
     volumes, volume_causes = validate_volumes(spec.get("volumes") or [], f"{path}.volumes")
@@ -534,7 +567,7 @@ def _validate_pod_spec(
     for group in ("initContainers", "containers"):
         for i, ctr in enumerate(spec.get(group) or []):
             cpath = f"{path}.{group}[{i}]"
-            causes.extend(_validate_container(cpath, ctr, volumes, relaxed_env=relaxed_env))
+            causes.extend(_validate_container(cpath, ctr, volumes, opts=opts))
             cname = ctr.get("name") or ""
             if cname and cname in names:
                 causes.append(_duplicate(f"{cpath}.name", cname))
@@ -639,14 +672,14 @@ def _differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
 
 
 def _validate_pod(
-    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
     spec = obj.get("spec") or {}
     if old is not None and spec == (old.get("spec") or {}):
         # Most pod updates (annotations, status, finalizers) leave the spec alone, and the stored spec
         # passed validation when it was written: nothing in it can be refused now.
         return []
-    causes = _validate_pod_spec(spec, relaxed_env=relaxed_env)
+    causes = _validate_pod_spec(spec, opts=opts)
     if old is None and spec.get("ephemeralContainers"):
         causes.append(_forbidden("spec.ephemeralContainers", "cannot be set on create"))
     if old is not None:
@@ -705,7 +738,7 @@ MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 def validate_ephemeral_containers_update(
-    obj: Mapping[str, Any], old: Mapping[str, Any], *, relaxed_env: bool = False
+    obj: Mapping[str, Any], old: Mapping[str, Any], *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
     """An update through `pods/ephemeralcontainers` (what `kubectl debug` sends): new ephemeral
     containers are checked as kube does, and existing ones may be neither removed nor changed."""
@@ -724,7 +757,7 @@ def validate_ephemeral_containers_update(
     for i, ctr in enumerate(ephemeral):
         cpath = f"{path}[{i}]"
         bare = {k: v for k, v in ctr.items() if k != "resources"}
-        causes.extend(_validate_container(cpath, bare, volumes, relaxed_env=relaxed_env))
+        causes.extend(_validate_container(cpath, bare, volumes, opts=opts))
         name = ctr.get("name") or ""
         if name and name in names:
             causes.append(_duplicate(f"{cpath}.name", name))
@@ -762,7 +795,7 @@ _JOB_FEATURES_NOT_SIMULATED = (
 
 
 def _validate_job(
-    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
     spec = obj.get("spec") or {}
     causes: list[Cause] = []
@@ -788,7 +821,7 @@ def _validate_job(
     for field_name in _JOB_FEATURES_NOT_SIMULATED:
         if spec.get(field_name) is not None:
             causes.append(_forbidden(f"spec.{field_name}", "not simulated by tenantgpu"))
-    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=True, relaxed_env=relaxed_env))
+    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=True, opts=opts))
     template = spec.get("template") or {}
     restart = (template.get("spec") or {}).get("restartPolicy")
     if restart is None:
@@ -808,7 +841,7 @@ _CONCURRENCY_POLICIES = ["Allow", "Forbid", "Replace"]
 
 
 def _validate_cron_job(
-    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
     spec = obj.get("spec") or {}
     causes: list[Cause] = []
@@ -854,7 +887,7 @@ def _validate_cron_job(
             _invalid(f"{prefix}.completionMode", "Indexed", "Indexed Jobs are not simulated by tenantgpu")
         )
     template_spec = (job_spec.get("template") or {}).get("spec") or {}
-    causes.extend(_validate_pod_spec(template_spec, f"{prefix}.template.spec", relaxed_env=relaxed_env))
+    causes.extend(_validate_pod_spec(template_spec, f"{prefix}.template.spec", opts=opts))
     restart = template_spec.get("restartPolicy")
     if restart is None:
         causes.append(
@@ -868,7 +901,7 @@ def _validate_cron_job(
 
 
 def _validate_replicated(
-    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
     """What apps/v1 Deployments and ReplicaSets share: replicas, selector, template."""
     spec = obj.get("spec") or {}
@@ -876,7 +909,7 @@ def _validate_replicated(
     replicas = spec.get("replicas")
     if not isinstance(replicas, int) or replicas < 0:
         causes.append(_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
-    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=False, relaxed_env=relaxed_env))
+    causes.extend(_validate_selected_template(spec, old, empty_selector_ok=False, opts=opts))
     restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
     if restart != "Always":
         causes.append(_not_supported("spec.template.spec.restartPolicy", restart, ["Always"]))
@@ -889,7 +922,7 @@ def _validate_selected_template(
     *,
     empty_selector_ok: bool,
     workload: str = "deployment",
-    relaxed_env: bool = False,
+    opts: PodOptions = _PLAIN,
 ) -> list[Cause]:
     """A workload's selector (required, immutable, matching the template's labels) and its pod template."""
     causes: list[Cause] = []
@@ -904,9 +937,7 @@ def _validate_selected_template(
         causes.append(
             _invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`")
         )
-    causes.extend(
-        _validate_pod_spec(template.get("spec") or {}, "spec.template.spec", relaxed_env=relaxed_env)
-    )
+    causes.extend(_validate_pod_spec(template.get("spec") or {}, "spec.template.spec", opts=opts))
     if old is not None and spec.get("selector") != (old.get("spec") or {}).get("selector"):
         causes.append(_invalid("spec.selector", spec.get("selector"), "field is immutable"))
     return causes
@@ -921,12 +952,10 @@ def _int_or_percent(value: Any) -> int:
 
 
 def _validate_daemon_set(
-    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
     spec = obj.get("spec") or {}
-    causes = _validate_selected_template(
-        spec, old, empty_selector_ok=False, workload="daemonset", relaxed_env=relaxed_env
-    )
+    causes = _validate_selected_template(spec, old, empty_selector_ok=False, workload="daemonset", opts=opts)
     template_spec = (spec.get("template") or {}).get("spec") or {}
     restart = template_spec.get("restartPolicy")
     if restart != "Always":
@@ -984,7 +1013,7 @@ _STATEFUL_SET_MUTABLE = (
 
 
 def _validate_stateful_set(
-    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
     spec = obj.get("spec") or {}
     causes: list[Cause] = []
@@ -992,9 +1021,7 @@ def _validate_stateful_set(
     if not isinstance(replicas, int) or replicas < 0:
         causes.append(_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
     causes.extend(
-        _validate_selected_template(
-            spec, old, empty_selector_ok=False, workload="statefulset", relaxed_env=relaxed_env
-        )
+        _validate_selected_template(spec, old, empty_selector_ok=False, workload="statefulset", opts=opts)
     )
     restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
     if restart != "Always":
@@ -1373,9 +1400,9 @@ def _validate_data_store(obj: Mapping[str, Any], old: Mapping[str, Any] | None) 
 
 
 def _validate_deployment(
-    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, relaxed_env: bool = False
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
-    causes = _validate_replicated(obj, old, relaxed_env=relaxed_env)
+    causes = _validate_replicated(obj, old, opts=opts)
     strategy = (obj.get("spec") or {}).get("strategy") or {}
     kind = strategy.get("type")
     if kind not in ("RollingUpdate", "Recreate"):
