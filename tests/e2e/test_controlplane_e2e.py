@@ -329,3 +329,95 @@ def test_a_deleted_namespace_is_emptied_and_removed(core: kubernetes.client.Core
 
     wait_for("the namespace removed", gone)
     assert not core.list_namespaced_pod("short-lived").items
+
+
+def _priority_class(name: str, value: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+
+
+def test_a_higher_priority_pod_preempts_what_it_needs_as_kube_scheduler_does(
+    core: kubernetes.client.CoreV1Api,
+) -> None:
+    """DefaultPreemption: the fewest lower-priority pods go (DisruptionTarget condition, deletion, a
+    `Preempted` event), the preemptor is nominated to their node and bound there once they are gone."""
+    scheduling = kubernetes.client.SchedulingV1Api(core.api_client)
+    for name, value in (("batch-low", 100), ("serving-high", 100000)):
+        try:
+            scheduling.create_priority_class(_priority_class(name, value))
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 409:
+                raise
+    ensure_namespace(core, "arena")
+    core.create_node(node_body("arena-node", "4", "16Gi"))
+    pinned = {"nodeSelector": {"kubernetes.io/hostname": "arena-node"}}
+
+    def pod(name: str, cpu: str, priority_class: str) -> dict[str, Any]:
+        body = pod_body(name, cpu)
+        body["spec"].update(pinned, priorityClassName=priority_class)
+        return body
+
+    for name in ("batch-1", "batch-2"):
+        core.create_namespaced_pod("arena", pod(name, "2", "batch-low"))
+        wait_for(f"{name} bound", lambda n=name: core.read_namespaced_pod(n, "arena").spec.node_name)
+
+    # Too big even without the batch pods: nothing is preempted, and the message says why per node.
+    core.create_namespaced_pod("arena", pod("too-big", "8", "serving-high"))
+
+    def scheduled_condition(name: str) -> Any:
+        conditions = core.read_namespaced_pod(name, "arena").status.conditions or []
+        return next((c for c in conditions if c.type == "PodScheduled" and c.status == "False"), None)
+
+    message = wait_for("too-big unschedulable", lambda: scheduled_condition("too-big")).message
+    assert "preemption: 0/" in message and "1 Insufficient cpu" in message.split("preemption:")[1]
+    core.delete_namespaced_pod("too-big", "arena", grace_period_seconds=0)
+
+    vip = core.create_namespaced_pod("arena", pod("vip", "2", "serving-high"))
+    nominated = wait_for(
+        "vip nominated", lambda: core.read_namespaced_pod("vip", "arena").status.nominated_node_name
+    )
+    assert nominated == "arena-node"
+    # one batch pod is enough to make room, so only one goes
+    victims = [
+        p for p in core.list_namespaced_pod("arena").items
+        if p.metadata.name.startswith("batch") and p.metadata.deletion_timestamp
+    ]  # fmt: skip
+    assert len(victims) == 1
+    victim = victims[0]
+    (target,) = [c for c in victim.status.conditions if c.type == "DisruptionTarget"]
+    assert (target.status, target.reason, target.message) == (
+        "True",
+        "PreemptionByScheduler",
+        "default-scheduler: preempting to accommodate a higher priority pod",
+    )
+    wait_for(
+        "a Preempted event on the victim",
+        lambda: any(
+            e.reason == "Preempted" and e.message == f"Preempted by pod {vip.metadata.uid} on node arena-node"
+            for e in core.list_namespaced_event(
+                "arena", field_selector=f"involvedObject.name={victim.metadata.name}"
+            ).items
+        ),
+    )
+
+    # kube's message for the attempt that preempted ends with the nodes' reasons, no dry run after it;
+    # while the victim terminates, a retry may not preempt again
+    def vip_failures() -> list[str]:
+        events = core.list_namespaced_event("arena", field_selector="involvedObject.name=vip").items
+        return [e.message for e in events if e.reason == "FailedScheduling"]
+
+    wait_for("the preempting attempt's event", lambda: any("preemption" not in m for m in vip_failures()))
+    assert all("Insufficient cpu" in m for m in vip_failures())
+    waiting = wait_for("vip unschedulable", lambda: scheduled_condition("vip")).message
+    assert (
+        waiting.endswith("preemption: not eligible due to a terminating pod on the nominated node..")
+        or "preemption" not in waiting
+    )
+    # No kubelet runs here: remove the victim as its kubelet would once its containers stopped.
+    core.delete_namespaced_pod(victim.metadata.name, "arena", grace_period_seconds=0)
+    bound = wait_for("vip bound", lambda: core.read_namespaced_pod("vip", "arena").spec.node_name)
+    assert bound == "arena-node"

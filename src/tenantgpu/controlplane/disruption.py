@@ -57,6 +57,7 @@ class DisruptionController:
         replica_sets: Informer,
         deployments: Informer,
         stateful_sets: Informer,
+        budgets: Informer | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
@@ -64,7 +65,7 @@ class DisruptionController:
         self.replica_sets = replica_sets
         self.deployments = deployments
         self.stateful_sets = stateful_sets
-        self.budgets = Informer(client, "poddisruptionbudgets")
+        self.budgets = budgets or Informer(client, "poddisruptionbudgets")
         self.clock = clock
         self.queue = WorkQueue("disruption-controller", self.sync)
         # namespace → its budgets' names: a pod event in a namespace without budgets costs one lookup

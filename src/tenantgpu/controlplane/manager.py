@@ -19,7 +19,7 @@ from tenantgpu.controlplane.rootca import RootCAPublisher
 from tenantgpu.controlplane.scheduler import DefaultScheduler
 from tenantgpu.controlplane.serviceaccounts import ServiceAccountController
 from tenantgpu.controlplane.statefulset import StatefulSetController
-from tenantgpu.kubeclient import KubeClient
+from tenantgpu.kubeclient import Informer, KubeClient
 
 
 class _Service(Protocol):
@@ -41,7 +41,9 @@ class ControlPlaneServices:
 
     async def start(self) -> None:
         accounts = ServiceAccountController(self.client)
-        scheduler = DefaultScheduler(self.client)
+        # The disruption controller keeps the budgets; the scheduler's preemption reads them.
+        budgets = Informer(self.client, "poddisruptionbudgets")
+        scheduler = DefaultScheduler(self.client, budgets=budgets)
         jobs = JobController(self.client, pods=scheduler.pods)
         cron_jobs = CronJobController(self.client, jobs=jobs.jobs)
         daemon_sets = DaemonSetController(self.client, pods=scheduler.pods, nodes=scheduler.nodes)
@@ -78,6 +80,7 @@ class ControlPlaneServices:
                 replica_sets=replica_sets.replica_sets,
                 deployments=deployments.deployments,
                 stateful_sets=stateful_sets.stateful_sets,
+                budgets=budgets,
             ),
             GarbageCollector(self.client, owners=jobs.jobs, dependents=scheduler.pods),
             GarbageCollector(self.client, owners=cron_jobs.cron_jobs, dependents=jobs.jobs),

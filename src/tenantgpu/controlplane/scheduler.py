@@ -3,7 +3,9 @@
 Filters are kube-scheduler's (unschedulable, taints, nodeSelector/affinity, NodeResourcesFit for cpu,
 memory, pods and extended resources); the score is NodeResourcesLeastAllocated; the result is a
 Binding through the API. A pod that fits nowhere gets `PodScheduled=False` (reason Unschedulable) and a
-`FailedScheduling` event, and is retried whenever a node or another pod changes.
+`FailedScheduling` event, and is retried whenever a node or another pod changes. Unless its
+`preemptionPolicy` is Never, it may first evict lower-priority pods as kube's DefaultPreemption does
+(`preemption.py`); it is then nominated to their node, whose room is kept for it.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tenantgpu.controlplane import preemption
 from tenantgpu.controlplane.podstate import is_terminal, node_name, pod_key, wants_default_scheduler
 from tenantgpu.gpushare.basics import capacity_reason, node_capacity, pod_amounts, pod_demand, static_reason
 from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
-from tenantgpu.gpushare.reasons import fit_error
+from tenantgpu.gpushare.reasons import PREEMPTION_NOT_HELPFUL, fit_error, is_unresolvable
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.kubeclient.client import now_rfc3339
 
@@ -64,13 +67,18 @@ def _allocatable(node: dict[str, Any], name: str) -> int:
     return 0 if value is None else int(parse_quantity(value))
 
 
-def failure_message(total: int, reasons: dict[str, str], preemption_policy: str = "") -> str:
+def failure_message(
+    total: int,
+    reasons: dict[str, str],
+    preemption_policy: str = "",
+    preemption: dict[str, str] | str | None = None,
+) -> str:
     """kube-scheduler's summary from each node's reason, e.g. `0/2 nodes are available: 1 Insufficient
     cpu, 1 node(s) were unschedulable. preemption: 0/2 nodes are available: 1 No preemption victims
     found for incoming pod, 1 Preemption is not helpful for scheduling..`"""
     if total == 0:
         return "no nodes available to schedule pods"
-    return fit_error(total, reasons, preemption_policy=preemption_policy)
+    return fit_error(total, reasons, preemption_policy=preemption_policy, preemption=preemption)
 
 
 class DefaultScheduler:
@@ -83,11 +91,14 @@ class DefaultScheduler:
         retry_seconds: float = 5.0,
         pods: Informer | None = None,
         nodes: Informer | None = None,
+        budgets: Informer | None = None,
     ) -> None:
         self.client = client
         self.retry_seconds = retry_seconds
         self.pods = pods or Informer(client, "pods")
         self.nodes = nodes or Informer(client, "nodes")
+        # The PodDisruptionBudgets preemption tries to keep (the disruption controller's informer).
+        self.budgets = budgets
         self._wake = asyncio.Event()
         self._assumed: dict[tuple[str, str], str] = {}
         self._reported: dict[tuple[str, str], str] = {}
@@ -147,8 +158,9 @@ class DefaultScheduler:
         if not pending:
             return
         use = self._usage()
+        nominations = self._nominations()
         for pod in pending:
-            await self._schedule_one(pod, use)
+            await self._schedule_one(pod, use, nominations)
 
     def _usage(self) -> dict[str, _NodeUse]:
         use: dict[str, _NodeUse] = {}
@@ -201,15 +213,55 @@ class DefaultScheduler:
                 shares.append(max(0.0, (total - used) / total))
         return 100.0 * sum(shares) / len(shares) if shares else 0.0
 
-    async def _schedule_one(self, pod: dict[str, Any], use: dict[str, _NodeUse]) -> None:
+    def _nominations(self) -> list[tuple[str, dict[str, Any]]]:
+        """(node, pod) for each pod an earlier preemption nominated to a node and not bound yet."""
+        return [
+            (target, other)
+            for other in self.pods.items()
+            if (target := (other.get("status") or {}).get("nominatedNodeName"))
+            and not node_name(other)
+            and not is_terminal(other)
+            and not (other.get("metadata") or {}).get("deletionTimestamp")
+        ]
+
+    @staticmethod
+    def _nominated(
+        pod: dict[str, Any], nominations: list[tuple[str, dict[str, Any]]]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The nominated pods of at least this pod's priority, by node: kube-scheduler keeps their room
+        for them when it places another pod (addNominatedPods)."""
+        own, key = preemption.priority(pod), pod_key(pod)
+        found: dict[str, list[dict[str, Any]]] = {}
+        for target, other in nominations:
+            if pod_key(other) != key and preemption.priority(other) >= own:
+                found.setdefault(target, []).append(other)
+        return found
+
+    def _with_nominated(self, entry: _NodeUse, nominated: list[dict[str, Any]]) -> _NodeUse:
+        if not nominated:
+            return entry
+        assert entry.extended is not None
+        copy = _NodeUse(entry.cpu_milli, entry.memory, entry.pods, Counter(entry.extended))
+        for other in nominated:
+            self._charge(copy, other)
+        return copy
+
+    async def _schedule_one(
+        self,
+        pod: dict[str, Any],
+        use: dict[str, _NodeUse],
+        nominations: list[tuple[str, dict[str, Any]]],
+    ) -> None:
         key = pod_key(pod)
         nodes = sorted(self.nodes.items(), key=lambda n: n["metadata"]["name"])
         reasons: dict[str, str] = {}
         best: tuple[float, str] | None = None
+        nominated = self._nominated(pod, nominations)
         try:
             for node in nodes:
                 name = node["metadata"]["name"]
                 entry = use.setdefault(name, _NodeUse(extended=Counter()))
+                entry = self._with_nominated(entry, nominated.get(name, []))
                 reason = self._reason(pod, node, entry)
                 if reason is not None:
                     reasons[name] = reason
@@ -222,7 +274,10 @@ class DefaultScheduler:
             return
         if best is None:
             policy = (pod.get("spec") or {}).get("preemptionPolicy") or ""
-            await self._unschedulable(pod, failure_message(len(nodes), reasons, policy))
+            verdict: dict[str, str] | str | None = None
+            if policy != "Never" and nodes:
+                verdict = await self._preempt(pod, nodes, reasons, nominated)
+            await self._unschedulable(pod, failure_message(len(nodes), reasons, policy, verdict))
             return
         target = best[1]
         meta = pod["metadata"]
@@ -236,6 +291,108 @@ class DefaultScheduler:
         self._reported.pop(key, None)
         self._charge(use.setdefault(target, _NodeUse(extended=Counter())), pod)
         await self._event(pod, "Normal", "Scheduled", f"Successfully assigned {key[0]}/{key[1]} to {target}")
+
+    def _pods_on(self, node: str) -> list[dict[str, Any]]:
+        assumed = dict(self._assumed)
+        return [
+            p
+            for p in self.pods.items()
+            if (node_name(p) or assumed.get(pod_key(p), "")) == node and not is_terminal(p)
+        ]
+
+    async def _preempt(
+        self,
+        pod: dict[str, Any],
+        nodes: list[dict[str, Any]],
+        reasons: dict[str, str],
+        nominated: dict[str, list[dict[str, Any]]],
+    ) -> dict[str, str] | str:
+        """kube's DefaultPreemption (PostFilter): each node's dry run, and on the best node the eviction
+        of its victims. Returns the nodes' verdicts, why the pod may not preempt, or "" once it has."""
+        target = (pod.get("status") or {}).get("nominatedNodeName")
+        if target and not is_unresolvable(reasons.get(target, "")):
+            own = preemption.priority(pod)
+            if any(
+                preemption.priority(p) < own and preemption.terminating_by_preemption(p)
+                for p in self._pods_on(target)
+            ):
+                return preemption.NOT_ELIGIBLE_TERMINATING
+        budgets = self.budgets.items() if self.budgets is not None else []
+        verdicts: dict[str, str] = {}
+        candidates: list[preemption.Candidate] = []
+        for node in nodes:
+            name = node["metadata"]["name"]
+            reason = reasons.get(name)
+            if reason is None or is_unresolvable(reason):
+                verdicts[name] = PREEMPTION_NOT_HELPFUL
+                continue
+
+            def fits(
+                staying: list[dict[str, Any]], node: dict[str, Any] = node, name: str = name
+            ) -> str | None:
+                entry = _NodeUse(extended=Counter())
+                for other in [*staying, *nominated.get(name, [])]:
+                    self._charge(entry, other)
+                return self._reason(pod, node, entry)
+
+            found = preemption.select_victims(pod, name, self._pods_on(name), fits, budgets)
+            if isinstance(found, str):
+                verdicts[name] = found
+            else:
+                candidates.append(found)
+        if not candidates:
+            return verdicts
+        chosen = preemption.pick_node(candidates)
+        await self._evict(pod, chosen)
+        return ""
+
+    async def _evict(self, pod: dict[str, Any], chosen: preemption.Candidate) -> None:
+        """prepareCandidate: each victim gets the DisruptionTarget condition, is deleted, and records a
+        `Preempted` event; lower-priority pods nominated to the node lose their nomination; the preemptor
+        is nominated to it."""
+        meta = pod["metadata"]
+        scheduler = (pod.get("spec") or {}).get("schedulerName") or "default-scheduler"
+        for victim in chosen.victims:
+            vkey = pod_key(victim)
+            condition = {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": preemption.PREEMPTED_REASON,
+                "message": f"{scheduler}: preempting to accommodate a higher priority pod",
+                "lastProbeTime": None,
+                "lastTransitionTime": now_rfc3339(),
+            }
+            try:
+                await self.client.patch(
+                    "pods", vkey[1], {"status": {"conditions": [condition]}}, vkey[0],
+                    patch_type="strategic", subresource="status",
+                )  # fmt: skip
+                await self.client.delete("pods", vkey[1], vkey[0])
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+                continue  # gone already
+            await self._event(
+                victim, "Normal", "Preempted", f"Preempted by pod {meta.get('uid', '')} on node {chosen.node}"
+            )
+        own = preemption.priority(pod)
+        for other in self.pods.items():
+            if (
+                (other.get("status") or {}).get("nominatedNodeName") == chosen.node
+                and not node_name(other)
+                and pod_key(other) != pod_key(pod)
+                and preemption.priority(other) < own
+            ):
+                await self._set_nominated(other, None)
+        await self._set_nominated(pod, chosen.node)
+
+    async def _set_nominated(self, pod: dict[str, Any], node: str | None) -> None:
+        key = pod_key(pod)
+        with contextlib.suppress(ApiError):
+            await self.client.patch(
+                "pods", key[1], {"status": {"nominatedNodeName": node}}, key[0],
+                patch_type="merge", subresource="status",
+            )  # fmt: skip
 
     async def _unschedulable(self, pod: dict[str, Any], message: str) -> None:
         key = pod_key(pod)

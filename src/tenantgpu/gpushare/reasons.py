@@ -65,7 +65,19 @@ def _histogram(total: int, reasons: Mapping[str, int]) -> str:
     return f"0/{total} nodes are available: {listed}."
 
 
-def fit_error(total: int, node_reasons: Mapping[str, str], *, preemption_policy: str = "") -> str:
+def is_unresolvable(reason: str) -> bool:
+    """A node kube-scheduler's own filters refused for a reason no eviction changes
+    (UnschedulableAndUnresolvable): unschedulable, a selector or affinity, an untolerated taint."""
+    return reason.startswith(_UNRESOLVABLE)
+
+
+def fit_error(
+    total: int,
+    node_reasons: Mapping[str, str],
+    *,
+    preemption_policy: str = "",
+    preemption: Mapping[str, str] | str | None = None,
+) -> str:
     """kube-scheduler's message for a pod no node fits (the FailedScheduling event, PodScheduled=False):
     a histogram of the nodes' reasons, each reason text whole (an extender's `"1/2 CardInsufficientMemory"`
     counts as one), then what DefaultPreemption found, after the same separator:
@@ -73,14 +85,23 @@ def fit_error(total: int, node_reasons: Mapping[str, str], *, preemption_policy:
     `0/1 nodes are available: 1 1/1 CardTypeMismatch. preemption: 0/1 nodes are available: 1 No
     preemption victims found for incoming pod..`
 
-    The lab runs no preemption: every pod is taken to have no lower-priority pod to evict, which is
-    the case while pods carry the default priority. For GPU pods it is HAMi's behaviour too: its scheduler
+    `preemption` is the default scheduler's dry run: each node's verdict, a reason the pod may not
+    preempt at all, or "" when it preempted (then the message ends after the histogram). Without it,
+    every pod is taken to have no lower-priority pod to evict: HAMi's scheduler runs no preemption. Its
     extender has no preempt verb, and preemption of vGPU pods is an open feature request (HAMi issues
     #1494 and #1878)."""
     message = _histogram(total, Counter(node_reasons.values()))
     if preemption_policy == "Never":
         return f"{message} preemption: {NOT_ELIGIBLE_NEVER}."
-    helpless = sum(1 for reason in node_reasons.values() if reason.startswith(_UNRESOLVABLE))
+    if preemption == "":
+        return message
+    if isinstance(preemption, str):
+        return f"{message} preemption: {preemption}."
+    helpless = sum(1 for reason in node_reasons.values() if is_unresolvable(reason))
     helpless += max(0, total - len(node_reasons))
-    dry_run = _histogram(total, {NO_VICTIMS: total - helpless, PREEMPTION_NOT_HELPFUL: helpless})
-    return f"{message} preemption: {dry_run}."
+    if preemption is None:
+        verdicts: Mapping[str, int] = {NO_VICTIMS: total - helpless, PREEMPTION_NOT_HELPFUL: helpless}
+    else:
+        verdicts = Counter(preemption.values())
+        verdicts[PREEMPTION_NOT_HELPFUL] += max(0, total - len(preemption))
+    return f"{message} preemption: {_histogram(total, verdicts)}."
