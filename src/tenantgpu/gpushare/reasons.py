@@ -97,10 +97,10 @@ def fit_error(
         return message
     if isinstance(preemption, str):
         return f"{message} preemption: {preemption}."
-    helpless = sum(1 for reason in node_reasons.values() if is_unresolvable(reason))
-    helpless += max(0, total - len(node_reasons))
     if preemption is None:
-        verdicts: Mapping[str, int] = {NO_VICTIMS: total - helpless, PREEMPTION_NOT_HELPFUL: helpless}
+        helpless = sum(1 for reason in node_reasons.values() if is_unresolvable(reason))
+        helpless += max(0, total - len(node_reasons))
+        verdicts = Counter({NO_VICTIMS: total - helpless, PREEMPTION_NOT_HELPFUL: helpless})
     else:
         verdicts = Counter(preemption.values())
         verdicts[PREEMPTION_NOT_HELPFUL] += max(0, total - len(preemption))
