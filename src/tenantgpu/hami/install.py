@@ -104,10 +104,17 @@ def scheduler_service(
 
 
 def system_pod(
-    name: str, node: str, component: str, containers: list[str], labels: dict[str, str]
+    name: str,
+    node: str,
+    component: str,
+    containers: list[str],
+    labels: dict[str, str],
+    priority_class: str = "system-node-critical",
 ) -> dict[str, Any]:
     """A kube-system pod pinned to `node` (e.g. the konnectivity agent); the worker's kubelet runs it, and
-    shows it as the mirror pod of a static pod."""
+    shows it as the mirror pod of a static pod. Its priority class is its chart's: HAMi's scheduler and
+    device plugin are `system-node-critical`, Kamaji's konnectivity agent `system-cluster-critical`, so a
+    user's pod never preempts them."""
     config_hash = hashlib.sha256(f"{NAMESPACE}/{name}@{node}".encode()).hexdigest()[:32]
     return {
         "apiVersion": "v1",
@@ -124,6 +131,7 @@ def system_pod(
         },
         "spec": {
             "nodeName": node,
+            "priorityClassName": priority_class,
             "containers": [
                 {"name": c, "image": _IMAGES.get(c, "projecthami/hami:v2.10.0")} for c in containers
             ],
@@ -167,6 +175,7 @@ def konnectivity_agent_pod(node: str) -> dict[str, Any]:
         "konnectivity-agent",
         ["konnectivity-agent"],
         {"k8s-app": "konnectivity-agent"},
+        priority_class="system-cluster-critical",
     )
 
 
