@@ -688,6 +688,16 @@ def test_drain_evicts_workloads_and_leaves_the_nodes_own_components_which_come_b
         assert [(o["kind"], o["name"], o.get("controller")) for o in pod["metadata"]["ownerReferences"]] == [
             ("Node", "worker-b1", True)
         ]
+    # their charts' priority classes, filled in by the Priority admission plugin: no user pod preempts them
+    priorities = {
+        n.rsplit("-", 1)[0]: (p["spec"]["priorityClassName"], p["spec"]["priority"])
+        for n, p in system.items()
+    }
+    assert priorities == {
+        "konnectivity-agent": ("system-cluster-critical", 2000000000),
+        "hami-device-plugin": ("system-node-critical", 2000001000),
+        "hami-scheduler": ("system-node-critical", 2000001000),
+    }
     lab.create("tenant-b", gpu_pod("drained", "drained", gpumem=1000))
     wait_for("the workload Running", all_running(lab, "tenant-b", "app=drained", 1))
     # a PodDisruptionBudget that needs the pod holds the drain back, as on a cluster
