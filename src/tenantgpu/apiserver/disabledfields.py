@@ -204,6 +204,12 @@ def pod_spec(kind: str, obj: Any) -> Obj | None:
     return found if type(found) is dict else None
 
 
+def every_container(spec: Mapping[str, Any]) -> Iterator[Obj]:
+    """A pod spec's init, app and ephemeral containers, in that order (kube's VisitContainers)."""
+    for group in ("initContainers", "containers", "ephemeralContainers"):
+        yield from spec.get(group) or []
+
+
 # For one kind on one release: the gates that are off, each with the parts' paths.
 _Plan = tuple[tuple[GatedFields, Mapping[str, tuple[str, ...]]], ...]
 

@@ -58,6 +58,13 @@ _HUGEPAGES = ("limits.hugepages-", "requests.hugepages-")
 _BYTE_DIVISORS = frozenset(
     {"1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei"}
 )
+# The resources measured in bytes, as kube's divisor message names them.
+_BYTE_RESOURCES = {
+    "limits.memory": "memory",
+    "requests.memory": "memory",
+    "limits.ephemeral-storage": "local ephemeral storage",
+    "requests.ephemeral-storage": "local ephemeral storage",
+}
 _BYTE_DIVISORS_TEXT = "1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei"
 
 
@@ -136,12 +143,7 @@ def _divisor_causes(resource: str, divisor: Any, path: str) -> list[Cause]:
                 )
             ]
         return []
-    what = {
-        "limits.memory": "memory",
-        "requests.memory": "memory",
-        "limits.ephemeral-storage": "local ephemeral storage",
-        "requests.ephemeral-storage": "local ephemeral storage",
-    }.get(resource)
+    what = _BYTE_RESOURCES.get(resource)
     if what is None and resource.startswith(_HUGEPAGES):
         what = "hugepages"
     if what is not None and shown not in _BYTE_DIVISORS:

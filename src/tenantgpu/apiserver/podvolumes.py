@@ -83,14 +83,9 @@ def _items(source: Mapping[str, Any], path: str) -> list[Cause]:
     return causes
 
 
-def _secret(source: Mapping[str, Any], path: str) -> list[Cause]:
-    causes = [] if source.get("secretName") else [required(f"{path}.secretName")]
-    return causes + _mode(source.get("defaultMode"), f"{path}.defaultMode") + _items(source, path)
-
-
-def _config_map(source: Mapping[str, Any], path: str) -> list[Cause]:
-    causes = [] if source.get("name") else [required(f"{path}.name")]
-    return causes + _mode(source.get("defaultMode"), f"{path}.defaultMode") + _items(source, path)
+def _files(source: Mapping[str, Any], path: str) -> list[Cause]:
+    """A secret's or configMap's files: the default mode and the items."""
+    return _mode(source.get("defaultMode"), f"{path}.defaultMode") + _items(source, path)
 
 
 def _downward_file(item: Mapping[str, Any], path: str) -> list[Cause]:
@@ -229,10 +224,11 @@ def _partition(source: Mapping[str, Any], path: str) -> list[Cause]:
     return []
 
 
-def _requiring(
-    *keys: str, extra: Callable[[Mapping[str, Any], str], list[Cause]] | None = None
-) -> Callable[[Mapping[str, Any], str], list[Cause]]:
-    """A legacy source whose validation is only that some fields are set (and maybe one more check)."""
+_Check = Callable[[Mapping[str, Any], str], list[Cause]]
+
+
+def _requiring(*keys: str, extra: _Check | None = None) -> _Check:
+    """A source whose validation is that some fields are set, and maybe one more check."""
 
     def check(source: Mapping[str, Any], path: str) -> list[Cause]:
         causes = [required(f"{path}.{key}") for key in keys if not source.get(key)]
@@ -244,8 +240,6 @@ def _requiring(
 def _ephemeral(source: Mapping[str, Any], path: str) -> list[Cause]:
     return [] if source.get("volumeClaimTemplate") is not None else [required(f"{path}.volumeClaimTemplate")]
 
-
-_Check = Callable[[Mapping[str, Any], str], list[Cause]]
 
 # kube's order (which decides the source the "more than 1" error names), with the name each source's
 # errors are reported under: a few differ from the JSON field, as in kube (`gcePersistentDisk`'s are
@@ -261,7 +255,7 @@ _SOURCES: tuple[tuple[str, str, str, _Check | None], ...] = (
         "awsElasticBlockStore",
         _requiring("volumeID", extra=_partition),
     ),
-    ("secret", "secret", "secret", _secret),
+    ("secret", "secret", "secret", _requiring("secretName", extra=_files)),
     ("nfs", "nfs", "nfs", _nfs),
     ("iscsi", "iscsi", "iscsi", _requiring("targetPortal", "iqn")),
     ("glusterfs", "glusterfs", "glusterfs", _requiring("endpoints", "path")),
@@ -274,7 +268,7 @@ _SOURCES: tuple[tuple[str, str, str, _Check | None], ...] = (
     ("downwardAPI", "downwarAPI", "downwardAPI", _downward_api),
     ("fc", "fc", "fc", None),
     ("flexVolume", "flexVolume", "flexVolume", _requiring("driver")),
-    ("configMap", "configMap", "configMap", _config_map),
+    ("configMap", "configMap", "configMap", _requiring("name", extra=_files)),
     ("azureFile", "azureFile", "azureFile", _requiring("secretName", "shareName")),
     ("vsphereVolume", "vsphereVolume", "vsphereVolume", _requiring("volumePath")),
     ("photonPersistentDisk", "photonPersistentDisk", "photonPersistentDisk", _requiring("pdID")),

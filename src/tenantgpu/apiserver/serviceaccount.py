@@ -23,6 +23,7 @@ from typing import Any
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes
+from tenantgpu.apiserver.disabledfields import every_container
 from tenantgpu.apiserver.validation import MIRROR_POD_ANNOTATION
 
 Obj = dict[str, Any]
@@ -83,15 +84,14 @@ def _secret_names(spec: Mapping[str, Any]) -> Iterator[str]:
     """Every secret a pod spec references, as kube's VisitPodSecretNames walks it (for mirror pods)."""
     for ref in spec.get("imagePullSecrets") or []:
         yield str((ref or {}).get("name") or "")
-    for group in ("initContainers", "containers", "ephemeralContainers"):
-        for ctr in spec.get(group) or []:
-            for env_from in ctr.get("envFrom") or []:
-                if env_from.get("secretRef") is not None:
-                    yield str(env_from["secretRef"].get("name") or "")
-            for env in ctr.get("env") or []:
-                ref = (env.get("valueFrom") or {}).get("secretKeyRef")
-                if ref is not None:
-                    yield str(ref.get("name") or "")
+    for ctr in every_container(spec):
+        for env_from in ctr.get("envFrom") or []:
+            if env_from.get("secretRef") is not None:
+                yield str(env_from["secretRef"].get("name") or "")
+        for env in ctr.get("env") or []:
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+            if ref is not None:
+                yield str(ref.get("name") or "")
     for volume in spec.get("volumes") or []:
         if volume.get("secret") is not None:
             yield str(volume["secret"].get("secretName") or "")

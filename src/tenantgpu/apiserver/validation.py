@@ -17,7 +17,7 @@ from typing import Any
 from tenantgpu.apiserver import featuregates
 from tenantgpu.apiserver.cronschedule import ScheduleError, parse_schedule, time_zone_error
 from tenantgpu.apiserver.defaults import default, pod_qos_class
-from tenantgpu.apiserver.disabledfields import pod_spec
+from tenantgpu.apiserver.disabledfields import every_container, pod_spec
 from tenantgpu.apiserver.dnsnames import config_key_errors
 from tenantgpu.apiserver.dnsnames import dns1035_label_errors as _dns1035_errors
 from tenantgpu.apiserver.dnsnames import dns_label_errors as _dns_label_errors
@@ -161,13 +161,10 @@ def _env_name_errors(name: str, relaxed: bool) -> list[str]:
 def _relaxed_only_names(spec: Mapping[str, Any]) -> set[str]:
     """The env var names and envFrom prefixes of a pod spec that only the relaxed rule takes."""
     names = set()
-    for group in ("initContainers", "containers", "ephemeralContainers"):
-        for ctr in spec.get(group) or []:
-            candidates = [env.get("name") or "" for env in ctr.get("env") or []]
-            candidates += [source.get("prefix") or "" for source in ctr.get("envFrom") or []]
-            names.update(
-                n for n in candidates if _env_name_errors(n, False) and not _env_name_errors(n, True)
-            )
+    for ctr in every_container(spec):
+        candidates = [env.get("name") or "" for env in ctr.get("env") or []]
+        candidates += [source.get("prefix") or "" for source in ctr.get("envFrom") or []]
+        names.update(n for n in candidates if _env_name_errors(n, False) and not _env_name_errors(n, True))
     return names
 
 
@@ -257,8 +254,7 @@ def _host_ips_field(kind: str, old: Mapping[str, Any] | None, minor: int | None)
     spec = pod_spec(kind, old) if old is not None else None
     return any(
         ((env.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") == "status.hostIPs"
-        for group in ("initContainers", "containers", "ephemeralContainers")
-        for ctr in (spec or {}).get(group) or []
+        for ctr in every_container(spec or {})
         for env in ctr.get("env") or []
     )
 
