@@ -162,14 +162,22 @@ class DefaultScheduler:
         for pod in pending:
             await self._schedule_one(pod, use, nominations)
 
-    def _usage(self) -> dict[str, _NodeUse]:
-        use: dict[str, _NodeUse] = {}
+    def _placed(self) -> dict[str, list[dict[str, Any]]]:
+        """The live pods on each node, those bound and those this scheduler has just bound."""
+        placed: dict[str, list[dict[str, Any]]] = {}
         assumed_nodes = dict(self._assumed)
         for pod in self.pods.items():
             node = node_name(pod) or assumed_nodes.get(pod_key(pod), "")
-            if not node or is_terminal(pod):
-                continue
-            self._charge(use.setdefault(node, _NodeUse(extended=Counter())), pod)
+            if node and not is_terminal(pod):
+                placed.setdefault(node, []).append(pod)
+        return placed
+
+    def _usage(self) -> dict[str, _NodeUse]:
+        use: dict[str, _NodeUse] = {}
+        for node, pods in self._placed().items():
+            entry = use[node] = _NodeUse(extended=Counter())
+            for pod in pods:
+                self._charge(entry, pod)
         return use
 
     @staticmethod
@@ -292,14 +300,6 @@ class DefaultScheduler:
         self._charge(use.setdefault(target, _NodeUse(extended=Counter())), pod)
         await self._event(pod, "Normal", "Scheduled", f"Successfully assigned {key[0]}/{key[1]} to {target}")
 
-    def _pods_on(self, node: str) -> list[dict[str, Any]]:
-        assumed = dict(self._assumed)
-        return [
-            p
-            for p in self.pods.items()
-            if (node_name(p) or assumed.get(pod_key(p), "")) == node and not is_terminal(p)
-        ]
-
     async def _preempt(
         self,
         pod: dict[str, Any],
@@ -309,12 +309,13 @@ class DefaultScheduler:
     ) -> dict[str, str] | str:
         """kube's DefaultPreemption (PostFilter): each node's dry run, and on the best node the eviction
         of its victims. Returns the nodes' verdicts, why the pod may not preempt, or "" once it has."""
+        placed = self._placed()
         target = (pod.get("status") or {}).get("nominatedNodeName")
         if target and not is_unresolvable(reasons.get(target, "")):
             own = preemption.priority(pod)
             if any(
                 preemption.priority(p) < own and preemption.terminating_by_preemption(p)
-                for p in self._pods_on(target)
+                for p in placed.get(target, [])
             ):
                 return preemption.NOT_ELIGIBLE_TERMINATING
         budgets = self.budgets.items() if self.budgets is not None else []
@@ -335,7 +336,7 @@ class DefaultScheduler:
                     self._charge(entry, other)
                 return self._reason(pod, node, entry)
 
-            found = preemption.select_victims(pod, name, self._pods_on(name), fits, budgets)
+            found = preemption.select_victims(pod, name, placed.get(name, []), fits, budgets)
             if isinstance(found, str):
                 verdicts[name] = found
             else:
@@ -376,13 +377,8 @@ class DefaultScheduler:
                 victim, "Normal", "Preempted", f"Preempted by pod {meta.get('uid', '')} on node {chosen.node}"
             )
         own = preemption.priority(pod)
-        for other in self.pods.items():
-            if (
-                (other.get("status") or {}).get("nominatedNodeName") == chosen.node
-                and not node_name(other)
-                and pod_key(other) != pod_key(pod)
-                and preemption.priority(other) < own
-            ):
+        for target, other in self._nominations():
+            if target == chosen.node and preemption.priority(other) < own:
                 await self._set_nominated(other, None)
         await self._set_nominated(pod, chosen.node)
 
