@@ -22,11 +22,13 @@ POD = {
     "metadata": {"name": "probe"},
     "spec": {
         "nodeName": "gpu-0",
+        "securityContext": {"runAsUser": 1000, "supplementalGroups": [3000]},
         "volumes": [{"name": "scratch", "emptyDir": {}}, {"name": "config", "emptyDir": {}}],
         "containers": [
             {
                 "name": "main",
                 "image": "busybox",
+                "resources": {"limits": {"cpu": "500m", "memory": "1G"}},
                 "volumeMounts": [
                     {"name": "scratch", "mountPath": "/scratch"},
                     {"name": "config", "mountPath": "/etc/app", "readOnly": True},
@@ -119,6 +121,17 @@ def test_the_kubelet_runs_its_api_server_s_release(
     else:
         assert mounts is None
     assert pod["status"]["hostIP"] == "127.0.0.1"
+    # InPlacePodVerticalScaling and SupplementalGroupsPolicy are on from 1.33: the runtime's view of the
+    # running container, its memory limit read back in bytes (tests/node/test_runtime_status.py)
+    main = pod["status"]["containerStatuses"][0]
+    if minor == "1.33":
+        assert main["resources"] == {
+            "limits": {"cpu": "500m", "memory": "1000000000"},
+            "requests": {"cpu": "500m", "memory": "1G"},
+        }
+        assert main["user"] == {"linux": {"uid": 1000, "gid": 0, "supplementalGroups": [0, 3000]}}
+    else:
+        assert "resources" not in main and "user" not in main
 
 
 def test_a_kubelet_of_another_release_reports_that_one(

@@ -47,7 +47,7 @@ from tenantgpu.hami.device_plugin import (
 )
 from tenantgpu.hami.install import MIRROR_POD_ANNOTATION, owned_by_node
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
-from tenantgpu.node import containerenv, podstatus, programs
+from tenantgpu.node import containerenv, podstatus, programs, runtimestatus
 from tenantgpu.node import gpu_runtime as rt
 from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
 
@@ -120,6 +120,8 @@ class PodRecord:
     ephemeral_writes: asyncio.Lock = field(default_factory=asyncio.Lock)
     init_containers: tuple[str, ...] = ()  # their logs are in `logs` too: kept after they complete
     sidecars: tuple[str, ...] = ()  # the init containers with restartPolicy Always: they run with the pod
+    # the pod's spec as its containers were created: the resources and identities the runtime reports
+    spec: dict[str, Any] = field(default_factory=dict)
 
 
 def _marked_not_ready(pod: dict[str, Any]) -> bool:
@@ -467,6 +469,8 @@ class Kubelet:
 
     async def _patch_status(self, record: PodRecord, status: dict[str, Any]) -> bool:
         status = self.release.pod_status(status)
+        if self.release.reports_container_runtime and record.spec:
+            status = runtimestatus.with_runtime_fields(status, record.spec)
         try:
             await self.client.patch(
                 "pods", record.name, {"status": status}, record.namespace, subresource="status", decode=False
@@ -630,7 +634,8 @@ class Kubelet:
         """Each container's environment (`built`; by default from the pod alone), GPUs and log."""
         if built is None:
             built = self._environments(pod, record, lenient=True)
-        inits = (pod.get("spec") or {}).get("initContainers") or []
+        record.spec = pod.get("spec") or {}
+        inits = record.spec.get("initContainers") or []
         record.init_containers = tuple(c.get("name", "") for c in inits)
         record.sidecars = tuple(c.get("name", "") for c in inits if podstatus.is_sidecar(c))
         for container in inits:
@@ -978,7 +983,10 @@ class Kubelet:
             for spec in (pod.get("spec") or {}).get("ephemeralContainers") or []
             if spec.get("name") and spec["name"] not in record.ephemeral
         ]
-        built = self._environments(pod, record, lenient=True) if fresh else {}
+        if not fresh:
+            return
+        record.spec = pod.get("spec") or {}
+        built = self._environments(pod, record, lenient=True)
         for spec in fresh:
             name = spec["name"]
             record.ephemeral_envs[name] = self._full_env(record, {}, built[name])
@@ -1001,8 +1009,7 @@ class Kubelet:
             ) | {"ready": False}
             if runs_for is not None:
                 self._spawn_ephemeral(record, self._finish_ephemeral(record, spec, started, runs_for, code))
-        if fresh:
-            self._spawn_ephemeral(record, self._patch_ephemeral(record))
+        self._spawn_ephemeral(record, self._patch_ephemeral(record))
 
     def _spawn_ephemeral(self, record: PodRecord, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)

@@ -49,6 +49,13 @@ class KubeletRelease:
         """`status.features` of the Node: SupplementalGroupsPolicy is reported where its gate is on (1.33+)."""
         return {"supplementalGroupsPolicy": True} if self.minor >= 33 else None
 
+    @property
+    def reports_container_runtime(self) -> bool:
+        """Whether container statuses carry what the runtime reports (`node/runtimestatus.py`): their
+        `resources` (InPlacePodVerticalScaling) and `user` (SupplementalGroupsPolicy), both beta and on
+        from 1.33 (alpha and off before)."""
+        return self.minor >= 33
+
     def pod_status(self, status: dict[str, Any]) -> dict[str, Any]:
         """A pod status as this release's kubelet writes it (the builders write the newest shape).
 
