@@ -195,6 +195,8 @@ def test_service_webhook_is_dialled_through_the_egress_and_mutates(
     seen = hook.reviews[-1]["request"]
     assert seen["name"] == "" and seen["namespace"] == "gpu"
     assert not {"name", "uid", "creationTimestamp"} & set(seen["object"]["metadata"])
+    # and the status as sent (Go encodes the empty struct): the phase and QoS class come after admission
+    assert seen["object"]["status"] == {}
     assert made["metadata"]["name"].startswith("web-") and len(made["metadata"]["name"]) == len("web-") + 5
     assert made["metadata"]["uid"] and made["metadata"]["creationTimestamp"]
     assert made["metadata"]["labels"]["mutated"] == "yes" and made["status"]["phase"] == "Pending"

@@ -44,6 +44,8 @@ Mutation = Callable[[Obj], Obj]
 
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _UPDATE_RETRIES = 8
+_NONE: frozenset[str] = frozenset()
+_RESET_ON_CREATE = frozenset({"status"})  # what a create leaves undefaulted for the strategy to fill
 # Losing to a write that is still being committed is progress (someone else's), so it is not a failed
 # attempt; this only bounds a pathological stream of them.
 _MAX_COMMIT_WAITS = 10_000
@@ -488,7 +490,13 @@ class Registry:
         for transient in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
             meta.pop(transient, None)
         with _well_formed(kind):
-            default_object(kind.kind, obj, minor=self.minor)
+            # The store replaces a new object's status (PrepareForCreate) after admission: the status
+            # is not defaulted before, and admission sees it as sent, `{}` when none was (Go's encoding
+            # of the struct). So a pod's QoS class is worked out once, by the strategy.
+            fresh = _RESET_ON_CREATE if kind.has_status and not kind.strategy.keep_status_on_create else _NONE
+            if fresh:
+                obj.setdefault("status", {})
+            default_object(kind.kind, obj, fresh, self.minor)
             # kube's mutating phase runs before its store fills in the system fields (Store.Create's
             # FillObjectMetaSystemFields, the generated name, the strategy's PrepareForCreate): its plugins
             # and webhooks see no uid, creationTimestamp or generation, and an empty name for a
@@ -506,7 +514,7 @@ class Registry:
             await self.admission.mutate(attributes)
             obj = attributes.obj or obj
             if attributes.mutated:
-                default_object(kind.kind, obj, minor=self.minor)
+                default_object(kind.kind, obj, fresh, self.minor)
             self._fill_system_fields(kind, obj)
             self._disabled.drop(kind.kind, obj, None)
             _omit_empty(kind, obj)
