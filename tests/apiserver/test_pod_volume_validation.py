@@ -140,6 +140,76 @@ def test_mounts_need_a_unique_path_and_a_relative_sub_path() -> None:
     assert errors(privileged) == []
 
 
+def test_a_recursive_read_only_mount_is_read_only_and_propagates_nothing() -> None:
+    """validateMountRecursiveReadOnly, its errors under the list's path as kube's e2e test reads them
+    (`spec.containers[0].volumeMounts.recursiveReadOnly: Forbidden: ...`)."""
+    mounts = [
+        {"name": "data", "mountPath": "/a", "recursiveReadOnly": "Enabled"},
+        {"name": "data", "mountPath": "/b", "readOnly": True, "recursiveReadOnly": "IfPossible",
+         "mountPropagation": "HostToContainer"},
+        {"name": "data", "mountPath": "/c", "readOnly": True, "recursiveReadOnly": "Always"},
+        {"name": "data", "mountPath": "/d", "recursiveReadOnly": "Disabled"},
+        {"name": "data", "mountPath": "/e", "readOnly": True, "recursiveReadOnly": "Enabled",
+         "mountPropagation": "None"},
+    ]  # fmt: skip
+    assert errors(pod([{"name": "data", "emptyDir": {}}], volumeMounts=mounts)) == [
+        "spec.containers[0].volumeMounts.recursiveReadOnly: Forbidden: may only be specified when readOnly "
+        "is true",
+        "spec.containers[0].volumeMounts.recursiveReadOnly: Forbidden: may only be specified when "
+        "mountPropagation is None or not specified",
+        'spec.containers[0].volumeMounts.recursiveReadOnly: Unsupported value: "Always": supported values: '
+        '"Disabled", "Enabled", "IfPossible"',
+    ]
+
+
+def test_block_devices_name_a_claim_at_a_path_of_their_own() -> None:
+    """ValidateVolumeDevices, and ValidateVolumeMounts' checks against the devices: a raw block device
+    comes from a persistentVolumeClaim or an ephemeral volume, and neither its name nor its path may be
+    a mount's."""
+    volumes = [
+        {"name": "disk", "persistentVolumeClaim": {"claimName": "block-pvc"}},
+        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"],
+         "volumeMode": "Block", "resources": {"requests": {"storage": "1Gi"}}}}}},
+        {"name": "tmp", "emptyDir": {}},
+    ]  # fmt: skip
+    good = pod(
+        volumes,
+        volumeDevices=[
+            {"name": "disk", "devicePath": "/dev/xvda"},
+            {"name": "scratch", "devicePath": "/dev/xvdb"},
+        ],
+        volumeMounts=[{"name": "tmp", "mountPath": "/tmp"}],
+    )
+    assert errors(good) == []
+    bad = pod(
+        volumes,
+        volumeDevices=[
+            {"name": "tmp", "devicePath": "/dev/xvda"},
+            {"name": "disk", "devicePath": "/dev/xvda"},
+            {"name": "disk", "devicePath": "/dev/../xvdc"},
+            {"name": "gone", "devicePath": ""},
+            {"name": "scratch", "devicePath": "/tmp"},
+        ],
+        volumeMounts=[{"name": "tmp", "mountPath": "/tmp"}],
+    )
+    assert errors(bad) == [
+        'spec.containers[0].volumeMounts[0].name: Invalid value: "tmp": must not already exist in volumeDevices',
+        'spec.containers[0].volumeMounts[0].mountPath: Invalid value: "/tmp": must not already exist as a path '
+        "in volumeDevices",
+        'spec.containers[0].volumeDevices[0].name: Invalid value: "tmp": can only use volume source type of '
+        "PersistentVolumeClaim or Ephemeral for block mode",
+        'spec.containers[0].volumeDevices[0].name: Invalid value: "tmp": must not already exist in volumeMounts',
+        'spec.containers[0].volumeDevices[1].devicePath: Invalid value: "/dev/xvda": must be unique',
+        'spec.containers[0].volumeDevices[2].name: Invalid value: "disk": must be unique',
+        'spec.containers[0].volumeDevices[2].devicePath: Invalid value: "/dev/../xvdc": can not contain '
+        "backsteps ('..')",
+        'spec.containers[0].volumeDevices[3].name: Not found: "gone"',
+        "spec.containers[0].volumeDevices[3].devicePath: Required value",
+        'spec.containers[0].volumeDevices[4].devicePath: Invalid value: "/tmp": must not already exist as a '
+        "path in volumeMounts",
+    ]
+
+
 def test_downward_api_volumes_take_metadata_only_and_need_a_container_for_resources() -> None:
     items = [
         {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},

@@ -301,9 +301,11 @@ def _source_causes(volume: Mapping[str, Any], path: str) -> list[Cause]:
     return causes
 
 
-def validate_volumes(volumes: Sequence[Mapping[str, Any]], path: str) -> tuple[set[str], list[Cause]]:
-    """The names of the pod's valid volumes (the ones its mounts may name), and the errors."""
-    names: set[str] = set()
+def validate_volumes(
+    volumes: Sequence[Mapping[str, Any]], path: str
+) -> tuple[dict[str, Mapping[str, Any]], list[Cause]]:
+    """The pod's valid volumes by name (the ones its mounts and devices may name), and the errors."""
+    names: dict[str, Mapping[str, Any]] = {}
     causes: list[Cause] = []
     for i, volume in enumerate(volumes):
         vpath = f"{path}[{i}]"
@@ -318,17 +320,25 @@ def validate_volumes(volumes: Sequence[Mapping[str, Any]], path: str) -> tuple[s
         if found:
             causes += found
         else:
-            names.add(name)
+            names[name] = volume
     return names, causes
 
 
 def validate_volume_mounts(
-    mounts: Sequence[Mapping[str, Any]], volumes: set[str], path: str, *, privileged: bool = False
+    mounts: Sequence[Mapping[str, Any]],
+    volumes: Mapping[str, Any],
+    path: str,
+    *,
+    devices: Mapping[str, str] | None = None,
+    privileged: bool = False,
 ) -> list[Cause]:
-    """ValidateVolumeMounts: each mount names a valid volume, once per mount path; kube reports a subPath's
-    errors under the list's path, without the index."""
+    """ValidateVolumeMounts: each mount names a valid volume, once per mount path, neither a name nor a
+    path the container's block devices use (`devices`, name to device path); kube reports the errors of
+    a subPath, a propagation and a recursive read-only mode under the list's path, without the index."""
     causes: list[Cause] = []
     targets: set[str] = set()
+    devices = devices or {}
+    device_paths = set(devices.values())
     for i, mount in enumerate(mounts):
         mpath = f"{path}[{i}]"
         name = str(mount.get("name") or "")
@@ -342,6 +352,12 @@ def validate_volume_mounts(
         if target in targets:
             causes.append(invalid(f"{mpath}.mountPath", target, "must be unique"))
         targets.add(target)
+        if name in devices:
+            causes.append(invalid(f"{mpath}.name", name, "must not already exist in volumeDevices"))
+        if target in device_paths:
+            causes.append(
+                invalid(f"{mpath}.mountPath", target, "must not already exist as a path in volumeDevices")
+            )
         sub_path, sub_expr = str(mount.get("subPath") or ""), str(mount.get("subPathExpr") or "")
         if sub_path:
             causes += _local_descending_path(sub_path, f"{path}.subPath")
@@ -365,4 +381,81 @@ def validate_volume_mounts(
                         "Bidirectional mount propagation is available only to privileged containers",
                     )
                 )
+        causes += _recursive_read_only(mount, f"{path}.recursiveReadOnly")
+    return causes
+
+
+def _recursive_read_only(mount: Mapping[str, Any], path: str) -> list[Cause]:
+    """validateMountRecursiveReadOnly: Enabled and IfPossible need a read-only mount that propagates
+    nothing."""
+    mode = mount.get("recursiveReadOnly")
+    if mode is None or mode == "Disabled":
+        return []
+    if mode not in ("Enabled", "IfPossible"):
+        return [not_supported(path, mode, ["Disabled", "Enabled", "IfPossible"])]
+    causes = []
+    if not mount.get("readOnly"):
+        causes.append(forbidden(path, "may only be specified when readOnly is true"))
+    if mount.get("mountPropagation") not in (None, "None"):
+        causes.append(forbidden(path, "may only be specified when mountPropagation is None or not specified"))
+    return causes
+
+
+def volume_device_paths(devices: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """GetVolumeDeviceMap: a container's block devices, name to device path (the last of a name wins)."""
+    return {str(d.get("name") or ""): str(d.get("devicePath") or "") for d in devices}
+
+
+def validate_volume_devices(
+    devices: Sequence[Mapping[str, Any]],
+    volumes: Mapping[str, Mapping[str, Any]],
+    mounts: Sequence[Mapping[str, Any]],
+    path: str,
+) -> list[Cause]:
+    """ValidateVolumeDevices: each raw block device names a volume of a claim (persistentVolumeClaim or
+    ephemeral), once, at a path of its own that no mount of the container uses."""
+    causes: list[Cause] = []
+    mounted = {str(m.get("name") or ""): str(m.get("mountPath") or "") for m in mounts}
+    mount_paths = set(mounted.values())
+    names: set[str] = set()
+    paths: set[str] = set()
+    for i, device in enumerate(devices):
+        dpath = f"{path}[{i}]"
+        name = str(device.get("name") or "")
+        target = str(device.get("devicePath") or "")
+        volume = volumes.get(name)
+        if not name:
+            causes.append(required(f"{dpath}.name"))
+        if name in names:
+            causes.append(invalid(f"{dpath}.name", name, "must be unique"))
+        if (
+            volume is not None
+            and volume.get("persistentVolumeClaim") is None
+            and volume.get("ephemeral") is None
+        ):
+            causes.append(
+                invalid(
+                    f"{dpath}.name",
+                    name,
+                    "can only use volume source type of PersistentVolumeClaim or Ephemeral for block mode",
+                )
+            )
+        if volume is None:
+            causes.append(not_found(f"{dpath}.name", name))
+        if not target:
+            causes.append(required(f"{dpath}.devicePath"))
+        if target in paths:
+            causes.append(invalid(f"{dpath}.devicePath", target, "must be unique"))
+        if target and ".." in target.split("/"):
+            causes.append(invalid(f"{dpath}.devicePath", target, "can not contain backsteps ('..')"))
+        else:
+            paths.add(target)
+        if name in mounted:
+            causes.append(invalid(f"{dpath}.name", name, "must not already exist in volumeMounts"))
+        if target in mount_paths:
+            causes.append(
+                invalid(f"{dpath}.devicePath", target, "must not already exist as a path in volumeMounts")
+            )
+        if name:
+            names.add(name)
     return causes

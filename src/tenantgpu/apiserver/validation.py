@@ -35,7 +35,12 @@ from tenantgpu.apiserver.fielderrors import too_long as _too_long
 from tenantgpu.apiserver.kamajischemas import GROUP as KAMAJI_GROUP
 from tenantgpu.apiserver.kamajischemas import VERSION as KAMAJI_VERSION
 from tenantgpu.apiserver.kamajischemas import crd_schema
-from tenantgpu.apiserver.podvolumes import validate_volume_mounts, validate_volumes
+from tenantgpu.apiserver.podvolumes import (
+    validate_volume_devices,
+    validate_volume_mounts,
+    validate_volumes,
+    volume_device_paths,
+)
 from tenantgpu.apiserver.quantity import QuantityError, canonical_or_same, parse_quantity
 from tenantgpu.apiserver.selectors import (
     SelectorError,
@@ -417,7 +422,7 @@ def _validate_resources(path: str, resources: Mapping[str, Any]) -> list[Cause]:
 
 
 def _validate_container(
-    path: str, ctr: Mapping[str, Any], volumes: set[str], *, opts: PodOptions = _PLAIN
+    path: str, ctr: Mapping[str, Any], volumes: Mapping[str, Mapping[str, Any]], *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
     causes: list[Cause] = []
     name = ctr.get("name") or ""
@@ -462,11 +467,18 @@ def _validate_container(
             )
         causes.extend(_env_from_causes(source, f"{path}.envFrom", f"{path}.envFrom[{i}]"))
     privileged = bool((ctr.get("securityContext") or {}).get("privileged"))
+    mounts, devices = ctr.get("volumeMounts") or [], ctr.get("volumeDevices") or []
     causes.extend(
         validate_volume_mounts(
-            ctr.get("volumeMounts") or [], volumes, f"{path}.volumeMounts", privileged=privileged
+            mounts,
+            volumes,
+            f"{path}.volumeMounts",
+            devices=volume_device_paths(devices) if devices else None,
+            privileged=privileged,
         )
     )
+    if devices:
+        causes.extend(validate_volume_devices(devices, volumes, mounts, f"{path}.volumeDevices"))
     causes.extend(_validate_resources(f"{path}.resources", ctr.get("resources") or {}))
     return causes
 
