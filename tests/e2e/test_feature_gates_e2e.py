@@ -282,3 +282,41 @@ def test_status_host_ips_in_env_follows_the_pod_host_ips_gate(
                 'The Pod "host-ips" is invalid: spec.containers[0].env[0].valueFrom.fieldRef: Forbidden: may '
                 "not be set when feature gate 'PodHostIPs' is not enabled"
             ), applied.stderr
+
+
+NEVER_RESTARTED_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: one-shot}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    resizePolicy: [{resourceName: memory, restartPolicy: RestartContainer}]
+"""
+
+
+@pytest.mark.parametrize(("version", "accepted"), [("v1.31.4", True), ("v1.33.1", False)])
+def test_a_resize_policy_is_validated_where_its_gate_keeps_it(
+    background_loop: BackgroundLoop, kubectl: Kubectl, tmp_path: Path, version: str, accepted: bool
+) -> None:
+    """A pod that never restarts may not ask for a restart on resize (tests/apiserver/
+    test_resize_policy_validation.py). A 1.31 tenant drops the field before validating (its gate is off),
+    so the pod is created without it; a 1.33 tenant refuses it with kube's message."""
+    manifest = tmp_path / "one-shot.yaml"
+    manifest.write_text(NEVER_RESTARTED_POD)
+    minor = version[1:5]
+    with release_server(background_loop, tmp_path / "server", version) as kubeconfig:
+        applied = kubectl("apply", "-f", str(manifest), kubeconfig=kubeconfig, version=minor, check=False)
+        if accepted:
+            assert applied.returncode == 0, applied.stderr
+            pod = json.loads(kubectl("get", "pod", "one-shot", "-o", "json", kubeconfig=kubeconfig,
+                                     version=minor).stdout)  # fmt: skip
+            assert "resizePolicy" not in pod["spec"]["containers"][0]
+        else:
+            assert applied.returncode == 1
+            assert applied.stderr.strip() == (
+                'The Pod "one-shot" is invalid: spec.containers[0].resizePolicy: Invalid value: '
+                "\"RestartContainer\": must be 'NotRequired' when `restartPolicy` is 'Never'"
+            ), applied.stderr

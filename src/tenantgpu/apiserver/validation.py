@@ -421,8 +421,43 @@ def _validate_resources(path: str, resources: Mapping[str, Any]) -> list[Cause]:
     return causes
 
 
+def _resize_policy_causes(policies: Any, path: str, restart_policy: Any) -> list[Cause]:
+    """validateResizePolicy: one entry per resource, cpu or memory, each NotRequired or RestartContainer;
+    a pod whose restartPolicy is Never allows only NotRequired (kubernetes#118768, 1.28). kube reports
+    all but a repeat under the list's path, without the index."""
+    causes: list[Cause] = []
+    if not isinstance(policies, list):
+        return causes
+    seen: set[Any] = set()
+    for i, entry in enumerate(policies):
+        entry = entry if isinstance(entry, Mapping) else {}
+        resource, restart = entry.get("resourceName") or "", entry.get("restartPolicy") or ""
+        if resource in seen:
+            causes.append(_duplicate(f"{path}[{i}]", resource))
+        seen.add(resource)
+        if not resource:
+            causes.append(_required(path))
+        elif resource not in ("cpu", "memory"):
+            causes.append(_not_supported(path, resource, ["cpu", "memory"]))
+        if not restart:
+            causes.append(_required(path))
+        elif restart not in _RESIZE_RESTART_POLICIES:
+            causes.append(_not_supported(path, restart, list(_RESIZE_RESTART_POLICIES)))
+        if restart_policy == "Never" and restart != "NotRequired":
+            causes.append(_invalid(path, restart, "must be 'NotRequired' when `restartPolicy` is 'Never'"))
+    return causes
+
+
+_RESIZE_RESTART_POLICIES = ("NotRequired", "RestartContainer")
+
+
 def _validate_container(
-    path: str, ctr: Mapping[str, Any], volumes: Mapping[str, Mapping[str, Any]], *, opts: PodOptions = _PLAIN
+    path: str,
+    ctr: Mapping[str, Any],
+    volumes: Mapping[str, Mapping[str, Any]],
+    *,
+    opts: PodOptions = _PLAIN,
+    restart_policy: Any = "Always",
 ) -> list[Cause]:
     causes: list[Cause] = []
     name = ctr.get("name") or ""
@@ -480,6 +515,8 @@ def _validate_container(
     if devices:
         causes.extend(validate_volume_devices(devices, volumes, mounts, f"{path}.volumeDevices"))
     causes.extend(_validate_resources(f"{path}.resources", ctr.get("resources") or {}))
+    if "resizePolicy" in ctr:
+        causes.extend(_resize_policy_causes(ctr["resizePolicy"], f"{path}.resizePolicy", restart_policy))
     return causes
 
 
@@ -575,7 +612,9 @@ def _validate_pod_spec(
     for group in ("initContainers", "containers"):
         for i, ctr in enumerate(spec.get(group) or []):
             cpath = f"{path}.{group}[{i}]"
-            causes.extend(_validate_container(cpath, ctr, volumes, opts=opts))
+            causes.extend(
+                _validate_container(cpath, ctr, volumes, opts=opts, restart_policy=spec.get("restartPolicy"))
+            )
             cname = ctr.get("name") or ""
             if cname and cname in names:
                 causes.append(_duplicate(f"{cpath}.name", cname))
@@ -765,7 +804,9 @@ def validate_ephemeral_containers_update(
     for i, ctr in enumerate(ephemeral):
         cpath = f"{path}[{i}]"
         bare = {k: v for k, v in ctr.items() if k != "resources"}
-        causes.extend(_validate_container(cpath, bare, volumes, opts=opts))
+        causes.extend(
+            _validate_container(cpath, bare, volumes, opts=opts, restart_policy=spec.get("restartPolicy"))
+        )
         name = ctr.get("name") or ""
         if name and name in names:
             causes.append(_duplicate(f"{cpath}.name", name))
