@@ -114,3 +114,14 @@ def test_container_statuses_list_the_mounts_from_1_31() -> None:
 def test_node_features_from_1_33() -> None:
     assert KubeletRelease.parse("v1.32.5").node_features is None
     assert KubeletRelease.parse("v1.33.1").node_features == {"supplementalGroupsPolicy": True}
+
+
+def test_runtime_handlers_from_1_31() -> None:
+    """RecursiveReadOnlyMounts is beta and on from 1.31, and the kubelet's RuntimeHandlers setter reports
+    the runtime's handlers while it (or UserNamespacesSupport) is on: a kind node's default handler and
+    runc, each with its features."""
+    assert KubeletRelease.parse("v1.30.8").runtime_handlers is None
+    assert KubeletRelease.parse("v1.31.4").runtime_handlers == [
+        {"name": "", "features": {"recursiveReadOnlyMounts": True, "userNamespaces": True}},
+        {"name": "runc", "features": {"recursiveReadOnlyMounts": True, "userNamespaces": True}},
+    ]

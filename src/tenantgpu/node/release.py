@@ -50,6 +50,18 @@ class KubeletRelease:
         return {"supplementalGroupsPolicy": True} if self.minor >= 33 else None
 
     @property
+    def runtime_handlers(self) -> list[dict[str, Any]] | None:
+        """`status.runtimeHandlers` of the Node: the runtime's handlers and what each supports, reported
+        where RecursiveReadOnlyMounts (beta, on, from 1.31) or UserNamespacesSupport (on from 1.33) is on;
+        1.30 has neither on. The simulated runtime answers as containerd 2 on a recent kernel does, with
+        its default handler and `runc`, both supporting recursive read-only mounts and user namespaces
+        (the field `userNamespaces` is new in 1.31)."""
+        if self.minor < 31:
+            return None
+        features = {"recursiveReadOnlyMounts": True, "userNamespaces": True}
+        return [{"name": name, "features": dict(features)} for name in ("", "runc")]
+
+    @property
     def reports_container_runtime(self) -> bool:
         """Whether container statuses carry what the runtime reports (`node/runtimestatus.py`): their
         `resources` (InPlacePodVerticalScaling) and `user` (SupplementalGroupsPolicy), both beta and on

@@ -161,6 +161,8 @@ class Worker:
                 "architecture": "amd64",
             },
         }
+        if handlers := self.release.runtime_handlers:
+            status["runtimeHandlers"] = handlers
         features = self.release.node_features
         if features:
             status["features"] = features
