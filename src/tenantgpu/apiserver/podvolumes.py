@@ -39,11 +39,13 @@ _HOST_PATH_TYPES = [
 ]
 
 
-def _no_backsteps(target: str, path: str) -> list[Cause]:
+def _has_backsteps(target: str) -> bool:
     # kube splits on the apiserver's path separator (filepath.ToSlash): on Linux only '/'
-    if ".." in target.split("/"):
-        return [invalid(path, target, "must not contain '..'")]
-    return []
+    return ".." in target.split("/")
+
+
+def _no_backsteps(target: str, path: str) -> list[Cause]:
+    return [invalid(path, target, "must not contain '..'")] if _has_backsteps(target) else []
 
 
 def _local_descending_path(target: str, path: str) -> list[Cause]:
@@ -446,7 +448,7 @@ def validate_volume_devices(
             causes.append(required(f"{dpath}.devicePath"))
         if target in paths:
             causes.append(invalid(f"{dpath}.devicePath", target, "must be unique"))
-        if target and ".." in target.split("/"):
+        if target and _has_backsteps(target):
             causes.append(invalid(f"{dpath}.devicePath", target, "can not contain backsteps ('..')"))
         else:
             paths.add(target)

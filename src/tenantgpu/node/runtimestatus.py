@@ -17,9 +17,10 @@ Read from kubernetes/kubernetes' `pkg/kubelet/kubelet_pods.go` (`convertToAPICon
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
+from tenantgpu.gpushare.quantity import QuantityError, ceil_value, parse_quantity
 
 # kube's cm.MinShares: the fewest CPU shares a cgroup takes, and the milli-CPU at or below which
 # the kubelet keeps the allocated request rather than the value read back.
@@ -124,19 +125,18 @@ def _first_int(*values: Any) -> int:
 
 
 def _milli(value: Any) -> int | None:
+    """Go's Quantity.MilliValue (rounded up), None for what is no quantity."""
     try:
-        amount = parse_quantity(value)
+        return math.ceil(parse_quantity(value) * 1000)
     except QuantityError:
         return None
-    return -(-amount * 1000 // 1)
 
 
 def _bytes(value: Any) -> int | None:
     try:
-        amount = parse_quantity(value)
+        return ceil_value(value)
     except QuantityError:
         return None
-    return -(-amount // 1)
 
 
 def _milli_text(milli: int) -> str:
