@@ -121,11 +121,14 @@ def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
     return (toleration.get("value") or "") == (taint.get("value") or "")
 
 
-def untolerated_taint(pod: dict[str, Any], node: dict[str, Any]) -> dict[str, Any] | None:
-    """The first NoSchedule/NoExecute taint of the node the pod does not tolerate."""
+def untolerated_taint(
+    pod: dict[str, Any], node: dict[str, Any], effects: tuple[str, ...] = ("NoSchedule", "NoExecute")
+) -> dict[str, Any] | None:
+    """The first taint of the node with one of `effects` (a scheduler's by default; a kubelet heeds only
+    NoExecute) that the pod does not tolerate."""
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
     for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+        if taint.get("effect") not in effects:
             continue
         if not any(_tolerates(t, taint) for t in tolerations):
             return taint

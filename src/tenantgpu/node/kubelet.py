@@ -47,7 +47,7 @@ from tenantgpu.hami.device_plugin import (
 )
 from tenantgpu.hami.install import MIRROR_POD_ANNOTATION, owned_by_node
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
-from tenantgpu.node import containerenv, podstatus, programs, runtimestatus
+from tenantgpu.node import admission, containerenv, podstatus, programs, runtimestatus
 from tenantgpu.node import gpu_runtime as rt
 from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
 
@@ -122,6 +122,9 @@ class PodRecord:
     sidecars: tuple[str, ...] = ()  # the init containers with restartPolicy Always: they run with the pod
     # the pod's spec as its containers were created: the resources and identities the runtime reports
     spec: dict[str, Any] = field(default_factory=dict)
+    # once admitted: what the pod charges the node (None before, and for a pod refused) and its host ports
+    requests: admission.Requests | None = None
+    host_ports: list[tuple[str, str, int]] = field(default_factory=list)
 
 
 def _marked_not_ready(pod: dict[str, Any]) -> bool:
@@ -367,10 +370,12 @@ class Kubelet:
             self._by_key[(record.namespace, record.name)] = uid
             if meta.get("deletionTimestamp"):
                 record.terminating = True
+                self._charge(record, pod)  # it holds its room until it is gone
                 record.task = asyncio.create_task(self._terminate(pod, record))
             elif phase in ("Succeeded", "Failed"):
                 record.finished = True
             elif phase == "Running":
+                self._charge(record, pod)  # admitted by this kubelet before it restarted, or static
                 record.task = asyncio.create_task(self._adopt(pod, record))
             else:
                 # started at once: a GPU pod's Allocate and its report (which frees the node lock for
@@ -500,7 +505,43 @@ class Kubelet:
         except Exception as err:  # a lost event must not stop the status it tells of from being written
             log.debug("event %s on %s: %s", reason, _meta(involved).get("name"), err)
 
+    @staticmethod
+    def _charge(record: PodRecord, pod: dict[str, Any]) -> None:
+        record.requests = admission.pod_requests(pod)
+        record.host_ports = admission.host_ports(pod)
+
     async def _admit(self, pod: dict[str, Any], record: PodRecord) -> Allocation | None:
+        """kube's admit handlers in their order: the device plugin's Allocate for a GPU pod, then the
+        predicate check against the node and the pods admitted before (`admission.admit`). A refused
+        pod fails with the handler's reason, and None is returned."""
+        allocation = await self._allocate(pod, record)
+        if allocation is None:
+            return None
+        node = self.node_informer.get(None, self.node_name)
+        if node is not None:
+            others = [
+                r for r in self.pods.values() if r is not record and r.requests is not None and not r.finished
+            ]
+            rejection = admission.admit(
+                pod,
+                node,
+                [r.requests for r in others if r.requests is not None],
+                ports_in_use=(port for r in others for port in r.host_ports),
+                static=MIRROR_POD_ANNOTATION in (_meta(pod).get("annotations") or {}),
+            )
+            if rejection is not None:
+                await self._reject(pod, record, rejection.reason, rejection.message)
+                return None
+        self._charge(record, pod)
+        return allocation
+
+    async def _reject(self, pod: dict[str, Any], record: PodRecord, reason: str, message: str) -> None:
+        """kube's rejectPod: a Warning event from the kubelet, then the Failed status."""
+        record.finished = True
+        await self.record_event(pod, reason, message, warning=True)
+        await self._patch_status(record, podstatus.rejected_status(reason, message))
+
+    async def _allocate(self, pod: dict[str, Any], record: PodRecord) -> Allocation | None:
         """Run Allocate for a GPU pod; on failure fail the pod and return None."""
         if not gpu_containers(pod, self.cfg):
             return Allocation()
@@ -521,15 +562,8 @@ class Kubelet:
                 node = self.node_informer.get(None, self.node_name)
                 await report_allocation(self.client, pod, self.node_name, outcome, node=node)
         if isinstance(outcome, AllocateError):
-            # kube's rejectPod: a Warning event from the kubelet, then the Failed status
-            await self.record_event(
-                pod,
-                podstatus.UNEXPECTED_ADMISSION_ERROR,
-                podstatus.admission_failed_message(str(outcome)),
-                warning=True,
-            )
-            await self._patch_status(record, podstatus.admission_failed_status(str(outcome)))
-            record.finished = True
+            message = podstatus.admission_failed_message(str(outcome))
+            await self._reject(pod, record, podstatus.UNEXPECTED_ADMISSION_ERROR, message)
             return None
         return outcome
 

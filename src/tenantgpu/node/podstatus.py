@@ -327,12 +327,18 @@ def admission_failed_message(error: str) -> str:
     return f"Allocate failed due to rpc error: code = Unknown desc = {error}, which is unexpected"
 
 
-def admission_failed_status(error: str, now: datetime | None = None) -> dict[str, Any]:
-    """What a real kubelet reports when a device plugin's Allocate fails during admission: its
-    rejectPod prefixes the admission message with `Pod was rejected: ` (since 1.26, kubernetes#112644)."""
+def rejected_status(reason: str, message: str, now: datetime | None = None) -> dict[str, Any]:
+    """What a real kubelet reports for a pod one of its admit handlers refused (a device plugin's failed
+    Allocate, OutOfcpu, …): its rejectPod prefixes the handler's message with `Pod was rejected: ` (since
+    1.26, kubernetes#112644), and its status manager gives the pod a start time."""
     return {
         "phase": "Failed",
-        "reason": UNEXPECTED_ADMISSION_ERROR,
-        "message": f"Pod was rejected: {admission_failed_message(error)}",
+        "reason": reason,
+        "message": f"Pod was rejected: {message}",
         "startTime": rfc3339(now),
     }
+
+
+def admission_failed_status(error: str, now: datetime | None = None) -> dict[str, Any]:
+    """The status of a pod whose device plugin's Allocate failed during admission."""
+    return rejected_status(UNEXPECTED_ADMISSION_ERROR, admission_failed_message(error), now)

@@ -1,0 +1,174 @@
+"""The kubelet's own admission of a pod bound to its node: kube's predicate admit handler.
+
+A scheduler checks a pod against the node before it binds it, but a pod can also name its node itself
+(`spec.nodeName`), and a node's room may have changed since. So the kubelet checks again, after the
+device plugin's Allocate (kube adds that handler first): the pod's `kubernetes.io/os` label and
+`spec.os` against the node, then the scheduler's NodeResourcesFit against the pods it has already
+admitted (pods, cpu, memory, ephemeral-storage, then the extended resources the node advertises),
+NodeAffinity, NodePorts and, for a pod that is not static, the node's NoExecute taints. The first
+failure rejects the pod with kube's reason and text (`OutOfcpu`, `Node didn't have enough resource:
+cpu, requested: 4000, used: 500, capacity: 2000`, `Predicate NodeAffinity failed: …`).
+
+Pure functions: the kubelet passes the node and what the pods it admitted request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tenantgpu.gpushare import reasons
+from tenantgpu.gpushare.basics import pod_amounts, selector_matches, untolerated_taint
+from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
+
+OS_LABEL = "kubernetes.io/os"
+NODE_OS = "linux"
+
+# The resources NodeResourcesFit checks by name, in its order; every other one is a "scalar" resource.
+_NAMED = ("cpu", "memory", "ephemeral-storage")
+_OUT_OF = {
+    "cpu": "OutOfcpu",
+    "memory": "OutOfmemory",
+    "ephemeral-storage": "OutOfephemeral-storage",
+    "pods": "OutOfpods",
+}
+_NODE_PORTS_REASON = "node(s) didn't have free ports for the requested pod ports"
+_TAINTS_REASON = "node(s) had taints that the pod didn't tolerate"
+
+Requests = dict[str, int]
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why the kubelet refused a pod: the event's and the Failed status's reason, and kube's text."""
+
+    reason: str
+    message: str
+
+
+def _whole(name: str, value: Any) -> int:
+    """A quantity as the kubelet's messages count it: milli-CPU, otherwise the value rounded up."""
+    quantity = parse_quantity(value)
+    return math.ceil(quantity * 1000) if name == "cpu" else math.ceil(quantity)
+
+
+def _container_requests(container: Mapping[str, Any]) -> dict[str, Any]:
+    resources = container.get("resources") or {}
+    # The API server defaults a request to its limit; a pod from elsewhere may not have been defaulted.
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return {name: _whole(name, value) for name, value in merged.items()}
+
+
+def pod_requests(pod: Mapping[str, Any]) -> Requests:
+    """What kube's PodRequests charges the node per resource (app containers and sidecars add up, an
+    init container needs its own peak, the overhead comes on top), in the kubelet's units. A request
+    that is no quantity counts as nothing: the API server refuses such pods before they get here."""
+    spec = pod.get("spec") or {}
+    try:
+        needs = pod_amounts(spec, _container_requests)
+        for name, value in (spec.get("overhead") or {}).items():
+            needs[name] = needs.get(name, 0) + _whole(name, value)
+    except QuantityError:
+        return {}
+    return {name: int(value) for name, value in needs.items() if value}
+
+
+def _allocatable(node: Mapping[str, Any]) -> dict[str, Any]:
+    status = node.get("status") or {}
+    return status.get("allocatable") or status.get("capacity") or {}
+
+
+def _is_extended(name: str) -> bool:
+    """kube's IsExtendedResourceName: a domain outside kubernetes.io, and not a quota's `requests.` name."""
+    if "/" not in name or name.startswith("requests."):
+        return False
+    domain = name.split("/", 1)[0]
+    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def _insufficient(name: str, requested: int, used: int, capacity: int) -> Rejection:
+    return Rejection(
+        _OUT_OF.get(name, f"OutOf{name}"),
+        f"Node didn't have enough resource: {name}, requested: {requested}, used: {used}, capacity: {capacity}",
+    )
+
+
+def _fit(wanted: Requests, node: Mapping[str, Any], admitted: list[Requests]) -> Rejection | None:
+    """NodeResourcesFit's first failure, in its order: pods, cpu, memory, ephemeral storage, scalars."""
+    allocatable = _allocatable(node)
+    if "pods" in allocatable:
+        allowed = math.floor(parse_quantity(allocatable["pods"]))
+        if len(admitted) + 1 > allowed:
+            return _insufficient("pods", 1, len(admitted), allowed)
+    # An extended resource the node does not advertise is a cluster-level one: the kubelet leaves it out.
+    wanted = {n: v for n, v in wanted.items() if n in allocatable or not _is_extended(n)}
+    scalars = sorted(n for n in wanted if n not in _NAMED and n != "pods")
+    for name in (*(n for n in _NAMED if n in wanted), *scalars):
+        capacity = _whole(name, allocatable[name]) if name in allocatable else 0
+        used = sum(requests.get(name, 0) for requests in admitted)
+        if wanted[name] > capacity - used:
+            return _insufficient(name, wanted[name], used, capacity)
+    return None
+
+
+def host_ports(pod: Mapping[str, Any]) -> list[tuple[str, str, int]]:
+    """The (address, protocol, port) triples a pod's containers bind on the node."""
+    spec = pod.get("spec") or {}
+    ports = []
+    for container in (*(spec.get("initContainers") or []), *(spec.get("containers") or [])):
+        for port in container.get("ports") or []:
+            if port.get("hostPort"):
+                ports.append(
+                    (port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", int(port["hostPort"]))
+                )
+    return ports
+
+
+def _ports_conflict(wanted: list[tuple[str, str, int]], taken: Iterable[tuple[str, str, int]]) -> bool:
+    """NodePorts: the same protocol and port, on the same address or where either binds every address."""
+    for ip, protocol, port in taken:
+        for want_ip, want_protocol, want_port in wanted:
+            if (port, protocol) == (want_port, want_protocol) and (
+                ip == want_ip or "0.0.0.0" in (ip, want_ip)
+            ):
+                return True
+    return False
+
+
+def _predicate(name: str, reason: str) -> Rejection:
+    return Rejection(name, f"Predicate {name} failed: {reason}")
+
+
+def admit(
+    pod: Mapping[str, Any],
+    node: Mapping[str, Any],
+    admitted: list[Requests],
+    *,
+    ports_in_use: Iterable[tuple[str, str, int]] = (),
+    static: bool = False,
+) -> Rejection | None:
+    """None when the kubelet admits `pod` beside the pods it admitted before (what each requests, see
+    `pod_requests`, and the host ports they hold); otherwise kube's first reason to refuse it."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    node_os = ((node.get("metadata") or {}).get("labels") or {}).get(OS_LABEL) or NODE_OS
+    if OS_LABEL in labels and labels[OS_LABEL] != node_os:
+        return Rejection(
+            "PodOSSelectorNodeLabelDoesNotMatch",
+            "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label",
+        )
+    pod_os = ((pod.get("spec") or {}).get("os") or {}).get("name")
+    if pod_os is not None and pod_os != NODE_OS:
+        return Rejection("PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS")
+    rejection = _fit(pod_requests(pod), node, admitted)
+    if rejection is not None:
+        return rejection
+    if not selector_matches(dict(pod), dict(node)):
+        return _predicate("NodeAffinity", reasons.NODE_SELECTOR_MISMATCH)
+    wanted_ports = host_ports(pod)
+    if wanted_ports and _ports_conflict(wanted_ports, ports_in_use):
+        return _predicate("NodePorts", _NODE_PORTS_REASON)
+    if not static and untolerated_taint(dict(pod), dict(node), effects=("NoExecute",)) is not None:
+        return _predicate("TaintToleration", _TAINTS_REASON)
+    return None
