@@ -139,7 +139,7 @@ def test_static_pods_do_not_take_ephemeral_containers(kubectl: Kubectl) -> None:
     refused = kubectl("debug", "static-web", "--image=busybox", check=False)
     assert refused.returncode == 1
     assert (
-        'The Pod "static-web" is invalid: : Forbidden: static pods do not support ephemeral containers'
+        'The Pod "static-web" is invalid: []: Forbidden: static pods do not support ephemeral containers'
         in (refused.stderr)
     )
 

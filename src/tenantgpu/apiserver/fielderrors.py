@@ -23,6 +23,10 @@ class Cause:
         return {"reason": self.reason, "message": self.message, "field": self.field}
 
 
+# kube's field.NewPath(""), the whole object: a path of one nameless element prints as `[]`.
+ROOT = "[]"
+
+
 def show(value: Any) -> str:
     """Render a bad value the way field.Invalid does: strings quoted, numbers bare."""
     if isinstance(value, str):

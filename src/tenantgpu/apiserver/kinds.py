@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,6 +25,9 @@ class Subresource:
     verbs: tuple[str, ...]
     group: str = ""
     version: str = "v1"
+    # The first Kubernetes release that serves it (0: every one), e.g. 33 for `pods/resize`, whose
+    # InPlacePodVerticalScaling gate is off by default before 1.33 (and the subresource then unserved).
+    first_minor: int = 0
 
 
 @dataclass(frozen=True)
@@ -290,6 +294,7 @@ POD = Kind(
         Subresource("attach", "PodAttachOptions", ("create", "get")),
         Subresource("portforward", "PodPortForwardOptions", ("create", "get")),
         Subresource("ephemeralcontainers", "Pod", ("get", "patch", "update")),
+        Subresource("resize", "Pod", ("get", "patch", "update"), first_minor=33),
     ),
     # The pod status strategy keeps the owner references: old kubelets wrote them wrong.
     strategy=Strategy(
@@ -676,11 +681,17 @@ CLUSTER_CONFIG_KINDS: tuple[Kind, ...] = (
 )
 
 
-def kind_table(extra: Sequence[Kind] = ()) -> KindTable:
-    """The built-in kinds plus `extra` (e.g. `KAMAJI_KINDS` on the management plane)."""
-    return KindTable(
-        [*BUILTIN_KINDS, *WORKLOAD_KINDS, *CLUSTER_CONFIG_KINDS, CUSTOM_RESOURCE_DEFINITION, *extra]
-    )
+def _as_of(kind: Kind, minor: int) -> Kind:
+    """The kind as Kubernetes 1.`minor` serves it: without the subresources of later releases."""
+    served = tuple(sub for sub in kind.subresources if sub.first_minor <= minor)
+    return kind if len(served) == len(kind.subresources) else dataclasses.replace(kind, subresources=served)
+
+
+def kind_table(extra: Sequence[Kind] = (), minor: int | None = None) -> KindTable:
+    """The built-in kinds plus `extra` (e.g. `KAMAJI_KINDS` on the management plane), with the
+    subresources Kubernetes 1.`minor` serves (every one without a release)."""
+    kinds = [*BUILTIN_KINDS, *WORKLOAD_KINDS, *CLUSTER_CONFIG_KINDS, CUSTOM_RESOURCE_DEFINITION, *extra]
+    return KindTable(kinds if minor is None else [_as_of(kind, minor) for kind in kinds])
 
 
 def copy_obj(obj: Obj) -> Obj:

@@ -6,7 +6,8 @@ pod's `kubernetes.io/limit-ranger` annotation. After the mutating webhooks (HAMi
 container must then lie within the item's `min` and `max` and its limit may exceed its request by at
 most `maxLimitRequestRatio`; a `Pod` item bounds the sums over the pod's containers. A violation
 refuses the pod with 403 Forbidden and kube's messages. Pod updates are not checked again (their
-containers' resources cannot change), nor are subresources, as in kube.
+containers' resources cannot change), nor are subresources, as in kube, except an in-place resize
+(`pods/resize`, 1.33), whose new resources are defaulted and bounded as a new pod's.
 
 Because the defaults are applied before the webhooks, a LimitRange can give every pod of a namespace
 a GPU slice (`nvidia.com/gpu`, `nvidia.com/gpumem`, ...) that HAMi's webhook and scheduler then see.
@@ -155,9 +156,10 @@ def violations(limit_range: Obj, pod: Obj) -> list[str]:
 
 def _applies(attributes: AdmissionAttributes) -> bool:
     kind = attributes.kind
+    # A pod's create, and from 1.33 its in-place resize (`pods/resize`), which kube's plugin handles too.
+    resize = attributes.operation == "UPDATE" and attributes.subresource == "resize"
     return (
-        attributes.operation == "CREATE"
-        and not attributes.subresource
+        (resize or (attributes.operation == "CREATE" and not attributes.subresource))
         and kind.group == ""
         and kind.kind == "Pod"
         and attributes.obj is not None

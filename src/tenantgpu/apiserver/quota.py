@@ -165,7 +165,12 @@ class ResourceQuotaAdmission:
         self._usage = usage
 
     async def admit(self, attributes: AdmissionAttributes) -> None:
-        if attributes.operation != "CREATE" or attributes.subresource or not attributes.kind.namespaced:
+        # A pod's in-place resize (1.33) is charged what it adds, as kube's pod evaluator handles
+        # updates through `pods/resize`.
+        resize = attributes.subresource == "resize" and attributes.operation == "UPDATE"
+        if (attributes.operation != "CREATE" or attributes.subresource) and not resize:
+            return
+        if not attributes.kind.namespaced:
             return
         obj = attributes.obj or {}
         quotas = self._usage.quotas_in(attributes.namespace)
@@ -176,6 +181,15 @@ class ResourceQuotaAdmission:
             if not _counts_pod(obj):
                 return
             requested = pod_usage(obj)
+            if resize:
+                before = pod_usage(attributes.old or {})
+                requested = {
+                    name: value - before.get(name, Decimal(0))
+                    for name, value in requested.items()
+                    if value > before.get(name, Decimal(0))
+                }
+                if not requested:
+                    return
         else:
             requested = {name: Decimal(1) for name in _count_names(kind)}
         for quota in sorted(quotas, key=lambda q: q["metadata"]["name"]):

@@ -24,6 +24,7 @@ from tenantgpu.apiserver.fieldtree import unmarshal_message
 from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.jsoncodec import clone, loads
 from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable
+from tenantgpu.apiserver.podresize import resize_base
 from tenantgpu.apiserver.serviceips import ServiceNetwork
 from tenantgpu.apiserver.storage import Datastore, KeyExists, KeyNotFound, RevisionMismatch
 from tenantgpu.apiserver.uids import UidSource
@@ -591,6 +592,8 @@ class Registry:
             if ephemeral:
                 spec["ephemeralContainers"] = ephemeral
             return merged
+        if subresource == "resize":
+            return resize_base(new, old)
         if subresource == "status":
             status_metadata = kind.strategy.status_metadata
             for field in set(new) | set(old):

@@ -216,7 +216,7 @@ class APIServer(SubresourceHandlers):
 
     def __init__(self, config: APIServerConfig) -> None:
         self.config = config
-        self.kinds: KindTable = kind_table(config.extra_kinds)
+        self.kinds: KindTable = kind_table(config.extra_kinds, _minor_release(config.kubernetes_version))
         self.signer = TokenSigner(config.pki.service_account_key_pem)
         self._authenticator = Authenticator(
             config.pki.ca.cert_pem,

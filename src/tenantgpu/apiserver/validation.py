@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from tenantgpu.apiserver import featuregates
+from tenantgpu.apiserver import featuregates, podresize
 from tenantgpu.apiserver.cronschedule import ScheduleError, parse_schedule, time_zone_error
 from tenantgpu.apiserver.defaults import default, pod_qos_class
 from tenantgpu.apiserver.disabledfields import every_container, pod_spec
@@ -23,7 +23,7 @@ from tenantgpu.apiserver.dnsnames import dns1035_label_errors as _dns1035_errors
 from tenantgpu.apiserver.dnsnames import dns_label_errors as _dns_label_errors
 from tenantgpu.apiserver.dnsnames import dns_subdomain_errors as _dns_subdomain_errors
 from tenantgpu.apiserver.downwardapi import ENV_FIELD_PATHS, object_field_causes, resource_field_causes
-from tenantgpu.apiserver.fielderrors import Cause
+from tenantgpu.apiserver.fielderrors import ROOT, Cause
 from tenantgpu.apiserver.fielderrors import duplicate as _duplicate
 from tenantgpu.apiserver.fielderrors import forbidden as _forbidden
 from tenantgpu.apiserver.fielderrors import invalid as _invalid
@@ -237,6 +237,11 @@ def validate(
             opts = PodOptions(_relaxed_env(kind, obj, old, minor), _host_ips_field(kind, old, minor), minor)
         if kind == "Pod" and subresource == "ephemeralcontainers" and old is not None:
             return validate_ephemeral_containers_update(obj, old, opts=opts)
+        if kind == "Pod" and subresource == "resize" and old is not None:
+            meta, old_meta = obj.get("metadata") or {}, old.get("metadata") or {}
+            checked = _validate_metadata(kind, meta, old_meta, True)
+            checked.extend(_validate_pod_spec(obj.get("spec") or {}, opts=opts))
+            return podresize.resize_causes(obj, old, checked)
     if kind in _REVIEWS:
         check = _KIND_CHECKS.get(kind)
         return check(obj, old) if check is not None else []
@@ -791,7 +796,7 @@ def validate_ephemeral_containers_update(
     containers are checked as kube does, and existing ones may be neither removed nor changed."""
     annotations = (old.get("metadata") or {}).get("annotations") or {}
     if MIRROR_POD_ANNOTATION in annotations:
-        return [_forbidden("", "static pods do not support ephemeral containers")]
+        return [_forbidden(ROOT, "static pods do not support ephemeral containers")]
     spec = obj.get("spec") or {}
     path = "spec.ephemeralContainers"
     others = {

@@ -47,7 +47,7 @@ from tenantgpu.hami.device_plugin import (
 )
 from tenantgpu.hami.install import MIRROR_POD_ANNOTATION, owned_by_node
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
-from tenantgpu.node import admission, containerenv, podstatus, programs, runtimestatus
+from tenantgpu.node import admission, containerenv, podstatus, programs, resize, runtimestatus
 from tenantgpu.node import gpu_runtime as rt
 from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
 
@@ -125,6 +125,12 @@ class PodRecord:
     # once admitted: what the pod charges the node (None before, and for a pod refused) and its host ports
     requests: admission.Requests | None = None
     host_ports: list[tuple[str, str, int]] = field(default_factory=list)
+    # in-place resize (1.33): the PodResizePending/PodResizeInProgress conditions the pod shows, and
+    # whether a resize is being worked on (a spec change meanwhile is looked at when it is done)
+    resize_conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resizing: bool = False
+    resize_again: bool = False
+    pending_resize: dict[str, Any] | None = None  # the resources a waiting resize asks for
 
 
 def _marked_not_ready(pod: dict[str, Any]) -> bool:
@@ -148,6 +154,12 @@ def _declared_env(container: dict[str, Any]) -> dict[str, str]:
 
 def _meta(pod: dict[str, Any]) -> dict[str, Any]:
     return pod.get("metadata") or {}
+
+
+def _with_resize_conditions(conditions: list[dict[str, Any]], record: PodRecord) -> list[dict[str, Any]]:
+    """The pod's conditions with the resize conditions the kubelet holds for it, and no others."""
+    kept = [c for c in conditions if c.get("type") not in (resize.PENDING, resize.IN_PROGRESS)]
+    return kept + list(record.resize_conditions.values())
 
 
 class Kubelet:
@@ -190,6 +202,7 @@ class Kubelet:
         self._subnet = zlib.crc32(node_name.encode()) % 250 + 1
         self._next_ip = 2
         self._admit_lock = asyncio.Lock()  # HAMi's Allocate is serialised by a mutex
+        self._deferred: set[str] = set()  # uids of pods whose resize waits for room (Deferred)
         # Writes beside the pods' own tasks (re-creating a deleted mirror pod, writing Ready back), which
         # `stop()` cancels.
         self._side_tasks: set[asyncio.Task[None]] = set()
@@ -361,6 +374,8 @@ class Kubelet:
                 if self._by_key.get((record.namespace, record.name)) == uid:
                     self._by_key.pop((record.namespace, record.name), None)
                 self._forget_gpus(record)
+                self._deferred.discard(uid)
+                self._retry_deferred()
             return
         if record is None:
             phase = (pod.get("status") or {}).get("phase")
@@ -391,6 +406,11 @@ class Kubelet:
         if record.started_at and not record.finished and not record.terminating and _marked_not_ready(pod):
             self._side_task(self._restore_ready(record))
         self._start_ephemeral(pod, record)
+        if self.release.reports_container_runtime:
+            if record.started_at and not record.finished and not record.terminating:
+                self._consider_resize(record, pod)
+            if self._deferred and (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                self._retry_deferred()
 
     def _side_task(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -474,6 +494,8 @@ class Kubelet:
 
     async def _patch_status(self, record: PodRecord, status: dict[str, Any]) -> bool:
         status = self.release.pod_status(status)
+        if record.resize_conditions and "conditions" in status and status.get("phase") == "Running":
+            status = {**status, "conditions": _with_resize_conditions(status["conditions"], record)}
         if self.release.reports_container_runtime and record.spec:
             status = runtimestatus.with_runtime_fields(status, record.spec)
         try:
@@ -829,6 +851,21 @@ class Kubelet:
             sources = None
         built = self._environments(pod, record, sources, lenient=True)
         self._prepare_containers(pod, record, self._allocation_from_annotations(pod), built)
+        if self.release.reports_container_runtime:
+            # what was allocated before the restart, and the resize it was working on
+            allocated = {
+                name: resources
+                for name, resources in resize.allocated_from_status(pod).items()
+                if name in resize.resizable(record.spec)
+            }
+            record.spec = resize.with_resources(record.spec, allocated)
+            record.requests = admission.pod_requests({"spec": record.spec})
+            record.resize_conditions = {
+                c["type"]: c
+                for c in status.get("conditions") or ()
+                if c.get("type") in (resize.PENDING, resize.IN_PROGRESS)
+            }
+            self._consider_resize(record, pod)
         self._adopt_ephemeral(pod, record)
         self._start_ephemeral(pod, record)  # added while the kubelet was down
         if _marked_not_ready(pod):  # by the node controller while this kubelet was away
@@ -1004,6 +1041,200 @@ class Kubelet:
                 entry["state"]["running"]["startedAt"] = record.started_at
         podstatus.set_readiness(status, [e["name"] for e in entries if not e.get("ready")])
         await self._patch_status(record, status)
+
+    # --- in-place resize (1.33) -----------------------------------------------------------------
+
+    def _consider_resize(self, record: PodRecord, pod: dict[str, Any]) -> None:
+        """Start working on a running pod whose spec asks for other resources than allocated (or whose
+        resize waits while the spec went back to what it has)."""
+        if not record.spec:
+            return
+        wanted = resize.resizable(pod.get("spec") or {})
+        if resize.same(wanted, resize.resizable(record.spec)):
+            if resize.PENDING not in record.resize_conditions:
+                return
+        elif record.pending_resize is not None and resize.same(wanted, record.pending_resize):
+            return  # judged already: it waits for room (`_retry_deferred`) or for another spec
+        if record.resizing:
+            record.resize_again = True
+            return
+        record.resizing = True
+        self._side_task(self._resize(record))
+
+    def _retry_deferred(self) -> None:
+        """Another pod left: the resizes that waited for room are tried again."""
+        for uid in list(self._deferred):
+            record = self.pods.get(uid)
+            pod = self.informer.get(record.namespace, record.name) if record is not None else None
+            if record is None or pod is None:
+                self._deferred.discard(uid)
+            elif not record.resizing:
+                record.resizing = True
+                self._side_task(self._resize(record))
+
+    def _admitted_others(self, record: PodRecord) -> list[PodRecord]:
+        return [
+            r for r in self.pods.values() if r is not record and r.requests is not None and not r.finished
+        ]
+
+    async def _resize(self, record: PodRecord) -> None:
+        """kube's handlePodResourcesResize: allocate the new resources when the node has room for them,
+        else show why the resize waits; then actuate it."""
+        try:
+            while True:
+                record.resize_again = False
+                pod = self.informer.get(record.namespace, record.name)
+                if (
+                    pod is None
+                    or record.finished
+                    or record.terminating
+                    or _meta(pod).get("uid") != record.uid
+                ):
+                    return
+                wanted = resize.resizable(pod.get("spec") or {})
+                now = podstatus.rfc3339()
+                if resize.same(wanted, resize.resizable(record.spec)):
+                    self._deferred.discard(record.uid)
+                    record.pending_resize = None
+                    if record.resize_conditions:
+                        record.resize_conditions = {}
+                        await self._write_resize(record, None)
+                else:
+                    node = self.node_informer.get(None, self.node_name)
+                    target = {**pod, "spec": resize.with_resources(record.spec, wanted)}
+                    others = self._admitted_others(record)
+                    waits = (
+                        None
+                        if node is None
+                        else resize.verdict(
+                            target,
+                            node,
+                            [r.requests for r in others if r.requests is not None],
+                            ports_in_use=[port for r in others for port in r.host_ports],
+                        )
+                    )
+                    if waits is not None:
+                        record.pending_resize = wanted
+                        if waits.reason == resize.DEFERRED:
+                            self._deferred.add(record.uid)
+                        old = record.resize_conditions.get(resize.PENDING)
+                        record.resize_conditions = {
+                            resize.PENDING: resize.condition(resize.PENDING, now, waits, old)
+                        }
+                        await self._write_resize(record, None)
+                    else:
+                        self._deferred.discard(record.uid)
+                        record.pending_resize = None
+                        await self._actuate(record, pod, wanted, now)
+                if not record.resize_again:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("kubelet %s: resizing %s/%s", self.node_name, record.namespace, record.name)
+        finally:
+            record.resizing = False
+
+    async def _actuate(
+        self, record: PodRecord, pod: dict[str, Any], wanted: dict[str, Any], now: str
+    ) -> None:
+        """Allocate the new resources (shown as `PodResizeInProgress` while the runtime still applies the
+        old ones), restart the containers whose resizePolicy asks for it, then report them applied."""
+        applied = record.spec
+        record.spec = resize.with_resources(record.spec, wanted)
+        record.requests = admission.pod_requests({"spec": record.spec})
+        record.resize_conditions = {resize.IN_PROGRESS: resize.condition(resize.IN_PROGRESS, now)}
+        await self._write_resize(record, applied)
+        restarted: list[tuple[str, str]] = []  # (group, container)
+        for group in ("initContainers", "containers"):
+            for container in record.spec.get(group) or ():
+                name = container.get("name", "")
+                was = resize.resizable(applied).get(name)
+                if name in wanted and was is not None and resize.restarts_for(container, was, wanted[name]):
+                    restarted.append((group, name))
+        for group, name in restarted:
+            reference = {
+                "kind": "Pod", "namespace": record.namespace, "name": record.name, "uid": record.uid,
+                "apiVersion": "v1", "fieldPath": f"spec.{group}{{{name}}}",
+            }  # fmt: skip
+            await self.record_event(
+                pod, "Killing", f"Container {name} resize requires restart", reference=reference
+            )
+        record.resize_conditions = {}
+        await self._write_resize(record, None, restarted=[name for _, name in restarted], pod=pod)
+
+    async def _write_resize(
+        self,
+        record: PodRecord,
+        applied: dict[str, Any] | None,
+        *,
+        restarted: list[str] | None = None,
+        pod: dict[str, Any] | None = None,
+    ) -> None:
+        """Write the pod's resize conditions and its containers' resources (allocated, and `applied` by
+        the runtime where that is still the old spec), keeping the rest of the status as it is."""
+        current = self.informer.get(record.namespace, record.name)
+        if current is None:
+            return
+        status = current.get("status") or {}
+        patch: dict[str, Any] = {
+            "conditions": _with_resize_conditions(list(status.get("conditions") or []), record)
+        }
+        specs = {
+            c.get("name", ""): c for g in ("initContainers", "containers") for c in record.spec.get(g) or ()
+        }
+        old_specs = {
+            c.get("name", ""): c
+            for g in ("initContainers", "containers")
+            for c in (applied or {}).get(g) or ()
+        }
+        for key in ("initContainerStatuses", "containerStatuses"):
+            entries = status.get(key)
+            if not entries:
+                continue
+            fresh = []
+            for entry in entries:
+                container = specs.get(entry.get("name", ""))
+                if container is None or "containerID" not in entry:
+                    fresh.append(entry)
+                    continue
+                was = old_specs.get(entry.get("name", ""))
+                if restarted and entry.get("name") in restarted and "running" in (entry.get("state") or {}):
+                    entry = self._restarted_entry(record, entry, pod or current)
+                fresh.append(
+                    runtimestatus.runtime_entry(
+                        entry, record.spec, container, None if was is None else (was.get("resources") or {})
+                    )
+                )
+            patch[key] = fresh
+        with contextlib.suppress(ApiError):
+            await self.client.patch(
+                "pods", record.name, {"status": patch}, record.namespace, subresource="status", decode=False
+            )
+
+    def _restarted_entry(
+        self, record: PodRecord, entry: dict[str, Any], pod: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A container the kubelet stopped (exit 137, as `sleep` and other processes that ignore
+        SIGTERM end) and started again with its new resources: a new log, one more restart."""
+        name = entry.get("name", "")
+        started = (entry.get("state") or {}).get("running", {}).get("startedAt") or record.started_at or ""
+        cid = entry.get("containerID") or podstatus.container_id(record.uid, name)
+        record.logs.get(name, ContainerLog()).write("process exited with code 137")
+        if name in record.logs:
+            record.previous_logs[name] = record.logs[name]
+            record.logs[name] = ContainerLog()
+            self._start_container(pod, record, name)
+        now = podstatus.rfc3339()
+        fresh = {
+            **entry,
+            "lastState": podstatus.terminated_state(137, started, cid, now),
+            "state": {"running": {"startedAt": now}},
+            "restartCount": int(entry.get("restartCount") or 0) + 1,
+        }
+        if name in record.container_states:
+            record.container_states[name] = fresh
+        return fresh
 
     # --- ephemeral containers (`kubectl debug`) -------------------------------------------------
 

@@ -3,7 +3,8 @@ container's status: the resources it applied (`resources`) and the identity it r
 
 Read from kubernetes/kubernetes' `pkg/kubelet/kubelet_pods.go` (`convertToAPIContainerStatuses`) and
 `pkg/kubelet/kuberuntime/helpers_linux.go`:
-- `resources` (InPlacePodVerticalScaling, beta and on in 1.33) is the container's allocated resources.
+- `resources` (InPlacePodVerticalScaling, beta and on in 1.33) is the container's allocated resources,
+  and `allocatedResources` its allocated requests (omitted without any).
   For a running container the cgroup's values replace three of them: the CPU limit (from the CFS quota),
   the CPU request (from the CPU shares, rounded up to the milli-CPU) and the memory limit, which the
   runtime reports in bytes, so a limit of `1G` reads `1000000000` and one of `128Mi` reads `128Mi`. A
@@ -48,17 +49,29 @@ def with_runtime_fields(status: dict[str, Any], spec: dict[str, Any]) -> dict[st
             if container is None or "containerID" not in entry:
                 fresh.append(entry)
                 continue
-            running = "running" in (entry.get("state") or {})
-            fresh.append(
-                {
-                    **entry,
-                    "resources": status_resources(container.get("resources") or {}, running=running),
-                    "user": container_user(spec, container),
-                }
-            )
+            fresh.append(runtime_entry(entry, spec, container))
         if out is status:
             out = dict(status)
         out[key] = fresh
+    return out
+
+
+def runtime_entry(
+    entry: dict[str, Any],
+    spec: dict[str, Any],
+    container: dict[str, Any],
+    applied: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A copy of a created container's status entry with what the runtime reports of `container` (as
+    the kubelet allocated it): `allocatedResources` (its requests, where it has any), `resources` (what
+    the runtime applied: `applied`, while a resize is under way, else the allocation) and `user`."""
+    out = {k: v for k, v in entry.items() if k not in ("allocatedResources", "resources", "user")}
+    allocated = container.get("resources") or {}
+    if allocated.get("requests"):
+        out["allocatedResources"] = dict(allocated["requests"])
+    running = "running" in (entry.get("state") or {})
+    out["resources"] = status_resources(allocated if applied is None else applied, running=running)
+    out["user"] = container_user(spec, container)
     return out
 
 
