@@ -85,6 +85,12 @@ def _conditions(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in pod["status"].get("conditions") or []}
 
 
+def _pending(run: Callable[..., Any], name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod once it shows PodResizePending, and that condition."""
+    pod = _until(run, name, lambda p: "PodResizePending" in _conditions(p))
+    return pod, _conditions(pod)["PodResizePending"]
+
+
 def _resize(run: Callable[..., Any], name: str, resources: dict[str, Any], check: bool = True) -> Any:
     patch = json.dumps({"spec": {"containers": [{"name": "app", "resources": resources}]}})
     return run("patch", "pod", name, "--subresource", "resize", "--patch", patch, check=check)
@@ -121,8 +127,7 @@ def test_more_than_the_node_has_is_infeasible_and_a_resize_back_clears_it(
     run("apply", "-f", "-", input=_pod("huge", "500m"))
     _until(run, "huge", _running)
     _resize(run, "huge", {"requests": {"cpu": "6"}})
-    pod = _until(run, "huge", lambda p: "PodResizePending" in _conditions(p))
-    pending = _conditions(pod)["PodResizePending"]
+    pod, pending = _pending(run, "huge")
     assert (pending["status"], pending["reason"]) == ("True", "Infeasible")
     assert pending["message"] == "Node didn't have enough capacity: cpu, requested: 6000, capacity: 4000"
     assert pending["lastProbeTime"] and pending["lastTransitionTime"]
@@ -143,8 +148,7 @@ def test_a_resize_without_room_is_deferred_until_another_pod_leaves_and_restarts
     _until(run, "waiting", _running)
 
     _resize(run, "waiting", {"requests": {"cpu": "2500m"}})
-    pod = _until(run, "waiting", lambda p: "PodResizePending" in _conditions(p))
-    pending = _conditions(pod)["PodResizePending"]
+    pod, pending = _pending(run, "waiting")
     assert pending["reason"] == "Deferred"
     assert (
         pending["message"]

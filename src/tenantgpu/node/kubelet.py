@@ -1180,33 +1180,19 @@ class Kubelet:
         patch: dict[str, Any] = {
             "conditions": _with_resize_conditions(list(status.get("conditions") or []), record)
         }
-        specs = {
-            c.get("name", ""): c for g in ("initContainers", "containers") for c in record.spec.get(g) or ()
-        }
-        old_specs = {
-            c.get("name", ""): c
-            for g in ("initContainers", "containers")
-            for c in (applied or {}).get(g) or ()
-        }
-        for key in ("initContainerStatuses", "containerStatuses"):
-            entries = status.get(key)
-            if not entries:
-                continue
-            fresh = []
-            for entry in entries:
-                container = specs.get(entry.get("name", ""))
-                if container is None or "containerID" not in entry:
-                    fresh.append(entry)
-                    continue
-                was = old_specs.get(entry.get("name", ""))
-                if restarted and entry.get("name") in restarted and "running" in (entry.get("state") or {}):
-                    entry = self._restarted_entry(record, entry, pod or current)
-                fresh.append(
-                    runtimestatus.runtime_entry(
-                        entry, record.spec, container, None if was is None else (was.get("resources") or {})
-                    )
-                )
-            patch[key] = fresh
+        names = set(restarted or ())
+
+        def restart(entry: dict[str, Any]) -> dict[str, Any]:
+            if entry.get("name") in names and "running" in (entry.get("state") or {}):
+                return self._restarted_entry(record, entry, pod or current)
+            return entry
+
+        containers = {k: status[k] for k in ("initContainerStatuses", "containerStatuses") if status.get(k)}
+        patch.update(
+            runtimestatus.with_runtime_fields(
+                containers, record.spec, applied=applied, prepare=restart if names else None
+            )
+        )
         with contextlib.suppress(ApiError):
             await self.client.patch(
                 "pods", record.name, {"status": patch}, record.namespace, subresource="status", decode=False

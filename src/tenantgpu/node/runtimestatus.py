@@ -19,6 +19,7 @@ Read from kubernetes/kubernetes' `pkg/kubelet/kubelet_pods.go` (`convertToAPICon
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from tenantgpu.gpushare.quantity import QuantityError, ceil_value, parse_quantity
@@ -33,23 +34,35 @@ _GROUPS = (("containers", "containerStatuses"), ("initContainers", "initContaine
            ("ephemeralContainers", "ephemeralContainerStatuses"))  # fmt: skip
 
 
-def with_runtime_fields(status: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+def with_runtime_fields(
+    status: dict[str, Any],
+    spec: dict[str, Any],
+    *,
+    applied: dict[str, Any] | None = None,
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """`status` with `resources` and `user` on each entry of a container the runtime created (one with a
     `containerID`); a waiting container not yet created has neither. The entries are copied, not
-    changed, since the kubelet keeps some of them between writes."""
+    changed, since the kubelet keeps some of them between writes. While a resize is under way the
+    runtime still applies `applied` (the spec before it); `prepare` changes an entry first (a restart)."""
     out = status
     for group, key in _GROUPS:
         entries = status.get(key)
         if not entries:
             continue
         specs = {c.get("name", ""): c for c in spec.get(group) or ()}
+        before = {c.get("name", ""): c for c in (applied or {}).get(group) or ()}
         fresh = []
         for entry in entries:
             container = specs.get(entry.get("name", ""))
             if container is None or "containerID" not in entry:
                 fresh.append(entry)
                 continue
-            fresh.append(runtime_entry(entry, spec, container))
+            was = before.get(entry.get("name", ""))
+            entry = entry if prepare is None else prepare(entry)
+            fresh.append(
+                runtime_entry(entry, spec, container, None if was is None else was.get("resources") or {})
+            )
         if out is status:
             out = dict(status)
         out[key] = fresh
