@@ -48,7 +48,7 @@ class Rejection:
     message: str
 
 
-def _whole(name: str, value: Any) -> int:
+def whole(name: str, value: Any) -> int:
     """A quantity as the kubelet's messages count it: milli-CPU, otherwise the value rounded up."""
     quantity = parse_quantity(value)
     return math.ceil(quantity * 1000) if name == "cpu" else math.ceil(quantity)
@@ -58,7 +58,7 @@ def _container_requests(container: Mapping[str, Any]) -> dict[str, Any]:
     resources = container.get("resources") or {}
     # The API server defaults a request to its limit; a pod from elsewhere may not have been defaulted.
     merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: _whole(name, value) for name, value in merged.items()}
+    return {name: whole(name, value) for name, value in merged.items()}
 
 
 def pod_requests(pod: Mapping[str, Any]) -> Requests:
@@ -69,7 +69,7 @@ def pod_requests(pod: Mapping[str, Any]) -> Requests:
     try:
         needs = pod_amounts(spec, _container_requests)
         for name, value in (spec.get("overhead") or {}).items():
-            needs[name] = needs.get(name, 0) + _whole(name, value)
+            needs[name] = needs.get(name, 0) + whole(name, value)
     except QuantityError:
         return {}
     return {name: int(value) for name, value in needs.items() if value}
@@ -106,7 +106,7 @@ def _fit(wanted: Requests, node: Mapping[str, Any], admitted: list[Requests]) ->
     wanted = {n: v for n, v in wanted.items() if n in allocatable or not _is_extended(n)}
     scalars = sorted(n for n in wanted if n not in _NAMED and n != "pods")
     for name in (*(n for n in _NAMED if n in wanted), *scalars):
-        capacity = _whole(name, allocatable[name]) if name in allocatable else 0
+        capacity = whole(name, allocatable[name]) if name in allocatable else 0
         used = sum(requests.get(name, 0) for requests in admitted)
         if wanted[name] > capacity - used:
             return _insufficient(name, wanted[name], used, capacity)

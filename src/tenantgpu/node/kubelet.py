@@ -541,9 +541,7 @@ class Kubelet:
             return None
         node = self.node_informer.get(None, self.node_name)
         if node is not None:
-            others = [
-                r for r in self.pods.values() if r is not record and r.requests is not None and not r.finished
-            ]
+            others = self._admitted_others(record)
             rejection = admission.admit(
                 pod,
                 node,

@@ -19,7 +19,6 @@ Read from kubernetes' `pkg/kubelet/kubelet.go` (`handlePodResourcesResize`, `can
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -106,10 +105,9 @@ def _allocatable(node: Mapping[str, Any], name: str) -> int | None:
     if value is None:
         return None
     try:
-        quantity = parse_quantity(value)
+        return admission.whole(name, value)
     except QuantityError:
         return None
-    return math.ceil(quantity * 1000) if name == "cpu" else math.ceil(quantity)
 
 
 def verdict(
