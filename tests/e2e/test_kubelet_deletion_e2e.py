@@ -1,11 +1,14 @@
-"""A deleted pod is removed by its kubelet even when the courtesy final status cannot be written."""
+"""A deleted pod is removed by its kubelet even when the courtesy final status cannot be written, and the
+kubelet tells of each container it stops as kube's does (`Killing`)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 
 import pytest
-from apiserver_harness import BackgroundLoop, RunningAPIServer
+from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer
 
 from tenantgpu.gpushare import SharingConfig
 from tenantgpu.kubeclient import ApiError, KubeClient
@@ -86,3 +89,70 @@ def test_pod_is_removed_although_its_final_status_is_refused(
         return seen
 
     assert background_loop.run(scenario(), timeout=90) == ["Running", "500", None]
+
+
+def test_deleting_a_running_pod_records_killing_for_each_container_it_stops(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop, kubectl: Kubectl
+) -> None:
+    """kuberuntime's killContainer: `Stopping container <name>` on the container's field path, the app
+    containers before the sidecars (these in reverse order); a container that already ended, like the
+    plain init container, is not stopped."""
+    client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+    worker = Worker(client, "stopping-node", [], SharingConfig())
+    background_loop.run(worker.start())
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "stopped", "namespace": "default"},
+        "spec": {
+            "nodeName": "stopping-node",
+            "initContainers": [
+                {"name": "setup", "image": "busybox", "command": ["true"]},
+                {"name": "log-shipper", "image": "busybox", "restartPolicy": "Always"},
+                {"name": "proxy", "image": "busybox", "restartPolicy": "Always"},
+            ],
+            "containers": [{"name": "app", "image": "busybox"}, {"name": "metrics", "image": "busybox"}],
+        },
+    }
+    try:
+        kubectl("apply", "-f", "-", input=json.dumps(pod))
+        for _ in range(200):
+            if (
+                json.loads(kubectl("get", "pod", "stopped", "-o", "json").stdout)["status"].get("phase")
+                == "Running"
+            ):
+                break
+            time.sleep(0.1)
+        uid = json.loads(kubectl("get", "pod", "stopped", "-o", "json").stdout)["metadata"]["uid"]
+        kubectl("delete", "pod", "stopped", "--wait=true", "--timeout=30s")
+        events = json.loads(
+            kubectl(
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=stopped,reason=Killing",
+                "-o",
+                "json",
+            ).stdout
+        )["items"]
+        events.sort(
+            key=lambda e: (e["firstTimestamp"], e["metadata"]["creationTimestamp"], e["metadata"]["name"])
+        )
+        seen = [(e["involvedObject"]["fieldPath"], e["message"]) for e in events]
+        assert sorted(seen[:2]) == [
+            ("spec.containers{app}", "Stopping container app"),
+            ("spec.containers{metrics}", "Stopping container metrics"),
+        ]
+        assert seen[2:] == [
+            ("spec.initContainers{proxy}", "Stopping container proxy"),
+            ("spec.initContainers{log-shipper}", "Stopping container log-shipper"),
+        ]
+        for event in events:
+            assert event["type"] == "Normal"
+            assert event["source"] == {"component": "kubelet", "host": "stopping-node"}
+            assert event["involvedObject"]["uid"] == uid
+        described = kubectl("get", "events", "--field-selector", "involvedObject.name=stopped").stdout
+        assert "Killing" in described and "Stopping container app" in described
+    finally:
+        background_loop.run(worker.stop())
+        background_loop.run(client.close())

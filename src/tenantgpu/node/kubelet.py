@@ -152,6 +152,14 @@ def _declared_env(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e}
 
 
+def _container_reference(record: PodRecord, group: str, name: str) -> dict[str, Any]:
+    """The involvedObject of an event about one container: the pod, with the container's field path."""
+    return {
+        "kind": "Pod", "namespace": record.namespace, "name": record.name, "uid": record.uid,
+        "apiVersion": "v1", "fieldPath": f"spec.{group}{{{name}}}",
+    }  # fmt: skip
+
+
 def _meta(pod: dict[str, Any]) -> dict[str, Any]:
     return pod.get("metadata") or {}
 
@@ -816,10 +824,7 @@ class Kubelet:
                             "they are considered invalid environment variable names."), warning=True)  # fmt: skip
                 return pod, built
             group, container = failed
-            reference = {
-                "kind": "Pod", "namespace": record.namespace, "name": record.name, "uid": record.uid,
-                "apiVersion": "v1", "fieldPath": f"spec.{group}{{{container}}}",
-            }  # fmt: skip
+            reference = _container_reference(record, group, container)
             await self.record_event(pod, "Failed", f"Error: {message}", warning=True, reference=reference)
             if written != f"{failed}{message}":  # the status stays as it is while the reason does
                 status = podstatus.config_error_status(
@@ -1151,12 +1156,11 @@ class Kubelet:
                 if name in wanted and was is not None and resize.restarts_for(container, was, wanted[name]):
                     restarted.append((group, name))
         for group, name in restarted:
-            reference = {
-                "kind": "Pod", "namespace": record.namespace, "name": record.name, "uid": record.uid,
-                "apiVersion": "v1", "fieldPath": f"spec.{group}{{{name}}}",
-            }  # fmt: skip
             await self.record_event(
-                pod, "Killing", f"Container {name} resize requires restart", reference=reference
+                pod,
+                "Killing",
+                f"Container {name} resize requires restart",
+                reference=_container_reference(record, group, name),
             )
         record.resize_conditions = {}
         await self._write_resize(record, None, restarted=[name for _, name in restarted], pod=pod)
@@ -1363,10 +1367,36 @@ class Kubelet:
             delay = min(delay * 2, 2.0)
         log.warning("kubelet %s: gave up deleting %s/%s", self.node_name, record.namespace, record.name)
 
+    async def _announce_stops(self, pod: dict[str, Any], record: PodRecord) -> None:
+        """kube's killContainer records `Killing` / `Stopping container <name>` for each container it
+        stops: the app and ephemeral containers still running first, then the sidecars in reverse order
+        (kuberuntime's killContainersWithSyncResult), each event on its container's field path."""
+        spec = pod.get("spec") or {}
+        stopping = [
+            ("containers", c.get("name", ""))
+            for c in spec.get("containers") or ()
+            if "running"
+            in (record.container_states.get(c.get("name", ""), {}).get("state") or {"running": {}})
+        ]
+        stopping += [
+            ("ephemeralContainers", name)
+            for name, entry in record.ephemeral.items()
+            if "running" in (entry.get("state") or {})
+        ]
+        stopping += [("initContainers", name) for name in reversed(record.sidecars)]
+        for group, name in stopping:
+            await self.record_event(
+                pod,
+                "Killing",
+                f"Stopping container {name}",
+                reference=_container_reference(record, group, name),
+            )
+
     async def _terminate(self, pod: dict[str, Any], record: PodRecord) -> None:
         """Graceful deletion: stop the containers, report them terminated, then remove the pod object."""
         try:
             if not record.finished and record.started_at:
+                await self._announce_stops(pod, record)
                 codes = {name: 0 for name in record.envs} or {
                     c.get("name", ""): 0 for c in (pod.get("spec") or {}).get("containers") or []
                 }
