@@ -99,3 +99,71 @@ def test_the_kubelet_refuses_a_pod_without_room_and_frees_the_room_of_a_deleted_
         )
         background_loop.run(worker.stop())
         background_loop.run(client.close())
+
+
+def test_a_critical_pod_without_room_is_admitted_by_preempting_a_pod_as_kubes_kubelet_does(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop, kubectl: Kubectl
+) -> None:
+    """pkg/kubelet/preemption: a `system-node-critical` pod bound to a full node evicts the pod that
+    frees its cpu. The victim stays, Failed with reason `Preempting`, a DisruptionTarget condition and a
+    Warning event; its containers are stopped (`Killing`); the critical pod runs."""
+    node = "critical-node"
+    client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+    worker = Worker(client, node, [], SharingConfig(), cpu="2", pods=10)
+    background_loop.run(worker.start())
+
+    def pod(name: str, namespace: str, cpu: str, **spec: Any) -> str:
+        container = {"name": "app", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}}
+        return json.dumps({**body, "spec": {"nodeName": node, "containers": [container], **spec}})
+
+    def until(name: str, namespace: str, phases: tuple[str, ...]) -> dict[str, Any]:
+        for _ in range(200):
+            status = json.loads(kubectl("get", "pod", name, "-n", namespace, "-o", "json").stdout)["status"]
+            if status.get("phase") in phases:
+                return status
+            time.sleep(0.1)
+        raise AssertionError(f"{name} never reached {phases}: {status}")
+
+    try:
+        kubectl("apply", "-f", "-", input=pod("small", "default", "250m"))
+        kubectl("apply", "-f", "-", input=pod("big", "default", "1500m"))
+        for name in ("small", "big"):
+            assert until(name, "default", ("Running", "Failed"))["phase"] == "Running"
+        kubectl(
+            "apply", "-f", "-",
+            input=pod("agent", "kube-system", "1", priorityClassName="system-node-critical"),
+        )  # fmt: skip
+        assert until("agent", "kube-system", ("Running", "Failed"))["phase"] == "Running"
+
+        victim = until("big", "default", ("Failed",))
+        assert (victim["reason"], victim["message"]) == (
+            "Preempting",
+            "Preempted in order to admit critical pod",
+        )
+        disruption = [c for c in victim["conditions"] if c["type"] == "DisruptionTarget"]
+        assert [(c["status"], c["reason"], c["message"]) for c in disruption] == [
+            ("True", "TerminationByKubelet", "Pod was preempted by Kubelet to accommodate a critical pod.")
+        ]
+        assert [cs["state"].get("terminated", {}).get("exitCode") for cs in victim["containerStatuses"]] == [
+            0
+        ]
+        assert until("small", "default", ("Running",))["phase"] == "Running"  # 1 cpu freed is enough
+
+        events = json.loads(
+            kubectl("get", "events", "--field-selector", "involvedObject.name=big", "-o", "json").stdout
+        )["items"]
+        seen = {(e["type"], e["reason"], e["message"]) for e in events if e["source"].get("host") == node}
+        assert ("Warning", "Preempting", "Preempted in order to admit critical pod") in seen
+        assert ("Normal", "Killing", "Stopping container app") in seen
+
+        # A pod that is not critical is refused as before: nothing is evicted for it.
+        kubectl("apply", "-f", "-", input=pod("plain", "default", "1"))
+        refused = until("plain", "default", ("Running", "Failed"))
+        assert (refused["phase"], refused["reason"]) == ("Failed", "OutOfcpu")
+        assert until("small", "default", ("Running",))["phase"] == "Running"
+    finally:
+        kubectl("delete", "pod", "small", "big", "plain", "--ignore-not-found", "--wait=false")
+        kubectl("delete", "pod", "agent", "-n", "kube-system", "--ignore-not-found", "--wait=false")
+        background_loop.run(worker.stop())
+        background_loop.run(client.close())

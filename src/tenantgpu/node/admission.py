@@ -7,7 +7,8 @@ device plugin's Allocate (kube adds that handler first): the pod's `kubernetes.i
 admitted (pods, cpu, memory, ephemeral-storage, then the extended resources the node advertises),
 NodeAffinity, NodePorts and, for a pod that is not static, the node's NoExecute taints. The first
 failure rejects the pod with kube's reason and text (`OutOfcpu`, `Node didn't have enough resource:
-cpu, requested: 4000, used: 500, capacity: 2000`, `Predicate NodeAffinity failed: …`).
+cpu, requested: 4000, used: 500, capacity: 2000`, `Predicate NodeAffinity failed: …`), unless the pod
+is critical and only short of resources: then `criticalpods` chooses pods to evict for it.
 
 Pure functions: the kubelet passes the node and what the pods it admitted request.
 """
@@ -88,20 +89,36 @@ def _is_extended(name: str) -> bool:
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
-def _insufficient(name: str, requested: int, used: int, capacity: int) -> Rejection:
-    return Rejection(
-        _OUT_OF.get(name, f"OutOf{name}"),
-        f"Node didn't have enough resource: {name}, requested: {requested}, used: {used}, capacity: {capacity}",
+@dataclass(frozen=True)
+class Failure:
+    """One of generalFilter's reasons; an insufficient resource also says how much is missing
+    (InsufficientResourceError.GetInsufficientAmount), which the critical pod handler frees."""
+
+    rejection: Rejection
+    resource: str | None = None
+    missing: int = 0
+
+
+def _insufficient(name: str, requested: int, used: int, capacity: int) -> Failure:
+    return Failure(
+        Rejection(
+            _OUT_OF.get(name, f"OutOf{name}"),
+            f"Node didn't have enough resource: {name}, requested: {requested}, used: {used}, "
+            f"capacity: {capacity}",
+        ),
+        name,
+        requested - (capacity - used),
     )
 
 
-def _fit(wanted: Requests, node: Mapping[str, Any], admitted: list[Requests]) -> Rejection | None:
-    """NodeResourcesFit's first failure, in its order: pods, cpu, memory, ephemeral storage, scalars."""
+def _fit(wanted: Requests, node: Mapping[str, Any], admitted: list[Requests]) -> list[Failure]:
+    """NodeResourcesFit's failures, in its order: pods, cpu, memory, ephemeral storage, scalars."""
     allocatable = _allocatable(node)
+    found = []
     if "pods" in allocatable:
         allowed = math.floor(parse_quantity(allocatable["pods"]))
         if len(admitted) + 1 > allowed:
-            return _insufficient("pods", 1, len(admitted), allowed)
+            found.append(_insufficient("pods", 1, len(admitted), allowed))
     # An extended resource the node does not advertise is a cluster-level one: the kubelet leaves it out.
     wanted = {n: v for n, v in wanted.items() if n in allocatable or not _is_extended(n)}
     scalars = sorted(n for n in wanted if n not in _NAMED and n != "pods")
@@ -109,8 +126,8 @@ def _fit(wanted: Requests, node: Mapping[str, Any], admitted: list[Requests]) ->
         capacity = whole(name, allocatable[name]) if name in allocatable else 0
         used = sum(requests.get(name, 0) for requests in admitted)
         if wanted[name] > capacity - used:
-            return _insufficient(name, wanted[name], used, capacity)
-    return None
+            found.append(_insufficient(name, wanted[name], used, capacity))
+    return found
 
 
 def host_ports(pod: Mapping[str, Any]) -> list[tuple[str, str, int]]:
@@ -141,16 +158,29 @@ def _predicate(name: str, reason: str) -> Rejection:
     return Rejection(name, f"Predicate {name} failed: {reason}")
 
 
-def admit(
+def failures(
     pod: Mapping[str, Any],
     node: Mapping[str, Any],
     admitted: list[Requests],
     *,
     ports_in_use: Iterable[tuple[str, str, int]] = (),
     static: bool = False,
-) -> Rejection | None:
-    """None when the kubelet admits `pod` beside the pods it admitted before (what each requests, see
-    `pod_requests`, and the host ports they hold); otherwise kube's first reason to refuse it."""
+) -> list[Failure]:
+    """kube's generalFilter: every reason the node cannot take `pod` beside the pods it admitted (what
+    each requests, see `pod_requests`, and the host ports they hold), in its order."""
+    found = _fit(pod_requests(pod), node, admitted)
+    if not selector_matches(dict(pod), dict(node)):
+        found.append(Failure(_predicate("NodeAffinity", reasons.NODE_SELECTOR_MISMATCH)))
+    wanted_ports = host_ports(pod)
+    if wanted_ports and _ports_conflict(wanted_ports, ports_in_use):
+        found.append(Failure(_predicate("NodePorts", _NODE_PORTS_REASON)))
+    if not static and untolerated_taint(dict(pod), dict(node), effects=("NoExecute",)) is not None:
+        found.append(Failure(_predicate("TaintToleration", _TAINTS_REASON)))
+    return found
+
+
+def os_rejection(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Rejection | None:
+    """The checks kube makes first, since evicting pods would not help them: the pod's OS label and field."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
     node_os = ((node.get("metadata") or {}).get("labels") or {}).get(OS_LABEL) or NODE_OS
     if OS_LABEL in labels and labels[OS_LABEL] != node_os:
@@ -161,14 +191,21 @@ def admit(
     pod_os = ((pod.get("spec") or {}).get("os") or {}).get("name")
     if pod_os is not None and pod_os != NODE_OS:
         return Rejection("PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS")
-    rejection = _fit(pod_requests(pod), node, admitted)
-    if rejection is not None:
-        return rejection
-    if not selector_matches(dict(pod), dict(node)):
-        return _predicate("NodeAffinity", reasons.NODE_SELECTOR_MISMATCH)
-    wanted_ports = host_ports(pod)
-    if wanted_ports and _ports_conflict(wanted_ports, ports_in_use):
-        return _predicate("NodePorts", _NODE_PORTS_REASON)
-    if not static and untolerated_taint(dict(pod), dict(node), effects=("NoExecute",)) is not None:
-        return _predicate("TaintToleration", _TAINTS_REASON)
     return None
+
+
+def admit(
+    pod: Mapping[str, Any],
+    node: Mapping[str, Any],
+    admitted: list[Requests],
+    *,
+    ports_in_use: Iterable[tuple[str, str, int]] = (),
+    static: bool = False,
+) -> Rejection | None:
+    """None when the kubelet admits `pod` beside the pods it admitted before; otherwise kube's first
+    reason to refuse it (no pod is evicted for it: see `preemption.admit_critical` for that)."""
+    refused = os_rejection(pod, node)
+    if refused is not None:
+        return refused
+    found = failures(pod, node, admitted, ports_in_use=ports_in_use, static=static)
+    return found[0].rejection if found else None

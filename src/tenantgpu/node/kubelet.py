@@ -26,7 +26,7 @@ import math
 import random
 import shlex
 import zlib
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -47,7 +47,7 @@ from tenantgpu.hami.device_plugin import (
 )
 from tenantgpu.hami.install import MIRROR_POD_ANNOTATION, owned_by_node
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
-from tenantgpu.node import admission, containerenv, podstatus, programs, resize, runtimestatus
+from tenantgpu.node import admission, containerenv, criticalpods, podstatus, programs, resize, runtimestatus
 from tenantgpu.node import gpu_runtime as rt
 from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
 
@@ -158,6 +158,11 @@ def _container_reference(record: PodRecord, group: str, name: str) -> dict[str, 
         "kind": "Pod", "namespace": record.namespace, "name": record.name, "uid": record.uid,
         "apiVersion": "v1", "fieldPath": f"spec.{group}{{{name}}}",
     }  # fmt: skip
+
+
+def _is_static(pod: Mapping[str, Any]) -> bool:
+    """A static pod, seen through its mirror pod (kube's IsStaticPod / IsMirrorPod)."""
+    return MIRROR_POD_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})
 
 
 def _meta(pod: dict[str, Any]) -> dict[str, Any]:
@@ -549,19 +554,78 @@ class Kubelet:
             return None
         node = self.node_informer.get(None, self.node_name)
         if node is not None:
-            others = self._admitted_others(record)
-            rejection = admission.admit(
-                pod,
-                node,
-                [r.requests for r in others if r.requests is not None],
-                ports_in_use=(port for r in others for port in r.host_ports),
-                static=MIRROR_POD_ANNOTATION in (_meta(pod).get("annotations") or {}),
-            )
+            rejection = await self._predicate_admit(pod, record, node)
             if rejection is not None:
                 await self._reject(pod, record, rejection.reason, rejection.message)
                 return None
         self._charge(record, pod)
         return allocation
+
+    async def _predicate_admit(
+        self, pod: dict[str, Any], record: PodRecord, node: dict[str, Any]
+    ) -> admission.Rejection | None:
+        """kube's predicate admit handler with its critical pod handler: the OS checks, then every reason
+        the node cannot take the pod beside the pods admitted before; a critical pod refused only for
+        want of resources is admitted once the pods `criticalpods` chooses are evicted. (Pods already
+        being deleted count as using their room but are not chosen: they are on their way out.)"""
+        refused = admission.os_rejection(pod, node)
+        if refused is not None:
+            return refused
+        others = self._admitted_others(record)
+        found = admission.failures(
+            pod,
+            node,
+            [r.requests for r in others if r.requests is not None],
+            ports_in_use=(port for r in others for port in r.host_ports),
+            static=_is_static(pod),
+        )
+        if not found:
+            return None
+        candidates = [r for r in others if not r.terminating]
+        running = []
+        for candidate in candidates:
+            current = self.informer.get(candidate.namespace, candidate.name) or {"spec": candidate.spec}
+            running.append(criticalpods.Running(current, static=_is_static(current)))
+        outcome = criticalpods.handle_failure(
+            criticalpods.Running(pod, static=_is_static(pod)), found, running
+        )
+        if isinstance(outcome, admission.Rejection):
+            return outcome
+        for index in outcome.victims:
+            await self._preempt(candidates[index], dict(running[index].pod))
+        return None
+
+    async def _preempt(self, victim: PodRecord, pod: dict[str, Any]) -> None:
+        """killPodNow for a pod evicted to make room for a critical one: a `Preempting` Warning on it, its
+        containers stopped, and the status kube's statusFn gives it (Failed, reason `Preempting`, the
+        DisruptionTarget condition). The pod object stays, as a Failed pod."""
+        await self.record_event(pod, criticalpods.PREEMPTING, criticalpods.PREEMPTED_MESSAGE, warning=True)
+        if victim.task is not None and not victim.task.done():
+            victim.task.cancel()
+        if victim.started_at:
+            await self._announce_stops(pod, victim)
+        victim.finished = True  # its room is free from here
+        codes = {name: 0 for name in victim.envs} or {
+            c.get("name", ""): 0 for c in (pod.get("spec") or {}).get("containers") or []
+        }
+        for name in victim.logs:
+            if name not in victim.init_containers:
+                victim.logs[name].write("received SIGTERM, exiting")
+        status = podstatus.terminated_status(
+            pod,
+            self.host_ip,
+            victim.pod_ip,
+            victim.start_time or podstatus.rfc3339(),
+            victim.started_at or "",
+            codes,
+            phase="Failed",
+        )
+        status["reason"], status["message"] = criticalpods.PREEMPTING, criticalpods.PREEMPTED_MESSAGE
+        status["conditions"].insert(
+            0, podstatus.disruption_condition(criticalpods.DISRUPTION_REASON, criticalpods.DISRUPTION_MESSAGE)
+        )
+        self._stop_remaining(victim, status)
+        await self._patch_status(victim, status)
 
     async def _reject(self, pod: dict[str, Any], record: PodRecord, reason: str, message: str) -> None:
         """kube's rejectPod: a Warning event from the kubelet, then the Failed status."""

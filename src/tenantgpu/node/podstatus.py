@@ -327,6 +327,12 @@ def admission_failed_message(error: str) -> str:
     return f"Allocate failed due to rpc error: code = Unknown desc = {error}, which is unexpected"
 
 
+def disruption_condition(reason: str, message: str, now: datetime | None = None) -> dict[str, Any]:
+    """The DisruptionTarget condition the kubelet gives a pod it is about to stop for a reason of its
+    own (a critical pod's preemption, node-pressure eviction, node shutdown)."""
+    return _condition("DisruptionTarget", True, rfc3339(now), reason, message)
+
+
 def rejected_status(reason: str, message: str, now: datetime | None = None) -> dict[str, Any]:
     """What a real kubelet reports for a pod one of its admit handlers refused (a device plugin's failed
     Allocate, OutOfcpu, …): its rejectPod prefixes the handler's message with `Pod was rejected: ` (since
