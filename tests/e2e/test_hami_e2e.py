@@ -821,6 +821,12 @@ def test_a_command_that_ends_under_restart_policy_always_restarts_with_back_off(
     assert row[2] == "CrashLoopBackOff" and row[3] == "1" and row[4].startswith("(") and row[5] == "ago)"
     previous = kubectl("logs", "loop", "--previous").stdout
     assert "$ sh -c 'echo run'\nrun\n" in previous and previous.endswith("process exited with code 0\n")
+    # kuberuntime's doBackOff: a Warning on the container each time it waits to be restarted
+    events = _get(kubectl, "events", "--field-selector", "involvedObject.name=loop,reason=BackOff")["items"]
+    assert [(e["type"], e["involvedObject"]["fieldPath"], e["source"]["component"]) for e in events] == [
+        ("Warning", "spec.containers{loop}", "kubelet")
+    ]
+    assert events[0]["message"] == f"Back-off restarting failed container loop in pod loop_default({uid})"
     _cleanup(kubectl, "t=loop")
 
 

@@ -566,8 +566,9 @@ class Kubelet:
     ) -> admission.Rejection | None:
         """kube's predicate admit handler with its critical pod handler: the OS checks, then every reason
         the node cannot take the pod beside the pods admitted before; a critical pod refused only for
-        want of resources is admitted once the pods `criticalpods` chooses are evicted. (Pods already
-        being deleted count as using their room but are not chosen: they are on their way out.)"""
+        want of resources is admitted once the pods `criticalpods` chooses are evicted. Pods already
+        being deleted count as using their room but are not chosen: they are on their way out. Nor are
+        the mirror pods of the node's own components, which the lab runs outside any container."""
         refused = admission.os_rejection(pod, node)
         if refused is not None:
             return refused
@@ -581,11 +582,12 @@ class Kubelet:
         )
         if not found:
             return None
-        candidates = [r for r in others if not r.terminating]
-        running = []
-        for candidate in candidates:
-            current = self.informer.get(candidate.namespace, candidate.name) or {"spec": candidate.spec}
-            running.append(criticalpods.Running(current, static=_is_static(current)))
+        candidates, running = [], []
+        for other in others:
+            current = self.informer.get(other.namespace, other.name) or {"spec": other.spec}
+            if not other.terminating and not _is_static(current):
+                candidates.append(other)
+                running.append(criticalpods.Running(current))
         outcome = criticalpods.handle_failure(
             criticalpods.Running(pod, static=_is_static(pod)), found, running
         )
@@ -1065,10 +1067,15 @@ class Kubelet:
                     return
                 delay = 0.0 if restarts == 0 else min(10.0 * 2 ** (restarts - 1), 300.0)
                 if delay:
-                    message = (
-                        f"back-off {int(delay)}s restarting failed container={name} "
-                        f"pod={meta.get('name')}_{meta.get('namespace')}({record.uid})"
+                    who = f"{meta.get('name')}_{meta.get('namespace')}({record.uid})"  # kube's format.Pod
+                    await self.record_event(
+                        pod,
+                        "BackOff",
+                        f"Back-off restarting failed container {name} in pod {who}",
+                        warning=True,
+                        reference=_container_reference(record, "containers", name),
                     )
+                    message = f"back-off {int(delay)}s restarting failed container={name} pod={who}"
                     waiting = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
                     record.container_states[name] = podstatus.container_entry(
                         specs[name], record.uid, state=waiting, last=last, restarts=restarts
