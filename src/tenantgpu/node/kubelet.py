@@ -25,6 +25,7 @@ import logging
 import math
 import random
 import shlex
+import time
 import zlib
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -47,7 +48,16 @@ from tenantgpu.hami.device_plugin import (
 )
 from tenantgpu.hami.install import MIRROR_POD_ANNOTATION, owned_by_node
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
-from tenantgpu.node import admission, containerenv, criticalpods, podstatus, programs, resize, runtimestatus
+from tenantgpu.node import (
+    admission,
+    containerenv,
+    criticalpods,
+    podstatus,
+    programs,
+    resize,
+    runtimestatus,
+    volumesources,
+)
 from tenantgpu.node import gpu_runtime as rt
 from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
 
@@ -57,6 +67,9 @@ _REMOVE_ATTEMPTS = 12  # about 15 s of backoff
 # A pod whose containers cannot be configured yet (a ConfigMap or Secret they need is missing) is tried
 # again after the kubelet's pod-sync back-off: 10 s, plus up to half of it as jitter.
 CONFIG_RETRY_SECONDS = 10.0
+# A ConfigMap or Secret a volume needs, once read, serves the pods that start in the next seconds.
+_MOUNT_OBJECT_SECONDS = 2.0
+_MOUNT_OBJECTS_KEPT = 256  # entries before the expired ones are dropped
 MIRROR_RECREATE_SECONDS = 0.5  # a deleted mirror pod comes back on the kubelet's next sync, not at once
 
 
@@ -216,6 +229,8 @@ class Kubelet:
         self._next_ip = 2
         self._admit_lock = asyncio.Lock()  # HAMi's Allocate is serialised by a mutex
         self._deferred: set[str] = set()  # uids of pods whose resize waits for room (Deferred)
+        # (kind, namespace, name) → a ConfigMap or Secret a volume takes files from, and when it was read
+        self._mount_objects: dict[tuple[str, str, str], tuple[dict[str, Any], float]] = {}
         # Writes beside the pods' own tasks (re-creating a deleted mirror pod, writing Ready back), which
         # `stop()` cancels.
         self._side_tasks: set[asyncio.Task[None]] = set()
@@ -846,6 +861,7 @@ class Kubelet:
             record.start_time = creating["startTime"]
             if not await self._patch_status(record, creating):
                 return
+            await self._mount_volumes(pod, record)
             if self.container_start_seconds:
                 await asyncio.sleep(self.container_start_seconds)
             self._claim_ip(record, self._allocate_ip())
@@ -869,6 +885,65 @@ class Kubelet:
             raise
         except Exception:
             log.exception("kubelet %s: pod %s/%s", self.node_name, record.namespace, record.name)
+
+    async def _mount_volumes(self, pod: dict[str, Any], record: PodRecord) -> None:
+        """kube's WaitForAttachAndMount for the volumes that take files from ConfigMaps and Secrets: until
+        each can be set up the pod stays in ContainerCreating, with a Warning `FailedMount` per volume and
+        attempt, retried with the volume manager's back-off (a deleted pod's task is cancelled meanwhile)."""
+        needs = volumesources.volume_needs(pod.get("spec") or {})
+        attempt = 0
+        while needs:
+            try:
+                found: dict[tuple[str, str], dict[str, Any] | None] = {}
+                for volume in needs:
+                    for source in volume.sources:
+                        if (source.kind, source.name) not in found:
+                            found[source.kind, source.name] = await self._mount_object(
+                                source.kind, record.namespace, source.name
+                            )
+                failing = [
+                    (volume.volume, error)
+                    for volume in needs
+                    if (error := volumesources.setup_error(volume, lambda k, n, f=found: f.get((k, n))))
+                    is not None
+                ]
+            except (ApiError, OSError, aiohttp.ClientError) as err:
+                failing = [(volume.volume, str(err)) for volume in needs]
+            if not failing:
+                return
+            attempt += 1
+            for volume_name, error in failing:
+                await self.record_event(
+                    pod,
+                    volumesources.FAILED_MOUNT,
+                    volumesources.failed_mount_message(volume_name, error),
+                    warning=True,
+                )
+            await asyncio.sleep(volumesources.retry_delay(attempt))
+
+    async def _mount_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The ConfigMap or Secret, None when there is none. What was found is used again for a couple of
+        seconds, so that the pods of a burst do not each ask for their namespace's `kube-root-ca.crt`
+        (kube's kubelet watches each object its pods reference for the same reason); what was missing
+        is asked for again at once."""
+        key = (kind, namespace, name)
+        now = time.monotonic()
+        cached = self._mount_objects.get(key)
+        if cached is not None and now - cached[1] < _MOUNT_OBJECT_SECONDS:
+            return cached[0]
+        try:
+            found = await self.client.get("configmaps" if kind == "configmap" else "secrets", name, namespace)
+        except ApiError as err:
+            if err.code != 404:
+                raise
+            self._mount_objects.pop(key, None)
+            return None
+        if len(self._mount_objects) >= _MOUNT_OBJECTS_KEPT:
+            self._mount_objects = {
+                k: v for k, v in self._mount_objects.items() if now - v[1] < _MOUNT_OBJECT_SECONDS
+            }
+        self._mount_objects[key] = (found, now)
+        return found
 
     async def _configure(
         self, pod: dict[str, Any], record: PodRecord

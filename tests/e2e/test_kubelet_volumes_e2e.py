@@ -1,0 +1,113 @@
+"""A pod whose volume takes files from a ConfigMap or Secret that is not there waits in ContainerCreating,
+as on a real node, with kube's `FailedMount` events, and starts once the object is created."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer
+
+from tenantgpu.gpushare import SharingConfig
+from tenantgpu.kubeclient import KubeClient
+from tenantgpu.node.worker import Worker
+
+pytestmark = pytest.mark.slow
+
+NODE = "volume-node"
+
+
+def _pod(name: str, volumes: list[dict[str, Any]]) -> str:
+    container = {
+        "name": "app",
+        "image": "busybox",
+        "volumeMounts": [{"name": v["name"], "mountPath": f"/{v['name']}"} for v in volumes],
+    }
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": NODE, "containers": [container], "volumes": volumes},
+        }
+    )
+
+
+def _pod_status(kubectl: Kubectl, name: str) -> dict[str, Any]:
+    return json.loads(kubectl("get", "pod", name, "-o", "json").stdout)["status"]
+
+
+def _failed_mounts(kubectl: Kubectl, name: str) -> list[dict[str, Any]]:
+    return json.loads(
+        kubectl(
+            "get",
+            "events",
+            "--field-selector",
+            f"involvedObject.name={name},reason=FailedMount",
+            "-o",
+            "json",
+        ).stdout
+    )["items"]
+
+
+def _until(what: str, check: Any, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := check():
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_missing_configmap_holds_the_pod_in_container_creating_until_it_is_created(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop, kubectl: Kubectl
+) -> None:
+    client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+    worker = Worker(client, NODE, [], SharingConfig())
+    background_loop.run(worker.start())
+    volumes = [
+        {"name": "settings", "configMap": {"name": "app-settings"}},
+        {"name": "maybe", "secret": {"secretName": "not-there", "optional": True}},
+    ]
+    try:
+        kubectl("apply", "-f", "-", input=_pod("waits", volumes))
+        events = _until("a FailedMount event", lambda: _failed_mounts(kubectl, "waits"))
+        assert {(e["type"], e["message"], e["source"]["component"], e["source"]["host"]) for e in events} == {
+            (
+                "Warning",
+                'MountVolume.SetUp failed for volume "settings" : configmap "app-settings" not found',
+                "kubelet",
+                NODE,
+            )
+        }  # the optional Secret's volume is no reason to wait
+        status = _pod_status(kubectl, "waits")
+        assert status["phase"] == "Pending" and "podIP" not in status
+        assert status["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
+        assert kubectl("get", "pod", "waits", "--no-headers").stdout.split()[2] == "ContainerCreating"
+        # retried with the volume manager's back-off, the same event counted up
+        _until("a retry", lambda: max(e.get("count", 1) for e in _failed_mounts(kubectl, "waits")) >= 2)
+        assert "FailedMount" in kubectl("describe", "pod", "waits").stdout
+
+        kubectl("create", "configmap", "app-settings", "--from-literal=mode=fast")
+        _until("the pod Running", lambda: _pod_status(kubectl, "waits").get("phase") == "Running")
+
+        # a key the volume's items name must be in the ConfigMap
+        keyed = [
+            {
+                "name": "settings",
+                "configMap": {"name": "app-settings", "items": [{"key": "level", "path": "l"}]},
+            }
+        ]
+        kubectl("apply", "-f", "-", input=_pod("wrong-key", keyed))
+        events = _until("a FailedMount event", lambda: _failed_mounts(kubectl, "wrong-key"))
+        assert events[0]["message"] == (
+            'MountVolume.SetUp failed for volume "settings" : configmap references non-existent config key: level'
+        )
+        assert _pod_status(kubectl, "wrong-key")["phase"] == "Pending"
+    finally:
+        kubectl("delete", "pod", "waits", "wrong-key", "--ignore-not-found", "--wait=false")
+        kubectl("delete", "configmap", "app-settings", "--ignore-not-found")
+        background_loop.run(worker.stop())
+        background_loop.run(client.close())
