@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import datetime
 
 import pytest
 from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer
@@ -154,5 +155,55 @@ def test_deleting_a_running_pod_records_killing_for_each_container_it_stops(
         described = kubectl("get", "events", "--field-selector", "involvedObject.name=stopped").stdout
         assert "Killing" in described and "Stopping container app" in described
     finally:
+        background_loop.run(worker.stop())
+        background_loop.run(client.close())
+
+
+def test_a_pod_past_its_active_deadline_is_failed_by_its_kubelet(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop, kubectl: Kubectl
+) -> None:
+    """kube's activeDeadlineHandler: `activeDeadlineSeconds` after its start time the pod fails with
+    reason DeadlineExceeded and kube's message, a Normal event says so, and its containers are stopped."""
+    client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+    worker = Worker(client, "deadline-node", [], SharingConfig())
+    background_loop.run(worker.start())
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bounded", "namespace": "default"},
+        "spec": {
+            "nodeName": "deadline-node",
+            "activeDeadlineSeconds": 2,
+            "containers": [{"name": "train", "image": "busybox", "command": ["sleep", "3600"]}],
+        },
+    }
+    try:
+        kubectl("apply", "-f", "-", input=json.dumps(pod))
+        status: dict = {}
+        for _ in range(100):
+            status = json.loads(kubectl("get", "pod", "bounded", "-o", "json").stdout)["status"]
+            if status.get("phase") == "Failed":
+                break
+            time.sleep(0.1)
+        assert (status.get("phase"), status.get("reason"), status.get("message")) == (
+            "Failed",
+            "DeadlineExceeded",
+            "Pod was active on the node longer than the specified deadline",
+        )
+        started = datetime.fromisoformat(status["startTime"].replace("Z", "+00:00"))
+        finished = status["containerStatuses"][0]["state"]["terminated"]["finishedAt"]
+        assert (datetime.fromisoformat(finished.replace("Z", "+00:00")) - started).total_seconds() >= 2
+        events = json.loads(
+            kubectl("get", "events", "--field-selector", "involvedObject.name=bounded", "-o", "json").stdout
+        )["items"]
+        seen = {(e["type"], e["reason"], e["message"]) for e in events}
+        assert (
+            "Normal",
+            "DeadlineExceeded",
+            "Pod was active on the node longer than the specified deadline",
+        ) in seen
+        assert ("Normal", "Killing", "Stopping container train") in seen
+    finally:
+        kubectl("delete", "pod", "bounded", "--ignore-not-found", "--wait=false")
         background_loop.run(worker.stop())
         background_loop.run(client.close())

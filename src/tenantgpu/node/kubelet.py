@@ -49,6 +49,7 @@ from tenantgpu.hami.device_plugin import (
 from tenantgpu.hami.install import MIRROR_POD_ANNOTATION, owned_by_node
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.node import (
+    activedeadline,
     admission,
     containerenv,
     criticalpods,
@@ -229,6 +230,8 @@ class Kubelet:
         self._next_ip = 2
         self._admit_lock = asyncio.Lock()  # HAMi's Allocate is serialised by a mutex
         self._deferred: set[str] = set()  # uids of pods whose resize waits for room (Deferred)
+        self._deadlines: set[str] = set()  # uids of pods with an activeDeadlineSeconds, until they end
+        self._deadline_loop: asyncio.Task[None] | None = None
         # (kind, namespace, name) → a ConfigMap or Secret a volume takes files from, and when it was read
         self._mount_objects: dict[tuple[str, str, str], tuple[dict[str, Any], float]] = {}
         # Writes beside the pods' own tasks (re-creating a deleted mirror pod, writing Ready back), which
@@ -296,6 +299,8 @@ class Kubelet:
         await self.service_informer.stop()
         for side in list(self._side_tasks):
             side.cancel()
+        if self._deadline_loop is not None:
+            self._deadline_loop.cancel()
         tasks = [r.task for r in self.pods.values() if r.task and not r.task.done()]
         for task in tasks:
             task.cancel()
@@ -405,6 +410,8 @@ class Kubelet:
                 self._deferred.discard(uid)
                 self._retry_deferred()
             return
+        if activedeadline.deadline_seconds(pod) is not None and (record is None or not record.finished):
+            self._track_deadline(uid)
         if record is None:
             phase = (pod.get("status") or {}).get("phase")
             self._seen += 1
@@ -617,32 +624,72 @@ class Kubelet:
         containers stopped, and the status kube's statusFn gives it (Failed, reason `Preempting`, the
         DisruptionTarget condition). The pod object stays, as a Failed pod."""
         await self.record_event(pod, criticalpods.PREEMPTING, criticalpods.PREEMPTED_MESSAGE, warning=True)
-        if victim.task is not None and not victim.task.done():
-            victim.task.cancel()
-        if victim.started_at:
-            await self._announce_stops(pod, victim)
-        victim.finished = True  # its room is free from here
-        codes = {name: 0 for name in victim.envs} or {
+        condition = podstatus.disruption_condition(
+            criticalpods.DISRUPTION_REASON, criticalpods.DISRUPTION_MESSAGE
+        )
+        await self._fail_running(
+            victim, pod, criticalpods.PREEMPTING, criticalpods.PREEMPTED_MESSAGE, condition=condition
+        )
+
+    async def _fail_running(
+        self,
+        record: PodRecord,
+        pod: dict[str, Any],
+        reason: str,
+        message: str,
+        *,
+        condition: dict[str, Any] | None = None,
+    ) -> None:
+        """The kubelet ends a pod for a reason of its own: its containers are stopped (`Killing`), and it
+        stays as a Failed pod with the reason and message (and the condition, first, if one is given)."""
+        if record.task is not None and not record.task.done() and record.task is not asyncio.current_task():
+            record.task.cancel()
+        if record.started_at:
+            await self._announce_stops(pod, record)
+        record.finished = True  # its room is free from here
+        codes = {name: 0 for name in record.envs} or {
             c.get("name", ""): 0 for c in (pod.get("spec") or {}).get("containers") or []
         }
-        for name in victim.logs:
-            if name not in victim.init_containers:
-                victim.logs[name].write("received SIGTERM, exiting")
+        for name in record.logs:
+            if name not in record.init_containers:
+                record.logs[name].write("received SIGTERM, exiting")
         status = podstatus.terminated_status(
             pod,
             self.host_ip,
-            victim.pod_ip,
-            victim.start_time or podstatus.rfc3339(),
-            victim.started_at or "",
+            record.pod_ip,
+            record.start_time or podstatus.rfc3339(),
+            record.started_at or "",
             codes,
             phase="Failed",
         )
-        status["reason"], status["message"] = criticalpods.PREEMPTING, criticalpods.PREEMPTED_MESSAGE
-        status["conditions"].insert(
-            0, podstatus.disruption_condition(criticalpods.DISRUPTION_REASON, criticalpods.DISRUPTION_MESSAGE)
-        )
-        self._stop_remaining(victim, status)
-        await self._patch_status(victim, status)
+        status["reason"], status["message"] = reason, message
+        if condition is not None:
+            status["conditions"].insert(0, condition)
+        self._stop_remaining(record, status)
+        await self._patch_status(record, status)
+
+    def _track_deadline(self, uid: str) -> None:
+        """Watch a pod with `activeDeadlineSeconds` in a one-second loop while there is any, as kube's
+        sync loop asks its activeDeadlineHandler."""
+        self._deadlines.add(uid)
+        if self._deadline_loop is None or self._deadline_loop.done():
+            self._deadline_loop = asyncio.create_task(self._enforce_deadlines())
+
+    async def _enforce_deadlines(self) -> None:
+        while self._deadlines:
+            await asyncio.sleep(activedeadline.SYNC_SECONDS)
+            now = datetime.now(UTC)
+            for uid in list(self._deadlines):
+                record = self.pods.get(uid)
+                pod = None if record is None else self.informer.get(record.namespace, record.name)
+                if record is None or pod is None or record.finished or record.terminating:
+                    self._deadlines.discard(uid)
+                    continue
+                started = record.start_time or (pod.get("status") or {}).get("startTime")
+                if activedeadline.past_deadline(pod, started, now):
+                    self._deadlines.discard(uid)
+                    await self.record_event(pod, activedeadline.REASON, activedeadline.MESSAGE)
+                    await self._fail_running(record, pod, activedeadline.REASON, activedeadline.MESSAGE)
 
     async def _reject(self, pod: dict[str, Any], record: PodRecord, reason: str, message: str) -> None:
         """kube's rejectPod: a Warning event from the kubelet, then the Failed status."""
