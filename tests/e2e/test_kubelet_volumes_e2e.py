@@ -1,5 +1,6 @@
 """A pod whose volume takes files from a ConfigMap or Secret that is not there waits in ContainerCreating,
-as on a real node, with kube's `FailedMount` events, and starts once the object is created."""
+as on a real node, with kube's `FailedMount` events, and starts once the object is created; a missing
+image pull secret is only warned about."""
 
 from __future__ import annotations
 
@@ -109,5 +110,54 @@ def test_a_missing_configmap_holds_the_pod_in_container_creating_until_it_is_cre
     finally:
         kubectl("delete", "pod", "waits", "wrong-key", "--ignore-not-found", "--wait=false")
         kubectl("delete", "configmap", "app-settings", "--ignore-not-found")
+        background_loop.run(worker.stop())
+        background_loop.run(client.close())
+
+
+def test_missing_image_pull_secrets_are_warned_about_and_the_pod_starts(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop, kubectl: Kubectl
+) -> None:
+    """kube's getPullSecretsForPod: `FailedToRetrieveImagePullSecret` names the missing ones, in order."""
+    client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+    worker = Worker(client, NODE, [], SharingConfig())
+    background_loop.run(worker.start())
+    kubectl(
+        "create",
+        "secret",
+        "docker-registry",
+        "ngc-present",
+        "--docker-server=nvcr.io",
+        "--docker-username=$oauthtoken",
+        "--docker-password=x",
+    )
+    pod = json.loads(_pod("pulls", []))
+    pod["spec"]["imagePullSecrets"] = [
+        {"name": "ngc-missing"},
+        {"name": "ngc-present"},
+        {"name": "other-missing"},
+    ]
+    try:
+        kubectl("apply", "-f", "-", input=json.dumps(pod))
+        _until("the pod Running", lambda: _pod_status(kubectl, "pulls").get("phase") == "Running")
+        events = json.loads(
+            kubectl(
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=pulls,reason=FailedToRetrieveImagePullSecret",
+                "-o",
+                "json",
+            ).stdout
+        )["items"]
+        assert [(e["type"], e["message"]) for e in events] == [
+            (
+                "Warning",
+                "Unable to retrieve some image pull secrets (ngc-missing, other-missing); attempting to pull the "
+                "image may not succeed.",
+            )
+        ]
+    finally:
+        kubectl("delete", "pod", "pulls", "--ignore-not-found", "--wait=false")
+        kubectl("delete", "secret", "ngc-present", "--ignore-not-found")
         background_loop.run(worker.stop())
         background_loop.run(client.close())

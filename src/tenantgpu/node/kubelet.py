@@ -909,6 +909,7 @@ class Kubelet:
             if not await self._patch_status(record, creating):
                 return
             await self._mount_volumes(pod, record)
+            await self._pull_secrets(pod, record)
             if self.container_start_seconds:
                 await asyncio.sleep(self.container_start_seconds)
             self._claim_ip(record, self._allocate_ip())
@@ -967,6 +968,30 @@ class Kubelet:
                     warning=True,
                 )
             await asyncio.sleep(volumesources.retry_delay(attempt))
+
+    async def _pull_secrets(self, pod: dict[str, Any], record: PodRecord) -> None:
+        """kube's getPullSecretsForPod: the pod's `imagePullSecrets` are looked up before its images are
+        pulled; those missing are named in a Warning, and the pod starts all the same (the simulated
+        images need no credentials)."""
+        missing = []
+        for reference in (pod.get("spec") or {}).get("imagePullSecrets") or ():
+            name = reference.get("name") if isinstance(reference, dict) else None
+            if not name:
+                continue  # validation lets empty names through; kube skips them without a warning
+            try:
+                found = await self._mount_object("secret", record.namespace, name)
+            except (ApiError, OSError, aiohttp.ClientError):
+                found = None
+            if found is None:
+                missing.append(name)
+        if missing:
+            await self.record_event(
+                pod,
+                "FailedToRetrieveImagePullSecret",
+                f"Unable to retrieve some image pull secrets ({', '.join(missing)}); attempting to pull the "
+                "image may not succeed.",
+                warning=True,
+            )
 
     async def _mount_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The ConfigMap or Secret, None when there is none. What was found is used again for a couple of
