@@ -644,9 +644,20 @@ class Kubelet:
         stays as a Failed pod with the reason and message (and the condition, first, if one is given)."""
         if record.task is not None and not record.task.done() and record.task is not asyncio.current_task():
             record.task.cancel()
+        status = await self._stop_containers(pod, record, phase="Failed")
+        status["reason"], status["message"] = reason, message
+        if condition is not None:
+            status["conditions"].insert(0, condition)
+        await self._patch_status(record, status)
+
+    async def _stop_containers(
+        self, pod: dict[str, Any], record: PodRecord, *, phase: str | None = None
+    ) -> dict[str, Any]:
+        """Stop the pod's running containers as the kubelet's kill does (`Killing` events, SIGTERM in their
+        logs, which the simulated processes end on with status 0); the pod is finished from here, and the
+        status that reports them terminated is returned (its phase as given, else from the exit codes)."""
         if record.started_at:
             await self._announce_stops(pod, record)
-        record.finished = True  # its room is free from here
         codes = {name: 0 for name in record.envs} or {
             c.get("name", ""): 0 for c in (pod.get("spec") or {}).get("containers") or []
         }
@@ -660,13 +671,11 @@ class Kubelet:
             record.start_time or podstatus.rfc3339(),
             record.started_at or "",
             codes,
-            phase="Failed",
+            phase=phase,
         )
-        status["reason"], status["message"] = reason, message
-        if condition is not None:
-            status["conditions"].insert(0, condition)
+        record.finished = True  # its room is free from here
         self._stop_remaining(record, status)
-        await self._patch_status(record, status)
+        return status
 
     def _track_deadline(self, uid: str) -> None:
         """Watch a pod with `activeDeadlineSeconds` in a one-second loop while there is any, as kube's
@@ -1614,18 +1623,7 @@ class Kubelet:
         """Graceful deletion: stop the containers, report them terminated, then remove the pod object."""
         try:
             if not record.finished and record.started_at:
-                await self._announce_stops(pod, record)
-                codes = {name: 0 for name in record.envs} or {
-                    c.get("name", ""): 0 for c in (pod.get("spec") or {}).get("containers") or []
-                }
-                for name in record.logs:
-                    if name not in record.init_containers:
-                        record.logs[name].write("received SIGTERM, exiting")
-                status = podstatus.terminated_status(
-                    pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at, codes
-                )
-                record.finished = True
-                self._stop_remaining(record, status)
+                status = await self._stop_containers(pod, record)
                 try:
                     await self._patch_status(record, status)
                 except Exception as err:
