@@ -697,8 +697,17 @@ class Kubelet:
                 started = record.start_time or (pod.get("status") or {}).get("startTime")
                 if activedeadline.past_deadline(pod, started, now):
                     self._deadlines.discard(uid)
-                    await self.record_event(pod, activedeadline.REASON, activedeadline.MESSAGE)
-                    await self._fail_running(record, pod, activedeadline.REASON, activedeadline.MESSAGE)
+                    try:
+                        await self.record_event(pod, activedeadline.REASON, activedeadline.MESSAGE)
+                        await self._fail_running(record, pod, activedeadline.REASON, activedeadline.MESSAGE)
+                    except (ApiError, OSError, aiohttp.ClientError) as err:  # the loop serves other pods too
+                        log.warning(
+                            "kubelet %s: deadline of %s/%s: %r",
+                            self.node_name,
+                            record.namespace,
+                            record.name,
+                            err,
+                        )
 
     async def _reject(self, pod: dict[str, Any], record: PodRecord, reason: str, message: str) -> None:
         """kube's rejectPod: a Warning event from the kubelet, then the Failed status."""
