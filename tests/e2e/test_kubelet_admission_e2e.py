@@ -145,9 +145,10 @@ def test_a_critical_pod_without_room_is_admitted_by_preempting_a_pod_as_kubes_ku
         assert [(c["status"], c["reason"], c["message"]) for c in disruption] == [
             ("True", "TerminationByKubelet", "Pod was preempted by Kubelet to accommodate a critical pod.")
         ]
-        assert [cs["state"].get("terminated", {}).get("exitCode") for cs in victim["containerStatuses"]] == [
-            0
-        ]
+        # its container was killed: exit 137, which `kubectl get pods` shows as Error
+        killed = [cs["state"].get("terminated", {}) for cs in victim["containerStatuses"]]
+        assert [(t.get("exitCode"), t.get("reason")) for t in killed] == [(137, "Error")]
+        assert kubectl("get", "pod", "big", "--no-headers").stdout.split()[2] == "Error"
         assert until("small", "default", ("Running",))["phase"] == "Running"  # 1 cpu freed is enough
 
         events = json.loads(

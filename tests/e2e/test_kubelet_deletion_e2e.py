@@ -191,7 +191,10 @@ def test_a_pod_past_its_active_deadline_is_failed_by_its_kubelet(
             "Pod was active on the node longer than the specified deadline",
         )
         started = datetime.fromisoformat(status["startTime"].replace("Z", "+00:00"))
-        finished = status["containerStatuses"][0]["state"]["terminated"]["finishedAt"]
+        terminated = status["containerStatuses"][0]["state"]["terminated"]
+        assert (terminated["exitCode"], terminated["reason"]) == (137, "Error")
+        assert kubectl("get", "pod", "bounded", "--no-headers").stdout.split()[2] == "Error"
+        finished = terminated["finishedAt"]
         assert (datetime.fromisoformat(finished.replace("Z", "+00:00")) - started).total_seconds() >= 2
         events = json.loads(
             kubectl("get", "events", "--field-selector", "involvedObject.name=bounded", "-o", "json").stdout

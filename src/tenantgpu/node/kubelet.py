@@ -644,26 +644,29 @@ class Kubelet:
         stays as a Failed pod with the reason and message (and the condition, first, if one is given)."""
         if record.task is not None and not record.task.done() and record.task is not asyncio.current_task():
             record.task.cancel()
-        status = await self._stop_containers(pod, record, phase="Failed")
+        status = await self._stop_containers(pod, record, phase="Failed", exit_code=137)
         status["reason"], status["message"] = reason, message
         if condition is not None:
             status["conditions"].insert(0, condition)
         await self._patch_status(record, status)
 
     async def _stop_containers(
-        self, pod: dict[str, Any], record: PodRecord, *, phase: str | None = None
+        self, pod: dict[str, Any], record: PodRecord, *, phase: str | None = None, exit_code: int = 0
     ) -> dict[str, Any]:
-        """Stop the pod's running containers as the kubelet's kill does (`Killing` events, SIGTERM in their
-        logs, which the simulated processes end on with status 0); the pod is finished from here, and the
-        status that reports them terminated is returned (its phase as given, else from the exit codes)."""
+        """Stop the pod's running containers as the kubelet's kill does (`Killing` events); the pod is
+        finished from here, and the status that reports them terminated is returned (its phase as given,
+        else from the exit codes). A deleted pod's simulated processes end on SIGTERM with status 0; a pod
+        the kubelet fails for a reason of its own shows exit code 137 (reason `Error`), as `sleep` and the
+        other processes that ignore SIGTERM as a container's PID 1 end, which `kubectl get pods` shows."""
         if record.started_at:
             await self._announce_stops(pod, record)
-        codes = {name: 0 for name in record.envs} or {
-            c.get("name", ""): 0 for c in (pod.get("spec") or {}).get("containers") or []
+        codes = {name: exit_code for name in record.envs} or {
+            c.get("name", ""): exit_code for c in (pod.get("spec") or {}).get("containers") or []
         }
+        line = f"process exited with code {exit_code}" if exit_code else "received SIGTERM, exiting"
         for name in record.logs:
             if name not in record.init_containers:
-                record.logs[name].write("received SIGTERM, exiting")
+                record.logs[name].write(line)
         status = podstatus.terminated_status(
             pod,
             self.host_ip,
