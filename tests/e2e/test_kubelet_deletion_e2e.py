@@ -210,3 +210,50 @@ def test_a_pod_past_its_active_deadline_is_failed_by_its_kubelet(
         kubectl("delete", "pod", "bounded", "--ignore-not-found", "--wait=false")
         background_loop.run(worker.stop())
         background_loop.run(client.close())
+
+
+def test_a_force_deleted_pod_still_has_its_containers_stopped(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop, kubectl: Kubectl
+) -> None:
+    """`kubectl delete --force --grace-period=0` removes the object at once; kube's kubelet then kills the
+    containers all the same (HandlePodRemoves), and its `Killing` events outlive the pod."""
+    client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+    worker = Worker(client, "forced-node", [], SharingConfig())
+    background_loop.run(worker.start())
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "forced", "namespace": "default"},
+        "spec": {"nodeName": "forced-node", "containers": [{"name": "app", "image": "busybox"}]},
+    }
+    try:
+        kubectl("apply", "-f", "-", input=json.dumps(pod))
+        for _ in range(100):
+            if (
+                json.loads(kubectl("get", "pod", "forced", "-o", "json").stdout)["status"].get("phase")
+                == "Running"
+            ):
+                break
+            time.sleep(0.1)
+        kubectl("delete", "pod", "forced", "--force", "--grace-period=0")
+        seen: list[tuple[str, str]] = []
+        for _ in range(100):
+            events = json.loads(
+                kubectl(
+                    "get",
+                    "events",
+                    "--field-selector",
+                    "involvedObject.name=forced,reason=Killing",
+                    "-o",
+                    "json",
+                ).stdout
+            )["items"]
+            seen = [(e["involvedObject"]["fieldPath"], e["message"]) for e in events]
+            if seen:
+                break
+            time.sleep(0.1)
+        assert seen == [("spec.containers{app}", "Stopping container app")]
+        assert kubectl("get", "pod", "forced", "--ignore-not-found").stdout == ""
+    finally:
+        background_loop.run(worker.stop())
+        background_loop.run(client.close())

@@ -399,6 +399,14 @@ class Kubelet:
             self._side_task(self._recreate_mirror(pod))
         if kind == "DELETED":
             if record is not None:
+                if (
+                    record.started_at
+                    and not record.finished
+                    and not record.terminating
+                    and not _is_static(pod)
+                ):
+                    # A force deletion: the object went at once; the kubelet still stops the containers.
+                    self._side_task(self._announce_stops(pod, record))
                 if record.task and not record.task.done():
                     record.task.cancel()
                 for task in list(record.ephemeral_tasks):
