@@ -203,7 +203,7 @@ def admit(
     static: bool = False,
 ) -> Rejection | None:
     """None when the kubelet admits `pod` beside the pods it admitted before; otherwise kube's first
-    reason to refuse it (no pod is evicted for it: see `preemption.admit_critical` for that)."""
+    reason to refuse it (no pod is evicted for it: see `criticalpods.handle_failure` for that)."""
     refused = os_rejection(pod, node)
     if refused is not None:
         return refused

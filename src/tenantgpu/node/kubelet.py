@@ -395,7 +395,7 @@ class Kubelet:
         if (pod.get("spec") or {}).get("nodeName") != self.node_name:
             return
         record = self.pods.get(uid)
-        if kind == "DELETED" and MIRROR_POD_ANNOTATION in (meta.get("annotations") or {}):
+        if kind == "DELETED" and _is_static(pod):
             self._side_task(self._recreate_mirror(pod))
         if kind == "DELETED":
             if record is not None:
@@ -631,12 +631,16 @@ class Kubelet:
         """killPodNow for a pod evicted to make room for a critical one: a `Preempting` Warning on it, its
         containers stopped, and the status kube's statusFn gives it (Failed, reason `Preempting`, the
         DisruptionTarget condition). The pod object stays, as a Failed pod."""
-        await self.record_event(pod, criticalpods.PREEMPTING, criticalpods.PREEMPTED_MESSAGE, warning=True)
         condition = podstatus.disruption_condition(
             criticalpods.DISRUPTION_REASON, criticalpods.DISRUPTION_MESSAGE
         )
         await self._fail_running(
-            victim, pod, criticalpods.PREEMPTING, criticalpods.PREEMPTED_MESSAGE, condition=condition
+            victim,
+            pod,
+            criticalpods.PREEMPTING,
+            criticalpods.PREEMPTED_MESSAGE,
+            warning=True,
+            condition=condition,
         )
 
     async def _fail_running(
@@ -646,10 +650,13 @@ class Kubelet:
         reason: str,
         message: str,
         *,
+        warning: bool = False,
         condition: dict[str, Any] | None = None,
     ) -> None:
-        """The kubelet ends a pod for a reason of its own: its containers are stopped (`Killing`), and it
-        stays as a Failed pod with the reason and message (and the condition, first, if one is given)."""
+        """The kubelet ends a pod for a reason of its own: an event with the reason and message (Normal, or
+        Warning), its containers stopped (`Killing`), and it stays as a Failed pod with the reason and
+        message (and the condition, first, if one is given)."""
+        await self.record_event(pod, reason, message, warning=warning)
         if record.task is not None and not record.task.done() and record.task is not asyncio.current_task():
             record.task.cancel()
         status = await self._stop_containers(pod, record, phase="Failed", exit_code=137)
@@ -709,7 +716,6 @@ class Kubelet:
                 if activedeadline.past_deadline(pod, started, now):
                     self._deadlines.discard(uid)
                     try:
-                        await self.record_event(pod, activedeadline.REASON, activedeadline.MESSAGE)
                         await self._fail_running(record, pod, activedeadline.REASON, activedeadline.MESSAGE)
                     except (ApiError, OSError, aiohttp.ClientError) as err:  # the loop serves other pods too
                         log.warning(
