@@ -434,6 +434,77 @@ def test_a_gpu_statefulset_starts_its_workers_in_order_on_the_shared_a100(lab: R
     wait_for("the workers collected", lambda: not lab.pods("tenant-a", "app=trainer"), timeout=60)
 
 
+def test_gpu_workers_keep_their_data_on_claims_the_tenant_provisions(lab: RunningLab) -> None:
+    """Every tenant has minikube's default class `standard` and its hostpath provisioner: a GPU pod's claim
+    is bound at once, HAMi places the pod, and the kubelet starts it once the claim is bound; a GPU
+    StatefulSet's volumeClaimTemplates give each worker its own claim, which outlives the set (the
+    default retention policy, Retain) and goes, with its volume, when deleted."""
+    classes = lab.kubectl("tenant-b", "get", "storageclass", "--no-headers").stdout.split()
+    assert classes[:4] == ["standard", "(default)", "k8s.io/minikube-hostpath", "Delete"], classes
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "model-cache"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}},
+    }
+    pod = gpu_pod("cached-infer", "cached-infer", gpumem=4000)
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "cache", "mountPath": "/models"}]
+    pod["spec"]["volumes"] = [{"name": "cache", "persistentVolumeClaim": {"claimName": "model-cache"}}]
+    items = {"apiVersion": "v1", "kind": "List", "items": [claim, pod]}
+    lab.kubectl("tenant-b", "apply", "-f", "-", input=json.dumps(items))
+    wait_for("the GPU pod Running on its claim", all_running(lab, "tenant-b", "app=cached-infer", 1))
+    bound = json.loads(lab.kubectl("tenant-b", "get", "pvc", "model-cache", "-o", "json").stdout)
+    assert bound["status"]["phase"] == "Bound" and bound["spec"]["storageClassName"] == "standard"
+    assert annotations(lab.pod("tenant-b", "cached-infer"))[ALLOCATED]  # placed by HAMi
+    lab.kubectl("tenant-b", "delete", "pod", "cached-infer")
+    lab.kubectl("tenant-b", "delete", "pvc", "model-cache")
+    volume = bound["spec"]["volumeName"]
+    wait_for(
+        "the provisioned volume deleted with its claim",
+        lambda: lab.kubectl("tenant-b", "get", "pv", volume, check=False).returncode != 0,
+    )
+
+    template = gpu_pod("unused", "shard", gpumem=2000)
+    template["spec"]["containers"][0]["volumeMounts"] = [{"name": "shard", "mountPath": "/data"}]
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "shard"},
+        "spec": {
+            "serviceName": "shard",
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "shard"}},
+            "template": {"metadata": {"labels": {"app": "shard"}}, "spec": template["spec"]},
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "shard"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+                }
+            ],
+        },
+    }
+    lab.kubectl("tenant-b", "apply", "-f", "-", input=json.dumps(sts))
+    pods = wait_for("both workers Running", all_running(lab, "tenant-b", "app=shard", 2), timeout=60)
+    assert [p["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] for p in pods] == [
+        "shard-shard-0",
+        "shard-shard-1",
+    ]
+    claims = json.loads(lab.kubectl("tenant-b", "get", "pvc", "-l", "app=shard", "-o", "json").stdout)[
+        "items"
+    ]
+    assert sorted((c["metadata"]["name"], c["status"]["phase"]) for c in claims) == [
+        ("shard-shard-0", "Bound"),
+        ("shard-shard-1", "Bound"),
+    ]
+    events = lab.kubectl("tenant-b", "get", "events", "--field-selector", "involvedObject.name=shard").stdout
+    assert "create Claim shard-shard-0 Pod shard-0 in StatefulSet shard success" in events
+    lab.kubectl("tenant-b", "delete", "statefulset", "shard")
+    wait_for("the workers collected", lambda: not lab.pods("tenant-b", "app=shard"), timeout=60)
+    left = json.loads(lab.kubectl("tenant-b", "get", "pvc", "-l", "app=shard", "-o", "json").stdout)["items"]
+    assert len(left) == 2  # Retain: the data outlives the set
+    lab.kubectl("tenant-b", "delete", "pvc", "-l", "app=shard")
+
+
 def versioned_kubectls() -> dict[str, str]:
     """The kubectl binaries beside the dispatcher on PATH (`kubectl.1.27` … `kubectl.1.33`), by version."""
     found = shutil.which("kubectl")

@@ -225,13 +225,17 @@ def test_parallel_creates_all_at_once_and_a_failed_pod_comes_back(
 def test_validation_and_cascading_delete(
     core: kubernetes.client.CoreV1Api, apps: kubernetes.client.AppsV1Api, kubectl: Kubectl
 ) -> None:
-    claims = stateful_set("claims")
+    # PersistentVolumeClaims are served: claim templates are taken as kube takes them
+    claims = stateful_set("claims", replicas=0)
     claims["spec"]["volumeClaimTemplates"] = [
-        {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+        {
+            "metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        }
     ]
-    with pytest.raises(kubernetes.client.ApiException) as refused:
-        apps.create_namespaced_stateful_set(NS, claims)
-    assert refused.value.status == 422 and "spec.volumeClaimTemplates: Forbidden" in refused.value.body
+    created = apps.create_namespaced_stateful_set(NS, claims)
+    assert created.spec.volume_claim_templates[0].metadata.name == "data"
+    apps.delete_namespaced_stateful_set("claims", NS)
     with pytest.raises(kubernetes.client.ApiException) as renamed:
         apps.patch_namespaced_stateful_set("web", NS, {"spec": {"serviceName": "other"}})
     body = json.loads(renamed.value.body)

@@ -6,13 +6,18 @@ Webhooks (see `webhooks.py`) are one plugin of each sort.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, Protocol
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.auth import UserInfo
 from tenantgpu.apiserver.kinds import Kind
+from tenantgpu.apiserver.quantity import QuantityError, parse_quantity
+from tenantgpu.apiserver.tables import parse_timestamp
+from tenantgpu.apiserver.volumevalidation import BETA_STORAGE_CLASS, claim_class
 
 Obj = dict[str, Any]
 
@@ -141,3 +146,133 @@ class PriorityAdmission:
         spec["priority"] = int(found.get("value") or 0)
         spec["preemptionPolicy"] = found.get("preemptionPolicy") or "PreemptLowerPriority"
         attributes.mutated = True
+
+
+# kube's annotations that make a StorageClass the default (the beta one still counts).
+DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+PV_PROTECTION = "kubernetes.io/pv-protection"
+
+StorageClassLookup = Callable[[str], Obj | None]
+
+
+def _is_claim(attributes: AdmissionAttributes) -> bool:
+    kind = attributes.kind
+    return not kind.group and kind.kind == "PersistentVolumeClaim" and not attributes.subresource
+
+
+def default_storage_class(classes: Iterable[Obj]) -> Obj | None:
+    """kube's GetDefaultClass: of the classes marked default, the newest, then the first by name."""
+    marked = [
+        c
+        for c in classes
+        if any(
+            ((c.get("metadata") or {}).get("annotations") or {}).get(a) == "true"
+            for a in DEFAULT_CLASS_ANNOTATIONS
+        )
+    ]
+    if not marked:
+        return None
+
+    def created(c: Obj) -> datetime:
+        moment = parse_timestamp((c.get("metadata") or {}).get("creationTimestamp"))
+        return moment or datetime.min.replace(tzinfo=UTC)
+
+    newest = max(created(c) for c in marked)
+    return min(
+        (c for c in marked if created(c) == newest), key=lambda c: str(c["metadata"].get("name") or "")
+    )
+
+
+class DefaultStorageClass:
+    """kube's DefaultStorageClass plugin: a claim created naming no class (neither `spec.storageClassName`
+    nor the beta annotation) gets the default class's name. `storageClassName: ""` is a class choice
+    (none) and is kept."""
+
+    name = "DefaultStorageClass"
+    mutating = True
+
+    def __init__(self, classes: Callable[[], Iterable[Obj]]) -> None:
+        self._classes = classes
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        if attributes.operation != "CREATE" or not _is_claim(attributes):
+            return
+        claim = attributes.obj or {}
+        annotations = (claim.get("metadata") or {}).get("annotations") or {}
+        spec = claim.setdefault("spec", {})
+        if BETA_STORAGE_CLASS in annotations or spec.get("storageClassName") is not None:
+            return
+        found = default_storage_class(self._classes())
+        if found is not None:
+            spec["storageClassName"] = found["metadata"]["name"]
+            attributes.mutated = True
+
+
+class StorageObjectInUseProtection:
+    """kube's StorageObjectInUseProtection plugin: a new claim or volume carries the finalizer that keeps
+    it while in use (the controllers that remove it are kube-controller-manager's)."""
+
+    name = "StorageObjectInUseProtection"
+    mutating = True
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        kind = attributes.kind
+        if attributes.operation != "CREATE" or kind.group or attributes.subresource:
+            return
+        finalizer = {"PersistentVolumeClaim": PVC_PROTECTION, "PersistentVolume": PV_PROTECTION}.get(
+            kind.kind
+        )
+        if finalizer is None:
+            return
+        meta = (attributes.obj or {}).setdefault("metadata", {})
+        finalizers = meta.get("finalizers") or []
+        if finalizer not in finalizers:
+            meta["finalizers"] = [*finalizers, finalizer]
+            attributes.mutated = True
+
+
+class PersistentVolumeClaimResize:
+    """kube's PersistentVolumeClaimResize plugin: a claim's storage request may grow only once it is bound,
+    and only when its class (the same before and after) allows volume expansion."""
+
+    name = "PersistentVolumeClaimResize"
+    mutating = False
+
+    def __init__(self, lookup: StorageClassLookup) -> None:
+        self._lookup = lookup
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        if attributes.operation != "UPDATE" or not _is_claim(attributes) or attributes.old is None:
+            return
+        claim, old = attributes.obj or {}, attributes.old
+        if _requested(claim) <= _requested(old):
+            return
+        if (old.get("status") or {}).get("phase") != "Bound":
+            raise errors.forbidden(
+                "persistentvolumeclaims",
+                attributes.name,
+                "",
+                "Only bound persistent volume claims can be expanded",
+            )
+        class_name, old_class = claim_class(claim), claim_class(old)
+        found = self._lookup(class_name) if class_name and class_name == old_class else None
+        if found is None or found.get("allowVolumeExpansion") is not True:
+            raise errors.forbidden(
+                "persistentvolumeclaims",
+                attributes.name,
+                "",
+                "only dynamically provisioned pvc can be resized and "
+                "the storageclass that provisions the pvc must support resize",
+            )
+
+
+def _requested(claim: Obj) -> Decimal:
+    value = (((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+    try:
+        return parse_quantity(value) if value is not None else Decimal(0)
+    except (QuantityError, TypeError):
+        return Decimal(0)  # validation refuses it

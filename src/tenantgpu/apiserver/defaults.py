@@ -173,12 +173,7 @@ def _default_volume(volume: dict[str, Any]) -> None:
     if not any(value is not None for key, value in volume.items() if key in _VOLUME_SOURCES):
         volume["emptyDir"] = {}
         return
-    for name, defaults in _VOLUME_SOURCE_DEFAULTS.items():
-        source = volume.get(name)
-        if isinstance(source, dict):
-            for field_name, value in defaults:
-                if source.get(field_name) is None:
-                    source[field_name] = value
+    _default_sources(volume)
     empty_dir = volume.get("emptyDir")
     if isinstance(empty_dir, dict) and "sizeLimit" in empty_dir:
         empty_dir["sizeLimit"] = canonical_or_same(empty_dir["sizeLimit"])
@@ -192,6 +187,17 @@ def _default_volume(volume: dict[str, Any]) -> None:
             token = source.get("serviceAccountToken")
             if isinstance(token, dict) and token.get("expirationSeconds") is None:
                 token["expirationSeconds"] = 3600
+
+
+def _default_sources(holder: dict[str, Any]) -> None:
+    """The defaults of the sources a pod volume or a PersistentVolume's spec holds (a PV's own source
+    types, `ISCSIPersistentVolumeSource` and the like, default the same fields to the same values)."""
+    for name, defaults in _VOLUME_SOURCE_DEFAULTS.items():
+        source = holder.get(name)
+        if isinstance(source, dict):
+            for field_name, value in defaults:
+                if source.get(field_name) is None:
+                    source[field_name] = value
 
 
 def _default_field_refs(downward: Any) -> None:
@@ -451,6 +457,46 @@ def _default_network_policy(obj: dict[str, Any]) -> None:
         spec["policyTypes"] = ["Ingress", "Egress"] if spec.get("egress") else ["Ingress"]
 
 
+def _default_persistent_volume_claim(obj: dict[str, Any]) -> None:
+    """SetObjectDefaults_PersistentVolumeClaim: the volume mode, the phase, quantities in canonical form."""
+    spec = obj.setdefault("spec", {})
+    if isinstance(spec, dict):
+        spec.setdefault("volumeMode", "Filesystem")
+        resources = spec.get("resources")
+        if isinstance(resources, dict):
+            canonicalize_list(resources.get("requests"))
+            canonicalize_list(resources.get("limits"))
+    status = obj.get("status")
+    if isinstance(status, dict):
+        # a status write that leaves the phase out is decoded as Pending, as a new claim's
+        if not status.get("phase"):
+            status["phase"] = "Pending"
+        canonicalize_list(status.get("capacity"))
+        canonicalize_list(status.get("allocatedResources"))
+
+
+def _default_persistent_volume(obj: dict[str, Any]) -> None:
+    """SetObjectDefaults_PersistentVolume: Retain, Filesystem, the phase, its source's defaults."""
+    spec = obj.setdefault("spec", {})
+    if isinstance(spec, dict):
+        if not spec.get("persistentVolumeReclaimPolicy"):
+            spec["persistentVolumeReclaimPolicy"] = "Retain"
+        spec.setdefault("volumeMode", "Filesystem")
+        canonicalize_list(spec.get("capacity"))
+        _default_sources(spec)
+    status = obj.get("status")
+    if isinstance(status, dict) and not status.get("phase"):
+        status["phase"] = "Pending"
+
+
+def _default_storage_class(obj: dict[str, Any]) -> None:
+    """SetDefaults_StorageClass: a class's volumes are deleted with their claims and bound at once."""
+    if obj.get("reclaimPolicy") is None:
+        obj["reclaimPolicy"] = "Delete"
+    if obj.get("volumeBindingMode") is None:
+        obj["volumeBindingMode"] = "Immediate"
+
+
 # Kamaji's CRD defaults for a TenantControlPlane (the chart's schema): each applies, as kube-apiserver's
 # structural defaulting does, only inside an object that is there.
 KONNECTIVITY_SERVER = {"image": "registry.k8s.io/kas-network-proxy/proxy-server", "port": 8132}
@@ -528,6 +574,9 @@ def _default_tenant_control_plane(obj: dict[str, Any]) -> None:
 
 
 _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "PersistentVolumeClaim": _default_persistent_volume_claim,
+    "PersistentVolume": _default_persistent_volume,
+    "StorageClass": _default_storage_class,
     "PriorityClass": _default_priority_class,
     "NetworkPolicy": _default_network_policy,
     "Deployment": _default_deployment,

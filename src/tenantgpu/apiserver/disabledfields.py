@@ -7,8 +7,9 @@ tenant so stores no `resizePolicy` (InPlacePodVerticalScaling, beta and on only 
 tenant no sidecar `restartPolicy` (SidecarContainers, alpha in 1.28). The fields, and what counts as
 "in use", are those of kubernetes/kubernetes' `pkg/api/pod/util.go` (`dropDisabledFields`,
 `dropDisabledPodStatusFields`; a pod's status fields are kept when the old pod's *spec* uses the
-gate), the Job strategy (`pkg/registry/batch/job/strategy.go`: spec fields only), the StatefulSet and
-the Service strategies; the gates' defaults per release are `featuregates.py`'s.
+gate), the Job strategy (`pkg/registry/batch/job/strategy.go`: spec fields only), the StatefulSet,
+Service, PersistentVolumeClaim and PersistentVolume strategies; the gates' defaults per release are
+`featuregates.py`'s.
 """
 
 from __future__ import annotations
@@ -175,6 +176,11 @@ SERVICE: tuple[GatedFields, ...] = (
     GatedFields("ServiceTrafficDistribution", (_spec("trafficDistribution"),)),
 )
 
+# A claim's and a volume's class of mutable attributes (the PVC and PV strategies' DropDisabledFields).
+VOLUME: tuple[GatedFields, ...] = (
+    GatedFields("VolumeAttributesClass", (_spec("volumeAttributesClassName"),)),
+)
+
 _TEMPLATE = ("spec", "template", "spec")
 _JOB_TEMPLATE = ("spec", "jobTemplate", "spec")
 
@@ -190,6 +196,8 @@ _ROOTS: Mapping[str, tuple[tuple[tuple[GatedFields, ...], Mapping[str, tuple[str
     "Job": ((POD, {"spec": _TEMPLATE}), (JOB, {"spec": ("spec",)})),
     "CronJob": ((POD, {"spec": (*_JOB_TEMPLATE, "template", "spec")}), (JOB, {"spec": _JOB_TEMPLATE})),
     "Service": ((SERVICE, {"spec": ("spec",)}),),
+    "PersistentVolumeClaim": ((VOLUME, {"spec": ("spec",)}),),
+    "PersistentVolume": ((VOLUME, {"spec": ("spec",)}),),
 }
 
 # Where each kind that carries a pod spec keeps it (validation's env-name rule reads it too).

@@ -49,6 +49,10 @@ GATES: Mapping[str, tuple[tuple[int, bool], ...]] = {
     "MaxUnavailableStatefulSet": ((24, False), (35, True)),
     # Services
     "ServiceTrafficDistribution": ((30, False), (31, True)),
+    # Storage (pkg/features/kube_features.go of 1.28, 1.29 and 1.33's versioned specs)
+    "PersistentVolumeLastPhaseTransitionTime": ((28, False), (29, True)),
+    "VolumeAttributesClass": ((29, False), (34, True)),
+    "RecoverVolumeExpansionFailure": ((23, False), (32, True)),
 }
 
 

@@ -67,3 +67,30 @@ def not_found(path: str, value: Any) -> Cause:
 
 def too_long(path: str, limit: int) -> Cause:
     return Cause("FieldValueTooLong", f"Too long: must have at most {limit} bytes", path)
+
+
+_ABSENT = "<absent>"
+
+
+def differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
+    """The leaf paths where two JSON values differ, with the old and new value at each (kube appends a
+    Go diff of the structs to an immutability error; these name the changed fields instead)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(set(old) | set(new)):
+            found.extend(differences(old.get(key, _ABSENT), new.get(key, _ABSENT), f"{path}.{key}"))
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [
+            d
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            for d in differences(a, b, f"{path}[{i}]")
+        ]
+    return [] if old == new else [(path, old, new)]
+
+
+def diff_lines(old: Any, new: Any, path: str, limit: int = 10) -> str:
+    """The changed fields, old value then new, one pair of lines each."""
+    return "\n".join(
+        f"-  {at}: {show(was)}\n+  {at}: {show(now)}" for at, was, now in differences(old, new, path)[:limit]
+    )

@@ -6,9 +6,11 @@ import copy
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
+from tenantgpu.apiserver import featuregates
 from tenantgpu.apiserver.defaults import default_job_labels, default_pod_status
 
 Obj = dict[str, Any]
@@ -85,6 +87,10 @@ class Strategy:
     # strategies of built-in kinds keep only the spec, so these go through; a custom resource's keeps
     # all of its metadata.
     status_metadata: tuple[str, ...] = ("labels", "annotations", "finalizers", "ownerReferences")
+    # Runs on a `status` update after the spec is carried over, as a status strategy's PrepareForUpdate.
+    on_status_update: Callable[[Obj, Obj], None] | None = None
+    # The strategy as Kubernetes 1.<minor> has it, for kinds whose strategy changed with a release.
+    as_of: Callable[[int], Strategy] | None = None
 
 
 @dataclass(frozen=True)
@@ -681,16 +687,96 @@ CLUSTER_CONFIG_KINDS: tuple[Kind, ...] = (
 )
 
 
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _pvc_on_create(pvc: Obj) -> None:
+    # kube's strategy empties the status and its defaulting gives the phase when the claim is read back.
+    pvc["status"] = {"phase": "Pending"}
+
+
+def _pv_on_create(pv: Obj) -> None:
+    pv["status"] = {"phase": "Pending"}
+
+
+def _pv_on_create_with_transition(pv: Obj) -> None:
+    pv["status"] = {"phase": "Pending", "lastPhaseTransitionTime": _now()}
+
+
+def _pv_on_status_update(new: Obj, old: Obj) -> None:
+    """A volume's `lastPhaseTransitionTime` moves with its phase unless the writer set a new one itself."""
+    status, old_status = new.setdefault("status", {}), old.get("status") or {}
+    was = old_status.get("lastPhaseTransitionTime")
+    given = status.get("lastPhaseTransitionTime")
+    # the phase as decoding defaults it (this runs before defaulting): a write without one means Pending
+    if (status.get("phase") or "Pending") == old_status.get("phase"):
+        if given is None and was is not None:
+            status["lastPhaseTransitionTime"] = was
+    elif given is None or given == was:
+        status["lastPhaseTransitionTime"] = _now()
+
+
+_PV_STRATEGY = Strategy(_STATUS, _pv_on_create_with_transition, on_status_update=_pv_on_status_update)
+
+
+def _pv_strategy(minor: int) -> Strategy:
+    """PersistentVolumeLastPhaseTransitionTime (beta and on from 1.29, GA in 1.31) gives the time."""
+    if featuregates.enabled("PersistentVolumeLastPhaseTransitionTime", minor):
+        return _PV_STRATEGY
+    return Strategy(_STATUS, _pv_on_create)
+
+
+# Storage is served for workloads to claim: the claims' binding, provisioning and protection finalizers
+# are the controllers' (controlplane), the default class and the finalizers admission's (`admission.py`).
+# None of the three has a generation: kube's strategies for them keep none.
+PERSISTENT_VOLUME_CLAIM = Kind(
+    "",
+    "v1",
+    "PersistentVolumeClaim",
+    "persistentvolumeclaims",
+    True,
+    ("pvc",),
+    subresources=(_status("PersistentVolumeClaim"),),
+    strategy=Strategy(_STATUS, _pvc_on_create),
+)
+PERSISTENT_VOLUME = Kind(
+    "",
+    "v1",
+    "PersistentVolume",
+    "persistentvolumes",
+    False,
+    ("pv",),
+    subresources=(_status("PersistentVolume"),),
+    strategy=dataclasses.replace(_PV_STRATEGY, as_of=_pv_strategy),
+)
+STORAGE_CLASS = Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",))
+STORAGE_KINDS: tuple[Kind, ...] = (PERSISTENT_VOLUME_CLAIM, PERSISTENT_VOLUME, STORAGE_CLASS)
+
+
 def _as_of(kind: Kind, minor: int) -> Kind:
-    """The kind as Kubernetes 1.`minor` serves it: without the subresources of later releases."""
+    """The kind as Kubernetes 1.`minor` serves it: without the subresources of later releases, with the
+    strategy of that release."""
     served = tuple(sub for sub in kind.subresources if sub.first_minor <= minor)
-    return kind if len(served) == len(kind.subresources) else dataclasses.replace(kind, subresources=served)
+    changes: dict[str, Any] = {}
+    if len(served) != len(kind.subresources):
+        changes["subresources"] = served
+    if kind.strategy.as_of is not None:
+        changes["strategy"] = kind.strategy.as_of(minor)
+    return dataclasses.replace(kind, **changes) if changes else kind
 
 
 def kind_table(extra: Sequence[Kind] = (), minor: int | None = None) -> KindTable:
     """The built-in kinds plus `extra` (e.g. `KAMAJI_KINDS` on the management plane), with the
-    subresources Kubernetes 1.`minor` serves (every one without a release)."""
-    kinds = [*BUILTIN_KINDS, *WORKLOAD_KINDS, *CLUSTER_CONFIG_KINDS, CUSTOM_RESOURCE_DEFINITION, *extra]
+    subresources and strategies of Kubernetes 1.`minor` (the newest without a release)."""
+    kinds = [
+        *BUILTIN_KINDS,
+        *WORKLOAD_KINDS,
+        *CLUSTER_CONFIG_KINDS,
+        *STORAGE_KINDS,
+        CUSTOM_RESOURCE_DEFINITION,
+        *extra,
+    ]
     return KindTable(kinds if minor is None else [_as_of(kind, minor) for kind in kinds])
 
 

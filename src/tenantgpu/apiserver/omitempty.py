@@ -427,4 +427,5 @@ OMIT_EMPTY: Mapping[str, frozenset[str]] = {
     "io.k8s.api.rbac.v1.RoleBinding": frozenset({"subjects"}),
     "io.k8s.api.rbac.v1.Subject": frozenset({"apiGroup", "namespace"}),
     "io.k8s.api.scheduling.v1.PriorityClass": frozenset({"description", "globalDefault"}),
+    "io.k8s.api.storage.v1.StorageClass": frozenset({"allowedTopologies", "mountOptions", "parameters"}),
 }

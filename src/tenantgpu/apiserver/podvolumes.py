@@ -461,3 +461,82 @@ def validate_volume_devices(
         if name:
             names.add(name)
     return causes
+
+
+# --- a PersistentVolume's source (ValidatePersistentVolumeSpec) ------------------------------------------
+
+
+def _local(source: Mapping[str, Any], path: str) -> list[Cause]:
+    target = str(source.get("path") or "")
+    return _no_backsteps(target, f"{path}.path") if target else [required(f"{path}.path")]
+
+
+def _csi_persistent(source: Mapping[str, Any], path: str) -> list[Cause]:
+    driver = str(source.get("driver") or "")
+    causes = [] if driver else [required(f"{path}.driver")]
+    if len(driver) > 63:
+        causes.append(too_long(f"{path}.driver", 63))
+    causes += [invalid(f"{path}.driver", driver, e) for e in dns_subdomain_errors(driver.lower())]
+    if not source.get("volumeHandle"):
+        causes.append(required(f"{path}.volumeHandle"))
+    return causes
+
+
+# kube's order and names, as for a pod's volumes; a PV has its own source types for some (a CSI volume
+# names a handle), no emptyDir, secret, configMap or projection, and a `local` one. flexVolume is counted
+# without the "more than 1" check, as kube does.
+_PV_SOURCES: tuple[tuple[str, str, str, _Check | None], ...] = (
+    ("hostPath", "hostPath", "hostPath", _host_path),
+    ("gcePersistentDisk", "gcePersistentDisk", "persistentDisk", _requiring("pdName", extra=_partition)),
+    (
+        "awsElasticBlockStore",
+        "awsElasticBlockStore",
+        "awsElasticBlockStore",
+        _requiring("volumeID", extra=_partition),
+    ),
+    ("glusterfs", "glusterfs", "glusterfs", _requiring("endpoints", "path")),
+    ("flocker", "flocker", "flocker", None),
+    ("nfs", "nfs", "nfs", _nfs),
+    ("rbd", "rbd", "rbd", _requiring("monitors", "image")),
+    ("quobyte", "quobyte", "quobyte", _requiring("volume")),
+    ("cephfs", "cephFS", "cephfs", _requiring("monitors")),
+    ("iscsi", "iscsi", "iscsi", _requiring("targetPortal", "iqn")),
+    ("cinder", "cinder", "cinder", _requiring("volumeID")),
+    ("fc", "fc", "fc", None),
+    ("flexVolume", "", "flexVolume", _requiring("driver")),
+    ("azureFile", "azureFile", "azureFile", _requiring("secretName", "shareName")),
+    ("vsphereVolume", "vsphereVolume", "vsphereVolume", _requiring("volumePath")),
+    ("photonPersistentDisk", "photonPersistentDisk", "photonPersistentDisk", _requiring("pdID")),
+    ("portworxVolume", "portworxVolume", "portworxVolume", _requiring("volumeID")),
+    ("azureDisk", "azureDisk", "azureDisk", _requiring("diskName", "diskURI")),
+    ("scaleIO", "scaleIO", "scaleIO", _requiring("gateway", "system", "volumeName")),
+    ("local", "local", "local", _local),
+    ("storageos", "storageos", "storageos", _requiring("volumeName")),
+    ("csi", "csi", "csi", _csi_persistent),
+)
+PERSISTENT_VOLUME_SOURCES = frozenset(key for key, *_ in _PV_SOURCES)
+
+
+def persistent_volume_source_causes(
+    spec: Mapping[str, Any], path: str, *, node_affinity: bool
+) -> list[Cause]:
+    """Exactly one source, each valid; kube names the first extra one under `may not specify more than 1
+    volume type` and a spec with none `must specify a volume type`. A `local` volume needs the volume's
+    node affinity (`node_affinity`: whether the spec has one)."""
+    causes: list[Cause] = []
+    kinds = 0
+    for key, second_name, errors_name, check in _PV_SOURCES:
+        source = spec.get(key)
+        if source is None:
+            continue
+        if kinds and second_name:
+            causes.append(forbidden(f"{path}.{second_name}", _ONE_TYPE))
+            continue
+        kinds += 1
+        if check is not None and isinstance(source, Mapping):
+            causes.extend(check(source, f"{path}.{errors_name}"))
+        if key == "local" and not node_affinity:
+            causes.append(required(f"{path}.nodeAffinity", "Local volume requires node affinity"))
+    if not kinds:
+        causes.append(required(path, "must specify a volume type"))
+    return causes

@@ -604,6 +604,8 @@ class Registry:
                 for field in set(meta) | set(old_meta):
                     if field not in status_metadata:
                         _carry_over(meta, old_meta, field)
+            if kind.strategy.on_status_update is not None:
+                kind.strategy.on_status_update(new, old)
             return new
         if kind.has_status and subresource == "":
             for field in kind.strategy.status_fields:

@@ -30,8 +30,11 @@ from tenantgpu.apiserver import discovery, errors, health, openapi, podexec
 from tenantgpu.apiserver.admission import (
     AdmissionChain,
     AdmissionPlugin,
+    DefaultStorageClass,
     NamespaceLifecycle,
+    PersistentVolumeClaimResize,
     PriorityAdmission,
+    StorageObjectInUseProtection,
 )
 from tenantgpu.apiserver.auth import (
     Attributes,
@@ -237,9 +240,12 @@ class APIServer(SubresourceHandlers):
                 LimitRanger(self._limit_ranges, mutating=True),
                 *accounts[:1],
                 PriorityAdmission(self._priority_class, self._default_priority_class),
+                DefaultStorageClass(self._storage_classes),
+                StorageObjectInUseProtection(),
                 *config.admission_plugins,
                 LimitRanger(self._limit_ranges, mutating=False),
                 *accounts[1:],
+                PersistentVolumeClaimResize(self._storage_class),
                 *self.webhooks.plugins(),
             ]
         )
@@ -422,6 +428,14 @@ class APIServer(SubresourceHandlers):
         return next(
             (e.obj for e in self.registry.cache(kind).objects.values() if e.obj.get("globalDefault")), None
         )
+
+    def _storage_class(self, name: str) -> Obj | None:
+        kind = self.kinds.resource("storage.k8s.io", "v1", "storageclasses")
+        return None if kind is None else self.registry.get_object(kind, "", name)
+
+    def _storage_classes(self) -> list[Obj]:
+        kind = self.kinds.resource("storage.k8s.io", "v1", "storageclasses")
+        return [] if kind is None else [e.obj for e in self.registry.cache(kind).objects.values()]
 
     def _service_account(self, namespace: str, name: str) -> Obj | None:
         kind = self.kinds.resource("", "v1", "serviceaccounts")

@@ -829,7 +829,153 @@ def _disruption_budget_row(pdb: Mapping[str, Any], now: datetime) -> list[Any]:
     ]
 
 
+# --- storage -------------------------------------------------------------------------------------------
+
+_ACCESS_MODE_ABBREVIATIONS = (
+    ("ReadWriteOnce", "RWO"),
+    ("ReadOnlyMany", "ROX"),
+    ("ReadWriteMany", "RWX"),
+    ("ReadWriteOncePod", "RWOP"),
+)
+_DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+_BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
+
+
+def _access_modes(modes: Any) -> str:
+    """kube's GetAccessModesAsString: in a fixed order whatever the object's, each once."""
+    given = modes if isinstance(modes, list) else []
+    return ",".join(short for mode, short in _ACCESS_MODE_ABBREVIATIONS if mode in given)
+
+
+def _volume_class(obj: Mapping[str, Any]) -> str:
+    annotations = _get(obj, "metadata", "annotations") or {}
+    if _BETA_CLASS in annotations:
+        return str(annotations[_BETA_CLASS])
+    return str(_get(obj, "spec", "storageClassName") or "")
+
+
+def _storage(resources: Any) -> str:
+    # an absent quantity prints as Go's zero Quantity
+    value = resources.get("storage") if isinstance(resources, Mapping) else None
+    return "0" if value is None else str(value)
+
+
+def _volume_phase(obj: Mapping[str, Any]) -> str:
+    if _get(obj, "metadata", "deletionTimestamp"):
+        return "Terminating"
+    return str(_get(obj, "status", "phase") or "")
+
+
+def _unset(value: Any) -> str:
+    return "<unset>" if value is None else str(value)
+
+
+def _persistent_volume_claim_row(pvc: Mapping[str, Any], now: datetime) -> list[Any]:
+    spec = pvc.get("spec") or {}
+    volume = str(spec.get("volumeName") or "")
+    # a claim shows what it was given only once bound to a volume
+    capacity = _storage(_get(pvc, "status", "capacity")) if volume else ""
+    modes = _access_modes(_get(pvc, "status", "accessModes")) if volume else ""
+    return [
+        _name(pvc),
+        _volume_phase(pvc),
+        volume,
+        capacity,
+        modes,
+        _volume_class(pvc),
+        _unset(spec.get("volumeAttributesClassName")),
+        _age(pvc, now),
+        _unset(spec.get("volumeMode")),
+    ]
+
+
+def _persistent_volume_row(pv: Mapping[str, Any], now: datetime) -> list[Any]:
+    spec = pv.get("spec") or {}
+    ref = spec.get("claimRef")
+    claim = f"{ref.get('namespace') or ''}/{ref.get('name') or ''}" if isinstance(ref, Mapping) else ""
+    return [
+        _name(pv),
+        _storage(spec.get("capacity")),
+        _access_modes(spec.get("accessModes")),
+        str(spec.get("persistentVolumeReclaimPolicy") or ""),
+        _volume_phase(pv),
+        claim,
+        _volume_class(pv),
+        _unset(spec.get("volumeAttributesClassName")),
+        str(_get(pv, "status", "reason") or ""),
+        _age(pv, now),
+        _unset(spec.get("volumeMode")),
+    ]
+
+
+def _storage_class_row(sc: Mapping[str, Any], now: datetime) -> list[Any]:
+    annotations = _get(sc, "metadata", "annotations") or {}
+    default = any(annotations.get(key) == "true" for key in _DEFAULT_CLASS_ANNOTATIONS)
+    return [
+        _name(sc) + (" (default)" if default else ""),
+        str(sc.get("provisioner") or ""),
+        str(sc.get("reclaimPolicy") or "Delete"),
+        str(sc.get("volumeBindingMode") or "Immediate"),
+        bool(sc.get("allowVolumeExpansion")),
+        _age(sc, now),
+    ]
+
+
+_ATTRIBUTES_CLASS = Column("VolumeAttributesClass", description="The volume attributes class asked for.")
+_VOLUME_MODE = Column(
+    "VolumeMode", priority=1, description="Whether the volume is a filesystem or a block device."
+)
+_STORAGE_CLASS = Column("StorageClass", description="The storage class of the volume or claim.")
+_ACCESS_MODES = Column("Access Modes", description="How the volume may be mounted.")
+
+
 _PRINTERS: dict[str, _Printer] = {
+    "PersistentVolumeClaim": _Printer(
+        [
+            _NAME,
+            Column("Status", description="The claim's phase."),
+            Column("Volume", description="The volume the claim is bound to."),
+            Column("Capacity", description="The storage the bound volume gives the claim."),
+            _ACCESS_MODES,
+            _STORAGE_CLASS,
+            _ATTRIBUTES_CLASS,
+            _AGE,
+            _VOLUME_MODE,
+        ],
+        _persistent_volume_claim_row,
+    ),
+    "PersistentVolume": _Printer(
+        [
+            _NAME,
+            Column("Capacity", description="The volume's storage."),
+            _ACCESS_MODES,
+            Column("Reclaim Policy", description="What happens to the volume once its claim is gone."),
+            Column("Status", description="The volume's phase."),
+            Column("Claim", description="The claim bound to the volume, namespace/name."),
+            _STORAGE_CLASS,
+            _ATTRIBUTES_CLASS,
+            Column("Reason", description="Why the volume is in its phase."),
+            _AGE,
+            _VOLUME_MODE,
+        ],
+        _persistent_volume_row,
+    ),
+    "StorageClass": _Printer(
+        [
+            _NAME,
+            Column("Provisioner", description="The provisioner of the class's volumes."),
+            Column(
+                "ReclaimPolicy", description="What happens to a provisioned volume once its claim is gone."
+            ),
+            Column("VolumeBindingMode", description="When claims of the class are bound and provisioned."),
+            Column("AllowVolumeExpansion", description="Whether a claim of the class may grow."),
+            _AGE,
+        ],
+        _storage_class_row,
+    ),
     "Pod": _Printer(_POD_COLUMNS, lambda obj, now: _pod_row(obj, now)[0]),
     "Job": _Printer(_JOB_COLUMNS, _job_row),
     "CronJob": _Printer(_CRON_JOB_COLUMNS, _cron_job_row),
@@ -1058,8 +1204,11 @@ def _row_object(obj: Mapping[str, Any], include_object: str) -> dict[str, Any] |
 
 # Columns kube's printers gained in a later release, by the first minor release that shows them:
 # `kubectl get job`'s STATUS (kubernetes/kubernetes#123226) and `kubectl get cronjob`'s TIMEZONE (#122231)
-# came with 1.30, `kubectl get priorityclass`'s PREEMPTIONPOLICY with 1.32 (#126529).
+# came with 1.30, `kubectl get priorityclass`'s PREEMPTIONPOLICY with 1.32 (#126529), `kubectl get pv/pvc`'s
+# VOLUMEATTRIBUTESCLASS with 1.29 (with the VolumeAttributesClass API; in the printers of 1.29.0, not 1.28.3).
 _COLUMNS_SINCE: dict[str, dict[str, int]] = {
+    "PersistentVolumeClaim": {"VolumeAttributesClass": 29},
+    "PersistentVolume": {"VolumeAttributesClass": 29},
     "Job": {"Status": 30},
     "CronJob": {"Timezone": 30},
     "PriorityClass": {"PreemptionPolicy": 32},

@@ -24,6 +24,7 @@ from tenantgpu.apiserver.dnsnames import dns_label_errors as _dns_label_errors
 from tenantgpu.apiserver.dnsnames import dns_subdomain_errors as _dns_subdomain_errors
 from tenantgpu.apiserver.downwardapi import ENV_FIELD_PATHS, object_field_causes, resource_field_causes
 from tenantgpu.apiserver.fielderrors import ROOT, Cause
+from tenantgpu.apiserver.fielderrors import differences as _differences
 from tenantgpu.apiserver.fielderrors import duplicate as _duplicate
 from tenantgpu.apiserver.fielderrors import forbidden as _forbidden
 from tenantgpu.apiserver.fielderrors import invalid as _invalid
@@ -49,6 +50,11 @@ from tenantgpu.apiserver.selectors import (
     qualified_name_errors,
 )
 from tenantgpu.apiserver.structural import Violation, violations
+from tenantgpu.apiserver.volumevalidation import (
+    validate_persistent_volume,
+    validate_persistent_volume_claim,
+    validate_storage_class,
+)
 
 __all__ = [
     "Cause",
@@ -80,6 +86,7 @@ _GROUPS = {
     "NetworkPolicy": "networking.k8s.io",
     "PriorityClass": "scheduling.k8s.io",
     "PodDisruptionBudget": "policy",
+    "StorageClass": "storage.k8s.io",
     "TenantControlPlane": "kamaji.clastix.io",
     "DataStore": "kamaji.clastix.io",
     "SelfSubjectAccessReview": "authorization.k8s.io",
@@ -249,6 +256,10 @@ def validate(
     causes = _validate_metadata(kind, obj.get("metadata") or {}, (old or {}).get("metadata"), scoped)
     if kind in _POD_SPEC_CHECKS:
         causes.extend(_POD_SPEC_CHECKS[kind](obj, old, opts=opts))
+        return causes
+    release_check = _RELEASE_CHECKS.get(kind)
+    if release_check is not None:
+        causes.extend(release_check(obj, old, minor))
         return causes
     check = _KIND_CHECKS.get(kind)
     if check is not None:
@@ -704,25 +715,6 @@ def _mutable_pod_spec_view(spec: Mapping[str, Any], old_spec: Mapping[str, Any])
     return {k: v for k, v in view.items() if v is not None}
 
 
-_ABSENT = "<absent>"
-
-
-def _differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
-    """The leaf paths where two JSON values differ, with the old and new value at each."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        found = []
-        for key in sorted(set(old) | set(new)):
-            found.extend(_differences(old.get(key, _ABSENT), new.get(key, _ABSENT), f"{path}.{key}"))
-        return found
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [
-            d
-            for i, (a, b) in enumerate(zip(old, new, strict=True))
-            for d in _differences(a, b, f"{path}[{i}]")
-        ]
-    return [] if old == new else [(path, old, new)]
-
-
 def _validate_pod(
     obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
@@ -1066,6 +1058,31 @@ _STATEFUL_SET_MUTABLE = (
 )
 
 
+def _with_claim_volumes(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The set's spec as its pods will have it: each volumeClaimTemplate a claim volume of its name in
+    the template, in place of a template volume of that name (the controller's updateStorage), so a
+    container may mount a claim template; kube's own check is the union of the two (it validates the
+    template's volumes apart only when its pods are made)."""
+    names = [
+        ((t or {}).get("metadata") or {}).get("name", "")
+        for t in spec.get("volumeClaimTemplates") or ()
+        if isinstance(t, Mapping)
+    ]
+    template = spec.get("template") or {}
+    if not names or not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
+        return spec
+    pod_spec = template["spec"]
+    volumes = [
+        *({"name": name, "persistentVolumeClaim": {"claimName": name}} for name in names if name),
+        *(
+            v
+            for v in pod_spec.get("volumes") or ()
+            if not (isinstance(v, Mapping) and v.get("name") in names)
+        ),
+    ]
+    return {**spec, "template": {**template, "spec": {**pod_spec, "volumes": volumes}}}
+
+
 def _validate_stateful_set(
     obj: Mapping[str, Any], old: Mapping[str, Any] | None, *, opts: PodOptions = _PLAIN
 ) -> list[Cause]:
@@ -1075,7 +1092,9 @@ def _validate_stateful_set(
     if not isinstance(replicas, int) or replicas < 0:
         causes.append(_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
     causes.extend(
-        _validate_selected_template(spec, old, empty_selector_ok=False, workload="statefulset", opts=opts)
+        _validate_selected_template(
+            _with_claim_volumes(spec), old, empty_selector_ok=False, workload="statefulset", opts=opts
+        )
     )
     restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
     if restart != "Always":
@@ -1094,11 +1113,6 @@ def _validate_stateful_set(
             _invalid(
                 "spec.updateStrategy.rollingUpdate.partition", partition, "must be greater than or equal to 0"
             )
-        )
-    if spec.get("volumeClaimTemplates"):
-        # The lab serves no PersistentVolumeClaims, so the claims could not be made.
-        causes.append(
-            _forbidden("spec.volumeClaimTemplates", "not simulated by tenantgpu (no PersistentVolumeClaims)")
         )
     if old is not None:
         old_spec = old.get("spec") or {}
@@ -2020,6 +2034,8 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "ClusterRoleBinding": functools.partial(_validate_binding_role, namespaced=False),
     "PriorityClass": _validate_priority_class,
     "PodDisruptionBudget": _validate_pod_disruption_budget,
+    "PersistentVolume": validate_persistent_volume,
+    "StorageClass": validate_storage_class,
     "TenantControlPlane": _custom_resource("TenantControlPlane", _validate_tenant_control_plane),
     "DataStore": _custom_resource("DataStore", _validate_data_store),
     "ControllerRevision": _validate_controller_revision,
@@ -2037,4 +2053,11 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "ConfigMap": _validate_config_map,
     "MutatingWebhookConfiguration": _validate_webhooks(mutating=True),
     "ValidatingWebhookConfiguration": _validate_webhooks(mutating=False),
+}
+
+# Kinds whose rules differ by release: given the tenant's (None: the newest rules).
+_RELEASE_CHECKS: dict[
+    str, Callable[[Mapping[str, Any], Mapping[str, Any] | None, int | None], list[Cause]]
+] = {
+    "PersistentVolumeClaim": validate_persistent_volume_claim,
 }

@@ -9,16 +9,20 @@ from tenantgpu.controlplane.cronjob import CronJobController
 from tenantgpu.controlplane.daemonset import DaemonSetController
 from tenantgpu.controlplane.deployment import DeploymentController
 from tenantgpu.controlplane.disruption import DisruptionController
+from tenantgpu.controlplane.ephemeralvolume import EphemeralVolumeController
 from tenantgpu.controlplane.garbagecollector import GarbageCollector
+from tenantgpu.controlplane.hostpathprovisioner import HostPathProvisioner
 from tenantgpu.controlplane.job import JobController
 from tenantgpu.controlplane.namespaces import NamespaceController
 from tenantgpu.controlplane.nodelifecycle import NodeLifecycleController
+from tenantgpu.controlplane.persistentvolume import PersistentVolumeController
 from tenantgpu.controlplane.podgc import PodGarbageCollector
 from tenantgpu.controlplane.replicaset import ReplicaSetController
 from tenantgpu.controlplane.rootca import RootCAPublisher
 from tenantgpu.controlplane.scheduler import DefaultScheduler
 from tenantgpu.controlplane.serviceaccounts import ServiceAccountController
 from tenantgpu.controlplane.statefulset import StatefulSetController
+from tenantgpu.controlplane.volumeprotection import ClaimProtectionController, VolumeProtectionController
 from tenantgpu.kubeclient import Informer, KubeClient
 
 
@@ -32,7 +36,9 @@ class _Service(Protocol):
 class ControlPlaneServices:
     """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs:
     service accounts, the root CA publisher, node lifecycle, pod GC, namespaces, Jobs, CronJobs,
-    ReplicaSets, Deployments, DaemonSets, StatefulSets, PodDisruptionBudgets and the garbage collector."""
+    ReplicaSets, Deployments, DaemonSets, StatefulSets, PodDisruptionBudgets, the garbage collector, the
+    PersistentVolume binder and the claim and volume protection; beside them the tenant's storage
+    provisioner and its default StorageClass."""
 
     client: KubeClient
     node_grace_seconds: float = 40.0
@@ -43,12 +49,18 @@ class ControlPlaneServices:
         accounts = ServiceAccountController(self.client)
         # The disruption controller keeps the budgets; the scheduler's preemption reads them.
         budgets = Informer(self.client, "poddisruptionbudgets")
-        scheduler = DefaultScheduler(self.client, budgets=budgets)
+        # The PV controller's informers; the scheduler's VolumeBinding and the provisioner read them too.
+        claims = Informer(self.client, "persistentvolumeclaims")
+        volumes = Informer(self.client, "persistentvolumes")
+        classes = Informer(self.client, "storageclasses")
+        scheduler = DefaultScheduler(
+            self.client, budgets=budgets, claims=claims, volumes=volumes, classes=classes
+        )
         jobs = JobController(self.client, pods=scheduler.pods)
         cron_jobs = CronJobController(self.client, jobs=jobs.jobs)
         daemon_sets = DaemonSetController(self.client, pods=scheduler.pods, nodes=scheduler.nodes)
         stateful_sets = StatefulSetController(
-            self.client, pods=scheduler.pods, revisions=daemon_sets.revisions
+            self.client, pods=scheduler.pods, revisions=daemon_sets.revisions, claims=claims
         )
         replica_sets = ReplicaSetController(self.client, pods=scheduler.pods)
         deployments = DeploymentController(
@@ -91,6 +103,9 @@ class ControlPlaneServices:
                 self.client, owners=stateful_sets.stateful_sets, dependents=daemon_sets.revisions
             ),
             GarbageCollector(self.client, owners=replica_sets.replica_sets, dependents=scheduler.pods),
+            # a StatefulSet's claims under its retention policy, owned by the set or by a removed pod
+            GarbageCollector(self.client, owners=stateful_sets.stateful_sets, dependents=claims),
+            GarbageCollector(self.client, owners=scheduler.pods, dependents=claims),
             GarbageCollector(
                 self.client, owners=deployments.deployments, dependents=replica_sets.replica_sets
             ),
@@ -99,6 +114,13 @@ class ControlPlaneServices:
                 self.client, namespaces=accounts.namespaces, ca_pem=self.client.config.ca_data or b""
             ),
             NamespaceController(self.client, namespaces=accounts.namespaces),
+            PersistentVolumeController(
+                self.client, pods=scheduler.pods, claims=claims, volumes=volumes, classes=classes
+            ),
+            ClaimProtectionController(self.client, claims=claims, pods=scheduler.pods),
+            EphemeralVolumeController(self.client, pods=scheduler.pods, claims=claims),
+            VolumeProtectionController(self.client, volumes=volumes),
+            HostPathProvisioner(self.client, claims=claims, volumes=volumes, classes=classes),
         ]
         started: list[_Service] = []
         try:

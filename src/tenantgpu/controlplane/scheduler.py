@@ -20,9 +20,10 @@ from typing import Any
 
 from tenantgpu.controlplane import preemption
 from tenantgpu.controlplane.podstate import is_terminal, node_name, pod_key, wants_default_scheduler
+from tenantgpu.gpushare import volumes
 from tenantgpu.gpushare.basics import capacity_reason, node_capacity, pod_amounts, pod_demand, static_reason
 from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
-from tenantgpu.gpushare.reasons import PREEMPTION_NOT_HELPFUL, fit_error, is_unresolvable
+from tenantgpu.gpushare.reasons import PREEMPTION_NOT_HELPFUL, fit_error, is_unresolvable, prefilter_error
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.kubeclient.client import now_rfc3339
 
@@ -92,8 +93,15 @@ class DefaultScheduler:
         pods: Informer | None = None,
         nodes: Informer | None = None,
         budgets: Informer | None = None,
+        claims: Informer | None = None,
+        volumes: Informer | None = None,
+        classes: Informer | None = None,
     ) -> None:
         self.client = client
+        # VolumeBinding's view of the claims, volumes and classes (the PV controller's informers).
+        self.claims = claims
+        self.volumes = volumes
+        self.classes = classes
         self.retry_seconds = retry_seconds
         self.pods = pods or Informer(client, "pods")
         self.nodes = nodes or Informer(client, "nodes")
@@ -106,20 +114,31 @@ class DefaultScheduler:
         # with none pending a change elsewhere (HAMi's pods, heartbeats) does not start a round at all.
         self._pending: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
+        self._binding: set[asyncio.Task[None]] = set()
+        # VolumeBinding's bindTimeoutSeconds
+        self.bind_timeout_seconds = 600.0
 
     async def start(self) -> None:
         self.pods.add_handler(self._pod_changed)
         self.nodes.add_handler(self._node_changed)
+        for informer in (self.claims, self.volumes):
+            if informer is not None:
+                informer.add_handler(self._node_changed)  # a claim bound may be what a pod waits for
         await self.nodes.start()
+        for informer in (self.claims, self.volumes, self.classes):
+            if informer is not None:
+                await informer.start()  # before any pod is judged on its claims
         await self.pods.start()
         self._task = asyncio.create_task(self._loop(), name="default-scheduler")
         self._wake.set()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in [*self._binding, *([self._task] if self._task else [])]:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._binding.clear()
+        self._task = None
         await self.pods.stop()
         await self.nodes.stop()
 
@@ -265,12 +284,21 @@ class DefaultScheduler:
         reasons: dict[str, str] = {}
         best: tuple[float, str] | None = None
         nominated = self._nominated(pod, nominations)
+        claims = self._claims_verdict(pod)
+        if claims.refusal is not None and nodes:
+            policy = (pod.get("spec") or {}).get("preemptionPolicy") or ""
+            await self._unschedulable(
+                pod, prefilter_error(len(nodes), claims.refusal, preemption_policy=policy)
+            )
+            return
         try:
             for node in nodes:
                 name = node["metadata"]["name"]
                 entry = use.setdefault(name, _NodeUse(extended=Counter()))
                 entry = self._with_nominated(entry, nominated.get(name, []))
-                reason = self._reason(pod, node, entry)
+                reason = self._reason(pod, node, entry) or volumes.node_reason(
+                    claims, node, self.volumes.items() if claims.needs_binding and self.volumes else ()
+                )
                 if reason is not None:
                     reasons[name] = reason
                     continue
@@ -289,6 +317,15 @@ class DefaultScheduler:
             return
         target = best[1]
         meta = pod["metadata"]
+        if claims.needs_binding:
+            node = self.nodes.get(None, target) or {}
+            plan = volumes.bindings_for_node(claims, node, self.volumes.items() if self.volumes else ())
+            self._assumed[key] = target
+            self._charge(use.setdefault(target, _NodeUse(extended=Counter())), pod)
+            task = asyncio.create_task(self._bind_with_volumes(pod, target, plan or []))
+            self._binding.add(task)
+            task.add_done_callback(self._binding.discard)
+            return
         try:
             await self.client.create_binding(meta["namespace"], meta["name"], target, pod_uid=meta.get("uid"))
         except ApiError as exc:
@@ -299,6 +336,69 @@ class DefaultScheduler:
         self._reported.pop(key, None)
         self._charge(use.setdefault(target, _NodeUse(extended=Counter())), pod)
         await self._event(pod, "Normal", "Scheduled", f"Successfully assigned {key[0]}/{key[1]} to {target}")
+
+    async def _bind_with_volumes(
+        self, pod: dict[str, Any], target: str, plan: list[volumes.ClaimBinding]
+    ) -> None:
+        """VolumeBinding's PreBind, then the Binding: each delayed claim is bound to its chosen volume or
+        given the node for its provisioner, and the pod is bound once every claim is (kube's binding
+        cycle runs apart from the scheduling loop, as this task does)."""
+        key = pod_key(pod)
+        meta = pod["metadata"]
+        try:
+            for binding in plan:
+                claim_meta = binding.claim["metadata"]
+                if binding.volume is not None:
+                    await self.client.patch(
+                        "persistentvolumes",
+                        binding.volume["metadata"]["name"],
+                        volumes.static_binding_patch(binding.volume, binding.claim),
+                    )
+                else:
+                    await self.client.patch(
+                        "persistentvolumeclaims",
+                        claim_meta["name"],
+                        volumes.selected_node_patch(binding.claim, target),
+                        claim_meta.get("namespace"),
+                    )
+            deadline = asyncio.get_running_loop().time() + self.bind_timeout_seconds
+            names = volumes.pod_claim_names(pod)
+            while not volumes.all_bound(self.claims.get(key[0], n) if self.claims else None for n in names):
+                if asyncio.get_running_loop().time() > deadline:
+                    raise TimeoutError("timed out waiting for the condition")
+                await asyncio.sleep(0.05)
+            await self.client.create_binding(meta["namespace"], meta["name"], target, pod_uid=meta.get("uid"))
+        except (ApiError, TimeoutError) as exc:
+            self._assumed.pop(key, None)
+            if isinstance(exc, ApiError) and exc.code == 404:
+                return
+            detail = exc.message if isinstance(exc, ApiError) else str(exc)
+            await self._unschedulable(
+                pod, f'running PreBind plugin "VolumeBinding": binding volumes: {detail}'
+            )
+            self._wake.set()
+            return
+        self._reported.pop(key, None)
+        await self._event(pod, "Normal", "Scheduled", f"Successfully assigned {key[0]}/{key[1]} to {target}")
+
+    def _claims_verdict(self, pod: dict[str, Any]) -> volumes.ClaimVerdict:
+        """VolumeBinding's PreFilter on what the informers hold."""
+        names = volumes.pod_claim_names(pod)
+        if not names or self.claims is None:
+            return volumes.ClaimVerdict()
+        namespace = pod["metadata"].get("namespace") or ""
+        claims = {name: self.claims.get(namespace, name) for name in names}
+        bound = {
+            name: self.volumes.get(None, name) if self.volumes is not None else None
+            for claim in claims.values()
+            if claim is not None and (name := (claim.get("spec") or {}).get("volumeName"))
+        }
+        classes = {
+            name: self.classes.get(None, name) if self.classes is not None else None
+            for claim in claims.values()
+            if claim is not None and (name := volumes.claim_class(claim))
+        }
+        return volumes.judge_claims(pod, claims, bound, classes)
 
     async def _preempt(
         self,

@@ -7,8 +7,15 @@ and the subdomain `spec.serviceName`, and the labels `statefulset.kubernetes.io/
 once the ones before it run and are ready, and removed from the highest ordinal down; with `Parallel` all
 at once. RollingUpdate replaces pods from the highest ordinal down to `partition`, one at a time, each
 once the others are ready; pods below the partition keep, and are re-created from, the current revision.
-OnDelete replaces a pod only when it is deleted. A failed pod is deleted and made again. Volume claim
-templates are refused by validation: the lab serves no PersistentVolumeClaims.
+OnDelete replaces a pod only when it is deleted. A failed pod is deleted and made again.
+
+Each `volumeClaimTemplates` entry gives every pod its own claim `<template>-<set>-<ordinal>` (with the
+set's selector labels), made before the pod if missing (`create Claim data-web-0 Pod web-0 in
+StatefulSet web success`) and kept when the pod goes, so a pod made again finds its data; the pod's
+volume of the template's name uses it. `persistentVolumeClaimRetentionPolicy` (kube's
+StatefulSetAutoDeletePVC, on by default from 1.27): `whenDeleted: Delete` makes the set the claims'
+owner, so they go with it; `whenScaled: Delete` makes a pod that a scale down removes the owner of its
+claims first, so they go with it.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import copy
 from typing import Any
 
 from tenantgpu.controlplane.history import REVISION_HASH, History
-from tenantgpu.controlplane.owners import controller_of, owned_by, pod_from_template
+from tenantgpu.controlplane.owners import controller_of, owned_by, owner_reference, pod_from_template
 from tenantgpu.controlplane.podstate import is_ready, is_terminal
 from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
@@ -42,12 +49,40 @@ def _template_of(revision: dict[str, Any]) -> dict[str, Any]:
     return template
 
 
+def _retention(sts: dict[str, Any]) -> dict[str, Any]:
+    return (sts.get("spec") or {}).get("persistentVolumeClaimRetentionPolicy") or {}
+
+
+def claims_of(sts: dict[str, Any], ordinal: int) -> list[tuple[str, dict[str, Any]]]:
+    """getPersistentVolumeClaims: (template name, claim) for each of the set's claim templates, named
+    `<template>-<set>-<ordinal>`, with the template's labels and the set's selector labels."""
+    meta = sts["metadata"]
+    selector = ((sts.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    found = []
+    for template in (sts.get("spec") or {}).get("volumeClaimTemplates") or []:
+        claim = copy.deepcopy(template)
+        template_meta = claim.pop("metadata", None) or {}
+        claim.pop("status", None)
+        name = template_meta.get("name", "")
+        claim_meta = {k: v for k, v in template_meta.items() if k in ("labels", "annotations") and v}
+        claim_meta["labels"] = {**(template_meta.get("labels") or {}), **selector}
+        claim_meta["name"] = f"{name}-{meta['name']}-{ordinal}"
+        claim_meta["namespace"] = meta.get("namespace") or "default"
+        found.append(
+            (name, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": claim_meta, **claim})
+        )
+    return found
+
+
 class StatefulSetController:
     """Runs every StatefulSet of one tenant."""
 
-    def __init__(self, client: KubeClient, *, pods: Informer, revisions: Informer) -> None:
+    def __init__(
+        self, client: KubeClient, *, pods: Informer, revisions: Informer, claims: Informer | None = None
+    ) -> None:
         self.client = client
         self.pods = pods
+        self.claims = claims
         self.revisions = revisions
         self.history = History(client, revisions)
         self.stateful_sets = Informer(client, "statefulsets")
@@ -59,6 +94,8 @@ class StatefulSetController:
         await self.revisions.start()
         await self.stateful_sets.start()
         await self.pods.start()
+        if self.claims is not None:
+            await self.claims.start()
         for sts in self.stateful_sets.items():
             self.queue.add(object_key(sts))
         self.queue.start()
@@ -141,6 +178,7 @@ class StatefulSetController:
             for ordinal in surplus if not ordered else surplus[:1]:
                 if ordered and not all_ready:
                     return
+                await self._release_claims(sts, live[ordinal])
                 await self._delete(sts, live[ordinal], events)
             return
         strategy = (sts.get("spec") or {}).get("updateStrategy") or {}
@@ -192,6 +230,17 @@ class StatefulSetController:
         service = (sts.get("spec") or {}).get("serviceName")
         if service:
             body["spec"]["subdomain"] = service
+        claims = claims_of(sts, ordinal)
+        if claims:
+            if not await self._create_claims(sts, name, claims, events):
+                return
+            body["spec"]["volumes"] = [
+                *(
+                    {"name": t, "persistentVolumeClaim": {"claimName": c["metadata"]["name"]}}
+                    for t, c in claims
+                ),
+                *(v for v in body["spec"].get("volumes") or [] if v.get("name") not in dict(claims)),
+            ]
         try:
             await self.client.create("pods", body)
         except ApiError as error:
@@ -211,6 +260,81 @@ class StatefulSetController:
                 f"create Pod {name} in StatefulSet {sts['metadata']['name']} successful",
             )
         )
+
+    async def _create_claims(
+        self,
+        sts: dict[str, Any],
+        pod_name: str,
+        claims: list[tuple[str, dict[str, Any]]],
+        events: list[Event],
+    ) -> bool:
+        """createPersistentVolumeClaims: each claim the pod needs that does not exist yet; whether the pod
+        may be made (not while one of its claims is still going away)."""
+        set_name = sts["metadata"]["name"]
+        ready = True
+        for _, claim in claims:
+            name = claim["metadata"]["name"]
+            existing = (
+                self.claims.get(claim["metadata"]["namespace"], name) if self.claims is not None else None
+            )
+            if existing is not None:
+                if existing["metadata"].get("deletionTimestamp"):
+                    ready = False  # kube: "pvc ... is being deleted"; the pod waits for it to go
+                continue
+            if _retention(sts).get("whenDeleted") == "Delete":
+                claim["metadata"]["ownerReferences"] = [owner_reference(sts)]
+            try:
+                await self.client.create("persistentvolumeclaims", claim)
+            except ApiError as error:
+                if error.code == 409:
+                    continue  # made meanwhile; the informer has not shown it yet
+                events.append(
+                    (
+                        "Warning",
+                        "FailedCreate",
+                        f"create Claim {name} for Pod {pod_name} in StatefulSet {set_name} failed error: {error}",
+                    )
+                )
+                ready = False
+                continue
+            events.append(
+                (
+                    "Normal",
+                    "SuccessfulCreate",
+                    f"create Claim {name} Pod {pod_name} in StatefulSet {set_name} success",
+                )
+            )
+        return ready
+
+    async def _release_claims(self, sts: dict[str, Any], pod: dict[str, Any]) -> None:
+        """whenScaled Delete: the pod a scale down removes becomes its claims' owner, so that the garbage
+        collector deletes them once the pod is gone."""
+        ordinal = _ordinal(sts, pod)
+        if ordinal is None or _retention(sts).get("whenScaled") != "Delete":
+            return
+        for _, claim in claims_of(sts, ordinal):
+            meta = claim["metadata"]
+            existing = self.claims.get(meta["namespace"], meta["name"]) if self.claims is not None else None
+            if existing is None:
+                continue
+            refs = [
+                r
+                for r in existing["metadata"].get("ownerReferences") or []
+                if r.get("uid") not in (sts["metadata"]["uid"], pod["metadata"]["uid"])
+            ]
+            refs.append(owner_reference({**pod, "apiVersion": "v1", "kind": "Pod"}))
+            with contextlib.suppress(ApiError):
+                await self.client.patch(
+                    "persistentvolumeclaims",
+                    meta["name"],
+                    {
+                        "metadata": {
+                            "ownerReferences": refs,
+                            "resourceVersion": existing["metadata"].get("resourceVersion"),
+                        }
+                    },
+                    meta["namespace"],
+                )
 
     async def _delete(self, sts: dict[str, Any], pod: dict[str, Any], events: list[Event]) -> None:
         meta = pod["metadata"]

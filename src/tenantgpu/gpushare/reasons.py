@@ -53,7 +53,16 @@ def parse_reason(text: str) -> dict[str, int]:
 
 # kube-scheduler's own filter failures that preemption cannot help (UnschedulableAndUnresolvable); every
 # other failure, the extender's (HAMi's) among them, is Unschedulable and worth a preemption dry run.
-_UNRESOLVABLE = (NODE_UNSCHEDULABLE, NODE_SELECTOR_MISMATCH, UNTOLERATED_TAINT)
+# VolumeBinding's node verdicts (a bound volume's node affinity, a volume that is gone) are too.
+VOLUME_NODE_CONFLICT = "node(s) had volume node affinity conflict"
+VOLUME_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+_UNRESOLVABLE = (
+    NODE_UNSCHEDULABLE,
+    NODE_SELECTOR_MISMATCH,
+    UNTOLERATED_TAINT,
+    VOLUME_NODE_CONFLICT,
+    VOLUME_NOT_EXIST,
+)
 NO_VICTIMS = "No preemption victims found for incoming pod"
 PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
@@ -105,3 +114,13 @@ def fit_error(
         verdicts = Counter(preemption.values())
         verdicts[PREEMPTION_NOT_HELPFUL] += max(0, total - len(preemption))
     return f"{message} preemption: {_histogram(total, verdicts)}."
+
+
+def prefilter_error(total: int, refusal: str, *, preemption_policy: str = "") -> str:
+    """kube-scheduler's message when a PreFilter plugin refuses the pod before any node is looked at
+    (VolumeBinding's `persistentvolumeclaim "data" not found`): the refusal in place of the histogram,
+    then DefaultPreemption, for which every node is then unresolvable."""
+    message = f"0/{total} nodes are available: {refusal}."
+    if preemption_policy == "Never":
+        return f"{message} preemption: {NOT_ELIGIBLE_NEVER}."
+    return f"{message} preemption: {_histogram(total, {PREEMPTION_NOT_HELPFUL: total})}."

@@ -32,9 +32,10 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tenantgpu import eager
-from tenantgpu.gpushare import ClusterState, Decision, SharingConfig
+from tenantgpu.gpushare import ClusterState, Decision, SharingConfig, volumes
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare.policy import node_policy_of, spreads
+from tenantgpu.gpushare.reasons import fit_error, prefilter_error
 from tenantgpu.gpushare.request import init_container_count
 from tenantgpu.hami import events
 from tenantgpu.hami.metrics import scheduler_registry
@@ -131,6 +132,7 @@ class HamiScheduler:
         self.pods.add_handler(self._on_pod)
         self.quotas.add_handler(self._on_quota)
         self.flush_seconds = flush_seconds
+        self.bind_timeout_seconds = 600.0  # VolumeBinding's bindTimeoutSeconds
         self.pipeline_locked_nodes = pipeline_locked_nodes
         self.metrics_host, self.metrics_port = metrics_host, metrics_port
         self.registry = scheduler_registry(lambda: self.state, self._placed_pods, self.quotas.items)
@@ -143,6 +145,10 @@ class HamiScheduler:
         self._assumed: dict[Key, dict[str, Any]] = {}  # pods with a bind in flight, as we will write them
         self._inflight: dict[str, _InFlight] = {}
         self._attempts: dict[Key, int] = {}
+        # VolumeBinding's verdict on a pod's claims, and the volumes a delayed claim may take, fetched for
+        # the pod's next decision
+        self._claim_verdicts: dict[Key, tuple[volumes.ClaimVerdict, list[dict[str, Any]]]] = {}
+        self._prebinding: set[Key] = set()  # pods whose claims are being bound for a node
         self._handshaking: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
@@ -160,6 +166,8 @@ class HamiScheduler:
             book.clear()
         self._parked.clear()
         self._attempts.clear()
+        self._claim_verdicts.clear()
+        self._prebinding.clear()
         self._handshaking.clear()
         await self.nodes.start()
         await self.quotas.start()
@@ -249,6 +257,7 @@ class HamiScheduler:
         self._unschedulable.discard(key)
         self._last_failure.pop(key, None)
         self._attempts.pop(key, None)
+        self._claim_verdicts.pop(key, None)
         for node, flight in list(self._inflight.items()):
             if flight.pod == key:
                 self._release_inflight(node)
@@ -421,19 +430,44 @@ class HamiScheduler:
 
     def _schedule_one(self, key: Key) -> None:
         pod = self.pods.get(*key)
-        if pod is None or not self._ours(pod) or key in self._assumed:
+        if pod is None or not self._ours(pod) or key in self._assumed or key in self._prebinding:
             return
         if self.pipeline_locked_nodes and self._every_node_locked_for(pod, key):
             # The decision would either park the pod or refuse it; both wait for the first node
             # to free, when it is decided on what the cluster then holds.
             self._park(_ANY_NODE, key)
             return
-        decision = self._decide(pod)
+        conflicting: list[str] = []
+        verdict: volumes.ClaimVerdict | None = None
+        free_volumes: list[dict[str, Any]] = []
+        if volumes.pod_claim_names(pod):
+            # kube-scheduler's VolumeBinding runs before HAMi's extender is asked (on claims fetched
+            # for this attempt: the scheduler keeps no watch on claims for the pods that have none)
+            fetched = self._claim_verdicts.pop(key, None)
+            if fetched is None:
+                self._spawn(self._fetch_claims(pod))
+                return
+            verdict, free_volumes = fetched
+            refusal = self._volume_refusal(pod, verdict, free_volumes)
+            if isinstance(refusal, str):
+                self._spawn(self._report_message(pod, refusal))
+                self._retry_later(key)  # a claim bound or created does not reach this scheduler's watches
+                return
+            conflicting = refusal
+        decision = self._decide(_excluding(pod, conflicting) if conflicting else pod)
         if decision.node is None:
             self._unschedulable.add(key)
             self._spawn(self._report_unschedulable(pod, decision))
             return
         node = decision.node
+        if verdict is not None and verdict.needs_binding:
+            # PreBind first, without the node lock: the claims are bound for this node (a volume there,
+            # or the node given to the provisioner), and the pod is decided again once they are, its
+            # bound volumes then keeping it to the node
+            plan = volumes.bindings_for_node(verdict, self.nodes.get(None, node) or {}, free_volumes) or []
+            self._prebinding.add(key)
+            self._spawn(self._prebind(pod, node, plan))
+            return
         takes_lock = decision.requests_gpu and self._takes_lock(pod)
         if takes_lock and self._node_locked_for(node, key):
             alternative = None
@@ -442,7 +476,7 @@ class HamiScheduler:
                 locked = [n for n in names if self._node_locked_for(n, key)]
                 # with every node locked the pod could only be refused: no need to decide that again
                 if len(locked) < len(names):
-                    alternative = self.state.schedule(_excluding(pod, locked))
+                    alternative = self.state.schedule(_excluding(pod, [*locked, *conflicting]))
             if alternative is None or alternative.node is None:
                 self._park(node, key)
                 return
@@ -459,6 +493,52 @@ class HamiScheduler:
         self.state.upsert_pod(assumed)
         self._assumed[key] = assumed
         self._spawn(self._bind(pod, decision, patch_annotations, takes_lock))
+
+    async def _prebind(self, pod: dict[str, Any], node: str, plan: list[volumes.ClaimBinding]) -> None:
+        """kube-scheduler's VolumeBinding PreBind, which runs before the extender's Bind: each delayed
+        claim is bound to its chosen volume or given the node for its provisioner, then awaited; the pod
+        is then decided again (on a failure, FailedScheduling says why and it is retried later)."""
+        key = _key(pod)
+        try:
+            await self._bind_claims(pod, node, plan)
+        except (ApiError, TimeoutError, OSError) as err:
+            if isinstance(err, ApiError) and err.code == 404:
+                return
+            detail = err.message if isinstance(err, ApiError) else str(err)
+            await self._report_message(
+                pod, f'running PreBind plugin "VolumeBinding": binding volumes: {detail}'
+            )
+            self._retry_later(key)
+            return
+        finally:
+            self._prebinding.discard(key)
+        self._queue.push(key)
+
+    async def _bind_claims(self, pod: dict[str, Any], node: str, plan: list[volumes.ClaimBinding]) -> None:
+        namespace = pod["metadata"].get("namespace") or ""
+        for binding in plan:
+            if binding.volume is not None:
+                await self.client.patch(
+                    "persistentvolumes",
+                    binding.volume["metadata"]["name"],
+                    volumes.static_binding_patch(binding.volume, binding.claim),
+                )
+            else:
+                await self.client.patch(
+                    "persistentvolumeclaims",
+                    binding.claim["metadata"]["name"],
+                    volumes.selected_node_patch(binding.claim, node),
+                    namespace,
+                )
+        deadline = time.monotonic() + self.bind_timeout_seconds
+        names = volumes.pod_claim_names(pod)
+        while True:
+            claims = [await self._get("persistentvolumeclaims", n, namespace) for n in names]
+            if volumes.all_bound(claims):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError("timed out waiting for the condition")
+            await asyncio.sleep(0.1)
 
     async def _bind(
         self, pod: dict[str, Any], decision: Decision, annotations: dict[str, str], takes_lock: bool
@@ -549,18 +629,86 @@ class HamiScheduler:
 
         self._spawn(later())
 
+    async def _fetch_claims(self, pod: dict[str, Any]) -> None:
+        """The pod's claims, the volumes they are bound to and their classes, for VolumeBinding's verdict;
+        the pod is then decided again."""
+        key = _key(pod)
+        try:
+            claims = {
+                name: await self._get("persistentvolumeclaims", name, key[0])
+                for name in volumes.pod_claim_names(pod)
+            }
+            bound: dict[str, dict[str, Any] | None] = {}
+            classes: dict[str, dict[str, Any] | None] = {}
+            for claim in claims.values():
+                if claim is None:
+                    continue
+                if (name := (claim.get("spec") or {}).get("volumeName")) and name not in bound:
+                    bound[name] = await self._get("persistentvolumes", name)
+                if (name := volumes.claim_class(claim)) and name not in classes:
+                    classes[name] = await self._get("storageclasses", name)
+        except Exception as err:
+            log.info("hami-scheduler: reading the claims of %s/%s: %s", *key, err)
+            self._retry_later(key)
+            return
+        verdict = volumes.judge_claims(pod, claims, bound, classes)
+        listed: list[dict[str, Any]] = []
+        if verdict.needs_binding:
+            try:
+                listed = (await self.client.list("persistentvolumes"))["items"]
+            except Exception as err:
+                log.info("hami-scheduler: listing volumes for %s/%s: %s", *key, err)
+                self._retry_later(key)
+                return
+        self._claim_verdicts[key] = (verdict, listed)
+        self._queue.push(key)
+
+    async def _get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        try:
+            return await self.client.get(resource, name, namespace)
+        except ApiError as err:
+            if err.code == 404:
+                return None
+            raise
+
+    def _volume_refusal(
+        self, pod: dict[str, Any], verdict: volumes.ClaimVerdict, free_volumes: list[dict[str, Any]]
+    ) -> str | list[str]:
+        """kube-scheduler's message when the claims rule the pod out (PreFilter, or no node fits the
+        bound volumes), else the nodes the bound volumes rule out."""
+        total = len(self.state.node_names)
+        policy = (pod.get("spec") or {}).get("preemptionPolicy") or ""
+        if verdict.refusal is not None:
+            if not total:
+                return "no nodes available to schedule pods"
+            return prefilter_error(total, verdict.refusal, preemption_policy=policy)
+        reasons = {
+            name: reason
+            for name in self.state.node_names
+            if (reason := volumes.node_reason(verdict, self.nodes.get(None, name) or {}, free_volumes))
+            is not None
+        }
+        if reasons and len(reasons) == total:
+            return fit_error(total, reasons, preemption_policy=policy)
+        return sorted(reasons)
+
     async def _report_unschedulable(self, pod: dict[str, Any], decision: Decision) -> None:
         """Events and PodScheduled=False, once per distinct reason (retries stay quiet)."""
-        key = _key(pod)
         total = len(self.state.node_names)
         policy = (pod.get("spec") or {}).get("preemptionPolicy") or ""
         message = events.unschedulable_message(total, decision, preemption_policy=policy)
+        filtering = events.filtering_failed_messages(decision) if decision.requests_gpu else []
+        await self._report_message(pod, message, filtering)
+
+    async def _report_message(
+        self, pod: dict[str, Any], message: str, filtering: list[str] | None = None
+    ) -> None:
+        key = _key(pod)
         if self._last_failure.get(key) == message:
             return
         self._last_failure[key] = message
-        if decision.requests_gpu:
-            for text in events.filtering_failed_messages(decision):
-                await events.emit(self.client, pod, events.FILTERING_FAILED, text, warning=True)
+        for text in filtering or ():
+            await events.emit(self.client, pod, events.FILTERING_FAILED, text, warning=True)
         await events.emit(self.client, pod, events.FAILED_SCHEDULING, message, warning=True)
         condition = {
             "type": "PodScheduled",

@@ -35,7 +35,7 @@ from typing import Any
 import aiohttp
 
 from tenantgpu import eager
-from tenantgpu.gpushare import SharingConfig, allocate_env, decode_pod_devices
+from tenantgpu.gpushare import SharingConfig, allocate_env, decode_pod_devices, volumes
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import (
     AllocateError,
@@ -973,6 +973,10 @@ class Kubelet:
         """kube's WaitForAttachAndMount for the volumes that take files from ConfigMaps and Secrets: until
         each can be set up the pod stays in ContainerCreating, with a Warning `FailedMount` per volume and
         attempt, retried with the volume manager's back-off (a deleted pod's task is cancelled meanwhile)."""
+        attempt = 0
+        while not await self._claims_ready(pod, record):
+            attempt += 1
+            await asyncio.sleep(volumesources.retry_delay(attempt))
         needs = volumesources.volume_needs(pod.get("spec") or {})
         attempt = 0
         while needs:
@@ -1003,6 +1007,26 @@ class Kubelet:
                     warning=True,
                 )
             await asyncio.sleep(volumesources.retry_delay(attempt))
+
+    async def _claims_ready(self, pod: dict[str, Any], record: PodRecord) -> bool:
+        """kube's desired-state populator for `persistentVolumeClaim` volumes: each claim must exist and
+        be bound to a volume whose claimRef names it. Until then the pod waits in ContainerCreating; kube
+        1.33 records no event for it (the scheduler binds no pod whose claims are not bound, so only a
+        pod given a nodeName directly meets this)."""
+        for name in volumes.pod_claim_names(pod):
+            try:
+                claim = await self.client.get("persistentvolumeclaims", name, record.namespace)
+                volume_name = (claim.get("spec") or {}).get("volumeName") or ""
+                if not volume_name:
+                    return False
+                volume = await self.client.get("persistentvolumes", volume_name)
+            except (ApiError, OSError, aiohttp.ClientError):
+                return False
+            if not volumes.is_bound_to(volume, claim) or not (
+                (volume.get("spec") or {}).get("claimRef") or {}
+            ).get("uid"):
+                return False
+        return True
 
     async def _pull_secrets(self, pod: dict[str, Any], record: PodRecord) -> None:
         """kube's getPullSecretsForPod: the pod's `imagePullSecrets` are looked up before its images are
