@@ -28,6 +28,8 @@ import httptools
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
+from tenantgpu.readbuffer import ReadBuffer
+
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Any], Awaitable["web.StreamResponse | ChunkedStream"]]
@@ -218,6 +220,7 @@ class HTTPServer:
         self.idle_timeout = idle_timeout
         self._sweep_seconds = sweep_seconds
         self.connections: set[HTTPConnection] = set()
+        self.read_buffer = ReadBuffer()
         self._listener: asyncio.Server | None = None
         self._date = ""
         self._date_second = -1
@@ -264,11 +267,12 @@ class HTTPServer:
         await self.fallback.shutdown(1.0)
 
 
-class HTTPConnection(asyncio.Protocol):
+class HTTPConnection(asyncio.BufferedProtocol):
     """One client connection: parses requests, answers them in order, hands an upgrade to aiohttp."""
 
     def __init__(self, server: HTTPServer) -> None:
         self._server = server
+        self._read_buffer = server.read_buffer
         self.max_body_bytes = server.max_body_bytes
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpRequestParser(self)
@@ -293,7 +297,13 @@ class HTTPConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         self._server.connections.add(self)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read_buffer.view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._read_buffer.received(nbytes))
+
+    def data_received(self, data: bytes | memoryview) -> None:
         if self.transport is None or self.transport.is_closing():
             return  # answered and closing (a bad request, `Connection: close`): the rest is dropped
         if self._handover is not None:

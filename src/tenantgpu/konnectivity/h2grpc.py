@@ -38,6 +38,8 @@ from h2.events import (
 )
 from h2.exceptions import ProtocolError
 
+from tenantgpu.readbuffer import ReadBuffer
+
 log = logging.getLogger(__name__)
 
 _GRPC_CONTENT_TYPE = "application/grpc"
@@ -163,11 +165,12 @@ class StreamContext:
             self._messages.put_nowait(reason)
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.BufferedProtocol):
     """One client connection: HTTP/2 framing (h2), each stream's call in a task of its own."""
 
     def __init__(self, server: H2GrpcServer) -> None:
         self._server = server
+        self._read_buffer = server.read_buffer
         self._h2 = H2Connection(H2Configuration(client_side=False, header_encoding="utf-8"))
         self._transport: asyncio.Transport | None = None
         self._calls: dict[int, tuple[StreamContext, asyncio.Task[None]]] = {}
@@ -183,6 +186,13 @@ class _Connection(asyncio.Protocol):
         self._server.connections.add(self)
         self._h2.initiate_connection()
         self._flush()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read_buffer.view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        # h2 keeps slices of what it is given, so it gets its own copy
+        self.data_received(bytes(self._read_buffer.received(nbytes)))
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -340,6 +350,7 @@ class H2GrpcServer:
         self.methods = methods
         self.max_message_bytes = max_message_bytes
         self.connections: set[_Connection] = set()
+        self.read_buffer = ReadBuffer()
         self.port = 0
         self._listener: asyncio.Server | None = None
 

@@ -26,6 +26,8 @@ from urllib.parse import quote, urlencode, urlsplit
 import aiohttp
 import httptools
 
+from tenantgpu.readbuffer import ReadBuffer
+
 # The lab's API servers close keep-alive connections idle for 75 s (aiohttp's default); a connection
 # idle for longer than this is closed here rather than risked.
 IDLE_SECONDS = 30.0
@@ -42,10 +44,11 @@ class Response:
     body: bytes
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.BufferedProtocol):
     """One TLS (or plain) connection carrying one request at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, read_buffer: ReadBuffer | None = None) -> None:
+        self._read_buffer = read_buffer or ReadBuffer()
         self._parser = httptools.HttpResponseParser(self)
         self._transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[Response] | None = None
@@ -67,7 +70,13 @@ class _Connection(asyncio.Protocol):
         if self._stream is not None:
             self._stream.cut_off(exc)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read_buffer.view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._read_buffer.received(nbytes))
+
+    def data_received(self, data: bytes | memoryview) -> None:
         self.answered = True
         try:
             self._parser.feed_data(data)
@@ -208,6 +217,7 @@ class Http1Pool:
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         self._idle: list[_Connection] = []
         self._streaming: set[_Connection] = set()
+        self._read_buffer = ReadBuffer()
         self._slots = asyncio.Semaphore(size)
         self._closed = False
         # waiter of a request in flight -> (its deadline on the loop's clock, its connection)
@@ -344,7 +354,7 @@ class Http1Pool:
         try:
             async with asyncio.timeout_at(deadline):
                 _, connection = await loop.create_connection(
-                    _Connection, self._host, self._port, ssl=self._ssl or None
+                    lambda: _Connection(self._read_buffer), self._host, self._port, ssl=self._ssl or None
                 )
         except ssl.SSLError as exc:
             raise aiohttp.ClientOSError(

@@ -268,6 +268,38 @@ def tune_for_many_tenants() -> None:
     import asyncio.sslproto
 
     asyncio.sslproto.SSLProtocol.max_size = _TLS_READ_BUFFER_BYTES
+    _fix_mmap_threshold()
+
+
+# glibc's M_TRIM_THRESHOLD and M_MMAP_THRESHOLD (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_MMAP_THRESHOLD_BYTES = 128 * 1024
+_TRIM_THRESHOLD_BYTES = 4 * 1024 * 1024
+
+
+def _fix_mmap_threshold() -> None:
+    """Keep glibc's mmap threshold at its initial 128 KiB. uvloop gives every TLS connection a 256 KiB read
+    buffer, mostly untouched. glibc raises its threshold each time it frees such a mapped block. From then
+    on, the buffers of new connections come from the heap, in pages that earlier buffers touched. Each
+    watch then held about 0.1 MiB more, at both of its ends. Fixing the threshold keeps those buffers
+    mapped, so only the pages read into count (docs/management-plane-performance-history.md, session 34).
+    Does nothing where the C library is not glibc."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+    mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD_BYTES)
 
 
 async def serve(
