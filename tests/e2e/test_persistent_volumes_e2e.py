@@ -124,10 +124,19 @@ def test_a_claim_of_the_default_class_is_provisioned_at_once_and_its_volume_goes
     )
     assert 'Provisioning: External provisioner is provisioning volume for claim "default/cache"' in said
     assert f"ProvisioningSucceeded: Successfully provisioned volume pvc-{uid}" in said
+    sources = json.loads(
+        kubectl("get", "events", "--field-selector", "involvedObject.name=cache", "-o", "json").stdout
+    )["items"]
+    provisioner = {e["source"]["component"] for e in sources if e["reason"] == "ProvisioningSucceeded"}
+    # the external-provisioner library's source: <provisioner>_<host>_<uuid>
+    assert len(provisioner) == 1 and provisioner.pop().startswith(
+        "k8s.io/minikube-hostpath_storage-provisioner_"
+    )
     row = kubectl("get", "pvc", "cache", "--no-headers").stdout.split()
     assert row[:6] == ["cache", "Bound", f"pvc-{uid}", "5Gi", "RWO", "standard"], row
     kubectl("delete", "pvc", "cache")
-    wait_for("the volume deleted with its claim", lambda: gone(kubectl, "pv", f"pvc-{uid}"))
+    # at once, not at the controller's next 15-s resync
+    wait_for("the volume deleted with its claim", lambda: gone(kubectl, "pv", f"pvc-{uid}"), timeout=4)
 
 
 def test_a_claim_takes_the_smallest_matching_volume_and_a_released_one_stays_with_retain(
@@ -168,7 +177,7 @@ def test_a_claim_takes_the_smallest_matching_volume_and_a_released_one_stays_wit
     )
     assert phase(kubectl, "pvc", "huge") == "Pending"
     kubectl("delete", "pvc", "dataset", "huge")
-    wait_for("the volume released", lambda: phase(kubectl, "pv", "nfs-small") == "Released")
+    wait_for("the volume released", lambda: phase(kubectl, "pv", "nfs-small") == "Released", timeout=4)
     assert not gone(kubectl, "pv", "nfs-small")  # Retain: an administrator decides
     kubectl("delete", "pv", "nfs-small", "nfs-big")
     wait_for(

@@ -15,6 +15,7 @@ It runs beside the controller duties, as Kamaji lets a TenantControlPlane carry 
 from __future__ import annotations
 
 import contextlib
+import uuid
 from typing import Any
 
 from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
@@ -75,6 +76,9 @@ class HostPathProvisioner:
 
     def __init__(self, client: KubeClient, *, claims: Informer, volumes: Informer, classes: Informer) -> None:
         self.client = client
+        # the external-provisioner library names its event source <provisioner>_<host>_<uuid of this run>;
+        # minikube's provisioner runs as the pod `storage-provisioner`
+        self.component = f"{PROVISIONER}_storage-provisioner_{uuid.uuid4()}"
         self.claims = claims
         self.volumes = volumes
         self.classes = classes
@@ -174,5 +178,5 @@ class HostPathProvisioner:
                 reason=reason,
                 message=message,
                 type="Warning" if warning else "Normal",
-                component=PROVISIONER,
+                component=self.component,
             )

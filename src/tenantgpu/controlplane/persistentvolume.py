@@ -67,7 +67,7 @@ class PersistentVolumeController:
         self._resync: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
-        self.claims.add_handler(lambda _e, claim, _o: self.claim_queue.add(object_key(claim)))
+        self.claims.add_handler(self._claim_changed)
         self.volumes.add_handler(self._volume_changed)
         self.classes.add_handler(self._class_changed)
         for informer in (self.classes, self.volumes, self.claims, self.pods):
@@ -90,6 +90,12 @@ class PersistentVolumeController:
         for volume in self.volumes.items():
             self.volume_queue.add(object_key(volume))
         self._resync = asyncio.get_running_loop().call_later(self.resync_seconds, self._resync_all)
+
+    def _claim_changed(self, event: str, claim: Obj, old: Obj | None) -> None:
+        self.claim_queue.add(object_key(claim))
+        # deleteClaim: the volume it was bound to is to be released now, not at the next resync
+        if event == "DELETED" and (name := (claim.get("spec") or {}).get("volumeName")):
+            self.volume_queue.add(("", name))
 
     def _volume_changed(self, event: str, volume: Obj, old: Obj | None) -> None:
         self.volume_queue.add(object_key(volume))
