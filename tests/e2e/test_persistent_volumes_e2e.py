@@ -286,3 +286,61 @@ def test_an_ephemeral_volume_gets_a_claim_owned_by_its_pod_and_collected_with_it
     assert claim["status"]["phase"] == "Bound"
     kubectl("delete", "pod", "etl")
     wait_for("the claim collected with its pod", lambda: gone(kubectl, "pvc", "etl-scratch"))
+
+
+def test_a_namespace_quota_counts_claims_and_their_storage_per_class(
+    core: kubernetes.client.CoreV1Api, kubectl: Kubectl
+) -> None:
+    """kube's persistentvolumeclaim quota evaluator: `persistentvolumeclaims`, `requests.storage` and the
+    same per class (`<class>.storageclass.storage.k8s.io/…`); a claim that would exceed one is refused
+    with 403 and the quota names what it exceeded."""
+    kubectl("create", "namespace", "team")
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "storage", "namespace": "team"},
+        "spec": {
+            "hard": {
+                "persistentvolumeclaims": "3",
+                "count/persistentvolumeclaims": "3",
+                "requests.storage": "20Gi",
+                "standard.storageclass.storage.k8s.io/requests.storage": "6Gi",
+            }
+        },
+    }
+    kubectl("apply", "-f", "-", input=json.dumps(quota))
+    first = {**claim_body("first", "5Gi"), "metadata": {"name": "first", "namespace": "team"}}
+    kubectl("apply", "-f", "-", input=json.dumps(first))
+    second = {**claim_body("second", "5Gi"), "metadata": {"name": "second", "namespace": "team"}}
+    refused = kubectl("apply", "-f", "-", input=json.dumps(second), check=False)
+    assert refused.returncode == 1
+    assert (
+        'persistentvolumeclaims "second" is forbidden: exceeded quota: storage, requested: '
+        "standard.storageclass.storage.k8s.io/requests.storage=5Gi, used: "
+        "standard.storageclass.storage.k8s.io/requests.storage=5Gi, limited: "
+        "standard.storageclass.storage.k8s.io/requests.storage=6Gi"
+    ) in refused.stderr, refused.stderr
+    # a claim of no class counts only against the namespace-wide storage
+    other = {
+        **claim_body("other", "5Gi", storageClassName=""),
+        "metadata": {"name": "other", "namespace": "team"},
+    }
+    kubectl("apply", "-f", "-", input=json.dumps(other))
+
+    def used() -> dict[str, str]:
+        out = kubectl("get", "quota", "storage", "-n", "team", "-o", "json").stdout
+        return json.loads(out).get("status", {}).get("used", {})
+
+    wait_for(
+        "the quota's usage",
+        lambda: (
+            used()
+            == {
+                "persistentvolumeclaims": "2",
+                "count/persistentvolumeclaims": "2",
+                "requests.storage": "10Gi",
+                "standard.storageclass.storage.k8s.io/requests.storage": "5Gi",
+            }
+        ),
+    )
+    kubectl("delete", "namespace", "team", "--wait=false")

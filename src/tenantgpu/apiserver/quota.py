@@ -1,5 +1,6 @@
 """ResourceQuota: the admission check that refuses what would exceed a quota, and the controller that
-keeps `status.used` current — kube's ResourceQuota plugin and quota controller, for pods and counts."""
+keeps `status.used` current — kube's ResourceQuota plugin and quota controller, for pods, claims and
+counts."""
 
 from __future__ import annotations
 
@@ -76,14 +77,41 @@ def pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     return usage
 
 
-# Names kube's service and claim evaluators keep; the lab has no node ports, load balancers or claims
-# to count, so their usage is 0.
+# Names kube's service evaluator keeps; the lab has no node ports or load balancers to count, so their
+# usage is 0.
 _OTHER_EVALUATORS = {
     "services.nodeports",
     "services.loadbalancers",
-    "requests.storage",
-    "persistentvolumeclaims",
 }
+_CLASS_SUFFIX = ".storageclass.storage.k8s.io/"
+_BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+
+
+def claim_usage(claim: Mapping[str, Any]) -> dict[str, Decimal]:
+    """What one PersistentVolumeClaim counts against a quota (kube's persistentvolumeclaim evaluator):
+    the claim itself and its storage request, also under its class's names
+    (`<class>.storageclass.storage.k8s.io/requests.storage`, `…/persistentvolumeclaims`)."""
+    meta = claim.get("metadata") or {}
+    spec = claim.get("spec") or {}
+    storage = _quantity(((spec.get("resources") or {}).get("requests") or {}).get("storage", 0))
+    usage = {
+        "persistentvolumeclaims": Decimal(1),
+        "count/persistentvolumeclaims": Decimal(1),
+        "requests.storage": storage,
+    }
+    storage_class = (meta.get("annotations") or {}).get(
+        _BETA_STORAGE_CLASS, spec.get("storageClassName") or ""
+    )
+    if storage_class:
+        usage[f"{storage_class}{_CLASS_SUFFIX}persistentvolumeclaims"] = Decimal(1)
+        usage[f"{storage_class}{_CLASS_SUFFIX}requests.storage"] = storage
+    return usage
+
+
+def _claim_evaluator_matches(name: str) -> bool:
+    return name in ("persistentvolumeclaims", "requests.storage") or (
+        _CLASS_SUFFIX in name and name.endswith(("/persistentvolumeclaims", "/requests.storage"))
+    )
 
 
 def _pod_evaluator_matches(name: str) -> bool:
@@ -93,6 +121,7 @@ def _pod_evaluator_matches(name: str) -> bool:
         name in ("pods", "count/pods")
         or name in _COMPUTE
         or name in _OTHER_EVALUATORS
+        or _claim_evaluator_matches(name)
         or name.startswith(("hugepages-", "requests.hugepages-"))
     ):
         return True
@@ -120,6 +149,7 @@ class QuotaUsage:
         self._registry = registry
         kinds = registry.kinds
         self.pods = kinds.resource("", "v1", "pods")
+        self.claims = kinds.resource("", "v1", "persistentvolumeclaims")
         self.quotas = kinds.resource("", "v1", "resourcequotas")
         assert self.pods is not None and self.quotas is not None
         # The object-count names of the served namespaced kinds (`count/configmaps`, `secrets` …).
@@ -143,9 +173,16 @@ class QuotaUsage:
                 for name, value in pod_usage(entry.obj).items():
                     if name in used:
                         used[name] += value
+        if self.claims is not None and any(
+            _claim_evaluator_matches(name) or name == "count/persistentvolumeclaims" for name in hard
+        ):
+            for entry in self._registry.list(self.claims, namespace):
+                for name, value in claim_usage(entry.obj).items():
+                    if name in used:
+                        used[name] += value
         for kind in self._registry.kinds:
             names = _count_names(kind) & set(hard)
-            if names and kind.namespaced and kind.kind != "Pod":
+            if names and kind.namespaced and kind.kind not in ("Pod", "PersistentVolumeClaim"):
                 try:
                     count = Decimal(len(self._registry.list(kind, namespace)))
                 except KeyError:  # a kind that is not stored
@@ -168,7 +205,14 @@ class ResourceQuotaAdmission:
         # A pod's in-place resize (1.33) is charged what it adds, as kube's pod evaluator handles
         # updates through `pods/resize`.
         resize = attributes.subresource == "resize" and attributes.operation == "UPDATE"
-        if (attributes.operation != "CREATE" or attributes.subresource) and not resize:
+        # A claim's expansion is charged what it adds, as kube's claim evaluator handles updates.
+        expansion = (
+            attributes.kind.kind == "PersistentVolumeClaim"
+            and not attributes.kind.group
+            and attributes.operation == "UPDATE"
+            and not attributes.subresource
+        )
+        if (attributes.operation != "CREATE" or attributes.subresource) and not resize and not expansion:
             return
         if not attributes.kind.namespaced:
             return
@@ -187,6 +231,17 @@ class ResourceQuotaAdmission:
                     name: value - before.get(name, Decimal(0))
                     for name, value in requested.items()
                     if value > before.get(name, Decimal(0))
+                }
+                if not requested:
+                    return
+        elif kind.kind == "PersistentVolumeClaim" and not kind.group:
+            requested = claim_usage(obj)
+            if expansion:
+                before = claim_usage(attributes.old or {})
+                requested = {
+                    name: value - before.get(name, Decimal(0))
+                    for name, value in requested.items()
+                    if name.endswith("requests.storage") and value > before.get(name, Decimal(0))
                 }
                 if not requested:
                     return
