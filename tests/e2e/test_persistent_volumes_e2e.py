@@ -344,3 +344,32 @@ def test_a_namespace_quota_counts_claims_and_their_storage_per_class(
         ),
     )
     kubectl("delete", "namespace", "team", "--wait=false")
+
+
+def test_a_claim_asking_to_grow_is_told_nothing_here_expands_its_volume(
+    core: kubernetes.client.CoreV1Api, kubectl: Kubectl
+) -> None:
+    """A class that allows expansion lets the claim's request grow (PersistentVolumeClaimResize); minikube's
+    hostpath volumes have no resizer, so kube's expand controller says it waits for an external one and
+    the claim keeps its capacity."""
+    growable = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": "growable"},
+        "provisioner": "k8s.io/minikube-hostpath",
+        "allowVolumeExpansion": True,
+    }
+    apply(kubectl, growable, claim_body("grows", "1Gi", storageClassName="growable"))
+    wait_for("the claim bound", lambda: phase(kubectl, "pvc", "grows") == "Bound")
+    kubectl("patch", "pvc", "grows", "-p", '{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}')
+    wait_for(
+        "ExternalExpanding",
+        lambda: (
+            "ExternalExpanding: waiting for an external controller to expand this PVC"
+            in events_of(kubectl, "grows")
+        ),
+    )
+    claim = get(kubectl, "pvc", "grows")
+    assert claim["spec"]["resources"]["requests"]["storage"] == "2Gi"
+    assert claim["status"]["capacity"] == {"storage": "1Gi"}
+    kubectl("delete", "pvc", "grows")

@@ -22,6 +22,7 @@ from tenantgpu.controlplane.rootca import RootCAPublisher
 from tenantgpu.controlplane.scheduler import DefaultScheduler
 from tenantgpu.controlplane.serviceaccounts import ServiceAccountController
 from tenantgpu.controlplane.statefulset import StatefulSetController
+from tenantgpu.controlplane.volumeexpansion import ExpandController
 from tenantgpu.controlplane.volumeprotection import ClaimProtectionController, VolumeProtectionController
 from tenantgpu.kubeclient import Informer, KubeClient
 
@@ -120,6 +121,7 @@ class ControlPlaneServices:
             ClaimProtectionController(self.client, claims=claims, pods=scheduler.pods),
             EphemeralVolumeController(self.client, pods=scheduler.pods, claims=claims),
             VolumeProtectionController(self.client, volumes=volumes),
+            ExpandController(self.client, claims=claims, volumes=volumes),
             HostPathProvisioner(self.client, claims=claims, volumes=volumes, classes=classes),
         ]
         started: list[_Service] = []
