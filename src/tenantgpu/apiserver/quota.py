@@ -192,6 +192,15 @@ class QuotaUsage:
         return used
 
 
+def _increase(after: Mapping[str, Decimal], before: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    """What an update adds to an object's usage (a resize, an expansion): only the names that grew."""
+    return {
+        name: value - before.get(name, Decimal(0))
+        for name, value in after.items()
+        if value > before.get(name, Decimal(0))
+    }
+
+
 class ResourceQuotaAdmission:
     """Refuses a create that would take a namespace over one of its quotas (kube's ResourceQuota plugin)."""
 
@@ -226,23 +235,13 @@ class ResourceQuotaAdmission:
                 return
             requested = pod_usage(obj)
             if resize:
-                before = pod_usage(attributes.old or {})
-                requested = {
-                    name: value - before.get(name, Decimal(0))
-                    for name, value in requested.items()
-                    if value > before.get(name, Decimal(0))
-                }
+                requested = _increase(requested, pod_usage(attributes.old or {}))
                 if not requested:
                     return
         elif kind.kind == "PersistentVolumeClaim" and not kind.group:
             requested = claim_usage(obj)
             if expansion:
-                before = claim_usage(attributes.old or {})
-                requested = {
-                    name: value - before.get(name, Decimal(0))
-                    for name, value in requested.items()
-                    if name.endswith("requests.storage") and value > before.get(name, Decimal(0))
-                }
+                requested = _increase(requested, claim_usage(attributes.old or {}))
                 if not requested:
                     return
         else:

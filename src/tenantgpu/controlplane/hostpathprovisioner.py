@@ -87,7 +87,7 @@ class HostPathProvisioner:
 
     async def start(self) -> None:
         with contextlib.suppress(ApiError):  # EnsureExists: a class an administrator changed stays so
-            if await self._get("storageclasses", DEFAULT_CLASS_NAME) is None:
+            if await self.client.get_if_found("storageclasses", DEFAULT_CLASS_NAME) is None:
                 await self.client.create("storageclasses", default_storage_class())
         self.claims.add_handler(lambda _e, claim, _o: self.claim_queue.add(object_key(claim)))
         self.volumes.add_handler(lambda _e, volume, _o: self.volume_queue.add(object_key(volume)))
@@ -103,14 +103,6 @@ class HostPathProvisioner:
     async def stop(self) -> None:
         await self.claim_queue.stop()
         await self.volume_queue.stop()
-
-    async def _get(self, resource: str, name: str, namespace: str | None = None) -> Obj | None:
-        try:
-            return await self.client.get(resource, name, namespace)
-        except ApiError as err:
-            if err.code == 404:
-                return None
-            raise
 
     def _our_class(self, claim: Obj) -> Obj | None:
         name = v.claim_class(claim)

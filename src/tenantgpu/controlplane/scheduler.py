@@ -346,21 +346,8 @@ class DefaultScheduler:
         key = pod_key(pod)
         meta = pod["metadata"]
         try:
-            for binding in plan:
-                claim_meta = binding.claim["metadata"]
-                if binding.volume is not None:
-                    await self.client.patch(
-                        "persistentvolumes",
-                        binding.volume["metadata"]["name"],
-                        volumes.static_binding_patch(binding.volume, binding.claim),
-                    )
-                else:
-                    await self.client.patch(
-                        "persistentvolumeclaims",
-                        claim_meta["name"],
-                        volumes.selected_node_patch(binding.claim, target),
-                        claim_meta.get("namespace"),
-                    )
+            for write in volumes.prebind_patches(plan, target):
+                await self.client.patch(write.resource, write.name, write.patch, write.namespace)
             deadline = asyncio.get_running_loop().time() + self.bind_timeout_seconds
             names = volumes.pod_claim_names(pod)
             while not volumes.all_bound(self.claims.get(key[0], n) if self.claims else None for n in names):

@@ -167,7 +167,13 @@ def selector_matches(pod: dict[str, Any], node: dict[str, Any]) -> bool:
     )
     if not affinity:
         return True
-    terms = affinity.get("nodeSelectorTerms") or []
+    return node_selector_terms_match(affinity.get("nodeSelectorTerms") or [], node)
+
+
+def node_selector_terms_match(terms: list[dict[str, Any]], node: dict[str, Any]) -> bool:
+    """A NodeSelector's terms (a pod's required node affinity, a volume's): any term whose label and
+    `metadata.name` field expressions all match; a term with neither matches nothing."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
     fields = {"metadata.name": (node.get("metadata") or {}).get("name", "")}
     for term in terms:
         exprs = term.get("matchExpressions") or []

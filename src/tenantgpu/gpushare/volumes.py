@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from tenantgpu.gpushare.basics import _match_expression
+from tenantgpu.gpushare.basics import _match_expression, node_selector_terms_match
 from tenantgpu.gpushare.quantity import QuantityError, parse_quantity
 from tenantgpu.gpushare.reasons import VOLUME_NODE_CONFLICT, VOLUME_NOT_EXIST
 
@@ -103,20 +103,7 @@ def node_affinity_matches(volume: Mapping[str, Any], node: Mapping[str, Any]) ->
     terms must match the node's labels (and `metadata.name` fields)."""
     required = (((volume.get("spec") or {}).get("nodeAffinity") or {}).get("required")) or {}
     terms = required.get("nodeSelectorTerms")
-    if not terms:
-        return True
-    labels = dict(_meta(node).get("labels") or {})
-    fields = {"metadata.name": _meta(node).get("name", "")}
-    for term in terms:
-        expressions = term.get("matchExpressions") or []
-        field_expressions = term.get("matchFields") or []
-        if not expressions and not field_expressions:
-            continue
-        if all(_match_expression(labels, e) for e in expressions) and all(
-            _match_expression(fields, e) for e in field_expressions
-        ):
-            return True
-    return False
+    return not terms or node_selector_terms_match(terms, dict(node))
 
 
 def _selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
@@ -400,6 +387,31 @@ def static_binding_patch(volume: Mapping[str, Any], claim: Mapping[str, Any]) ->
         },
         "spec": {"claimRef": claim_reference(claim)},
     }
+
+
+@dataclass(frozen=True)
+class BindingPatch:
+    """One merge patch of PreBind: to a volume (cluster-scoped, `namespace` None) or to a claim."""
+
+    resource: str
+    name: str
+    patch: Obj
+    namespace: str | None
+
+
+def prebind_patches(plan: Iterable[ClaimBinding], node: str) -> list[BindingPatch]:
+    """bindAPIUpdate: what PreBind writes for each delayed claim on the chosen node, a static binding's
+    claimRef on the volume or the node given to the provisioner on the claim."""
+    patches = []
+    for binding in plan:
+        if binding.volume is not None:
+            patch = static_binding_patch(binding.volume, binding.claim)
+            patches.append(BindingPatch("persistentvolumes", binding.volume["metadata"]["name"], patch, None))
+        else:
+            meta = binding.claim["metadata"]
+            patch = selected_node_patch(binding.claim, node)
+            patches.append(BindingPatch("persistentvolumeclaims", meta["name"], patch, meta.get("namespace")))
+    return patches
 
 
 def all_bound(claims: Iterable[Mapping[str, Any] | None]) -> bool:

@@ -516,24 +516,12 @@ class HamiScheduler:
 
     async def _bind_claims(self, pod: dict[str, Any], node: str, plan: list[volumes.ClaimBinding]) -> None:
         namespace = pod["metadata"].get("namespace") or ""
-        for binding in plan:
-            if binding.volume is not None:
-                await self.client.patch(
-                    "persistentvolumes",
-                    binding.volume["metadata"]["name"],
-                    volumes.static_binding_patch(binding.volume, binding.claim),
-                )
-            else:
-                await self.client.patch(
-                    "persistentvolumeclaims",
-                    binding.claim["metadata"]["name"],
-                    volumes.selected_node_patch(binding.claim, node),
-                    namespace,
-                )
+        for write in volumes.prebind_patches(plan, node):
+            await self.client.patch(write.resource, write.name, write.patch, write.namespace)
         deadline = time.monotonic() + self.bind_timeout_seconds
         names = volumes.pod_claim_names(pod)
         while True:
-            claims = [await self._get("persistentvolumeclaims", n, namespace) for n in names]
+            claims = [await self.client.get_if_found("persistentvolumeclaims", n, namespace) for n in names]
             if volumes.all_bound(claims):
                 return
             if time.monotonic() > deadline:
@@ -635,7 +623,7 @@ class HamiScheduler:
         key = _key(pod)
         try:
             claims = {
-                name: await self._get("persistentvolumeclaims", name, key[0])
+                name: await self.client.get_if_found("persistentvolumeclaims", name, key[0])
                 for name in volumes.pod_claim_names(pod)
             }
             bound: dict[str, dict[str, Any] | None] = {}
@@ -644,9 +632,9 @@ class HamiScheduler:
                 if claim is None:
                     continue
                 if (name := (claim.get("spec") or {}).get("volumeName")) and name not in bound:
-                    bound[name] = await self._get("persistentvolumes", name)
+                    bound[name] = await self.client.get_if_found("persistentvolumes", name)
                 if (name := volumes.claim_class(claim)) and name not in classes:
-                    classes[name] = await self._get("storageclasses", name)
+                    classes[name] = await self.client.get_if_found("storageclasses", name)
         except Exception as err:
             log.info("hami-scheduler: reading the claims of %s/%s: %s", *key, err)
             self._retry_later(key)
@@ -662,14 +650,6 @@ class HamiScheduler:
                 return
         self._claim_verdicts[key] = (verdict, listed)
         self._queue.push(key)
-
-    async def _get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        try:
-            return await self.client.get(resource, name, namespace)
-        except ApiError as err:
-            if err.code == 404:
-                return None
-            raise
 
     def _volume_refusal(
         self, pod: dict[str, Any], verdict: volumes.ClaimVerdict, free_volumes: list[dict[str, Any]]

@@ -73,12 +73,7 @@ class Unit(Protocol):
 
 
 async def read_secret(client: KubeClient, namespace: str, name: str) -> Obj | None:
-    try:
-        return await client.get(model.SECRETS, name, namespace)
-    except ApiError as err:
-        if err.code == 404:
-            return None
-        raise
+    return await client.get_if_found(model.SECRETS, name, namespace)
 
 
 def secret_bytes(secret: Obj, key: str) -> bytes | None:

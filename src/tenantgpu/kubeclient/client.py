@@ -132,6 +132,17 @@ class KubeClient:
     ) -> dict[str, Any]:
         return await self.request("GET", resource_kind(resource).path(namespace, name))
 
+    async def get_if_found(
+        self, resource: str | ResourceKind, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """GET, or None when the object does not exist (404)."""
+        try:
+            return await self.get(resource, name, namespace)
+        except ApiError as err:
+            if err.code == 404:
+                return None
+            raise
+
     async def list(
         self,
         resource: str | ResourceKind,
