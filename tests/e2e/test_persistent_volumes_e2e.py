@@ -118,6 +118,8 @@ def test_a_claim_of_the_default_class_is_provisioned_at_once_and_its_volume_goes
     assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Delete"
     assert volume["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"] == "k8s.io/minikube-hostpath"
     assert volume["status"]["phase"] == "Bound"
+    # the server's status strategy stamps each phase change (PersistentVolumeLastPhaseTransitionTime)
+    assert volume["status"]["lastPhaseTransitionTime"] >= volume["metadata"]["creationTimestamp"]
     said = events_of(kubectl, "cache")
     assert (
         "ExternalProvisioning: Waiting for a volume to be created either by the external provisioner " in said

@@ -27,7 +27,6 @@ import contextlib
 import logging
 from typing import Any
 
-from tenantgpu.controlplane.conditions import now_text
 from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
 from tenantgpu.gpushare import volumes as v
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
@@ -325,7 +324,8 @@ class PersistentVolumeController:
         status = volume.get("status") or {}
         if status.get("phase") == phase and status.get("message") == message:
             return volume
-        new_status: Obj = {"phase": phase, "lastPhaseTransitionTime": now_text()}
+        # the API server's status strategy gives lastPhaseTransitionTime where its release has one
+        new_status: Obj = {"phase": phase}
         if message:
             new_status["message"] = message
         return await self.client.update_status(
