@@ -96,3 +96,38 @@ async def test_pod_ips_skip_live_pods_and_reuse_those_of_finished_or_deleted_one
             else:
                 kubelet._on_pod("DELETED", _pod(gone), None)
     await client.close()
+
+
+async def test_a_gpu_sidecar_takes_its_part_of_the_card_beside_the_app_container() -> None:
+    """A native sidecar (an init container with restartPolicy Always) runs as long as the pod, so its SM
+    cap counts in the compute share of the app containers on its card; a plain init container has ended
+    before they start and counts for nothing."""
+    cfg = SharingConfig()
+    client = KubeClient(KubeConfig(server="http://127.0.0.1:9"))  # never contacted here
+    plugin = DevicePlugin(client, "w", [GPUSpec("NVIDIA L4", 23034, 1)], cfg)
+    kubelet = Kubelet(client, "w", cfg, plugin)
+    card = plugin.devices[0].id
+    for uid, restart in (("with-sidecar", "Always"), ("with-init", None)):
+        pod = _pod(uid)
+        init: dict = {"name": "helper"}
+        if restart:
+            init["restartPolicy"] = restart
+        pod["spec"]["initContainers"] = [init]
+        pod["spec"]["containers"] = [{"name": "a"}]
+        kubelet._on_pod("ADDED", pod, None)
+        record = kubelet.pods[uid]
+        if record.task is not None:
+            record.task.cancel()
+        allocation = Allocation()
+        for name, cap in (("helper", "40"), ("a", None)):
+            allocation.devices[name] = [ContainerDevice(card, "NVIDIA", 100, 0)]
+            allocation.envs[name] = {"CUDA_DEVICE_SM_LIMIT": cap} if cap else {}
+        kubelet._prepare_containers(pod, record, allocation)
+        record.started_at = "2026-01-01T00:00:00Z"
+        if uid == "with-sidecar":
+            assert kubelet._share(record, "a") == 0.6
+            assert kubelet._share(record, "a") == _walk_every_pod(kubelet, uid, "a")
+            kubelet._on_pod("DELETED", pod, None)  # its card is free again
+        else:
+            assert kubelet._share(record, "a") == 1.0
+    await client.close()

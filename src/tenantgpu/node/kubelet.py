@@ -893,6 +893,12 @@ class Kubelet:
         hami = allocation.envs.get(name, {})
         env = self._full_env(record, hami, built[name])
         gpus = rt.visible_gpus(env, self._device_table())
+        if podstatus.is_sidecar(container) and allocation.devices.get(name):
+            # a GPU sidecar runs beside the app containers, so it takes its part of their cards' compute
+            record.gpus[name] = [d.uuid for d in allocation.devices[name]]
+            record.caps[name] = rt.sm_limit(env)
+            for uuid in record.gpus[name]:
+                self._gpu_users.setdefault(uuid, {})[record.uid] = record
         now = log_stamp()
         out.write(f"tenantgpu simulated init container {name} on node {self.node_name}", now)
         out.write("environment:", now)
