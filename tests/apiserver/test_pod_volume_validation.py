@@ -360,3 +360,31 @@ def test_status_host_ips_follows_the_tenant_s_release(minor: int, expected: str 
     if minor == 28:
         updated = {**obj, "spec": {**obj["spec"], "activeDeadlineSeconds": 60}}
         assert validate("Pod", updated, old=obj, minor=minor) == []
+
+
+def test_an_iscsi_volume_needs_an_iqn_eui_or_naa_name_a_lun_in_range_and_a_chap_secret() -> None:
+    """validateISCSIVolumeSource: the IQN and the initiator name must start with iqn, eui or naa and then
+    match kube's iscsiInitiator*Regex; the LUN is 0-255; CHAP needs a secretRef. The initiator's errors are
+    under `initiatorname`, in lower case, as kube names the field there."""
+
+    def iscsi(**source: Any) -> list[str]:
+        return errors(pod([{"name": "lun", "iscsi": {"targetPortal": "10.0.0.5:3260", **source}}]))
+
+    assert iscsi(iqn="iqn.2001-04.com.example:storage.disk1") == []
+    assert iscsi(iqn="eui.02004567A425678D", lun=255) == []
+    assert iscsi(iqn="naa.60014055f3e7a5e5a1b1c9f2c1d0e4f7") == []
+    assert iscsi(iqn="target-1") == [
+        'spec.volumes[0].iscsi.iqn: Invalid value: "target-1": must be valid format starting with iqn, eui, or naa'
+    ]
+    assert iscsi(iqn="iqn.example") == [
+        'spec.volumes[0].iscsi.iqn: Invalid value: "iqn.example": must be valid format'
+    ]
+    assert iscsi(iqn="eui.123") == [
+        'spec.volumes[0].iscsi.iqn: Invalid value: "eui.123": must be valid format'
+    ]
+    assert iscsi(iqn="iqn.2001-04.com.example:a", lun=256, chapAuthSession=True, initiatorName="host-1") == [
+        "spec.volumes[0].iscsi.lun: Invalid value: 256: must be between 0 and 255, inclusive",
+        "spec.volumes[0].iscsi.secretRef: Required value",
+        'spec.volumes[0].iscsi.initiatorname: Invalid value: "host-1": must be valid format starting with iqn, eui, '
+        "or naa",
+    ]

@@ -8,6 +8,7 @@ reports `Not found` too.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -239,6 +240,45 @@ def _requiring(*keys: str, extra: _Check | None = None) -> _Check:
     return check
 
 
+# kube's iscsiInitiator*Regex (an IQN's pattern is searched, not anchored at its start)
+_IQN = re.compile(r"iqn\.\d{4}-\d{2}\.([A-Za-z0-9\-.]+)(:[^,;*&$|\s]+)$")
+_EUI = re.compile(r"^eui.[A-Za-z0-9]{16}$")
+_NAA = re.compile(r"^naa.[A-Za-z0-9]{32}$")
+_ISCSI_PREFIX = "must be valid format starting with iqn, eui, or naa"
+
+
+def _iscsi_name_malformed(name: str) -> bool:
+    pattern = {"iqn": _IQN, "eui": _EUI, "naa": _NAA}.get(name[:3])
+    return pattern is not None and (pattern.search(name) if pattern is _IQN else pattern.match(name)) is None
+
+
+def _iscsi(source: Mapping[str, Any], path: str) -> list[Cause]:
+    """validateISCSIVolumeSource: an IQN and an initiator name in iqn, eui or naa form, a LUN of 0-255,
+    and a secret for CHAP."""
+    causes = _requiring("targetPortal")(source, path)
+    iqn = source.get("iqn")
+    if not iqn:
+        causes.append(required(f"{path}.iqn"))
+    elif not str(iqn).startswith(("iqn", "eui", "naa")):
+        causes.append(invalid(f"{path}.iqn", iqn, _ISCSI_PREFIX))
+    elif _iscsi_name_malformed(str(iqn)):
+        causes.append(invalid(f"{path}.iqn", iqn, "must be valid format"))
+    lun = source.get("lun", 0)
+    if isinstance(lun, int) and not 0 <= lun <= 255:
+        causes.append(invalid(f"{path}.lun", lun, "must be between 0 and 255, inclusive"))
+    if (source.get("chapAuthDiscovery") or source.get("chapAuthSession")) and source.get("secretRef") is None:
+        causes.append(required(f"{path}.secretRef"))
+    initiator = source.get("initiatorName")
+    if initiator is not None:
+        initiator = str(initiator)
+        # kube checks the prefix and the form apart, so an empty name gets the first error only
+        if not initiator.startswith(("iqn", "eui", "naa")):
+            causes.append(invalid(f"{path}.initiatorname", initiator, _ISCSI_PREFIX))
+        if _iscsi_name_malformed(initiator):
+            causes.append(invalid(f"{path}.initiatorname", initiator, "must be valid format"))
+    return causes
+
+
 def _ephemeral(source: Mapping[str, Any], path: str) -> list[Cause]:
     return [] if source.get("volumeClaimTemplate") is not None else [required(f"{path}.volumeClaimTemplate")]
 
@@ -259,7 +299,7 @@ _SOURCES: tuple[tuple[str, str, str, _Check | None], ...] = (
     ),
     ("secret", "secret", "secret", _requiring("secretName", extra=_files)),
     ("nfs", "nfs", "nfs", _nfs),
-    ("iscsi", "iscsi", "iscsi", _requiring("targetPortal", "iqn")),
+    ("iscsi", "iscsi", "iscsi", _iscsi),
     ("glusterfs", "glusterfs", "glusterfs", _requiring("endpoints", "path")),
     ("flocker", "flocker", "flocker", None),
     ("persistentVolumeClaim", "persistentVolumeClaim", "persistentVolumeClaim", _requiring("claimName")),
@@ -500,7 +540,7 @@ _PV_SOURCES: tuple[tuple[str, str, str, _Check | None], ...] = (
     ("rbd", "rbd", "rbd", _requiring("monitors", "image")),
     ("quobyte", "quobyte", "quobyte", _requiring("volume")),
     ("cephfs", "cephFS", "cephfs", _requiring("monitors")),
-    ("iscsi", "iscsi", "iscsi", _requiring("targetPortal", "iqn")),
+    ("iscsi", "iscsi", "iscsi", _iscsi),
     ("cinder", "cinder", "cinder", _requiring("volumeID")),
     ("fc", "fc", "fc", None),
     ("flexVolume", "", "flexVolume", _requiring("driver")),
