@@ -648,6 +648,8 @@ class HamiScheduler:
                 log.info("hami-scheduler: listing volumes for %s/%s: %s", *key, err)
                 self._retry_later(key)
                 return
+        if self.pods.get(*key) is None:
+            return  # deleted while its claims were read: nothing to keep for it
         self._claim_verdicts[key] = (verdict, listed)
         self._queue.push(key)
 
