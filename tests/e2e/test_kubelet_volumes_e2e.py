@@ -161,3 +161,65 @@ def test_missing_image_pull_secrets_are_warned_about_and_the_pod_starts(
         kubectl("delete", "secret", "ngc-present", "--ignore-not-found")
         background_loop.run(worker.stop())
         background_loop.run(client.close())
+
+
+def test_a_pod_given_a_node_waits_for_its_claim_to_be_bound(
+    apiserver: RunningAPIServer, background_loop: BackgroundLoop, kubectl: Kubectl
+) -> None:
+    """A pod bound to a node directly (no scheduler to hold it back) waits in ContainerCreating, without a
+    pod IP, until its claim is bound to a volume that names it; kube 1.33's volume manager records no event
+    for that. Here nothing binds the claim but the test itself, acting as the PV controller would."""
+    client = KubeClient.from_kubeconfig(apiserver.kubeconfig)
+    worker = Worker(client, NODE, [], SharingConfig())
+    background_loop.run(worker.start())
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "direct", "namespace": "default"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    try:
+        kubectl("apply", "-f", "-", input=json.dumps(claim))
+        kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=_pod("claims", [{"name": "data", "persistentVolumeClaim": {"claimName": "direct"}}]),
+        )
+        waiting = _until(
+            "ContainerCreating",
+            lambda: (s := _pod_status(kubectl, "claims")).get("containerStatuses") and s,
+        )
+        time.sleep(1.5)  # a few of the kubelet's retries
+        status = _pod_status(kubectl, "claims")
+        assert status["phase"] == "Pending" and "podIP" not in status, status
+        assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
+        assert waiting["phase"] == "Pending"
+        uid = json.loads(kubectl("get", "pvc", "direct", "-o", "json").stdout)["metadata"]["uid"]
+        volume = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "direct-pv"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": "/data/direct"},
+                "claimRef": {"namespace": "default", "name": "direct", "uid": uid},
+            },
+        }
+        kubectl("apply", "-f", "-", input=json.dumps(volume))
+        kubectl("patch", "pvc", "direct", "-p", '{"spec":{"volumeName":"direct-pv"}}')
+        _until(
+            "Running once the claim is bound",
+            lambda: _pod_status(kubectl, "claims").get("phase") == "Running",
+        )
+    finally:
+        kubectl("delete", "pod", "claims", "--grace-period=0", "--force", check=False)
+        kubectl("delete", "pvc", "direct", "--wait=false", check=False)
+        kubectl("delete", "pv", "direct-pv", "--wait=false", check=False)
+        background_loop.run(worker.stop())
+        background_loop.run(client.close())

@@ -976,9 +976,10 @@ class Kubelet:
             log.exception("kubelet %s: pod %s/%s", self.node_name, record.namespace, record.name)
 
     async def _mount_volumes(self, pod: dict[str, Any], record: PodRecord) -> None:
-        """kube's WaitForAttachAndMount for the volumes that take files from ConfigMaps and Secrets: until
-        each can be set up the pod stays in ContainerCreating, with a Warning `FailedMount` per volume and
-        attempt, retried with the volume manager's back-off (a deleted pod's task is cancelled meanwhile)."""
+        """kube's WaitForAttachAndMount: first every claim the pod uses must be bound (`_claims_ready`), then
+        each volume that takes files from a ConfigMap or Secret must be set up. Until then the pod stays in
+        ContainerCreating, with a Warning `FailedMount` per such volume and attempt, retried with the volume
+        manager's back-off (a deleted pod's task is cancelled meanwhile)."""
         attempt = 0
         while not await self._claims_ready(pod, record):
             attempt += 1
