@@ -276,3 +276,24 @@ def test_an_ephemeral_claim_the_pod_does_not_own_keeps_it_pending() -> None:
         {"kind": "Pod", "name": "trainer", "uid": "pod-uid", "controller": True}
     ]
     assert v.judge_claims(p, {"trainer-scratch": owned}, {}, {}).refusal == v.UNBOUND_IMMEDIATE
+
+
+def test_the_default_class_is_the_newest_marked_one_then_the_first_by_name() -> None:
+    """GetDefaultClass (`pkg/volume/util/storageclass.go`), which the DefaultStorageClass admission plugin
+    and the PV controller's retroactive assignment share: the beta annotation marks a default too."""
+
+    def storage_class(name: str, created: str, annotation: str | None) -> dict[str, Any]:
+        annotations = {annotation: "true"} if annotation else {}
+        return {"metadata": {"name": name, "creationTimestamp": created, "annotations": annotations}}
+
+    ga, beta = v.DEFAULT_CLASS_ANNOTATIONS
+    classes = [
+        storage_class("old", "2026-12-01T00:00:00Z", ga),
+        storage_class("zeta", "2026-12-05T00:00:00Z", beta),
+        storage_class("alpha", "2026-12-05T00:00:00Z", ga),
+        storage_class("unmarked", "2026-12-06T00:00:00Z", None),
+    ]
+    assert v.is_default_class(classes[1]) and not v.is_default_class(classes[3])
+    chosen = v.default_storage_class(classes)
+    assert chosen is not None and chosen["metadata"]["name"] == "alpha"
+    assert v.default_storage_class(classes[3:]) is None

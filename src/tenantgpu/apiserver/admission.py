@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -16,8 +15,13 @@ from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.auth import UserInfo
 from tenantgpu.apiserver.kinds import Kind
 from tenantgpu.apiserver.quantity import QuantityError, parse_quantity
-from tenantgpu.apiserver.tables import parse_timestamp
-from tenantgpu.apiserver.volumevalidation import BETA_STORAGE_CLASS, claim_class
+from tenantgpu.gpushare.volumes import (
+    ANN_BETA_STORAGE_CLASS,
+    PV_PROTECTION,
+    PVC_PROTECTION,
+    claim_class,
+    default_storage_class,
+)
 
 Obj = dict[str, Any]
 
@@ -148,43 +152,12 @@ class PriorityAdmission:
         attributes.mutated = True
 
 
-# kube's annotations that make a StorageClass the default (the beta one still counts).
-DEFAULT_CLASS_ANNOTATIONS = (
-    "storageclass.kubernetes.io/is-default-class",
-    "storageclass.beta.kubernetes.io/is-default-class",
-)
-PVC_PROTECTION = "kubernetes.io/pvc-protection"
-PV_PROTECTION = "kubernetes.io/pv-protection"
-
 StorageClassLookup = Callable[[str], Obj | None]
 
 
 def _is_claim(attributes: AdmissionAttributes) -> bool:
     kind = attributes.kind
     return not kind.group and kind.kind == "PersistentVolumeClaim" and not attributes.subresource
-
-
-def default_storage_class(classes: Iterable[Obj]) -> Obj | None:
-    """kube's GetDefaultClass: of the classes marked default, the newest, then the first by name."""
-    marked = [
-        c
-        for c in classes
-        if any(
-            ((c.get("metadata") or {}).get("annotations") or {}).get(a) == "true"
-            for a in DEFAULT_CLASS_ANNOTATIONS
-        )
-    ]
-    if not marked:
-        return None
-
-    def created(c: Obj) -> datetime:
-        moment = parse_timestamp((c.get("metadata") or {}).get("creationTimestamp"))
-        return moment or datetime.min.replace(tzinfo=UTC)
-
-    newest = max(created(c) for c in marked)
-    return min(
-        (c for c in marked if created(c) == newest), key=lambda c: str(c["metadata"].get("name") or "")
-    )
 
 
 class DefaultStorageClass:
@@ -204,7 +177,7 @@ class DefaultStorageClass:
         claim = attributes.obj or {}
         annotations = (claim.get("metadata") or {}).get("annotations") or {}
         spec = claim.setdefault("spec", {})
-        if BETA_STORAGE_CLASS in annotations or spec.get("storageClassName") is not None:
+        if ANN_BETA_STORAGE_CLASS in annotations or spec.get("storageClassName") is not None:
             return
         found = default_storage_class(self._classes())
         if found is not None:

@@ -19,6 +19,7 @@ from tenantgpu.apiserver.quantity import QuantityError, format_quantity, parse_q
 from tenantgpu.apiserver.quota_scopes import quota_matches_pod
 from tenantgpu.apiserver.registry import Registry
 from tenantgpu.gpushare.basics import pod_amounts
+from tenantgpu.gpushare.volumes import claim_class
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -84,14 +85,12 @@ _OTHER_EVALUATORS = {
     "services.loadbalancers",
 }
 _CLASS_SUFFIX = ".storageclass.storage.k8s.io/"
-_BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
 
 
 def claim_usage(claim: Mapping[str, Any]) -> dict[str, Decimal]:
     """What one PersistentVolumeClaim counts against a quota (kube's persistentvolumeclaim evaluator):
     the claim itself and its storage request, also under its class's names
     (`<class>.storageclass.storage.k8s.io/requests.storage`, `…/persistentvolumeclaims`)."""
-    meta = claim.get("metadata") or {}
     spec = claim.get("spec") or {}
     storage = _quantity(((spec.get("resources") or {}).get("requests") or {}).get("storage", 0))
     usage = {
@@ -99,9 +98,7 @@ def claim_usage(claim: Mapping[str, Any]) -> dict[str, Decimal]:
         "count/persistentvolumeclaims": Decimal(1),
         "requests.storage": storage,
     }
-    storage_class = (meta.get("annotations") or {}).get(
-        _BETA_STORAGE_CLASS, spec.get("storageClassName") or ""
-    )
+    storage_class = claim_class(claim)
     if storage_class:
         usage[f"{storage_class}{_CLASS_SUFFIX}persistentvolumeclaims"] = Decimal(1)
         usage[f"{storage_class}{_CLASS_SUFFIX}requests.storage"] = storage

@@ -10,6 +10,7 @@ from typing import Any
 
 from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.selectors import format_label_selector
+from tenantgpu.gpushare.volumes import is_default_class, volume_class
 
 __all__ = [
     "Column",
@@ -837,24 +838,12 @@ _ACCESS_MODE_ABBREVIATIONS = (
     ("ReadWriteMany", "RWX"),
     ("ReadWriteOncePod", "RWOP"),
 )
-_DEFAULT_CLASS_ANNOTATIONS = (
-    "storageclass.kubernetes.io/is-default-class",
-    "storageclass.beta.kubernetes.io/is-default-class",
-)
-_BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
 
 
 def _access_modes(modes: Any) -> str:
     """kube's GetAccessModesAsString: in a fixed order whatever the object's, each once."""
     given = modes if isinstance(modes, list) else []
     return ",".join(short for mode, short in _ACCESS_MODE_ABBREVIATIONS if mode in given)
-
-
-def _volume_class(obj: Mapping[str, Any]) -> str:
-    annotations = _get(obj, "metadata", "annotations") or {}
-    if _BETA_CLASS in annotations:
-        return str(annotations[_BETA_CLASS])
-    return str(_get(obj, "spec", "storageClassName") or "")
 
 
 def _storage(resources: Any) -> str:
@@ -885,7 +874,7 @@ def _persistent_volume_claim_row(pvc: Mapping[str, Any], now: datetime) -> list[
         volume,
         capacity,
         modes,
-        _volume_class(pvc),
+        volume_class(pvc),
         _unset(spec.get("volumeAttributesClassName")),
         _age(pvc, now),
         _unset(spec.get("volumeMode")),
@@ -903,7 +892,7 @@ def _persistent_volume_row(pv: Mapping[str, Any], now: datetime) -> list[Any]:
         str(spec.get("persistentVolumeReclaimPolicy") or ""),
         _volume_phase(pv),
         claim,
-        _volume_class(pv),
+        volume_class(pv),
         _unset(spec.get("volumeAttributesClassName")),
         str(_get(pv, "status", "reason") or ""),
         _age(pv, now),
@@ -912,10 +901,8 @@ def _persistent_volume_row(pv: Mapping[str, Any], now: datetime) -> list[Any]:
 
 
 def _storage_class_row(sc: Mapping[str, Any], now: datetime) -> list[Any]:
-    annotations = _get(sc, "metadata", "annotations") or {}
-    default = any(annotations.get(key) == "true" for key in _DEFAULT_CLASS_ANNOTATIONS)
     return [
-        _name(sc) + (" (default)" if default else ""),
+        _name(sc) + (" (default)" if is_default_class(sc) else ""),
         str(sc.get("provisioner") or ""),
         str(sc.get("reclaimPolicy") or "Delete"),
         str(sc.get("volumeBindingMode") or "Immediate"),

@@ -30,10 +30,9 @@ from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.podvolumes import PERSISTENT_VOLUME_SOURCES, persistent_volume_source_causes
 from tenantgpu.apiserver.quantity import QuantityError, canonical_or_same, parse_quantity
 from tenantgpu.apiserver.selectors import SelectorError, match_selector_object, qualified_name_errors
+from tenantgpu.gpushare.volumes import ANN_BETA_STORAGE_CLASS
 
 __all__ = [
-    "BETA_STORAGE_CLASS",
-    "claim_class",
     "validate_persistent_volume",
     "validate_persistent_volume_claim",
     "validate_storage_class",
@@ -47,16 +46,6 @@ _CLASS_RECLAIM_POLICIES = ["Delete", "Retain"]
 _BINDING_MODES = ["Immediate", "WaitForFirstConsumer"]
 _NOT_POSITIVE = "must be greater than zero"
 _QUANTITY_FORM = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-
-BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
-
-
-def claim_class(claim: Mapping[str, Any]) -> str:
-    """GetPersistentVolumeClaimClass: the beta annotation wins over `spec.storageClassName`."""
-    annotations = (claim.get("metadata") or {}).get("annotations") or {}
-    if BETA_STORAGE_CLASS in annotations:
-        return str(annotations[BETA_STORAGE_CLASS])
-    return str((claim.get("spec") or {}).get("storageClassName") or "")
 
 
 def _amount(value: Any) -> Decimal | None:
@@ -150,11 +139,11 @@ def validate_persistent_volume_claim(
     old_spec = old.get("spec") or {}
     old_annotations = (old.get("metadata") or {}).get("annotations") or {}
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(BETA_STORAGE_CLASS) != old_annotations.get(BETA_STORAGE_CLASS):
+    if annotations.get(ANN_BETA_STORAGE_CLASS) != old_annotations.get(ANN_BETA_STORAGE_CLASS):
         causes.append(
             invalid(
-                f"metadata.annotations[{BETA_STORAGE_CLASS}]",
-                annotations.get(BETA_STORAGE_CLASS, ""),
+                f"metadata.annotations[{ANN_BETA_STORAGE_CLASS}]",
+                annotations.get(ANN_BETA_STORAGE_CLASS, ""),
                 "field is immutable",
             )
         )
@@ -164,7 +153,7 @@ def validate_persistent_volume_claim(
     if not old_spec.get("volumeName"):
         _set_or_drop(view, "volumeName", old_spec.get("volumeName"))
     if old_spec.get("storageClassName") is None and spec.get("storageClassName") is not None:
-        beta = old_annotations.get(BETA_STORAGE_CLASS)
+        beta = old_annotations.get(ANN_BETA_STORAGE_CLASS)
         if beta is None or beta == spec.get("storageClassName"):
             view.pop("storageClassName", None)
     bound = (obj.get("status") or {}).get("phase") == "Bound"

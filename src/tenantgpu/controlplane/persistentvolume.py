@@ -183,19 +183,16 @@ class PersistentVolumeController:
         return "WaitForPodScheduled", f"waiting for pods {','.join(waiting)} to be scheduled"
 
     async def _assign_default_class(self, claim: Obj) -> bool:
-        """RetroactiveDefaultStorageClass: a claim created with no class at all (not "") gets the newest
-        default class once there is one."""
+        """RetroactiveDefaultStorageClass: a claim created with no class at all (not "") gets the default
+        class once there is one, the same one the DefaultStorageClass admission plugin would give."""
         spec = claim.get("spec") or {}
         if "storageClassName" in spec or v.ANN_BETA_STORAGE_CLASS in (
             claim["metadata"].get("annotations") or {}
         ):
             return False
-        defaults = [c for c in self.classes.items() if v.is_default_class(c)]
-        if not defaults:
+        chosen = v.default_storage_class(self.classes.items())
+        if chosen is None:
             return False
-        chosen = max(
-            defaults, key=lambda c: (c["metadata"].get("creationTimestamp") or "", c["metadata"]["name"])
-        )
         meta = claim["metadata"]
         await self.client.patch(
             "persistentvolumeclaims",

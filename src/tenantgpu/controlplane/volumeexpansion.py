@@ -11,7 +11,6 @@ claim as it is. minikube's hostpath provisioner has no resizer, so the claim kee
 from __future__ import annotations
 
 import contextlib
-from fractions import Fraction
 from typing import Any
 
 from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
@@ -33,12 +32,7 @@ def wants_expansion(claim: Obj, volume: Obj | None) -> bool:
         return False
     if "storage" not in ((claim.get("status") or {}).get("capacity") or {}):
         return False
-    return v.requested_storage(claim) > _capacity(claim)
-
-
-def _capacity(claim: Obj) -> Fraction:
-    """The claim's `status.capacity.storage`."""
-    return v.capacity({"spec": {"capacity": (claim.get("status") or {}).get("capacity") or {}}})
+    return v.requested_storage(claim) > v.claim_capacity(claim)
 
 
 class ExpandController:
@@ -68,7 +62,7 @@ class ExpandController:
         if (
             old is None
             or v.requested_storage(claim) > v.requested_storage(old)
-            or _capacity(claim) > _capacity(old)
+            or v.claim_capacity(claim) > v.claim_capacity(old)
         ):
             self.queue.add(object_key(claim))
 

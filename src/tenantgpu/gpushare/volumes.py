@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
@@ -27,6 +28,8 @@ ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 ANN_BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
 ANN_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+# the annotations that make a class the default, the beta one still counting
+DEFAULT_CLASS_ANNOTATIONS = (ANN_DEFAULT_CLASS, "storageclass.beta.kubernetes.io/is-default-class")
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 PV_PROTECTION = "kubernetes.io/pv-protection"
 
@@ -48,19 +51,16 @@ def _annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return _meta(obj).get("annotations") or {}
 
 
-def claim_class(claim: Mapping[str, Any]) -> str:
-    """GetPersistentVolumeClaimClass: the beta annotation wins over `spec.storageClassName`."""
-    annotations = _annotations(claim)
+def claim_class(obj: Mapping[str, Any]) -> str:
+    """GetPersistentVolumeClaimClass (and GetPersistentVolumeClass, the same rule for a volume): the beta
+    annotation wins over `spec.storageClassName`."""
+    annotations = _annotations(obj)
     if ANN_BETA_STORAGE_CLASS in annotations:
-        return annotations[ANN_BETA_STORAGE_CLASS]
-    return (claim.get("spec") or {}).get("storageClassName") or ""
+        return str(annotations[ANN_BETA_STORAGE_CLASS])
+    return str((obj.get("spec") or {}).get("storageClassName") or "")
 
 
-def volume_class(volume: Mapping[str, Any]) -> str:
-    annotations = _annotations(volume)
-    if ANN_BETA_STORAGE_CLASS in annotations:
-        return annotations[ANN_BETA_STORAGE_CLASS]
-    return (volume.get("spec") or {}).get("storageClassName") or ""
+volume_class = claim_class
 
 
 def claim_key(claim: Mapping[str, Any]) -> str:
@@ -80,18 +80,24 @@ def is_bound_to(volume: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
 
 
 def requested_storage(claim: Mapping[str, Any]) -> Fraction:
-    requests = ((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    return _storage(((claim.get("spec") or {}).get("resources") or {}).get("requests"))
+
+
+def _storage(resources: Mapping[str, Any] | None) -> Fraction:
     try:
-        return parse_quantity(requests.get("storage", 0))
+        return parse_quantity((resources or {}).get("storage", 0))
     except QuantityError:
         return Fraction(0)
 
 
 def capacity(volume: Mapping[str, Any]) -> Fraction:
-    try:
-        return parse_quantity(((volume.get("spec") or {}).get("capacity") or {}).get("storage", 0))
-    except QuantityError:
-        return Fraction(0)
+    """A volume's `spec.capacity.storage`."""
+    return _storage((volume.get("spec") or {}).get("capacity"))
+
+
+def claim_capacity(claim: Mapping[str, Any]) -> Fraction:
+    """A claim's `status.capacity.storage`: what its bound volume gave it."""
+    return _storage((claim.get("status") or {}).get("capacity"))
 
 
 def _volume_mode(spec: Mapping[str, Any]) -> str:
@@ -191,7 +197,32 @@ def claim_reference(claim: Mapping[str, Any]) -> Obj:
 
 
 def is_default_class(storage_class: Mapping[str, Any]) -> bool:
-    return _annotations(storage_class).get(ANN_DEFAULT_CLASS) == "true"
+    """IsDefaultAnnotation: the GA annotation or its beta twin says "true"."""
+    annotations = _annotations(storage_class)
+    return any(annotations.get(key) == "true" for key in DEFAULT_CLASS_ANNOTATIONS)
+
+
+def _created(obj: Mapping[str, Any]) -> datetime:
+    text = _meta(obj).get("creationTimestamp")
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00")) if text else None
+    except ValueError:
+        moment = None
+    if moment is None:
+        return datetime.min.replace(tzinfo=UTC)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def default_storage_class(classes: Iterable[Mapping[str, Any]]) -> Obj | None:
+    """GetDefaultClass: of the classes marked default, the newest, then the first by name; None when no
+    class is marked (the DefaultStorageClass admission plugin and the PV controller's retroactive
+    assignment both ask it)."""
+    marked = [c for c in classes if is_default_class(c)]
+    if not marked:
+        return None
+    newest = max(_created(c) for c in marked)
+    chosen = min((c for c in marked if _created(c) == newest), key=lambda c: str(_meta(c).get("name") or ""))
+    return dict(chosen)
 
 
 def delay_binding(storage_class: Mapping[str, Any] | None) -> bool:
