@@ -451,6 +451,13 @@ def node_group() -> None:
 @click.option("--label", "labels", multiple=True, help="Extra node label KEY=VALUE.")
 @click.option("--host-ip", default="127.0.0.1", show_default=True, help="Address the kubelet serves logs on.")
 @click.option("--kubelet-port", default=0, show_default=True, help="Kubelet HTTPS port (0 = any free one).")
+@click.option(
+    "--runtime-handler",
+    "runtime_handlers",
+    multiple=True,
+    help="A container runtime handler a RuntimeClass may name (repeat for more); default runc, plus nvidia "
+    "when the node has GPUs. A pod whose class names another stays ContainerCreating.",
+)
 def node_run(
     kubeconfig: str,
     name: str,
@@ -462,6 +469,7 @@ def node_run(
     labels: tuple[str, ...],
     host_ip: str,
     kubelet_port: int,
+    runtime_handlers: tuple[str, ...],
 ) -> None:
     """Run one worker against any API server until interrupted (Ctrl-C)."""
     from pathlib import Path
@@ -482,6 +490,7 @@ def node_run(
             labels=list(labels),
             host_ip=host_ip,
             kubelet_port=kubelet_port,
+            runtime_handlers=list(runtime_handlers) or None,
             echo=click.echo,
         )
     except NodeRunError as err:

@@ -128,8 +128,12 @@ def test_missing_name_and_namespace_rules_follow_the_scope() -> None:
     assert validate("Pod", obj) == []
     ns = {"metadata": {"name": "team-a", "namespace": "default"}}
     assert messages(validate("Namespace", ns)) == ["metadata.namespace: Forbidden: not allowed on this type"]
-    assert messages(validate("Namespace", {"metadata": {"name": "team.a"}}))[0].startswith(
-        'metadata.name: Invalid value: "team.a": a lowercase RFC 1123 label'
+    # IsDNS1123Label: a name that would be a valid subdomain fails for its dots alone, and says so
+    assert messages(validate("Namespace", {"metadata": {"name": "team.a"}})) == [
+        'metadata.name: Invalid value: "team.a": must not contain dots'
+    ]
+    assert messages(validate("Namespace", {"metadata": {"name": "Team-A"}}))[0].startswith(
+        'metadata.name: Invalid value: "Team-A": a lowercase RFC 1123 label'
     )
 
 

@@ -108,7 +108,8 @@ def test_the_kubelet_runs_its_api_server_s_release(
     assert info["kubeletVersion"] == version and info["kubeProxyVersion"] == proxy
     assert node["status"].get("features") == features
     handlers = node["status"].get("runtimeHandlers")
-    assert [h["name"] for h in handlers or []] == ([] if minor < "1.31" else ["", "runc"])
+    # a GPU node: containerd has the NVIDIA toolkit's handler beside runc
+    assert [h["name"] for h in handlers or []] == ([] if minor < "1.31" else ["", "nvidia", "runc"])
     conditions = [c["type"] for c in pod["status"]["conditions"]]
     assert ("PodReadyToStartContainers" in conditions) is ready_to_start
     assert {"Initialized", "Ready", "ContainersReady", "PodScheduled"} <= set(conditions)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from apiserver_harness import child_processes
@@ -459,6 +460,59 @@ def test_foreground_up_serves_until_ctrl_c(tmp_path: Path) -> None:
             child.wait()
 
 
+def _wait(probe: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := probe():
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _gpu_pods_run_under_the_charts_runtime_class(lab: LabDir) -> None:
+    """The lab file sets HAMi's `runtimeClassName: nvidia` with `createRuntimeClass`: the tenant has the
+    chart's RuntimeClass, HAMi's device plugin runs under it, and HAMi's webhook names it on a GPU pod,
+    which runs on a node whose runtime has the `nvidia` handler."""
+    kubeconfig = lab.tenant("research")
+    runtime_class = json.loads(lab.kubectl(kubeconfig, "get", "runtimeclass", "nvidia", "-o", "json").stdout)
+    assert runtime_class["handler"] == "nvidia"
+    plugins = json.loads(
+        lab.kubectl(
+            kubeconfig, "get", "pods", "-n", "kube-system", "-l", "app.kubernetes.io/component=hami-device-plugin",
+            "-o", "json",
+        ).stdout
+    )["items"]  # fmt: skip
+    assert [p["spec"].get("runtimeClassName") for p in plugins] == ["nvidia"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "notebook", "namespace": "default"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "jupyter",
+                    "image": "jupyter/base",
+                    "resources": {"limits": {"nvidia.com/gpumem": "4000"}},
+                }
+            ]
+        },
+    }
+    subprocess.run(
+        ["kubectl", "--kubeconfig", str(kubeconfig), "apply", "-f", "-"],
+        input=json.dumps(pod), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+
+    def running() -> dict | None:
+        found = json.loads(lab.kubectl(kubeconfig, "get", "pod", "notebook", "-o", "json").stdout)
+        return found if found["status"].get("phase") == "Running" else None
+
+    found = _wait(running, "the GPU pod Running under its runtime class")
+    assert found["spec"]["runtimeClassName"] == "nvidia"
+    assert found["spec"]["schedulerName"] == "hami-scheduler"
+    node = json.loads(lab.kubectl(kubeconfig, "get", "node", "res-a10-1", "-o", "json").stdout)
+    assert "nvidia" in [h["name"] for h in node["status"]["runtimeHandlers"]]
+
+
 def test_a_lab_file_brings_its_tenants_workers_and_quotas(tmp_path: Path) -> None:
     lab_file = Path(__file__).resolve().parents[2] / "examples" / "three-tenants.yaml"
     lab = LabDir(tmp_path, tmp_path / "state", tmp_path / "home")
@@ -480,6 +534,7 @@ def test_a_lab_file_brings_its_tenants_workers_and_quotas(tmp_path: Path) -> Non
             "limits.nvidia.com/gpumem": "30k",
             "limits.nvidia.com/gpucores": "150",
         }
+        _gpu_pods_run_under_the_charts_runtime_class(lab)
         # `up` without -f on this state directory resumes the same lab file.
         assert lab.tenantgpu("down").returncode == 0
         assert lab.tenantgpu("up", "-d").returncode == 0

@@ -69,6 +69,20 @@ def test_hami_settings_reach_the_sharing_config() -> None:
     assert (cfg.node_policy, cfg.gpu_policy) == ("spread", "binpack")
 
 
+def test_runtime_class_settings_are_the_charts() -> None:
+    """`runtimeClassName` reaches HAMi's webhook config; workers get runc, and nvidia where they have GPUs,
+    unless the spec lists their handlers."""
+    lab = parse_lab(
+        "kind: Lab\nspec:\n  hami: {runtimeClassName: nvidia, createRuntimeClass: true}\n  tenants:\n"
+        "    - name: a\n      workers:\n        - {name: cpu}\n"
+        "        - {name: gpu, gpus: [{type: NVIDIA L4, memory: 23034}], runtimeHandlers: [runc, kata]}\n",
+        source="f.yaml",
+    )
+    assert lab.sharing.runtime_class_name == "nvidia"
+    assert [w.runtime_handlers for w in lab.tenant("a").workers] == [None, ["runc", "kata"]]
+    assert seed_lab().sharing.runtime_class_name == ""
+
+
 BAD_MEMORY = """\
 apiVersion: tenantgpu.io/v1alpha1
 kind: Lab
@@ -128,6 +142,26 @@ def test_error_names_field_and_line() -> None:
             8,
             "spec.tenants[0].workers[0].gpus[0]",
             "count is 2",
+        ),
+        (
+            "kind: Lab\nspec:\n  tenants:\n    - name: a\n      workers:\n        - name: w\n"
+            "          runtimeHandlers: [runc, Kata_VM]\n",
+            7,
+            "spec.tenants[0].workers[0].runtimeHandlers",
+            "'Kata_VM' must be a DNS label",
+        ),
+        (
+            "kind: Lab\nspec:\n  hami:\n    runtimeClassName: nvidia\n  tenants: [{name: a}]\n",
+            3,
+            "spec.hami",
+            "needs createRuntimeClass: true",
+        ),
+        (
+            "kind: Lab\nspec:\n  hami:\n    runtimeClassName: NVIDIA\n    createRuntimeClass: true\n"
+            "  tenants: [{name: a}]\n",
+            4,
+            "spec.hami.runtimeClassName",
+            "DNS subdomain",
         ),
     ],
 )

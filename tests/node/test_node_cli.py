@@ -48,6 +48,15 @@ def test_each_bad_gpu_spec_says_what_is_wrong(tmp_path: Path, spec: str, message
     assert message in result.output and len(result.output.strip().splitlines()) == 1
 
 
+def test_a_bad_runtime_handler_is_a_user_error(tmp_path: Path) -> None:
+    kc = _kubeconfig(tmp_path, "http://127.0.0.1:1")
+    args = ["node", "run", "--kubeconfig", str(kc), "--name", "n", "--runtime-handler", "Kata VM"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert "--runtime-handler 'Kata VM': expected a DNS label" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
 def test_missing_kubeconfig(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["node", "run", "--kubeconfig", str(tmp_path / "nope"), "--name", "n"])
     assert result.exit_code == 2 and "does not exist" in result.output

@@ -118,10 +118,14 @@ def test_node_features_from_1_33() -> None:
 
 def test_runtime_handlers_from_1_31() -> None:
     """RecursiveReadOnlyMounts is beta and on from 1.31, and the kubelet's RuntimeHandlers setter reports
-    the runtime's handlers while it (or UserNamespacesSupport) is on: a kind node's default handler and
-    runc, each with its features."""
-    assert KubeletRelease.parse("v1.30.8").runtime_handlers is None
-    assert KubeletRelease.parse("v1.31.4").runtime_handlers == [
-        {"name": "", "features": {"recursiveReadOnlyMounts": True, "userNamespaces": True}},
-        {"name": "runc", "features": {"recursiveReadOnlyMounts": True, "userNamespaces": True}},
+    the runtime's handlers while it (or UserNamespacesSupport) is on: the default handler and each
+    configured one (runc; nvidia where the container toolkit added it), each with its features, in one
+    order so the Node does not churn."""
+    assert KubeletRelease.parse("v1.30.8").runtime_handlers(["runc"]) is None
+    features = {"recursiveReadOnlyMounts": True, "userNamespaces": True}
+    assert KubeletRelease.parse("v1.31.4").runtime_handlers(["runc"]) == [
+        {"name": "", "features": features},
+        {"name": "runc", "features": features},
     ]
+    handlers = KubeletRelease.parse("v1.33.1").runtime_handlers(["runc", "nvidia"])
+    assert [h["name"] for h in handlers or ()] == ["", "nvidia", "runc"]

@@ -6,6 +6,8 @@ Webhooks (see `webhooks.py`) are one plugin of each sort.
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -249,3 +251,180 @@ def _requested(claim: Obj) -> Decimal:
         return parse_quantity(value) if value is not None else Decimal(0)
     except (QuantityError, TypeError):
         return Decimal(0)  # validation refuses it
+
+
+RuntimeClassLookup = Callable[[str], Obj | None]
+
+
+def _quantities(resources: Any) -> dict[str, Decimal] | None:
+    """A ResourceList's values, or None when one is no quantity (validation refuses it)."""
+    amounts: dict[str, Decimal] = {}
+    for name, value in (resources or {}).items():
+        try:
+            amounts[name] = parse_quantity(value)
+        except (QuantityError, TypeError):
+            return None
+    return amounts
+
+
+def same_resources(a: Any, b: Any) -> bool:
+    """apiequality.Semantic.DeepEqual of two ResourceLists: the same names, each quantity equal by value
+    (`1000m` is `1`), and an absent list equal to an empty one."""
+    if not a or not b:
+        return not a and not b
+    first, second = _quantities(a), _quantities(b)
+    if first is None or second is None:
+        return bool(a == b)
+    return first == second
+
+
+def _tolerates_superset(ss: Obj, t: Obj) -> bool:
+    """kube's isSuperset (pkg/util/tolerations): whether toleration `ss` tolerates everything `t` does."""
+    if _same_toleration(ss, t):
+        return True
+    key, ss_key = t.get("key") or "", ss.get("key") or ""
+    ss_operator = ss.get("operator") or ""
+    # an empty key with Exists matches every key and value
+    if key != ss_key and (ss_key or ss_operator != "Exists"):
+        return False
+    ss_effect = ss.get("effect") or ""
+    if (t.get("effect") or "") != ss_effect and ss_effect:
+        return False
+    if ss_effect == "NoExecute" and ss.get("tolerationSeconds") is not None:
+        seconds = t.get("tolerationSeconds")
+        if seconds is None or seconds > ss["tolerationSeconds"]:
+            return False
+    if ss_operator in ("Equal", ""):
+        return (t.get("operator") or "") == "Equal" and (t.get("value") or "") == (ss.get("value") or "")
+    return ss_operator == "Exists"
+
+
+def _same_toleration(a: Obj, b: Obj) -> bool:
+    """Semantic equality of two tolerations: unset and empty strings are one value."""
+    fields = ("key", "operator", "value", "effect")
+    return all((a.get(f) or "") == (b.get(f) or "") for f in fields) and a.get("tolerationSeconds") == b.get(
+        "tolerationSeconds"
+    )
+
+
+def merge_tolerations(first: Sequence[Obj], second: Sequence[Obj]) -> list[Obj]:
+    """kube's MergeTolerations: `first` then `second`, without a toleration another one already kept
+    tolerates a superset of, nor one a later different toleration does (of equal ones, the first stays).
+    A toleration that leaves the operator out covers an `operator: Equal` one of the same key and value,
+    not the other way round (kube's isSuperset wants the covered one's operator to be Equal itself)."""
+    merged: list[Obj] = []
+    every = [*first, *second]
+    for i, toleration in enumerate(every):
+        if any(_tolerates_superset(kept, toleration) for kept in merged):
+            continue
+        if any(
+            not _same_toleration(toleration, later) and _tolerates_superset(later, toleration)
+            for later in every[i + 1 :]
+        ):
+            continue
+        merged.append(toleration)
+    return merged
+
+
+class RuntimeClassAdmission:
+    """kube's RuntimeClass plugin (plugin/pkg/admission/runtimeclass), one half per phase, for pods being
+    created only (no subresource, no update).
+
+    The mutating half gives a pod that names a class the class's overhead (refusing an overhead of its own
+    that differs) and merges the class's node selector (refusing a conflicting key) and tolerations into
+    the pod's. The validating half runs after the mutating webhooks, which may have named a class since:
+    it looks the class up again and refuses a pod whose overhead is not exactly the class's, or that has
+    one without a class that defines one. Both refuse a class that does not exist (403, `pod rejected:
+    RuntimeClass "x" not found`).
+    """
+
+    name = "RuntimeClass"
+
+    def __init__(self, lookup: RuntimeClassLookup, *, mutating: bool) -> None:
+        self._lookup = lookup
+        self.mutating = mutating
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        kind = attributes.kind
+        if attributes.operation != "CREATE" or attributes.subresource or kind.group or kind.plural != "pods":
+            return
+        pod = attributes.obj or {}
+        spec = pod.setdefault("spec", {})
+        found = self._runtime_class(attributes, spec.get("runtimeClassName"))
+        if self.mutating:
+            self._set_overhead(attributes, spec, found)
+            self._set_scheduling(attributes, spec, found)
+        else:
+            self._validate_overhead(attributes, spec, found)
+
+    def _refuse(self, attributes: AdmissionAttributes, why: str) -> errors.APIError:
+        return errors.forbidden("pods", attributes.forbidden_name(), "", why)
+
+    def _runtime_class(self, attributes: AdmissionAttributes, name: Any) -> Obj | None:
+        if name is None:
+            return None
+        if name == "":
+            # kube's lister misses "" and its live lookup, client-go's Get, cannot ask for an empty name:
+            # the plugin returns that client error, which the API server answers as a 500 of no reason.
+            raise errors.APIError(500, "", "resource name may not be empty")
+        found = self._lookup(str(name))
+        if found is None:
+            raise self._refuse(attributes, f"pod rejected: RuntimeClass {json.dumps(str(name))} not found")
+        return found
+
+    def _set_overhead(self, attributes: AdmissionAttributes, spec: Obj, found: Obj | None) -> None:
+        overhead = None if found is None else found.get("overhead")
+        if overhead is None:
+            return
+        pod_fixed = overhead.get("podFixed") if isinstance(overhead, dict) else None
+        if spec.get("overhead") and not same_resources(pod_fixed, spec["overhead"]):
+            raise self._refuse(
+                attributes, "pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead"
+            )
+        if pod_fixed is None:
+            spec.pop("overhead", None)
+        else:
+            spec["overhead"] = copy.deepcopy(pod_fixed)
+        attributes.mutated = True
+
+    def _set_scheduling(self, attributes: AdmissionAttributes, spec: Obj, found: Obj | None) -> None:
+        scheduling = None if found is None else found.get("scheduling")
+        if not isinstance(scheduling, dict):
+            return
+        wanted = scheduling.get("nodeSelector") or {}
+        selector = spec.get("nodeSelector")
+        if selector is None:
+            if wanted:
+                spec["nodeSelector"] = dict(wanted)
+        else:
+            for key, value in wanted.items():
+                if key in selector and selector[key] != value:
+                    raise self._refuse(
+                        attributes,
+                        f"conflict: runtimeClass.scheduling.nodeSelector[{key}] = {value}; "
+                        f"pod.spec.nodeSelector[{key}] = {selector[key]}",
+                    )
+                selector[key] = value
+        merged = merge_tolerations(
+            spec.get("tolerations") or [], copy.deepcopy(scheduling.get("tolerations") or [])
+        )
+        if merged:
+            spec["tolerations"] = merged
+        else:
+            spec.pop("tolerations", None)
+        attributes.mutated = True
+
+    def _validate_overhead(self, attributes: AdmissionAttributes, spec: Obj, found: Obj | None) -> None:
+        overhead = None if found is None else found.get("overhead")
+        if overhead is not None:
+            pod_fixed = overhead.get("podFixed") if isinstance(overhead, dict) else None
+            if not same_resources(pod_fixed, spec.get("overhead")):
+                raise self._refuse(
+                    attributes, "pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead"
+                )
+        elif spec.get("overhead") is not None:
+            # kube checks `pod.Spec.Overhead != nil`: `overhead: {}` decodes into an empty map, not nil
+            raise self._refuse(
+                attributes,
+                "pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead",
+            )

@@ -497,6 +497,14 @@ def _default_storage_class(obj: dict[str, Any]) -> None:
         obj["volumeBindingMode"] = "Immediate"
 
 
+def _default_runtime_class(obj: dict[str, Any]) -> None:
+    """kube has no defaults for node.k8s.io/v1; decoding gives the overhead's quantities their canonical
+    form, as a pod's."""
+    overhead = obj.get("overhead")
+    if isinstance(overhead, dict):
+        canonicalize_list(overhead.get("podFixed"))
+
+
 # Kamaji's CRD defaults for a TenantControlPlane (the chart's schema): each applies, as kube-apiserver's
 # structural defaulting does, only inside an object that is there.
 KONNECTIVITY_SERVER = {"image": "registry.k8s.io/kas-network-proxy/proxy-server", "port": 8132}
@@ -577,6 +585,7 @@ _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "PersistentVolumeClaim": _default_persistent_volume_claim,
     "PersistentVolume": _default_persistent_volume,
     "StorageClass": _default_storage_class,
+    "RuntimeClass": _default_runtime_class,
     "PriorityClass": _default_priority_class,
     "NetworkPolicy": _default_network_policy,
     "Deployment": _default_deployment,

@@ -35,8 +35,12 @@ def _errors(value: str, limit: int, pattern: re.Pattern[str], message: str) -> l
 
 
 def dns_label_errors(value: str) -> list[str]:
-    """IsDNS1123Label: container, port, volume and namespace names."""
-    return _errors(value, 63, _DNS1123_LABEL, _LABEL_MSG)
+    """IsDNS1123Label: container, port, volume and namespace names. A value that would be a subdomain
+    (within the length checked already) fails for its dots alone, and kube says just that."""
+    errors = _errors(value, 63, _DNS1123_LABEL, _LABEL_MSG)
+    if errors and errors[-1] == _LABEL_MSG and _DNS1123_SUBDOMAIN.match(value):
+        errors[-1] = "must not contain dots"
+    return errors
 
 
 def dns_subdomain_errors(value: str) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from tenantgpu.apiserver import featuregates
 from tenantgpu.apiserver.defaults import default_job_labels, default_pod_status
+from tenantgpu.apiserver.nodelabels import runtime_class_warnings
 
 Obj = dict[str, Any]
 
@@ -91,6 +92,12 @@ class Strategy:
     on_status_update: Callable[[Obj, Obj], None] | None = None
     # The strategy as Kubernetes 1.<minor> has it, for kinds whose strategy changed with a release.
     as_of: Callable[[int], Strategy] | None = None
+    # kube's AllowUnconditionalUpdate: False refuses a PUT that names no `metadata.resourceVersion`
+    # (422, `must be specified for an update`) where other kinds let it win over the stored object.
+    unconditional_update: bool = True
+    # WarningsOnCreate / WarningsOnUpdate: the `Warning` headers a write gets, from the object written
+    # and, on an update, the stored one (None on create).
+    warnings: Callable[[Obj, Obj | None], list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -753,6 +760,20 @@ PERSISTENT_VOLUME = Kind(
 STORAGE_CLASS = Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",))
 STORAGE_KINDS: tuple[Kind, ...] = (PERSISTENT_VOLUME_CLAIM, PERSISTENT_VOLUME, STORAGE_CLASS)
 
+# The container runtime handler a pod runs with, and what comes with it: the RuntimeClass admission
+# plugin (`admission.py`) gives the pod the class's overhead and scheduling, the kubelet hands the handler
+# to the runtime. kube's strategy (pkg/registry/node/runtimeclass/strategy.go) keeps no generation and no
+# status, warns about deprecated node labels in `scheduling.nodeSelector`, and refuses an update that
+# names no resourceVersion (AllowUnconditionalUpdate is false).
+RUNTIME_CLASS = Kind(
+    "node.k8s.io",
+    "v1",
+    "RuntimeClass",
+    "runtimeclasses",
+    False,
+    strategy=Strategy(unconditional_update=False, warnings=runtime_class_warnings),
+)
+
 
 def _as_of(kind: Kind, minor: int) -> Kind:
     """The kind as Kubernetes 1.`minor` serves it: without the subresources of later releases, with the
@@ -774,6 +795,7 @@ def kind_table(extra: Sequence[Kind] = (), minor: int | None = None) -> KindTabl
         *WORKLOAD_KINDS,
         *CLUSTER_CONFIG_KINDS,
         *STORAGE_KINDS,
+        RUNTIME_CLASS,
         CUSTOM_RESOURCE_DEFINITION,
         *extra,
     ]

@@ -419,6 +419,9 @@ OMIT_EMPTY: Mapping[str, frozenset[str]] = {
     "io.k8s.api.policy.v1.PodDisruptionBudgetStatus": frozenset(
         {"conditions", "disruptedPods", "observedGeneration"}
     ),
+    # RuntimeClass's `overhead` and `scheduling` are pointers (kept when `{}`); `handler` has no omitempty.
+    "io.k8s.api.node.v1.Overhead": frozenset({"podFixed"}),
+    "io.k8s.api.node.v1.Scheduling": frozenset({"nodeSelector", "tolerations"}),
     "io.k8s.api.rbac.v1.AggregationRule": frozenset({"clusterRoleSelectors"}),
     "io.k8s.api.rbac.v1.ClusterRoleBinding": frozenset({"subjects"}),
     "io.k8s.api.rbac.v1.PolicyRule": frozenset(

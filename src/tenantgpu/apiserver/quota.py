@@ -66,13 +66,21 @@ def pod_usage(pod: Mapping[str, Any]) -> dict[str, Decimal]:
     `limits.nvidia.com/gpumem` is HAMi's to enforce (its webhook and scheduler), not kube's."""
     spec = pod.get("spec") or {}
     usage = {"pods": Decimal(1), "count/pods": Decimal(1)}
-    for name, value in pod_resources(spec, "requests").items():
+    requests, limits = pod_resources(spec, "requests"), pod_resources(spec, "limits")
+    # The pod's overhead (its RuntimeClass's) counts too, as resourcehelper.PodRequests and PodLimits add
+    # it: to every request, and to a limit only where the pod has a non-zero one.
+    for name, value in (spec.get("overhead") or {}).items():
+        amount = _quantity(value)
+        requests[name] = requests.get(name, Decimal(0)) + amount
+        if limits.get(name):
+            limits[name] += amount
+    for name, value in requests.items():
         if name in _COMPUTE or name.startswith("hugepages-"):
             usage[name] = value
             usage[f"requests.{name}"] = value
         elif is_extended_resource(name):
             usage[f"requests.{name}"] = value
-    for name, value in pod_resources(spec, "limits").items():
+    for name, value in limits.items():
         if name in _COMPUTE:
             usage[f"limits.{name}"] = value
     return usage

@@ -642,7 +642,8 @@ class Registry:
         subresource: str = "",
         dry_run: bool = False,
     ) -> Entry:
-        """PUT: a stale `metadata.resourceVersion` in `obj` gives 409 Conflict; an empty one always wins."""
+        """PUT: a stale `metadata.resourceVersion` in `obj` gives 409 Conflict; an empty one always wins,
+        but for kinds whose strategy refuses unconditional updates (422)."""
         meta = self._check_type(kind, obj)
         body_name = meta.get("name")
         if body_name and body_name != name:
@@ -655,6 +656,21 @@ class Registry:
         attempts = _Attempts(self.datastore)
         async for _ in attempts:
             current = self.get(kind, namespace, name)
+            if wanted is None and not kind.strategy.unconditional_update:
+                # kube's store names the resource where the kind belongs, and shows the uint64 0 in Go's
+                # %#v: `runtimeclasses.node.k8s.io "x" is invalid: metadata.resourceVersion: …`
+                raise errors.invalid(
+                    kind.plural,
+                    name,
+                    kind.group,
+                    [
+                        {
+                            "reason": "FieldValueInvalid",
+                            "message": "Invalid value: 0x0: must be specified for an update",
+                            "field": "metadata.resourceVersion",
+                        }
+                    ],
+                )
             if wanted is not None and wanted != str(current.revision):
                 raise errors.conflict(kind.plural, name, kind.group)
             try:

@@ -110,6 +110,7 @@ _QUANTITY_FIELDS = frozenset(
         ("V1VolumeResourceRequirements", "limits"),
         ("V1VolumeResourceRequirements", "requests"),
         ("V1PodSpec", "overhead"),
+        ("V1Overhead", "podFixed"),
         ("V1PodStatus", "allocatedResources"),
         ("V1ContainerStatus", "allocatedResources"),
         ("V1NodeStatus", "allocatable"),

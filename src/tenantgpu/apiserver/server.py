@@ -34,6 +34,7 @@ from tenantgpu.apiserver.admission import (
     NamespaceLifecycle,
     PersistentVolumeClaimResize,
     PriorityAdmission,
+    RuntimeClassAdmission,
     StorageObjectInUseProtection,
 )
 from tenantgpu.apiserver.auth import (
@@ -147,6 +148,22 @@ def _warned(response: web.Response, warnings: list[str]) -> web.Response:
     return response
 
 
+def _strategy_warnings(kind: Kind, obj: Obj, old: Obj | None) -> list[str]:
+    """The kind's strategy's WarningsOnCreate (`old` None) or WarningsOnUpdate, after the write's own."""
+    warn = kind.strategy.warnings
+    return [] if warn is None else warn(obj, old)
+
+
+def _empty_pod_overhead(kind: Kind, body: Any) -> bool:
+    """Whether a pod's create says `overhead: {}`. kube decodes that into an empty map that is not nil,
+    which its RuntimeClass plugin refuses unless a class gives the pod an overhead; the map is gone only
+    once the pod is encoded. The write's omitempty pruning would drop it first, so it is put back."""
+    if kind.group or kind.kind != "Pod" or not isinstance(body, dict):
+        return False
+    spec = body.get("spec")
+    return isinstance(spec, dict) and spec.get("overhead") == {}
+
+
 # kube serves custom resources without strategic merge patch, which needs Go structs.
 CUSTOM_RESOURCE_PATCH_TYPES = (
     "application/json-patch+json",
@@ -230,6 +247,8 @@ class APIServer(SubresourceHandlers):
         self.webhooks = WebhookAdmission(self._webhook_configurations, self._namespace_object, config.egress)
         # kube's order: LimitRanger's defaults come before the mutating webhooks (HAMi's sees them), its
         # limits are checked on what the webhooks left, before the validating webhooks and the quota.
+        # RuntimeClass likewise: its overhead and scheduling go in before the mutating webhooks, its check
+        # of the overhead comes after them (HAMi's may name a class), after PersistentVolumeClaimResize.
         accounts = [
             ServiceAccountAdmission(self._service_account, self._generate_name, mutating=mutating)
             for mutating in ((True, False) if config.service_account_admission else ())
@@ -242,10 +261,12 @@ class APIServer(SubresourceHandlers):
                 PriorityAdmission(self._priority_class, self._default_priority_class),
                 DefaultStorageClass(self._storage_classes),
                 StorageObjectInUseProtection(),
+                RuntimeClassAdmission(self._runtime_class, mutating=True),
                 *config.admission_plugins,
                 LimitRanger(self._limit_ranges, mutating=False),
                 *accounts[1:],
                 PersistentVolumeClaimResize(self._storage_class),
+                RuntimeClassAdmission(self._runtime_class, mutating=False),
                 *self.webhooks.plugins(),
             ]
         )
@@ -436,6 +457,10 @@ class APIServer(SubresourceHandlers):
     def _storage_classes(self) -> list[Obj]:
         kind = self.kinds.resource("storage.k8s.io", "v1", "storageclasses")
         return [] if kind is None else [e.obj for e in self.registry.cache(kind).objects.values()]
+
+    def _runtime_class(self, name: str) -> Obj | None:
+        kind = self.kinds.resource("node.k8s.io", "v1", "runtimeclasses")
+        return None if kind is None else self.registry.get_object(kind, "", name)
 
     def _service_account(self, namespace: str, name: str) -> Obj | None:
         kind = self.kinds.resource("", "v1", "serviceaccounts")
@@ -1017,8 +1042,12 @@ class APIServer(SubresourceHandlers):
             name = ((body or {}).get("metadata") or {}).get("name", "")
             return await self._bind(request, target.namespace, name, body, user)
         body = await self._decode_body(request)
+        empty_overhead = _empty_pod_overhead(kind, body)
         warnings = self._check_fields(request, kind, body)
+        if empty_overhead:
+            body["spec"]["overhead"] = {}
         entry = await self.registry.create(kind, target.namespace, body, user, dry_run=self._dry_run(request))
+        warnings += _strategy_warnings(kind, entry.obj, None)
         return _warned(self._render(request, kind, entry, 201), warnings)
 
     async def _verb_update(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
@@ -1028,9 +1057,15 @@ class APIServer(SubresourceHandlers):
         if target.subresource == "scale":
             return await self._update_scale(target, lambda _scale: body, user, dry_run)
         warnings = self._check_fields(request, kind, body)
+        # only kinds whose strategy warns need the stored object (pods and nodes, the hot path, do not)
+        old = (
+            self.registry.get_object(kind, target.namespace, target.name) if kind.strategy.warnings else None
+        )
         entry = await self.registry.update(
             kind, target.namespace, target.name, body, user, subresource=target.subresource, dry_run=dry_run
         )
+        if kind.strategy.warnings and not target.subresource:
+            warnings += _strategy_warnings(kind, entry.obj, old)
         return _warned(self._render(request, kind, entry), warnings)
 
     async def _verb_patch(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
@@ -1094,7 +1129,12 @@ class APIServer(SubresourceHandlers):
             if kept_zeros:
                 self._drop_zeros(kind, patch)
             entry = await self.registry.create(kind, target.namespace, patch, user, dry_run=dry_run)
+            warnings += _strategy_warnings(kind, entry.obj, None)
             return _warned(self._render(request, kind, entry, 201), warnings)
+        # only kinds whose strategy warns need the stored object (pods and nodes, the hot path, do not)
+        old = (
+            self.registry.get_object(kind, target.namespace, target.name) if kind.strategy.warnings else None
+        )
         entry = await self.registry.modify(
             kind,
             target.namespace,
@@ -1106,6 +1146,8 @@ class APIServer(SubresourceHandlers):
             dry_run=dry_run,
             changes=patched_fields(patch, content_type),
         )
+        if kind.strategy.warnings and not target.subresource:
+            warnings += _strategy_warnings(kind, entry.obj, old)
         return _warned(self._render(request, kind, entry), warnings)
 
     def _check_fields(

@@ -963,6 +963,10 @@ _PRINTERS: dict[str, _Printer] = {
         ],
         _storage_class_row,
     ),
+    # kube describes HANDLER with ObjectMeta's (absent) doc of "handler": an empty description.
+    "RuntimeClass": _simple(
+        [_NAME, Column("Handler"), _AGE], lambda o: [_name(o), _get(o, "handler") or ""], 2
+    ),
     "Pod": _Printer(_POD_COLUMNS, lambda obj, now: _pod_row(obj, now)[0]),
     "Job": _Printer(_JOB_COLUMNS, _job_row),
     "CronJob": _Printer(_CRON_JOB_COLUMNS, _cron_job_row),

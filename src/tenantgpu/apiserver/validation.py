@@ -87,6 +87,7 @@ _GROUPS = {
     "PriorityClass": "scheduling.k8s.io",
     "PodDisruptionBudget": "policy",
     "StorageClass": "storage.k8s.io",
+    "RuntimeClass": "node.k8s.io",
     "TenantControlPlane": "kamaji.clastix.io",
     "DataStore": "kamaji.clastix.io",
     "SelfSubjectAccessReview": "authorization.k8s.io",
@@ -683,6 +684,10 @@ def _validate_pod_spec(
                     "effect must be 'NoExecute' when `tolerationSeconds` is set",
                 )
             )
+    overhead = spec.get("overhead")
+    if isinstance(overhead, Mapping):
+        # validateOverhead: a pod's overhead is checked as a container's limits (`spec.overhead.limits[…]`)
+        causes.extend(_validate_resources(f"{path}.overhead", {"limits": overhead}))
     return causes
 
 
@@ -1184,6 +1189,108 @@ def _validate_priority_class(obj: Mapping[str, Any], old: Mapping[str, Any] | No
             causes.append(_forbidden("value", "may not be changed in an update."))
         if policy != old.get("preemptionPolicy"):
             causes.append(_invalid("preemptionPolicy", policy, "field is immutable"))
+    return causes
+
+
+def _go_toleration(toleration: Mapping[str, Any]) -> str:
+    """A toleration as kube's Duplicate error shows it: Go's %#v of the internal struct. A set
+    `tolerationSeconds` is a pointer there, printed as its address; its value is shown instead."""
+    seconds = toleration.get("tolerationSeconds")
+    fields = ", ".join(
+        f"{go}:{json.dumps(str(toleration.get(key) or ''))}"
+        for go, key in (("Key", "key"), ("Operator", "operator"), ("Value", "value"), ("Effect", "effect"))
+    )
+    pointer = "(*int64)(nil)" if seconds is None else f"(*int64)({seconds})"
+    return f"core.Toleration{{{fields}, TolerationSeconds:{pointer}}}"
+
+
+def _toleration_causes(tolerations: Any, path: str) -> list[Cause]:
+    """kube's ValidateTolerations, in its order for each toleration: the key a label name, an empty key
+    only with Exists, tolerationSeconds only with NoExecute, the value a label value (Equal) or empty
+    (Exists), the effect one of the three taint effects."""
+    causes: list[Cause] = []
+    for i, toleration in enumerate(tolerations if isinstance(tolerations, list) else []):
+        toleration = toleration if isinstance(toleration, Mapping) else {}
+        tpath = f"{path}[{i}]"
+        key = toleration.get("key") or ""
+        operator = toleration.get("operator") or ""
+        value = toleration.get("value") or ""
+        effect = toleration.get("effect") or ""
+        if key:
+            causes.extend(_invalid(f"{tpath}.key", key, e) for e in qualified_name_errors(key))
+        if not key and operator != "Exists":
+            causes.append(
+                _invalid(
+                    f"{tpath}.operator",
+                    operator,
+                    'operator must be Exists when `key` is empty, which means "match all values and all keys"',
+                )
+            )
+        if toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
+            causes.append(
+                _invalid(
+                    f"{tpath}.effect", effect, "effect must be 'NoExecute' when `tolerationSeconds` is set"
+                )
+            )
+        if operator in ("Equal", ""):
+            if errors := label_value_errors(value):
+                causes.append(_invalid(f"{tpath}.operator", value, ";".join(errors)))
+        elif operator == "Exists":
+            if value:
+                causes.append(
+                    _invalid(f"{tpath}.operator", value, "value must be empty when `operator` is 'Exists'")
+                )
+        else:
+            causes.append(_not_supported(f"{tpath}.operator", operator, ["Equal", "Exists"]))
+        if effect and effect not in _TAINT_EFFECTS:
+            causes.append(_not_supported(f"{tpath}.effect", effect, _TAINT_EFFECTS))
+    return causes
+
+
+def _validate_runtime_class(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[Cause]:
+    """kube's ValidateRuntimeClass and ValidateRuntimeClassUpdate (pkg/apis/node/validation): the handler a
+    DNS label (an empty one gets the label's messages, there is no Required), the overhead checked as a
+    container's limits (so under `overhead.limits[...]`), the node selector's labels, the tolerations
+    (kube validates them one level deeper, at `scheduling.tolerations.tolerations[i]`, and reports a
+    repeated key/operator/value/effect at `scheduling.tolerations[i]`); on update the handler may not
+    change."""
+    causes: list[Cause] = []
+    handler = obj.get("handler")
+    handler = handler if isinstance(handler, str) else ""
+    causes.extend(_invalid("handler", handler, e) for e in _dns_label_errors(handler))
+    overhead = obj.get("overhead")
+    if isinstance(overhead, Mapping):
+        pod_fixed = overhead.get("podFixed")
+        causes.extend(
+            _validate_resources("overhead", {"limits": pod_fixed if isinstance(pod_fixed, Mapping) else {}})
+        )
+    scheduling = obj.get("scheduling")
+    if isinstance(scheduling, Mapping):
+        selector = scheduling.get("nodeSelector")
+        for key, value in (selector if isinstance(selector, Mapping) else {}).items():
+            causes.extend(_invalid("scheduling.nodeSelector", key, e) for e in qualified_name_errors(key))
+            causes.extend(
+                _invalid("scheduling.nodeSelector", value, e) for e in label_value_errors(str(value or ""))
+            )
+        tolerations = scheduling.get("tolerations")
+        causes.extend(_toleration_causes(tolerations, "scheduling.tolerations.tolerations"))
+        seen: set[tuple[str, ...]] = set()
+        for i, toleration in enumerate(tolerations if isinstance(tolerations, list) else []):
+            toleration = toleration if isinstance(toleration, Mapping) else {}
+            list_key = tuple(str(toleration.get(f) or "") for f in ("key", "operator", "value", "effect"))
+            if list_key in seen:
+                causes.append(
+                    Cause(
+                        "FieldValueDuplicate",
+                        f"Duplicate value: {_go_toleration(toleration)}",
+                        f"scheduling.tolerations[{i}]",
+                    )
+                )
+            seen.add(list_key)
+    if old is not None:
+        old_handler = old.get("handler") or ""
+        if handler != old_handler:
+            causes.append(_invalid("handler", handler, "field is immutable"))
     return causes
 
 
@@ -2036,6 +2143,7 @@ _KIND_CHECKS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any] | None], 
     "PodDisruptionBudget": _validate_pod_disruption_budget,
     "PersistentVolume": validate_persistent_volume,
     "StorageClass": validate_storage_class,
+    "RuntimeClass": _validate_runtime_class,
     "TenantControlPlane": _custom_resource("TenantControlPlane", _validate_tenant_control_plane),
     "DataStore": _custom_resource("DataStore", _validate_data_store),
     "ControllerRevision": _validate_controller_revision,

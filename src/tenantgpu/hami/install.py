@@ -143,8 +143,22 @@ def _suffix(text: str, n: int = 5) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
-def system_pods(scheduler_node: str, device_plugin_nodes: list[str]) -> list[dict[str, Any]]:
-    """HAMi's kube-system pods as they appear in a cluster; the simulated kubelet runs them."""
+def runtime_class(name: str) -> dict[str, Any]:
+    """The RuntimeClass HAMi's chart creates with `devicePlugin.createRuntimeClass` (a pre-install hook):
+    named by `devicePlugin.runtimeClassName`, with the NVIDIA container toolkit's handler."""
+    return {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": name, "annotations": {"helm.sh/hook": "pre-install,pre-upgrade"}},
+        "handler": "nvidia",
+    }
+
+
+def system_pods(
+    scheduler_node: str, device_plugin_nodes: list[str], runtime_class_name: str = ""
+) -> list[dict[str, Any]]:
+    """HAMi's kube-system pods as they appear in a cluster; the simulated kubelet runs them. The device
+    plugin's DaemonSet names the chart's runtime class, when one is set."""
     pods = [
         system_pod(
             f"hami-scheduler-{_suffix(scheduler_node, 10)[:5]}",
@@ -155,15 +169,16 @@ def system_pods(scheduler_node: str, device_plugin_nodes: list[str]) -> list[dic
         )
     ]
     for node in device_plugin_nodes:
-        pods.append(
-            system_pod(
-                f"hami-device-plugin-{_suffix(node)}",
-                node,
-                "hami-device-plugin",
-                ["device-plugin", "vgpu-monitor"],
-                CHART_LABELS,
-            )
+        pod = system_pod(
+            f"hami-device-plugin-{_suffix(node)}",
+            node,
+            "hami-device-plugin",
+            ["device-plugin", "vgpu-monitor"],
+            CHART_LABELS,
         )
+        if runtime_class_name:
+            pod["spec"]["runtimeClassName"] = runtime_class_name
+        pods.append(pod)
     return pods
 
 
@@ -224,9 +239,11 @@ async def install_hami(
     metrics_port: int | None = None,
     scheduler_node: str | None = None,
     device_plugin_nodes: list[str] | None = None,
+    runtime_class_name: str = "",
 ) -> None:
     """Create HAMi's objects in the tenant: MWC `hami-webhook` (webhook `vgpu.hami.io`), Service and Endpoints
     `kube-system/hami-scheduler`, and — when nodes are given — the scheduler and device-plugin pods.
+    With `runtime_class_name` the chart's RuntimeClass is created first (`createRuntimeClass`).
 
     With `webhook_url` the configuration dials that URL (the chart's customURL); otherwise it names the
     service, which the API server reaches through its egress (the tunnel).
@@ -239,8 +256,11 @@ async def install_hami(
     for obj in scheduler_service(webhook_service_host, webhook_port, metrics_port):
         await _apply(client, "services" if obj["kind"] == "Service" else "endpoints", obj)
     await _apply(client, "mutatingwebhookconfigurations", webhook_configuration(ca_bundle, url=webhook_url))
+    if runtime_class_name:
+        await _apply(client, "runtimeclasses", runtime_class(runtime_class_name))
     if scheduler_node:
-        for pod in system_pods(scheduler_node, device_plugin_nodes or [scheduler_node]):
+        nodes = device_plugin_nodes or [scheduler_node]
+        for pod in system_pods(scheduler_node, nodes, runtime_class_name):
             await _apply(client, "pods", await _owned_by_node(client, pod))
 
 

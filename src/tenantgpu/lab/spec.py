@@ -64,6 +64,19 @@ class WorkerSpec(_Model):
     pods: int = Field(default=110, ge=1)
     labels: dict[str, str] = Field(default_factory=dict)
     gpus: list[GPUSpec] = Field(default_factory=list)
+    runtime_handlers: list[str] | None = Field(
+        default=None,
+        alias="runtimeHandlers",
+        description="the container runtime's handlers a RuntimeClass may name; default runc, and nvidia "
+        "on a worker with GPUs (as the NVIDIA container toolkit configures containerd)",
+    )
+
+    @field_validator("runtime_handlers")
+    @classmethod
+    def _handlers(cls, value: list[str] | None) -> list[str] | None:
+        for handler in value or ():
+            _dns_label(handler, "runtime handler")
+        return value
 
     @field_validator("name")
     @classmethod
@@ -140,6 +153,30 @@ class HamiSpec(_Model):
     resource_mem_percentage: str = Field("nvidia.com/gpumem-percentage", alias="resourceMemPercentage")
     resource_cores: str = Field("nvidia.com/gpucores", alias="resourceCores")
     resource_priority: str = Field("nvidia.com/priority", alias="resourcePriority")
+    # The chart's `devicePlugin.runtimeClassName` / `createRuntimeClass`: the class HAMi's webhook names on
+    # GPU pods and its device plugin runs under, and whether the chart creates it (handler `nvidia`).
+    runtime_class_name: str = Field("", alias="runtimeClassName")
+    create_runtime_class: bool = Field(False, alias="createRuntimeClass")
+
+    @field_validator("runtime_class_name")
+    @classmethod
+    def _runtime_class(cls, value: str) -> str:
+        if value and (len(value) > 253 or not _DNS_SUBDOMAIN.match(value)):
+            raise ValueError(
+                f"runtimeClassName {value!r} must be a DNS subdomain (lower-case, digits, '-', '.')"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _runtime_class_created(self) -> HamiSpec:
+        # Without a GPU Operator nothing else would create the class, and every GPU pod HAMi's webhook
+        # names it on, and HAMi's own device plugin, would be refused by the RuntimeClass admission plugin.
+        if self.runtime_class_name and not self.create_runtime_class:
+            raise ValueError(
+                f"runtimeClassName {self.runtime_class_name!r} needs createRuntimeClass: true "
+                "(the lab has no GPU Operator to create that RuntimeClass)"
+            )
+        return self
 
     def sharing(self) -> SharingConfig:
         return SharingConfig(
@@ -156,6 +193,7 @@ class HamiSpec(_Model):
             default_gpu_num=self.default_gpu_num,
             device_memory_scaling=self.device_memory_scaling,
             device_core_scaling=self.device_core_scaling,
+            runtime_class_name=self.runtime_class_name,
         )
 
 

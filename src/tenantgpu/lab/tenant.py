@@ -107,6 +107,7 @@ class TenantDataPlane:
                 memory=worker.memory,
                 pods=worker.pods,
                 labels=dict(worker.labels),
+                runtime_handlers=worker.runtime_handlers,
             )
             await node.start()
             self.workers.append(node)
@@ -119,6 +120,7 @@ class TenantDataPlane:
             self.webhook.ca_bundle,
             scheduler_node=names[0],
             device_plugin_nodes=[w.name for w in self.spec.workers if w.gpus],
+            runtime_class_name=self.sharing.runtime_class_name,
         )
         await show_konnectivity_agents(self.client, names)
         async with asyncio.timeout(timeout):

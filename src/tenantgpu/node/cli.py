@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 from collections.abc import Callable
 
@@ -14,6 +15,8 @@ from tenantgpu.gpushare import SharingConfig
 from tenantgpu.hami.device_plugin import GPUSpec
 from tenantgpu.kubeclient import ApiError, KubeClient
 from tenantgpu.node.worker import Worker
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 class NodeRunError(Exception):
@@ -42,12 +45,18 @@ def run_node(
     labels: list[str] | None = None,
     host_ip: str = "127.0.0.1",
     kubelet_port: int = 0,
+    runtime_handlers: list[str] | None = None,
     echo: Callable[[str], None] = print,
 ) -> None:
     try:
         specs = [GPUSpec.parse(g) for g in gpus]
     except ValueError as err:
         raise NodeRunError(str(err)) from None
+    for handler in runtime_handlers or ():
+        if not DNS_LABEL.fullmatch(handler):
+            raise NodeRunError(
+                f"--runtime-handler {handler!r}: expected a DNS label (lower-case letters, digits, '-')"
+            )
     if device_split_count < 1:
         raise NodeRunError("--device-split-count must be at least 1")
     sharing = SharingConfig(device_split_count=device_split_count)
@@ -57,8 +66,11 @@ def run_node(
     except (OSError, ValueError, KeyError) as err:
         raise NodeRunError(f"kubeconfig {kubeconfig}: {err}") from None
     eventloop.run(
-        _serve(client, name, specs, sharing, cpu, memory, pods, node_labels, host_ip, kubelet_port, echo)
-    )
+        _serve(
+            client, name, specs, sharing, cpu, memory, pods, node_labels, host_ip, kubelet_port,
+            runtime_handlers, echo,
+        )
+    )  # fmt: skip
 
 
 async def _serve(
@@ -72,11 +84,12 @@ async def _serve(
     labels: dict[str, str],
     host_ip: str,
     kubelet_port: int,
+    runtime_handlers: list[str] | None,
     echo: Callable[[str], None],
 ) -> None:
     worker = Worker(
         client, name, specs, sharing, cpu=cpu, memory=memory, pods=pods, labels=labels, host_ip=host_ip,
-        kubelet_port=kubelet_port,
+        kubelet_port=kubelet_port, runtime_handlers=runtime_handlers,
     )  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -27,7 +27,7 @@ import random
 import shlex
 import time
 import zlib
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -57,6 +57,7 @@ from tenantgpu.node import (
     programs,
     resize,
     runtimestatus,
+    sandbox,
     volumesources,
 )
 from tenantgpu.node import gpu_runtime as rt
@@ -202,6 +203,7 @@ class Kubelet:
         host_ip: str = "127.0.0.1",
         container_start_seconds: float = 0.0,
         release: KubeletRelease | None = None,
+        runtime_handlers: Iterable[str] = (sandbox.RUNC,),
     ) -> None:
         self.client = client
         # The worker sets it from its API server's version before `start()`.
@@ -211,6 +213,7 @@ class Kubelet:
         self.device_plugin = device_plugin
         self.host_ip = host_ip
         self.container_start_seconds = container_start_seconds
+        self.runtime_handlers = frozenset(runtime_handlers)
         self.config_retry_seconds = CONFIG_RETRY_SECONDS
         # The Services, for the variables containers get (kubelet's serviceLister): the `kubernetes`
         # Service's always, the others of the pod's namespace unless the pod turns service links off.
@@ -951,6 +954,8 @@ class Kubelet:
                 return
             await self._mount_volumes(pod, record)
             await self._pull_secrets(pod, record)
+            if not await self._create_sandbox(pod, record):
+                return
             if self.container_start_seconds:
                 await asyncio.sleep(self.container_start_seconds)
             self._claim_ip(record, self._allocate_ip())
@@ -974,6 +979,37 @@ class Kubelet:
             raise
         except Exception:
             log.exception("kubelet %s: pod %s/%s", self.node_name, record.namespace, record.name)
+
+    async def _create_sandbox(self, pod: dict[str, Any], record: PodRecord) -> bool:
+        """kube's createPodSandbox: the pod's RuntimeClass gives the runtime handler, which this node's
+        runtime must have. Until both hold the pod stays in ContainerCreating with a Warning
+        `FailedCreatePodSandBox` per attempt, tried again after the pod-sync back-off; False when the pod
+        is deleted meanwhile. The class is read when a pod names one (a real kubelet keeps an informer;
+        a GET costs a pod without a class nothing)."""
+        while (error := await self._sandbox_error(pod)) is not None:
+            await self.record_event(
+                pod, sandbox.FAILED_CREATE_POD_SANDBOX, sandbox.failed_message(error), warning=True
+            )
+            await asyncio.sleep(self.config_retry_seconds * (1 + random.random() / 2))
+            current = self.informer.get(record.namespace, record.name)
+            if current is None or record.terminating or _meta(current).get("uid") != record.uid:
+                return False
+            pod = current
+        return True
+
+    async def _sandbox_error(self, pod: dict[str, Any]) -> str | None:
+        name = (pod.get("spec") or {}).get("runtimeClassName") or ""
+        if not name:
+            return None
+        try:
+            runtime_class = await self.client.get("runtimeclasses", name)
+        except ApiError as err:
+            if err.code == 404:
+                return sandbox.runtime_class_not_found(name)
+            return sandbox.lookup_failed(name, err.message or err.reason)
+        except (OSError, aiohttp.ClientError) as err:
+            return sandbox.lookup_failed(name, str(err))
+        return sandbox.handler_error(str(runtime_class.get("handler") or ""), self.runtime_handlers)
 
     async def _mount_volumes(self, pod: dict[str, Any], record: PodRecord) -> None:
         """kube's WaitForAttachAndMount: first every claim the pod uses must be bound (`_claims_ready`), then

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,17 +50,18 @@ class KubeletRelease:
         """`status.features` of the Node: SupplementalGroupsPolicy is reported where its gate is on (1.33+)."""
         return {"supplementalGroupsPolicy": True} if self.minor >= 33 else None
 
-    @property
-    def runtime_handlers(self) -> list[dict[str, Any]] | None:
+    def runtime_handlers(self, handlers: Iterable[str]) -> list[dict[str, Any]] | None:
         """`status.runtimeHandlers` of the Node: the runtime's handlers and what each supports, reported
         where RecursiveReadOnlyMounts (beta, on, from 1.31) or UserNamespacesSupport (on from 1.33) is on;
-        1.30 has neither on. The simulated runtime answers as containerd 2 on a recent kernel does, with
-        its default handler and `runc`, both supporting recursive read-only mounts and user namespaces
-        (the field `userNamespaces` is new in 1.31)."""
+        1.30 has neither on. The simulated runtime answers as containerd 2 on a recent kernel does: its
+        default handler (named "") and each configured one (`handlers`, e.g. `nvidia` where the NVIDIA
+        container toolkit configured it), all supporting recursive read-only mounts and user namespaces
+        (the field `userNamespaces` is new in 1.31). containerd lists them in its config map's order,
+        which Go leaves random; the simulation sorts them so the Node does not change between reports."""
         if self.minor < 31:
             return None
         features = {"recursiveReadOnlyMounts": True, "userNamespaces": True}
-        return [{"name": name, "features": dict(features)} for name in ("", "runc")]
+        return [{"name": name, "features": dict(features)} for name in ("", *sorted(set(handlers)))]
 
     @property
     def reports_container_runtime(self) -> bool:

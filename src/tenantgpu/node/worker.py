@@ -8,7 +8,7 @@ import logging
 import os
 import platform
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from tenantgpu.gpushare import SharingConfig
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import DevicePlugin, GPUSpec
 from tenantgpu.kubeclient import ApiError, KubeClient
-from tenantgpu.node import nodeconditions
+from tenantgpu.node import nodeconditions, sandbox
 from tenantgpu.node.kubelet import Kubelet
 from tenantgpu.node.logserver import KubeletServer
 from tenantgpu.node.podstatus import rfc3339
@@ -63,6 +63,7 @@ class Worker:
         status_report_seconds: float = 60.0,
         container_start_seconds: float = 0.0,
         kubelet_version: str | None = None,
+        runtime_handlers: Iterable[str] | None = None,
     ) -> None:
         if isinstance(kubeconfig, KubeClient):
             self.client, self._owns_client = kubeconfig, False
@@ -77,6 +78,16 @@ class Worker:
         self.lease_duration_seconds = lease_duration_seconds
         self.status_report_seconds = status_report_seconds
         self.device_plugin = DevicePlugin(self.client, name, self.gpus, self.sharing)
+        # the container runtime's handlers besides its default, which RuntimeClasses name
+        self.runtime_handlers = tuple(
+            sorted(
+                set(
+                    sandbox.default_handlers(bool(self.gpus))
+                    if runtime_handlers is None
+                    else runtime_handlers
+                )
+            )
+        )
         self._kubelet_version = kubelet_version
         self.kubelet = Kubelet(
             self.client,
@@ -86,6 +97,7 @@ class Worker:
             host_ip=host_ip,
             container_start_seconds=container_start_seconds,
             release=KubeletRelease.parse(kubelet_version or FALLBACK_VERSION),
+            runtime_handlers=self.runtime_handlers,
         )
         self.server = KubeletServer(
             self._read_log,
@@ -161,7 +173,7 @@ class Worker:
                 "architecture": "amd64",
             },
         }
-        if handlers := self.release.runtime_handlers:
+        if handlers := self.release.runtime_handlers(self.runtime_handlers):
             status["runtimeHandlers"] = handlers
         features = self.release.node_features
         if features:
