@@ -394,12 +394,14 @@ async def test_a_controller_manager_that_fails_to_start_is_started_again(
         deadline = asyncio.get_running_loop().time() + 10
         while True:
             try:
-                await tenant.get("configmaps", "kube-root-ca.crt", "default")
+                published = await tenant.get("configmaps", "kube-root-ca.crt", "default")
                 break
             except ApiError as err:
                 assert err.code == 404
                 assert asyncio.get_running_loop().time() < deadline, "the controller-manager never started"
                 await asyncio.sleep(0.05)
+        # the duties reach their API server over its loopback listener, and still publish the tenant's CA
+        assert published["data"]["ca.crt"].encode().strip() == (tenant.config.ca_data or b"").strip()
     assert attempts == ["tenant-f", "tenant-f"]
 
 

@@ -221,7 +221,7 @@ class HTTPServer:
         self._sweep_seconds = sweep_seconds
         self.connections: set[HTTPConnection] = set()
         self.read_buffer = ReadBuffer()
-        self._listener: asyncio.Server | None = None
+        self._listeners: list[asyncio.Server] = []
         self._date = ""
         self._date_second = -1
         self._sweeper: asyncio.Task[None] | None = None
@@ -245,18 +245,18 @@ class HTTPServer:
                 connection.close_if_idle(now)
 
     async def listen(self, host: str, port: int, ssl: SSLContext | None, backlog: int = 100) -> int:
-        """Accept connections on host:port (0: a free port); returns the port."""
-        self._listener = await asyncio.get_running_loop().create_server(
-            self, host, port, ssl=ssl, backlog=backlog
-        )
-        return int(self._listener.sockets[0].getsockname()[1])
+        """Accept connections on host:port (0: a free port), with TLS when `ssl` is given; returns the
+        port. A server may listen on several."""
+        listener = await asyncio.get_running_loop().create_server(self, host, port, ssl=ssl, backlog=backlog)
+        self._listeners.append(listener)
+        return int(listener.sockets[0].getsockname()[1])
 
     async def close(self) -> None:
         """Stop listening and every connection: running handlers are cancelled (watches end), sockets
         closed."""
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
+        for listener in self._listeners:
+            listener.close()
+        self._listeners = []
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -278,18 +278,14 @@ class InProcessHost:
 
 
 async def _start_services(instance: ControlPlaneInstance, server: APIServer) -> ControlPlaneServices:
-    """kube-scheduler and kube-controller-manager beside the API server, as in Kamaji's control-plane pod,
-    reaching it on its local endpoint with their own client certificate from the tenant CA."""
+    """kube-scheduler and kube-controller-manager beside the API server, as in Kamaji's control-plane pod.
+    They run in the API server's process here, so they reach it as its loopback client does (plain HTTP
+    on 127.0.0.1 with a token minted in memory), not through two TLS sessions per watch."""
     # The lab's API server authorizes by group only (no RBAC), so the component is a member of system:masters.
-    cert, key = CertificateAuthority(instance.ca.cert_pem, instance.ca.key_pem).issue_client(
-        "system:kube-controller-manager", ["system:masters"]
-    )
-    client = KubeClient(
-        KubeConfig(
-            server=server.url, ca_data=instance.ca.cert_pem, client_cert_data=cert, client_key_data=key
-        ),
-        user_agent="kube-controller-manager",
-    )
+    url, token = server.loopback("system:kube-controller-manager", ["system:masters"])
+    # the CA goes along: the root CA publisher hands it to every namespace (kube-root-ca.crt)
+    config = KubeConfig(server=url, token=token, ca_data=instance.ca.cert_pem)
+    client = KubeClient(config, user_agent="kube-controller-manager")
     services = ControlPlaneServices(client)
     try:
         await services.start()
