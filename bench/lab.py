@@ -268,7 +268,11 @@ async def _load(
     created_at = time.perf_counter()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(seen.all_running.wait(), WAIT_SECONDS)
-    await asyncio.sleep(0.5)  # let the last events and the watchers' writes land
+    running_at = time.perf_counter()
+    # The schedulers' Events trail the pods (client-go's broadcaster writes them one at a time, after
+    # the fact): the CPU figures wait for them, so they count every Event the pods cost.
+    events_lag = await _events_settled(clients, requests_before)
+    await asyncio.sleep(0.5)  # let the watchers' last writes land
     client_cpu = time.process_time() - cpu_start
     lab_cpu_end = _cpu_by_process(pids)
     wall = time.perf_counter() - start
@@ -283,6 +287,7 @@ async def _load(
     stuck = await _stuck(clients, seen)
     summary = _summarise(seen, start, created_at, pods, leftover_locks)
     summary["bench_client_cpu_ms_per_pod"] = round(1000 * client_cpu / pods, 2)
+    summary["events_settled_after_running_s"] = round(events_lag - running_at, 2)
     per_process = [1000 * (lab_cpu_end[p] - lab_cpu_start[p]) / pods for p in pids]
     summary["lab_processes"] = len(pids)
     # Pods/s is about the cores these processes get over the CPU they need per pod; on this machine
@@ -344,6 +349,29 @@ def _stuck_reason(pod: dict[str, Any]) -> str:
         f"phase={status.get('phase')} node={(pod.get('spec') or {}).get('nodeName') or '-'} "
         f"bind-phase={annotations.get(BIND_PHASE, '-')} scheduled={scheduled.get('message', '-')[:80]}"
     )
+
+
+async def _events_settled(
+    clients: dict[str, Any],
+    before: dict[str, collections.Counter[str]],
+    quiet: float = 0.5,
+    limit: float = 60.0,
+) -> float:
+    """When the tenants' Event writes stopped: their count unchanged for `quiet` seconds (at most
+    `limit` seconds of waiting)."""
+    deadline, last, changed = time.perf_counter() + limit, -1, time.perf_counter()
+    while time.perf_counter() < deadline:
+        total = 0
+        for tenant, client in clients.items():
+            counts = await _request_counts(client)
+            total += sum(n - before[tenant][call] for call, n in counts.items() if call.endswith(" events"))
+        now = time.perf_counter()
+        if total != last:
+            last, changed = total, now
+        elif now - changed >= quiet:
+            break
+        await asyncio.sleep(0.1)
+    return changed
 
 
 async def _request_counts(client: Any) -> collections.Counter[str]:
@@ -638,6 +666,7 @@ def _print(result: dict[str, Any]) -> None:
             + ")",
         ),
         ("bench client CPU per pod (this process)", f"{result['bench_client_cpu_ms_per_pod']} ms"),
+        ("Events written, after the last pod Running", f"{result['events_settled_after_running_s']} s"),
         ("cores busy during the burst (lab + this process)", f"{result['cores_busy']} of {result['cores']}"),
         ("tenantgpu up -d, this lab", f"{result['up_detached_bench_lab_s']} s"),
     ]  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Any
 
 from tenantgpu.gpushare import Decision
 from tenantgpu.gpushare import reasons as r
-from tenantgpu.kubeclient import KubeClient
+from tenantgpu.kubeclient.eventsink import EventBroadcaster
 
 log = logging.getLogger(__name__)
 
@@ -89,18 +89,9 @@ def scheduled_message(node: str, namespace: str, pod: str) -> str:
     return f"Successfully assigned {namespace}/{pod} to {node}"
 
 
-async def emit(
-    client: KubeClient, pod: dict[str, Any], reason: str, message: str, *, warning: bool = False
+def emit(
+    recorder: EventBroadcaster, pod: dict[str, Any], reason: str, message: str, *, warning: bool = False
 ) -> None:
-    """Record an event on the pod; events are best effort and never fail the caller."""
-    try:
-        await client.create_event(
-            pod,
-            reason=reason,
-            message=message,
-            type="Warning" if warning else "Normal",
-            component=COMPONENT,
-            decode=False,
-        )
-    except Exception as err:
-        log.debug("event %s on %s: %s", reason, (pod.get("metadata") or {}).get("name"), err)
+    """Record an event on the pod through `recorder`: it is queued and written after, in order, by the
+    recorder's one sender (client-go's broadcaster); events are best effort and never hold the caller."""
+    recorder.record(pod, reason, message, warning=warning)

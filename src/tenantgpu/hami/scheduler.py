@@ -41,6 +41,7 @@ from tenantgpu.hami import events
 from tenantgpu.hami.metrics import scheduler_registry
 from tenantgpu.hami.nodelock import NODE_LOCK, LockVerdict, NodeLockError, NodeLocks, judge_lock
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
+from tenantgpu.kubeclient.eventsink import EventBroadcaster
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,10 @@ class HamiScheduler:
         self.state = ClusterState(self.cfg)
         self.lock_timeout = timedelta(seconds=self.cfg.node_lock_timeout_seconds)
         self.locks = NodeLocks(client, self.lock_timeout)
+        # The scheduler pod's two recorders: HAMi's extender (Filtering*, Binding*) and kube-scheduler's
+        # (Scheduled, FailedScheduling), each writing its events in order from a queue of its own.
+        self.hami_events = EventBroadcaster(client, events.COMPONENT)
+        self.scheduler_events = EventBroadcaster(client, events.COMPONENT)
         self.nodes = Informer(client, "nodes")
         self.pods = Informer(client, "pods")
         self.quotas = Informer(client, "resourcequotas")
@@ -186,6 +191,8 @@ class HamiScheduler:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._loops, self._tasks = [], set()
+        for recorder in (self.hami_events, self.scheduler_events):
+            await recorder.close()
         for informer in (self.pods, self.nodes, self.quotas):
             await informer.stop()
         if self._metrics_runner is not None:
@@ -563,7 +570,7 @@ class HamiScheduler:
         except NodeLockError as err:
             self._undo(key, node)
             self._park(node, key)
-            await events.emit(self.client, pod, events.BINDING_FAILED, str(err), warning=True)
+            events.emit(self.hami_events, pod, events.BINDING_FAILED, str(err), warning=True)
             return
         except Exception as err:
             self._undo(key, node)
@@ -572,7 +579,7 @@ class HamiScheduler:
                     await self.locks.release(node, ns, name)
             if isinstance(err, ApiError) and err.code == 404:
                 return  # the pod is gone
-            await events.emit(self.client, pod, events.BINDING_FAILED, str(err), warning=True)
+            events.emit(self.hami_events, pod, events.BINDING_FAILED, str(err), warning=True)
             self._retry_later(key)
             return
         self.bound += 1
@@ -580,18 +587,18 @@ class HamiScheduler:
         self._last_failure.pop(key, None)
         if decision.requests_gpu:
             total = len(self.state.node_names)
-            await events.emit(
-                self.client,
+            events.emit(
+                self.hami_events,
                 pod,
                 events.FILTERING_SUCCEED,
                 events.filtering_succeed_message(
                     total, decision, spread=spreads(node_policy_of(pod, self.state.cfg))
                 ),
             )
-        await events.emit(self.client, pod, events.SCHEDULED, events.scheduled_message(node, ns, name))
+        events.emit(self.scheduler_events, pod, events.SCHEDULED, events.scheduled_message(node, ns, name))
         if decision.requests_gpu:
-            await events.emit(
-                self.client, pod, events.BINDING_SUCCEED, events.binding_succeed_message(node, ns, name)
+            events.emit(
+                self.hami_events, pod, events.BINDING_SUCCEED, events.binding_succeed_message(node, ns, name)
             )
 
     def _undo(self, key: Key, node: str) -> None:
@@ -690,8 +697,8 @@ class HamiScheduler:
             return
         self._last_failure[key] = message
         for text in filtering or ():
-            await events.emit(self.client, pod, events.FILTERING_FAILED, text, warning=True)
-        await events.emit(self.client, pod, events.FAILED_SCHEDULING, message, warning=True)
+            events.emit(self.hami_events, pod, events.FILTERING_FAILED, text, warning=True)
+        events.emit(self.scheduler_events, pod, events.FAILED_SCHEDULING, message, warning=True)
         condition = {
             "type": "PodScheduled",
             "status": "False",
