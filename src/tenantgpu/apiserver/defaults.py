@@ -309,6 +309,14 @@ def _default_limit_range(obj: dict[str, Any]) -> None:
             canonicalize_list(item.get(key))
 
 
+def _default_endpoints(obj: dict[str, Any]) -> None:
+    """Each subset's ports' protocol defaults to TCP (SetDefaults_Endpoints)."""
+    for subset in obj.get("subsets") or []:
+        for port in (subset or {}).get("ports") or [] if isinstance(subset, dict) else []:
+            if isinstance(port, dict) and not port.get("protocol"):
+                port["protocol"] = "TCP"
+
+
 def _default_endpoint_slice(obj: dict[str, Any]) -> None:
     """A port's protocol defaults to TCP and its name to "" (SetDefaults_EndpointPort)."""
     for port in obj.get("ports") or []:
@@ -599,6 +607,7 @@ _DEFAULTERS: dict[str, Callable[[dict[str, Any]], None]] = {
     "Secret": _default_secret,
     "ResourceQuota": _default_resource_quota,
     "LimitRange": _default_limit_range,
+    "Endpoints": _default_endpoints,
     "EndpointSlice": _default_endpoint_slice,
     "TenantControlPlane": _default_tenant_control_plane,
     "MutatingWebhookConfiguration": _default_webhooks(mutating=True),

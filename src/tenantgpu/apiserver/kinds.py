@@ -101,6 +101,16 @@ class Strategy:
 
 
 @dataclass(frozen=True)
+class Deprecation:
+    """A kind kube-apiserver marks deprecated (its Go type's `APILifecycleDeprecated`): from Kubernetes
+    1.`minor` on, every request for it gets the warning `<apiVersion> <Kind> is deprecated in v1.<minor>+`,
+    followed by `; use <replacement>` when the type names one (`APILifecycleReplacement`)."""
+
+    minor: int
+    replacement: str = ""
+
+
+@dataclass(frozen=True)
 class Kind:
     """One served resource: naming, scope and discovery facts plus its strategy.
 
@@ -118,6 +128,7 @@ class Kind:
     subresources: tuple[Subresource, ...] = ()
     strategy: Strategy = field(default_factory=Strategy)
     storage_name: str = ""
+    deprecated: Deprecation | None = None
 
     @cached_property
     def singular(self) -> str:
@@ -149,6 +160,16 @@ class Kind:
     @cached_property
     def has_status(self) -> bool:
         return self.subresource("status") is not None
+
+    def deprecation_warnings(self, minor: int) -> list[str]:
+        """The `Warning` every request for this kind gets from a Kubernetes 1.`minor` server (kube's
+        installer adds it to each route of a deprecated resource, whatever the verb or answer)."""
+        if self.deprecated is None or minor < self.deprecated.minor:
+            return []
+        text = f"{self.api_version} {self.kind} is deprecated in v1.{self.deprecated.minor}+"
+        if self.deprecated.replacement:
+            text += f"; use {self.deprecated.replacement}"
+        return [text]
 
 
 class KindTable:
@@ -375,7 +396,16 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         subresources=(_status("Service"),),
         strategy=Strategy(_STATUS, _service_on_create),
     ),
-    Kind("", "v1", "Endpoints", "endpoints", True, ("ep",)),
+    # kube 1.33 deprecates v1 Endpoints for EndpointSlices (KEP-4974; k8s.io/api/core/v1/lifecycle.go)
+    Kind(
+        "",
+        "v1",
+        "Endpoints",
+        "endpoints",
+        True,
+        ("ep",),
+        deprecated=Deprecation(33, "discovery.k8s.io/v1 EndpointSlice"),
+    ),
     # kube's strategy counts a change of the labels too: they carry the Service the slice belongs to.
     Kind(
         "discovery.k8s.io",

@@ -143,10 +143,14 @@ class APIServerConfig:
     service_account_admission: bool = False
 
 
+def _warning_value(text: str) -> str:
+    return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _warned(response: web.Response, warnings: list[str]) -> web.Response:
     """Adds a `Warning: 299 - "…"` header per warning, which kubectl prints as `Warning: …`."""
     for text in warnings:
-        response.headers.add("Warning", '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        response.headers.add("Warning", _warning_value(text))
     return response
 
 
@@ -809,7 +813,20 @@ class APIServer(SubresourceHandlers):
                 user.name, verb, kind.plural, kind.group, target.namespace, target.name
             )
         handler = getattr(self, f"_verb_{verb}")
-        response = await handler(request, target, user)
+        deprecation = kind.deprecation_warnings(self._minor)
+        if not deprecation:
+            return await handler(request, target, user), verb, kind.plural
+        try:
+            response = await handler(request, target, user)
+        except errors.APIError as error:  # kube warns on refusals too: the warning belongs to the route
+            response = status_response(error)
+        if isinstance(response, web.Response) and not response.prepared:
+            # the route's warning comes before those of the request (kube's AddWarningsHandler)
+            later = response.headers.getall("Warning", [])
+            response.headers.popall("Warning", None)
+            _warned(response, deprecation)
+            for value in later:
+                response.headers.add("Warning", value)
         return response, verb, kind.plural
 
     # --- verbs ------------------------------------------------------------------------------------
@@ -904,6 +921,13 @@ class APIServer(SubresourceHandlers):
         meta = obj["metadata"]
         return f"{meta.get('namespace', '')}/{meta['name']}" if kind.namespaced else meta["name"]
 
+    def _stream_headers(self, kind: Kind) -> dict[str, str]:
+        """A watch's headers, with the kind's deprecation warning: they go out before any event."""
+        headers = {"Content-Type": JSON}
+        for text in kind.deprecation_warnings(self._minor):
+            headers["Warning"] = _warning_value(text)
+        return headers
+
     async def _verb_watch(
         self, request: web.Request, target: Target, user: UserInfo
     ) -> web.StreamResponse | ChunkedStream:
@@ -940,7 +964,7 @@ class APIServer(SubresourceHandlers):
             if error.code != 410:
                 raise
             # kube-apiserver answers a too-old version with 200 and one ERROR event, then ends the stream.
-            response = await start_stream(request, 200, {"Content-Type": JSON})
+            response = await start_stream(request, 200, self._stream_headers(kind))
             await response.write(encode({"type": "ERROR", "object": error.status()}) + b"\n")
             await response.write_eof()
             return response
@@ -964,7 +988,7 @@ class APIServer(SubresourceHandlers):
         deadline = time.monotonic() + timeout
         response = None
         try:
-            response = await start_stream(request, 200, {"Content-Type": JSON})
+            response = await start_stream(request, 200, self._stream_headers(kind))
             chunk = b"".join(line(e) for e in backlog)
             if initial_events and not table:
                 mark = {

@@ -9,6 +9,7 @@ from tenantgpu.controlplane.cronjob import CronJobController
 from tenantgpu.controlplane.daemonset import DaemonSetController
 from tenantgpu.controlplane.deployment import DeploymentController
 from tenantgpu.controlplane.disruption import DisruptionController
+from tenantgpu.controlplane.endpoints import EndpointsController, EndpointSliceController
 from tenantgpu.controlplane.ephemeralvolume import EphemeralVolumeController
 from tenantgpu.controlplane.garbagecollector import GarbageCollector
 from tenantgpu.controlplane.hostpathprovisioner import HostPathProvisioner
@@ -38,8 +39,8 @@ class ControlPlaneServices:
     """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs:
     service accounts, the root CA publisher, node lifecycle, pod GC, namespaces, Jobs, CronJobs,
     ReplicaSets, Deployments, DaemonSets, StatefulSets, PodDisruptionBudgets, the garbage collector, the
-    PersistentVolume binder and the claim and volume protection; beside them the tenant's storage
-    provisioner and its default StorageClass."""
+    PersistentVolume binder and the claim and volume protection, the endpoints and endpointslice
+    controllers; beside them the tenant's storage provisioner and its default StorageClass."""
 
     client: KubeClient
     node_grace_seconds: float = 40.0
@@ -66,6 +67,12 @@ class ControlPlaneServices:
         replica_sets = ReplicaSetController(self.client, pods=scheduler.pods)
         deployments = DeploymentController(
             self.client, replica_sets=replica_sets.replica_sets, pods=scheduler.pods
+        )
+        # Services, Endpoints and EndpointSlices: one watch each, shared by the two controllers and the
+        # garbage collector of the slices.
+        endpoints = EndpointsController(self.client, pods=scheduler.pods)
+        endpoint_slices = EndpointSliceController(
+            self.client, pods=scheduler.pods, nodes=scheduler.nodes, services=endpoints.services
         )
         # One watch per resource serves every service here, as client-go's shared informers do within
         # one binary: each pod and node event is sent and decoded once per tenant, not once per service.
@@ -123,6 +130,9 @@ class ControlPlaneServices:
             VolumeProtectionController(self.client, volumes=volumes),
             ExpandController(self.client, claims=claims, volumes=volumes),
             HostPathProvisioner(self.client, claims=claims, volumes=volumes, classes=classes),
+            endpoints,
+            endpoint_slices,
+            GarbageCollector(self.client, owners=endpoints.services, dependents=endpoint_slices.slices),
         ]
         started: list[_Service] = []
         try:

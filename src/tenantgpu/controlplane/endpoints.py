@@ -1,0 +1,343 @@
+"""kube-controller-manager's `endpoints` and `endpointslice` controllers: each Service that selects pods
+gets an Endpoints object of its own name and EndpointSlices owned by it, listing its pods' addresses
+and ports (what they hold is worked out in `endpointsbuild`).
+
+Both sync a Service when it changes and when a pod it selects (or selected) is added, deleted, or
+changes in what the endpoints show (readiness, IPs, deletion, labels, hostname). Both compare before
+they write. A deleted Service's Endpoints are deleted by the endpoints controller; its slices go with
+it through their owner reference (the garbage collector), as in kube, whose endpointslice controller
+does not delete them itself. ExternalName Services and Services without a selector get nothing, so
+`default/kubernetes`, which the API server keeps, is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from tenantgpu.controlplane.endpointsbuild import (
+    ENDPOINTS_CONTROLLER,
+    SERVICE_NAME,
+    SLICE_CONTROLLER,
+    SLICE_MANAGED_BY,
+    TriggerTimes,
+    desired_endpoints,
+    has_selector,
+    plan_slices,
+    selected_pods,
+    services_for_pod_change,
+)
+from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
+from tenantgpu.kubeclient import ApiError, Informer, KubeClient
+
+log = logging.getLogger(__name__)
+
+SLICE_EVENTS_COMPONENT = "endpoint-slice-controller"
+# client-go's leader election record: the endpoints controller never deletes such Endpoints
+LEADER_ANNOTATION = "control-plane.alpha.kubernetes.io/leader"
+# kube's endpointSliceChangeMinSyncDelay: a slice event syncs its Service a second later
+SLICE_CHANGE_DELAY = 1.0
+STALE_RETRY = 0.5
+
+
+def _in_namespace(informer: Informer, namespace: str) -> list[dict[str, Any]]:
+    return [o for o in informer.items() if (o.get("metadata") or {}).get("namespace") == namespace]
+
+
+class EndpointsController:
+    """The endpoints controller: one Endpoints per Service with a selector."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        pods: Informer,
+        services: Informer | None = None,
+        endpoints: Informer | None = None,
+    ) -> None:
+        self.client = client
+        self.pods = pods
+        self.services = services or Informer(client, "services")
+        self.endpoints = endpoints or Informer(client, "endpoints")
+        self.queue: WorkQueue[Key] = WorkQueue("endpoint-controller", self.sync)
+        self.trigger_times = TriggerTimes()
+        # resourceVersions this controller has written over: a cache still showing one lags
+        self._stale: dict[Key, str] = {}
+
+    async def start(self) -> None:
+        self.services.add_handler(self._service_changed)
+        self.pods.add_handler(self._pod_changed)
+        self.endpoints.add_handler(self._endpoints_changed)
+        await self.services.start()
+        await self.pods.start()
+        await self.endpoints.start()
+        for service in self.services.items():
+            self.queue.add(object_key(service))
+        # checkLeftoverEndpoints: Endpoints whose Service went while the controller was down
+        for endpoints in self.endpoints.items():
+            if LEADER_ANNOTATION not in ((endpoints.get("metadata") or {}).get("annotations") or {}):
+                self.queue.add(object_key(endpoints))
+        self.queue.start()
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+        await self.endpoints.stop()
+        await self.services.stop()
+
+    def _service_changed(self, event: str, service: dict[str, Any], old: dict[str, Any] | None) -> None:
+        self.queue.add(object_key(service))
+
+    def _pod_changed(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
+        namespace = (pod.get("metadata") or {}).get("namespace") or ""
+        services = _in_namespace(self.services, namespace)
+        if not services:
+            return
+        for key in services_for_pod_change(services, old if event == "MODIFIED" else None, pod):
+            self.queue.add(key)
+
+    def _endpoints_changed(self, event: str, endpoints: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if event == "DELETED":
+            self.queue.add(object_key(endpoints))
+
+    async def sync(self, key: Key) -> None:
+        namespace, name = key
+        service = self.services.get(namespace, name)
+        if service is None:
+            # the Service is gone: so are its Endpoints
+            try:
+                await self.client.delete("endpoints", name, namespace)
+            except ApiError as err:
+                if err.code != 404:
+                    raise
+            self.trigger_times.forget(namespace, name)
+            self._stale.pop(key, None)
+            return
+        if not has_selector(service):
+            return
+        pods = selected_pods(service, _in_namespace(self.pods, namespace))
+        # computed on every sync, so that the tracker sees each change once, written or not
+        trigger = self.trigger_times.compute(service, pods)
+        current = self.endpoints.get(namespace, name)
+        if current is not None and self._stale.get(key) == current["metadata"].get("resourceVersion"):
+            self.queue.add_after(key, STALE_RETRY)  # the watch has not brought our last write yet
+            return
+        body = desired_endpoints(service, pods, current, trigger)
+        if body is None:
+            return
+        try:
+            if current is None:
+                await self.client.create("endpoints", body, namespace)
+            else:
+                written = await self.client.update("endpoints", body)
+                if written["metadata"].get("resourceVersion") != current["metadata"].get("resourceVersion"):
+                    self._stale[key] = current["metadata"].get("resourceVersion") or ""
+        except ApiError as err:
+            if (
+                current is None
+                and err.code == 403
+                and "NamespaceTerminating" in str(err.status.get("details") or "")
+            ):
+                return  # creates keep failing in a namespace being deleted
+            if current is None:
+                reason, message = (
+                    "FailedToCreateEndpoint",
+                    f"Failed to create endpoint for service {namespace}/{name}",
+                )
+            else:
+                reason, message = "FailedToUpdateEndpoint", f"Failed to update endpoint {namespace}/{name}"
+            with contextlib.suppress(ApiError):
+                await self.client.create_event(
+                    {
+                        **body,
+                        "metadata": {
+                            **body["metadata"],
+                            "uid": (current or {}).get("metadata", {}).get("uid"),
+                        },
+                    },
+                    reason=reason,
+                    message=f"{message}: {err.message}",
+                    type="Warning",
+                    component=ENDPOINTS_CONTROLLER,
+                )
+            raise
+
+
+class EndpointSliceController:
+    """The endpointslice controller: the EndpointSlices of each Service with a selector, at most
+    100 endpoints each."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        pods: Informer,
+        nodes: Informer,
+        services: Informer,
+        slices: Informer | None = None,
+    ) -> None:
+        self.client = client
+        self.pods = pods
+        self.nodes = nodes
+        self.services = services
+        self.slices = slices or Informer(client, "endpointslices")
+        self.queue: WorkQueue[Key] = WorkQueue("endpointslice-controller", self.sync)
+        self.trigger_times = TriggerTimes()
+        # EndpointSliceTracker: per Service, the generation of each slice written (-1: deleted)
+        self._generations: dict[Key, dict[str, int]] = {}
+
+    async def start(self) -> None:
+        self.services.add_handler(self._service_changed)
+        self.pods.add_handler(self._pod_changed)
+        self.slices.add_handler(self._slice_changed)
+        await self.services.start()
+        await self.pods.start()
+        await self.nodes.start()
+        await self.slices.start()
+        for service in self.services.items():
+            self.queue.add(object_key(service))
+        self.queue.start()
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+        await self.slices.stop()
+
+    def _service_changed(self, event: str, service: dict[str, Any], old: dict[str, Any] | None) -> None:
+        self.queue.add(object_key(service))
+
+    def _pod_changed(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
+        namespace = (pod.get("metadata") or {}).get("namespace") or ""
+        services = _in_namespace(self.services, namespace)
+        if not services:
+            return
+        for key in services_for_pod_change(services, old if event == "MODIFIED" else None, pod):
+            self.queue.add(key)
+
+    @staticmethod
+    def _service_of(slice_: dict[str, Any]) -> Key | None:
+        meta = slice_.get("metadata") or {}
+        name = (meta.get("labels") or {}).get(SERVICE_NAME)
+        return (meta.get("namespace") or "", name) if name else None
+
+    @staticmethod
+    def _managed(slice_: dict[str, Any]) -> bool:
+        return ((slice_.get("metadata") or {}).get("labels") or {}).get(SLICE_MANAGED_BY) == SLICE_CONTROLLER
+
+    def _should_sync(self, slice_: dict[str, Any]) -> bool:
+        """The slice is not one this controller has just written (a newer generation, or unknown)."""
+        key = self._service_of(slice_)
+        known = self._generations.get(key) if key else None
+        if known is None:
+            return True
+        meta = slice_["metadata"]
+        seen = known.get(meta.get("uid") or "")
+        return seen is None or int(meta.get("generation") or 0) > seen
+
+    def _queue_for(self, slice_: dict[str, Any]) -> None:
+        key = self._service_of(slice_)
+        if key is not None:
+            self.queue.add_after(key, SLICE_CHANGE_DELAY)
+
+    def _slice_changed(self, event: str, slice_: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if event == "ADDED":
+            if self._managed(slice_) and self._should_sync(slice_):
+                self._queue_for(slice_)
+        elif event == "MODIFIED" and old is not None:
+            if self._service_of(slice_) != self._service_of(old):
+                self._queue_for(slice_)
+                self._queue_for(old)
+            elif self._managed(slice_) != self._managed(old) or (
+                self._managed(slice_) and self._should_sync(slice_)
+            ):
+                self._queue_for(slice_)
+        elif event == "DELETED" and self._managed(slice_):
+            key = self._service_of(slice_)
+            known = self._generations.get(key) if key else None
+            uid = slice_["metadata"].get("uid") or ""
+            if known is not None and uid in known:
+                expected = known.pop(uid) == -1
+                if not expected:
+                    self._queue_for(slice_)  # someone else deleted it: put it back
+
+    def _stale(self, key: Key, slices: list[dict[str, Any]]) -> bool:
+        """StaleSlices: the cache lacks a slice written, shows an older generation, or still one deleted."""
+        known = self._generations.get(key)
+        if not known:
+            return False
+        present = {}
+        for slice_ in slices:
+            uid, generation = (
+                slice_["metadata"].get("uid") or "",
+                int(slice_["metadata"].get("generation") or 0),
+            )
+            present[uid] = generation
+            wrote = known.get(uid)
+            if wrote is not None and (wrote == -1 or wrote > generation):
+                return True
+        return any(g != -1 and uid not in present for uid, g in known.items())
+
+    def _track(self, key: Key, slice_: dict[str, Any], deleted: bool = False) -> None:
+        meta = slice_.get("metadata") or {}
+        self._generations.setdefault(key, {})[meta.get("uid") or ""] = (
+            -1 if deleted else int(meta.get("generation") or 0)
+        )
+
+    async def sync(self, key: Key) -> None:
+        namespace, name = key
+        service = self.services.get(namespace, name)
+        if service is None:
+            self.trigger_times.forget(namespace, name)
+            self._generations.pop(key, None)
+            return  # the garbage collector deletes the slices it owned
+        if not has_selector(service):
+            return
+        pods = selected_pods(service, _in_namespace(self.pods, namespace))
+        slices = [
+            s
+            for s in _in_namespace(self.slices, namespace)
+            if (s["metadata"].get("labels") or {}).get(SERVICE_NAME) == name
+            and self._managed(s)
+            and not s["metadata"].get("deletionTimestamp")
+        ]
+        if self._stale(key, slices):
+            self.queue.add_after(key, STALE_RETRY)
+            return
+        trigger = self.trigger_times.compute(service, pods)
+        plan = plan_slices(service, pods, lambda n: self.nodes.get(None, n), slices, trigger_time=trigger)
+        try:
+            if not service["metadata"].get("deletionTimestamp"):
+                for body in plan.create:
+                    self._track(key, await self.client.create("endpointslices", body, namespace))
+            for body in plan.update:
+                self._track(key, await self.client.update("endpointslices", body))
+            for body in plan.delete:
+                try:
+                    await self.client.delete("endpointslices", body["metadata"]["name"], namespace)
+                except ApiError as err:
+                    if err.code != 404:
+                        raise
+                self._track(key, body, deleted=True)
+        except ApiError as err:
+            if err.code == 403 and "NamespaceTerminating" in str(err.status.get("details") or ""):
+                return
+            plan.errors.append(str(err.message))
+            await self._failed(service, plan.errors)
+            raise
+        if plan.errors:
+            await self._failed(service, plan.errors)
+            self.queue.add_after(key, 1.0)  # kube retries the sync with backoff
+
+    async def _failed(self, service: dict[str, Any], errors: list[str]) -> None:
+        meta = service["metadata"]
+        why = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+        with contextlib.suppress(ApiError):
+            await self.client.create_event(
+                {**service, "apiVersion": "v1", "kind": "Service"},
+                reason="FailedToUpdateEndpointSlices",
+                message=f"Error updating Endpoint Slices for Service {meta.get('namespace')}/{meta.get('name')}: {why}",
+                type="Warning",
+                component=SLICE_EVENTS_COMPONENT,
+            )
+
+
+__all__ = ["EndpointSliceController", "EndpointsController"]
