@@ -74,7 +74,6 @@ def lab(apiserver: RunningAPIServer, background_loop: BackgroundLoop) -> Iterato
         await webhook.start()
         await install_hami(
             client,
-            "127.0.0.1",
             webhook.port,
             webhook.ca_bundle,
             webhook_url=webhook.url,

@@ -73,12 +73,12 @@ def webhook_configuration(
     }
 
 
-def scheduler_service(
-    webhook_host: str, webhook_port: int, metrics_port: int | None = None
-) -> list[dict[str, Any]]:
-    """Service `kube-system/hami-scheduler` (ports as in the chart) and Endpoints naming where it listens."""
+def scheduler_service(webhook_port: int, metrics_port: int | None = None) -> dict[str, Any]:
+    """Service `kube-system/hami-scheduler` (ports and selector as in the chart). Its Endpoints are the
+    endpoints controller's, from the scheduler pod, as on a cluster; the API server reaches the webhook
+    by the service's name through the tunnel, which routes it to where the webhook listens."""
     labels = {"app.kubernetes.io/component": "hami-scheduler", **CHART_LABELS}
-    service = {
+    return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": SERVICE, "namespace": NAMESPACE, "labels": labels},
@@ -91,16 +91,6 @@ def scheduler_service(
             ],
         },
     }
-    ports = [{"name": "http", "port": webhook_port, "protocol": "TCP"}]
-    if metrics_port:
-        ports.append({"name": "monitor", "port": metrics_port, "protocol": "TCP"})
-    endpoints = {
-        "apiVersion": "v1",
-        "kind": "Endpoints",
-        "metadata": {"name": SERVICE, "namespace": NAMESPACE, "labels": labels},
-        "subsets": [{"addresses": [{"ip": webhook_host}], "ports": ports}],
-    }
-    return [service, endpoints]
 
 
 def system_pod(
@@ -231,7 +221,6 @@ async def _apply(client: KubeClient, resource: str, body: dict[str, Any]) -> dic
 
 async def install_hami(
     client: KubeClient,
-    webhook_service_host: str,
     webhook_port: int,
     ca_bundle: bytes,
     *,
@@ -241,8 +230,8 @@ async def install_hami(
     device_plugin_nodes: list[str] | None = None,
     runtime_class_name: str = "",
 ) -> None:
-    """Create HAMi's objects in the tenant: MWC `hami-webhook` (webhook `vgpu.hami.io`), Service and Endpoints
-    `kube-system/hami-scheduler`, and — when nodes are given — the scheduler and device-plugin pods.
+    """Create HAMi's objects in the tenant: MWC `hami-webhook` (webhook `vgpu.hami.io`), Service
+    `kube-system/hami-scheduler` (its Endpoints are the endpoints controller's), and — when nodes are given — the scheduler and device-plugin pods.
     With `runtime_class_name` the chart's RuntimeClass is created first (`createRuntimeClass`).
 
     With `webhook_url` the configuration dials that URL (the chart's customURL); otherwise it names the
@@ -253,8 +242,7 @@ async def install_hami(
     except ApiError as err:
         if err.reason != "AlreadyExists":
             raise
-    for obj in scheduler_service(webhook_service_host, webhook_port, metrics_port):
-        await _apply(client, "services" if obj["kind"] == "Service" else "endpoints", obj)
+    await _apply(client, "services", scheduler_service(webhook_port, metrics_port))
     await _apply(client, "mutatingwebhookconfigurations", webhook_configuration(ca_bundle, url=webhook_url))
     if runtime_class_name:
         await _apply(client, "runtimeclasses", runtime_class(runtime_class_name))

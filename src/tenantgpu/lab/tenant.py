@@ -115,7 +115,6 @@ class TenantDataPlane:
         names = [w.name for w in self.spec.workers]
         await install_hami(
             self.client,
-            "127.0.0.1",
             self.webhook.port,
             self.webhook.ca_bundle,
             scheduler_node=names[0],
