@@ -45,7 +45,9 @@ def _reconciled_role(existing: Obj, wanted: Obj) -> Obj | None:
             result["metadata"][field] = merged
             changed = True
     rules = existing.get("rules") if isinstance(existing.get("rules"), list) else []
-    _, missing = covers(rules, wanted.get("rules") or [])
+    wanted_rules = wanted.get("rules") or []
+    # the usual case on a restart: the rules are the default ones still
+    missing = [] if rules == wanted_rules else covers(rules, wanted_rules)[1]
     if missing:
         result["rules"] = [*rules, *missing]
         changed = True

@@ -13,8 +13,11 @@ non-resource URLs. Each field's values are sorted, as kube's rule builder sorts 
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass, field
 from typing import Any
+
+from tenantgpu.apiserver.sharing import share
 
 Obj = dict[str, Any]
 Rule = dict[str, list[str]]
@@ -924,8 +927,9 @@ def _release_edits(p: Policy, minor: int) -> None:
         p.move_to_end("disruption-controller", _r("", "pods/status", "patch update"), "patch")
 
 
+@functools.cache
 def policy(minor: int) -> Policy:
-    """The bootstrap policy of release 1.`minor` (1.33's for anything newer)."""
+    """The bootstrap policy of release 1.`minor` (1.33's for anything newer); shared, not to be changed."""
     cluster_roles = {name: copy.deepcopy(role) for name, role in CLUSTER_ROLES.items()}
     bindings = dict(CLUSTER_ROLE_BINDINGS)
     for name, role in CONTROLLER_ROLES.items():
@@ -958,7 +962,7 @@ def _role_object(kind: str, name: str, role: _Role, namespace: str = "") -> Obj:
     labels = {AGGREGATE_TO + target: "true" for target in role.aggregate_to}
     obj: Obj = {"apiVersion": f"{GROUP}/v1", "kind": kind, "metadata": _metadata(name, namespace, labels)}
     if role.rules:
-        obj["rules"] = copy.deepcopy(role.rules)
+        obj["rules"] = [share(rule) for rule in role.rules]  # never changed in place once stored
     if role.aggregate_from:
         obj["aggregationRule"] = {
             "clusterRoleSelectors": [{"matchLabels": {AGGREGATE_TO + s: "true"}} for s in role.aggregate_from]
@@ -983,12 +987,13 @@ def _binding_object(kind: str, name: str, binding: Binding, namespace: str = "")
         "roleRef": {"apiGroup": GROUP, "kind": ref_kind, "name": ref_name},
     }
     if subjects:
-        obj["subjects"] = [_subject(s) for s in subjects.split()]
+        obj["subjects"] = [share(_subject(s)) for s in subjects.split()]
     return obj
 
 
 def policy_objects(minor: int) -> list[tuple[str, list[Obj]]]:
-    """The release's bootstrap objects, new dicts each call, by resource in the hook's order."""
+    """The release's bootstrap objects, by resource in the hook's order: each call's objects are new,
+    their rules and subjects the shared ones."""
     p = policy(minor)
     return [
         ("clusterroles", [_role_object("ClusterRole", n, r) for n, r in p.cluster_roles.items()]),

@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from tenantgpu.apiserver.selectors import SelectorError, match_selector_object
+from tenantgpu.apiserver.sharing import share_rbac_object
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.kubeclient.resources import ResourceKind
 
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 CLUSTER_ROLES = ResourceKind("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False)
 FIELD_MANAGER = "clusterrole-aggregation-controller"
+SETTLE_SECONDS = 0.05
 
 
 def aggregated_rules(role: Obj, roles: list[Obj]) -> list[Obj] | None:
@@ -49,7 +51,8 @@ def aggregated_rules(role: Obj, roles: list[Obj]) -> list[Obj] | None:
 class ClusterRoleAggregationController:
     def __init__(self, client: KubeClient, *, roles: Informer | None = None) -> None:
         self.client = client
-        self.roles = roles or Informer(client, CLUSTER_ROLES)
+        # the cached roles share their rules with every other tenant's (they are never changed in place)
+        self.roles = roles or Informer(client, CLUSTER_ROLES, transform=share_rbac_object)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -73,6 +76,8 @@ class ClusterRoleAggregationController:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
+            # a burst of changes (the bootstrap roles arriving) makes one sync, not one each
+            await asyncio.sleep(SETTLE_SECONDS)
             self._wake.clear()
             again = False
             for role in self.roles.items():
