@@ -38,6 +38,7 @@ PRIORITY_CLASSES_HOOK = "poststarthook/scheduling/bootstrap-system-priority-clas
 BOOTSTRAP_ROLES_HOOK = "poststarthook/rbac/bootstrap-roles"
 BOOTSTRAP_CONTROLLER_HOOK = "poststarthook/bootstrap-controller"
 _APISERVER = UserInfo("system:apiserver", ("system:masters",))
+ROLES_HOOK_DELAY = 0.1
 
 
 @dataclass
@@ -163,7 +164,10 @@ class KubernetesService:
         self._task = self._rbac_task = None
 
     async def _bootstrap_roles(self) -> None:
-        """kube's `rbac/bootstrap-roles` hook: tries every second until every object is in place."""
+        """kube's `rbac/bootstrap-roles` hook: tries every second until every object is in place. It
+        starts a moment after the server does, so its ~130 writes do not hold up the first requests (a
+        TenantControlPlane becoming Ready)."""
+        await asyncio.sleep(ROLES_HOOK_DELAY)
         while not await ensure_rbac_policy(self.registry, self.minor):
             await asyncio.sleep(1.0)
         self.finished.add(BOOTSTRAP_ROLES_HOOK)

@@ -10,6 +10,7 @@ roleRef differs from the default one is deleted and created anew (a roleRef cann
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -89,12 +90,16 @@ async def ensure_rbac_policy(registry: Registry, minor: int) -> bool:
         if kind is None:
             continue
         reconcile = _reconciled_binding if plural.endswith("bindings") else _reconciled_role
-        for wanted in objects:
-            try:
-                await _ensure_one(registry, kind, wanted, reconcile)
-            except errors.APIError as error:
-                log.debug("%s %s not reconciled: %s", plural, wanted["metadata"]["name"], error)
+        # all of a resource's at once: their writes share the datastore's commits
+        results = await asyncio.gather(
+            *(_ensure_one(registry, kind, wanted, reconcile) for wanted in objects), return_exceptions=True
+        )
+        for wanted, result in zip(objects, results, strict=True):
+            if isinstance(result, errors.APIError):
+                log.debug("%s %s not reconciled: %s", plural, wanted["metadata"]["name"], result)
                 done = False
+            elif isinstance(result, BaseException):
+                raise result
     return done
 
 
