@@ -1,4 +1,4 @@
-"""Service-account tokens, client-certificate identities and the authorizer's rules."""
+"""Service-account tokens, client-certificate identities and impersonation headers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import pytest
 from multidict import CIMultiDict
 
-from tenantgpu.apiserver.auth import Attributes, Authenticator, Authorizer, TokenSigner, UserInfo
+from tenantgpu.apiserver.auth import Authenticator, TokenSigner, UserInfo
 from tenantgpu.apiserver.pki import ServerPKI
 
 
@@ -47,19 +47,6 @@ def test_certificates_of_another_ca_are_refused_when_other_cas_are_trusted() -> 
     user = authenticator.from_certificate({"subject": subject}, der(own_cert))
     assert isinstance(user, UserInfo) and user.groups[0] == "system:masters"
     assert authenticator.from_certificate({"subject": subject}, der(foreign_cert)) is False
-
-
-def test_authorizer_lets_others_discover_and_ask_but_nothing_more() -> None:
-    authorizer = Authorizer()
-    developer = UserInfo("dev", ("developers", "system:authenticated"))
-    admin = UserInfo("admin", ("system:masters",))
-    assert authorizer.allowed(admin, Attributes("delete", "", "nodes"))
-    assert authorizer.allowed(developer, Attributes("get", path="/apis/apps/v1"))
-    assert authorizer.allowed(
-        developer, Attributes("create", "authorization.k8s.io", "selfsubjectaccessreviews")
-    )
-    assert not authorizer.allowed(developer, Attributes("list", "", "pods", namespace="default"))
-    assert not authorizer.allowed(developer, Attributes("get", path="/metrics"))
 
 
 def test_impersonation_headers_name_the_user_and_what_to_check() -> None:

@@ -352,6 +352,26 @@ def test_service_account_tokens_and_token_review(apiserver: RunningAPIServer, ra
         "sa.kubeconfig", apiserver.server.service_account_kubeconfig("kube-system", "hami")
     )
     as_account = RawClient(kubeconfig)
+    # a service account may do only what RBAC grants it, until a cluster admin binds it a role
+    denied = as_account.request("GET", "/api/v1/nodes")
+    assert denied.status == 403
+    assert denied.json()["message"] == (
+        'nodes is forbidden: User "system:serviceaccount:kube-system:hami" cannot list resource "nodes" in'
+        ' API group "" at the cluster scope'
+    )
+    reader = {
+        "metadata": {"name": "node-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}],
+    }
+    assert raw.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", reader).status == 201
+    binding = {
+        "metadata": {"name": "hami-reads-nodes"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "hami", "namespace": "kube-system"}],
+    }
+    assert (
+        raw.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding).status == 201
+    )
     assert as_account.request("GET", "/api/v1/nodes").status == 200
     review = raw.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", {"spec": {"token": token}})
     status = review.json()["status"]
@@ -402,7 +422,10 @@ def test_credentials_of_another_tenant_get_401(background_loop: BackgroundLoop, 
         assert response.status == 401 and response.json()["reason"] == "Unauthorized"
         own = tmp_path / "own.kubeconfig"
         own.write_text(tenant_c.server.service_account_kubeconfig("kube-system", "admin"))
-        assert RawClient(own).request("GET", "/api/v1/namespaces").status == 200
+        # its own token is authenticated (and, with no role bound to the account, forbidden)
+        response = RawClient(own).request("GET", "/api/v1/namespaces")
+        assert response.status == 403
+        assert 'User "system:serviceaccount:kube-system:admin" cannot list' in response.json()["message"]
     finally:
         background_loop.run(tenant_b.server.stop())
         background_loop.run(tenant_c.server.stop())

@@ -1,4 +1,5 @@
-"""Authentication (client certificates, service-account tokens) and authorization of one API server."""
+"""Authentication (client certificates, service-account tokens) and impersonation of one API server;
+authorization is `rbac.py`'s."""
 
 from __future__ import annotations
 
@@ -240,54 +241,6 @@ class Attributes:
     @property
     def is_resource(self) -> bool:
         return bool(self.resource)
-
-
-# Non-resource paths every authenticated user may read (kube's system:discovery and
-# system:public-info-viewer roles).
-_PUBLIC_PATHS = ("/api", "/apis", "/version", "/openapi", "/healthz", "/livez", "/readyz")
-_SELF_RESOURCES = {
-    ("authorization.k8s.io", "selfsubjectaccessreviews"),
-    ("authorization.k8s.io", "selfsubjectrulesreviews"),
-    ("authentication.k8s.io", "selfsubjectreviews"),
-}
-
-
-class Authorizer:
-    """Group-based authorization: `system:masters`, this server's service accounts and nodes may do anything.
-
-    That is what the lab's components need; every other authenticated user may use discovery and ask
-    `auth can-i`, and is forbidden the rest.
-    """
-
-    def __init__(self, privileged_groups: Iterable[str] = (MASTERS, SERVICE_ACCOUNTS, NODES)) -> None:
-        self._privileged = frozenset(privileged_groups)
-
-    def allowed(self, user: UserInfo, attributes: Attributes) -> bool:
-        if not self._privileged.isdisjoint(user.groups):
-            return True
-        if not attributes.is_resource:
-            return attributes.verb == "get" and any(
-                attributes.path == p or attributes.path.startswith(p + "/") for p in _PUBLIC_PATHS
-            )
-        return attributes.verb == "create" and (attributes.group, attributes.resource) in _SELF_RESOURCES
-
-    def rules(self, user: UserInfo) -> dict[str, Any]:
-        """What `user` may do, as the status of a SelfSubjectRulesReview (`kubectl auth can-i --list`)."""
-        if not self._privileged.isdisjoint(user.groups):
-            return {
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                "incomplete": False,
-            }
-        public = sorted([*_PUBLIC_PATHS, *(p + "/*" for p in _PUBLIC_PATHS)])
-        return {
-            "resourceRules": [
-                {"verbs": ["create"], "apiGroups": [group], "resources": [resource]}
-                for group, resource in sorted(_SELF_RESOURCES)
-            ],
-            "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": public}],
-            "incomplete": False,
-        }
 
 
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"

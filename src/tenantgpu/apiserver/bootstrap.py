@@ -1,12 +1,13 @@
 """What every cluster has from the start, kept by the API server itself: `default/kubernetes` (Service,
-Endpoints and EndpointSlice) and the system PriorityClasses.
+Endpoints and EndpointSlice), the system PriorityClasses and the release's default RBAC objects.
 
 kube-apiserver's bootstrap controller creates the Service and Endpoints `default/kubernetes` once it
 serves and puts them back every 10 s if they are deleted or their endpoint drifts: the Service takes the
 first IP of the service range, port 443 (`https`), and the Endpoints name the address and port the API
 server advertises; in a Kamaji tenant that is the TenantControlPlane's endpoint. A post-start hook
-creates `system-node-critical` and `system-cluster-critical`. Both run beside serving, not before it, so
-they do not delay a tenant becoming Ready.
+creates `system-node-critical` and `system-cluster-critical`, another (`rbac/bootstrap-roles`) the
+default ClusterRoles, Roles and their bindings (`rbacbootstrap.py`). They run beside serving, not before
+it; `/readyz` reports each hook until it has done its work once.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.auth import UserInfo
 from tenantgpu.apiserver.crds import ensure_custom_resource_definitions
 from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
+from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.httputil import set_path
+from tenantgpu.apiserver.rbacbootstrap import ensure_rbac_policy
 from tenantgpu.apiserver.registry import Registry
 
 __all__ = ["KubernetesService", "ensure_system_priority_classes"]
@@ -32,8 +35,10 @@ NAME = "kubernetes"
 NAMESPACE = "default"
 # kube's names for the two post-start hooks, as `/readyz?verbose` lists them
 PRIORITY_CLASSES_HOOK = "poststarthook/scheduling/bootstrap-system-priority-classes"
+BOOTSTRAP_ROLES_HOOK = "poststarthook/rbac/bootstrap-roles"
 BOOTSTRAP_CONTROLLER_HOOK = "poststarthook/bootstrap-controller"
 _APISERVER = UserInfo("system:apiserver", ("system:masters",))
+ROLES_HOOK_DELAY = 0.1
 
 
 @dataclass
@@ -44,9 +49,11 @@ class KubernetesService:
     address: str
     port: int
     interval: float = 10.0
+    minor: int = LATEST  # the release whose bootstrap RBAC policy to keep
 
     def __post_init__(self) -> None:
         self._task: asyncio.Task[None] | None = None
+        self._rbac_task: asyncio.Task[None] | None = None
         self.finished: set[str] = set()  # the hooks that have done their work once
 
     def service(self) -> dict[str, Any]:
@@ -146,13 +153,24 @@ class KubernetesService:
     def start(self) -> None:
         """Ensures everything now, in the background, and again every `interval` seconds."""
         self._task = asyncio.create_task(self._run(), name=f"kubernetes-service-{self.port}")
+        self._rbac_task = asyncio.create_task(self._bootstrap_roles(), name=f"bootstrap-roles-{self.port}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._rbac_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._rbac_task = None
+
+    async def _bootstrap_roles(self) -> None:
+        """kube's `rbac/bootstrap-roles` hook: tries every second until every object is in place. It
+        starts a moment after the server does, so its ~130 writes do not hold up the first requests (a
+        TenantControlPlane becoming Ready)."""
+        await asyncio.sleep(ROLES_HOOK_DELAY)
+        while not await ensure_rbac_policy(self.registry, self.minor):
+            await asyncio.sleep(1.0)
+        self.finished.add(BOOTSTRAP_ROLES_HOOK)
 
     async def _run(self) -> None:
         while True:

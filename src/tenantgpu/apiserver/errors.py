@@ -88,16 +88,34 @@ def unauthorized() -> APIError:
     return APIError(401, "Unauthorized", "Unauthorized")
 
 
-def forbidden_request(user: str, verb: str, resource: str, group: str, namespace: str, name: str) -> APIError:
-    what = f'cannot {verb} resource "{resource}" in API group "{group}"'
+def forbidden_request(
+    user: str,
+    verb: str,
+    resource: str,
+    group: str,
+    namespace: str,
+    name: str,
+    subresource: str = "",
+    reason: str = "",
+) -> APIError:
+    """kube's answer to a request its authorizer did not allow; the authorizer's reason, if it gave one
+    (RBAC: a binding to a missing role), follows the message."""
+    shown = f"{resource}/{subresource}" if subresource else resource
+    what = f'cannot {verb} resource "{shown}" in API group "{group}"'
     where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
     subject = f'{qualified(resource, group)} "{name}"' if name else qualified(resource, group)
     return APIError(
         403,
         "Forbidden",
-        f'{subject} is forbidden: User "{user}" {what}{where}',
+        f'{subject} is forbidden: User "{user}" {what}{where}' + (f": {reason}" if reason else ""),
         _details(name, resource, group),
     )
+
+
+def forbidden_path(user: str, verb: str, path: str, reason: str = "") -> APIError:
+    """kube's answer to a non-resource request its authorizer did not allow."""
+    message = f'forbidden: User "{user}" cannot {verb} path "{path}"'
+    return APIError(403, "Forbidden", message + (f": {reason}" if reason else ""), {})
 
 
 def forbidden(resource: str, name: str, group: str, why: str) -> APIError:

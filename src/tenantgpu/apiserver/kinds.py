@@ -472,6 +472,22 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         False,
         verbs=("create",),
     ),
+    Kind(
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        False,
+        verbs=("create",),
+    ),
+    Kind(
+        "authorization.k8s.io",
+        "v1",
+        "LocalSubjectAccessReview",
+        "localsubjectaccessreviews",
+        True,
+        verbs=("create",),
+    ),
 )
 
 JOB = Kind(
@@ -595,7 +611,15 @@ WORKLOAD_KINDS: tuple[Kind, ...] = (
 
 # Kinds answered by a handler rather than stored: create returns a computed object.
 VIRTUAL_KINDS = frozenset(
-    {"SelfSubjectAccessReview", "SelfSubjectRulesReview", "SelfSubjectReview", "TokenReview", "Binding"}
+    {
+        "SelfSubjectAccessReview",
+        "SelfSubjectRulesReview",
+        "SelfSubjectReview",
+        "SubjectAccessReview",
+        "LocalSubjectAccessReview",
+        "TokenReview",
+        "Binding",
+    }
 )
 
 TENANT_CONTROL_PLANE = Kind(
@@ -675,9 +699,9 @@ POD_DISRUPTION_BUDGET = Kind(
 
 _RBAC = "rbac.authorization.k8s.io"
 # Kinds a cluster stores for others to act on. They are served as on a cluster, so manifests and Helm
-# charts that carry them apply; nothing here acts on them (RBAC is not enforced: the lab authorizes by
-# group; no ingress controller, no NetworkPolicy enforcement, as in a kind cluster without them), except
-# PriorityClasses, which the Priority admission plugin reads.
+# charts that carry them apply. RBAC's objects are what the authorizer (`rbac.py`) decides by, and
+# PriorityClasses are read by the Priority admission plugin; nothing acts on the others (no ingress
+# controller, no NetworkPolicy enforcement, as in a kind cluster without them).
 CLUSTER_CONFIG_KINDS: tuple[Kind, ...] = (
     Kind(_RBAC, "v1", "Role", "roles", True),
     Kind(_RBAC, "v1", "ClusterRole", "clusterroles", False),

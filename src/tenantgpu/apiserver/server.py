@@ -42,14 +42,18 @@ from tenantgpu.apiserver.auth import (
     AUTHENTICATED,
     Attributes,
     Authenticator,
-    Authorizer,
     ImpersonationError,
     SharedClientTrust,
     TokenSigner,
     UserInfo,
     impersonation,
 )
-from tenantgpu.apiserver.bootstrap import BOOTSTRAP_CONTROLLER_HOOK, PRIORITY_CLASSES_HOOK, KubernetesService
+from tenantgpu.apiserver.bootstrap import (
+    BOOTSTRAP_CONTROLLER_HOOK,
+    BOOTSTRAP_ROLES_HOOK,
+    PRIORITY_CLASSES_HOOK,
+    KubernetesService,
+)
 from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
 from tenantgpu.apiserver.fieldtree import (
     FieldTree,
@@ -91,6 +95,8 @@ from tenantgpu.apiserver.patch import (
 from tenantgpu.apiserver.pki import ServerPKI, admin_kubeconfig, render_kubeconfig
 from tenantgpu.apiserver.protobuf_bodies import ProtobufBodyError, decode_object
 from tenantgpu.apiserver.quota import QuotaController, QuotaUsage, ResourceQuotaAdmission
+from tenantgpu.apiserver.rbac import RBACAuthorizer
+from tenantgpu.apiserver.rbacwrites import RBACEscalation
 from tenantgpu.apiserver.registry import DeleteOptions, Registry
 from tenantgpu.apiserver.selectors import (
     SelectorError,
@@ -135,7 +141,9 @@ class APIServerConfig:
     admission_plugins: Sequence[AdmissionPlugin] = ()
     max_body_bytes: int = 3 * 1024 * 1024
     watch_window: int = 1000
-    authorizer: Authorizer = field(default_factory=Authorizer)
+    # kube-apiserver's `--authorization-mode=Node,RBAC` (nodes simplified): system:masters and nodes may do
+    # anything, everyone else what the stored RBAC objects grant.
+    authorizer: RBACAuthorizer = field(default_factory=RBACAuthorizer)
     # Services' cluster IPs come from here (Kamaji's `networkProfile.serviceCidr`).
     service_cidr: str = DEFAULT_SERVICE_CIDR
     # kube's ServiceAccount admission plugin, which refuses pods until a controller-manager has made their
@@ -259,8 +267,11 @@ class APIServer(SubresourceHandlers):
             ServiceAccountAdmission(self._service_account, self._generate_name, mutating=mutating)
             for mutating in ((True, False) if config.service_account_admission else ())
         ]
+        # kube's RBAC storage checks a write of a role or binding for escalation before admission
+        self._rbac_writes = RBACEscalation(config.authorizer)
         self.admission = AdmissionChain(
             [
+                self._rbac_writes,
                 NamespaceLifecycle(self._namespace_object),
                 LimitRanger(self._limit_ranges, mutating=True),
                 *accounts[:1],
@@ -285,6 +296,7 @@ class APIServer(SubresourceHandlers):
             service_network=ServiceNetwork(config.service_cidr),
             minor=_minor_release(config.kubernetes_version),
         )
+        config.authorizer.attach(self.registry)
         self._webhook_kinds = {
             mutating: self.kinds.resource("admissionregistration.k8s.io", "v1", plural)
             for mutating, plural in (
@@ -346,7 +358,9 @@ class APIServer(SubresourceHandlers):
         # process (some 0.14 MiB each), authenticated by a token that never leaves the process.
         self._loopback_port = await self._http.listen("127.0.0.1", 0, None, backlog=16)
         self._docs.clear()
-        self._kubernetes_service = KubernetesService(self.registry, _advertised(self.config.host), self._port)
+        self._kubernetes_service = KubernetesService(
+            self.registry, _advertised(self.config.host), self._port, minor=self._minor
+        )
         self._kubernetes_service.start()
 
     def _health_checks(self) -> list[health.Check]:
@@ -364,6 +378,7 @@ class APIServer(SubresourceHandlers):
             health.Check("etcd", lambda: True),
             health.Check("etcd-readiness", lambda: True, readyz_only=True),
             health.Check("informer-sync", lambda: self._http is not None, readyz_only=True),
+            hook(BOOTSTRAP_ROLES_HOOK),
             hook(PRIORITY_CLASSES_HOOK),
             hook(BOOTSTRAP_CONTROLLER_HOOK),
             health.Check(
@@ -576,10 +591,15 @@ class APIServer(SubresourceHandlers):
             raise errors.bad_request(str(exc)) from None
         if asked is None:
             return user
-        for group, resource, name in asked.checks:
-            attributes = Attributes("impersonate", group, resource, "", "", name, request.path)
-            if not self.config.authorizer.allowed(user, attributes):
-                raise errors.forbidden_request(user.name, "impersonate", resource, group, "", name)
+        authorizer = self.config.authorizer
+        for group, checked, name in asked.checks:
+            resource, _, subresource = checked.partition("/")  # userextras/<key>
+            attributes = Attributes("impersonate", group, resource, subresource, "", name, request.path)
+            if not authorizer.allowed(user, attributes):
+                reason = authorizer.authorize(user, attributes)[1]
+                raise errors.forbidden_request(
+                    user.name, "impersonate", resource, group, "", name, subresource, reason
+                )
         return asked.user
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -616,14 +636,11 @@ class APIServer(SubresourceHandlers):
         if head in ("api", "apis"):
             assert user is not None
             return await self._api(request, segments, user)
-        if user is not None and not self.config.authorizer.allowed(
-            user, Attributes(verb=request.method.lower(), path=path)
-        ):
-            raise errors.APIError(
-                403,
-                "Forbidden",
-                f'forbidden: User "{user.name}" cannot {request.method.lower()} path "{path}"',
-            )
+        if user is not None:
+            asked = Attributes(verb=request.method.lower(), path=path)
+            if not self.config.authorizer.allowed(user, asked):
+                reason = self.config.authorizer.authorize(user, asked)[1]
+                raise errors.forbidden_path(user.name, asked.verb, path, reason)
         if request.method != "GET":
             raise errors.method_not_allowed()
         if head == "version":
@@ -809,8 +826,16 @@ class APIServer(SubresourceHandlers):
             verb, kind.group, kind.plural, target.subresource, target.namespace, target.name, request.path
         )
         if not self.config.authorizer.allowed(user, attributes):
+            reason = self.config.authorizer.authorize(user, attributes)[1]
             raise errors.forbidden_request(
-                user.name, verb, kind.plural, kind.group, target.namespace, target.name
+                user.name,
+                verb,
+                kind.plural,
+                kind.group,
+                target.namespace,
+                target.name,
+                target.subresource,
+                reason,
             )
         handler = getattr(self, f"_verb_{verb}")
         deprecation = kind.deprecation_warnings(self._minor)
@@ -1087,6 +1112,8 @@ class APIServer(SubresourceHandlers):
             return await self._self_subject_review(request, user, kind)
         if kind.kind == "SelfSubjectRulesReview":
             return await self._self_subject_rules_review(request, user)
+        if kind.kind in ("SubjectAccessReview", "LocalSubjectAccessReview"):
+            return await self._subject_access_review(request, kind, target.namespace)
         if kind.kind == "Binding":
             body = await self._decode_body(request)
             name = ((body or {}).get("metadata") or {}).get("name", "")

@@ -256,3 +256,22 @@ def encode_self_subject_access_review_response(review: Mapping[str, Any]) -> byt
     )
     raw = field_bytes(1, meta_bytes) + field_bytes(2, spec_bytes) + field_bytes(3, status_bytes)
     return _encode_unknown(_SSAR_API_VERSION, _SSAR_KIND, raw)
+
+
+def decode_self_subject_rules_review(body: bytes) -> dict[str, Any]:
+    """The SelfSubjectRulesReview {1: metadata, 2: spec {1: namespace}} that kubectl posts in protobuf
+    for `auth can-i --list`, as its JSON form."""
+    api_version, kind, raw = decode_unknown(body)
+    if kind != "SelfSubjectRulesReview" or api_version != _SSAR_API_VERSION:
+        raise ProtobufError(
+            f"expected {_SSAR_API_VERSION} SelfSubjectRulesReview, got {api_version or '?'} {kind or '?'}"
+        )
+    review: dict[str, Any] = {"kind": kind, "apiVersion": api_version, "metadata": {}, "spec": {}}
+    for number, wire, value in fields(raw):
+        if wire != BYTES:
+            continue
+        if number == 1:
+            review["metadata"] = _decode_metadata(value)
+        elif number == 2:
+            review["spec"] = _strings(value, {1: "namespace"})
+    return review

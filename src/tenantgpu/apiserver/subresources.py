@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -28,7 +29,10 @@ from tenantgpu.apiserver.httputil import (
 from tenantgpu.apiserver.kinds import SCALE_PATHS, Kind
 from tenantgpu.apiserver.registry import DeleteOptions, now_rfc3339
 from tenantgpu.apiserver.selectors import format_label_selector
-from tenantgpu.apiserver.ssar_protobuf import decode_self_subject_access_review
+from tenantgpu.apiserver.ssar_protobuf import (
+    decode_self_subject_access_review,
+    decode_self_subject_rules_review,
+)
 from tenantgpu.apiserver.watchcache import Entry
 
 if TYPE_CHECKING:
@@ -210,39 +214,96 @@ class SubresourceHandlers:
         return json_response(result, 201)
 
     async def _self_subject_access_review(self, request: web.Request, user: UserInfo) -> web.Response:
+        """`kubectl auth can-i`: whether the caller may do what the spec names."""
         body = await self._decode_body(request, allow_protobuf=True)
         if isinstance(body, bytes):
             try:
                 body = decode_self_subject_access_review(body)
             except Exception as exc:  # any malformed protobuf is the client's mistake
                 raise errors.bad_request(f"unable to decode SelfSubjectAccessReview: {exc}") from exc
-        if not isinstance(body, dict):
-            raise errors.bad_request("SelfSubjectAccessReview must be an object")
-        spec = body.get("spec") or {}
-        if not isinstance(spec, dict):
-            raise errors.bad_request("SelfSubjectAccessReview.spec must be an object")
+        spec = _review_spec(body, "SelfSubjectAccessReview")
+        causes = _attribute_causes(spec) + _empty_meta_causes(body, "must be empty")
+        if causes:
+            raise errors.invalid("SelfSubjectAccessReview", "", "authorization.k8s.io", causes)
+        return json_response(self._access_review("SelfSubjectAccessReview", {}, spec, user), 201)
+
+    async def _subject_access_review(self, request: web.Request, kind: Kind, namespace: str) -> web.Response:
+        """SubjectAccessReview (cluster-wide) and LocalSubjectAccessReview (in one namespace): whether the
+        user the spec names may do what it names, as kube's review storage answers it."""
+        body = await self._decode_body(request)
+        spec = _review_spec(body, kind.kind)
+        causes = _attribute_causes(spec)
+        if not spec.get("user") and not spec.get("groups"):
+            causes.append(
+                _cause(
+                    "spec.user",
+                    json.dumps(spec.get("user") or ""),
+                    "at least one of user or group must be specified",
+                )
+            )
+        meta = dict(body.get("metadata") or {})
+        local = kind.kind == "LocalSubjectAccessReview"
+        if local:
+            meta_namespace = meta.pop("namespace", "") or ""
+            causes += _empty_meta_causes({"metadata": meta}, "must be empty except for namespace")
+            resource = spec.get("resourceAttributes")
+            if isinstance(resource, dict) and (resource.get("namespace") or "") != meta_namespace:
+                shown = json.dumps(resource.get("namespace") or "")
+                causes.append(
+                    _cause("spec.resourceAttributes.namespace", shown, "must match metadata.namespace")
+                )
+            if spec.get("nonResourceAttributes") is not None:
+                shown = json.dumps(spec["nonResourceAttributes"], separators=(",", ":"))
+                causes.append(
+                    _cause("spec.nonResourceAttributes", shown, "disallowed on this kind of request")
+                )
+        else:
+            causes += _empty_meta_causes(body, "must be empty")
+        if causes:
+            raise errors.invalid(kind.kind, "", "authorization.k8s.io", causes)
+        if local:
+            if not namespace:
+                raise errors.bad_request(f"namespace is required on this type: {namespace}")
+            if namespace != meta_namespace:
+                raise errors.bad_request(
+                    f"spec.resourceAttributes.namespace must match namespace: {namespace}"
+                )
+        groups = spec.get("groups") or []
+        subject = UserInfo(
+            str(spec.get("user") or ""),
+            tuple(g for g in groups if isinstance(g, str)),
+            str(spec.get("uid") or ""),
+        )
+        metadata = {"namespace": namespace} if local else {}
+        return json_response(self._access_review(kind.kind, metadata, spec, subject), 201)
+
+    def _access_review(self, kind: str, metadata: Obj, spec: Obj, user: UserInfo) -> Obj:
         resource = spec.get("resourceAttributes")
-        if resource:
+        if isinstance(resource, dict):
             attributes = Attributes(
-                resource.get("verb", ""),
-                resource.get("group", ""),
-                resource.get("resource", ""),
-                resource.get("subresource", ""),
-                resource.get("namespace", ""),
-                resource.get("name", ""),
+                str(resource.get("verb") or ""),
+                str(resource.get("group") or ""),
+                str(resource.get("resource") or ""),
+                str(resource.get("subresource") or ""),
+                str(resource.get("namespace") or ""),
+                str(resource.get("name") or ""),
             )
         else:
             non_resource = spec.get("nonResourceAttributes") or {}
-            attributes = Attributes(non_resource.get("verb", ""), path=non_resource.get("path", ""))
-        allowed = self.config.authorizer.allowed(user, attributes)
-        result = {
-            "kind": "SelfSubjectAccessReview",
+            attributes = Attributes(
+                str(non_resource.get("verb") or ""), path=str(non_resource.get("path") or "")
+            )
+        allowed, reason = self.config.authorizer.authorize(user, attributes)
+        status: Obj = {"allowed": allowed}
+        if reason:
+            status["reason"] = reason
+        return {
+            "kind": kind,
             "apiVersion": "authorization.k8s.io/v1",
-            "metadata": {"creationTimestamp": None},
+            "metadata": {**metadata, "creationTimestamp": None},
             "spec": spec,
-            "status": {"allowed": allowed},
+            "status": status,
         }
-        return json_response(result, 201)
 
     async def _self_subject_review(self, request: web.Request, user: UserInfo, kind: Kind) -> web.Response:
         """`kubectl auth whoami`: the caller as this server sees it (the body carries nothing else)."""
@@ -256,14 +317,24 @@ class SubresourceHandlers:
         return json_response(result, 201)
 
     async def _self_subject_rules_review(self, request: web.Request, user: UserInfo) -> web.Response:
-        """`kubectl auth can-i --list`; the rules do not depend on the namespace asked about."""
-        await self._read_body(request)
+        """`kubectl auth can-i --list`: what the caller may do in the namespace the spec names (kube's
+        answer carries an empty spec)."""
+        body = await self._decode_body(request, allow_protobuf=True)
+        if isinstance(body, bytes):  # kubectl sends it in protobuf
+            try:
+                body = decode_self_subject_rules_review(body)
+            except Exception as exc:  # any malformed protobuf is the client's mistake
+                raise errors.bad_request(f"unable to decode SelfSubjectRulesReview: {exc}") from exc
+        spec = _review_spec(body, "SelfSubjectRulesReview")
+        namespace = spec.get("namespace")
+        if not isinstance(namespace, str) or not namespace:
+            raise errors.bad_request("no namespace on request")
         result = {
             "kind": "SelfSubjectRulesReview",
             "apiVersion": "authorization.k8s.io/v1",
             "metadata": {"creationTimestamp": None},
             "spec": {},
-            "status": self.config.authorizer.rules(user),
+            "status": self.config.authorizer.rules(user, namespace),
         }
         return json_response(result, 201)
 
@@ -409,3 +480,50 @@ class SubresourceHandlers:
                 await response.write(chunk)
             await response.write_eof()
         return response
+
+
+def _review_spec(body: Any, kind: str) -> Obj:
+    if not isinstance(body, dict):
+        raise errors.bad_request(f"{kind} must be an object")
+    spec = body.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise errors.bad_request(f"{kind}.spec must be an object")
+    return spec
+
+
+def _cause(field: str, shown: str, message: str) -> dict[str, str]:
+    return {"reason": "FieldValueInvalid", "message": f"Invalid value: {shown}: {message}", "field": field}
+
+
+def _attribute_causes(spec: Obj) -> list[dict[str, str]]:
+    """kube's checks of an access review's spec: exactly one of the two kinds of attributes."""
+    resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if resource is not None and non_resource is not None:
+        shown = json.dumps(non_resource, separators=(",", ":"))
+        return [
+            _cause(
+                "spec.nonResourceAttributes",
+                shown,
+                "cannot be specified in combination with resourceAttributes",
+            )
+        ]
+    if resource is None and non_resource is None:
+        return [
+            _cause(
+                "spec.resourceAttributes",
+                "null",
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            )
+        ]
+    return []
+
+
+def _empty_meta_causes(body: Obj, message: str) -> list[dict[str, str]]:
+    meta = {
+        k: v
+        for k, v in (body.get("metadata") or {}).items()
+        if k not in ("managedFields", "creationTimestamp") and v
+    }
+    if meta:
+        return [_cause("metadata", json.dumps(meta, separators=(",", ":")), message)]
+    return []

@@ -218,6 +218,15 @@ _REVIEWS = {
 }
 _LABEL_NAMED = {"Namespace"}
 _DNS1035_NAMED = {"Service"}
+# RBAC's objects are named like `system:controller:job-controller`: kube asks only for a path segment.
+_PATH_SEGMENT_NAMED = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+
+
+def _path_segment_errors(name: str) -> list[str]:
+    """kube's IsValidPathSegmentName."""
+    if name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
 
 
 def validate(
@@ -312,6 +321,8 @@ def _validate_metadata(
             if kind in _LABEL_NAMED
             else _dns1035_errors
             if kind in _DNS1035_NAMED
+            else _path_segment_errors
+            if kind in _PATH_SEGMENT_NAMED
             else _dns_subdomain_errors
         )
         causes.extend(_invalid("metadata.name", name, e) for e in name_check(name))

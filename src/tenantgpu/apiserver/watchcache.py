@@ -200,8 +200,12 @@ class ResourceCache:
         self._by_value: dict[str, set[Watcher]] = {}
         # In-process observers (e.g. the quota controller), told of every change synchronously.
         self.listeners: list[Callable[[Event], None]] = []
+        # Given each stored object once, to share its parts with equal ones elsewhere (sharing.py).
+        self.share: Callable[[Obj], Obj] | None = None
 
     def load(self, key: str, entry: Entry) -> None:
+        if self.share is not None:
+            self.share(entry.obj)
         self.objects[key] = entry
         self.changes += 1
 
@@ -210,6 +214,8 @@ class ResourceCache:
         if event.type == "DELETED":
             self.objects.pop(key, None)
         else:
+            if self.share is not None:
+                self.share(event.entry.obj)
             self.objects[key] = event.entry
         if len(self._events) == self._events.maxlen:
             self._window_start = self._events[0].entry.revision

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tenantgpu.controlplane.clusterroleaggregation import ClusterRoleAggregationController
 from tenantgpu.controlplane.cronjob import CronJobController
 from tenantgpu.controlplane.daemonset import DaemonSetController
 from tenantgpu.controlplane.deployment import DeploymentController
@@ -39,8 +40,9 @@ class ControlPlaneServices:
     """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs:
     service accounts, the root CA publisher, node lifecycle, pod GC, namespaces, Jobs, CronJobs,
     ReplicaSets, Deployments, DaemonSets, StatefulSets, PodDisruptionBudgets, the garbage collector, the
-    PersistentVolume binder and the claim and volume protection, the endpoints and endpointslice
-    controllers; beside them the tenant's storage provisioner and its default StorageClass."""
+    PersistentVolume binder, the claim and volume protection, the endpoints and endpointslice controllers
+    and ClusterRole aggregation; beside them the tenant's storage provisioner and its default
+    StorageClass."""
 
     client: KubeClient
     node_grace_seconds: float = 40.0
@@ -133,6 +135,7 @@ class ControlPlaneServices:
             endpoints,
             endpoint_slices,
             GarbageCollector(self.client, owners=endpoints.services, dependents=endpoint_slices.slices),
+            ClusterRoleAggregationController(self.client),
         ]
         started: list[_Service] = []
         try:

@@ -281,7 +281,8 @@ async def _start_services(instance: ControlPlaneInstance, server: APIServer) -> 
     """kube-scheduler and kube-controller-manager beside the API server, as in Kamaji's control-plane pod.
     They run in the API server's process here, so they reach it as its loopback client does (plain HTTP
     on 127.0.0.1 with a token minted in memory), not through two TLS sessions per watch."""
-    # The lab's API server authorizes by group only (no RBAC), so the component is a member of system:masters.
+    # A member of system:masters, which the authorizer answers before any RBAC work: the controller duties'
+    # writes (pod creates, bindings, status patches) are the lab's hot path.
     url, token = server.loopback("system:kube-controller-manager", ["system:masters"])
     # the CA goes along: the root CA publisher hands it to every namespace (kube-root-ca.crt)
     config = KubeConfig(server=url, token=token, ca_data=instance.ca.cert_pem)

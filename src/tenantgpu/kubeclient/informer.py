@@ -38,8 +38,11 @@ class Informer:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.client = client
+        # client-go's SetTransform: applied to each object before it is cached and handed on
+        self.transform = transform
         self.resource = resource_kind(resource)
         self.namespace = namespace
         self.label_selector = label_selector
@@ -125,7 +128,10 @@ class Informer:
             field_selector=self.field_selector,
         )
         self.relists += 1
-        fresh = {object_key(o): o for o in listing["items"]}
+        items = listing["items"]
+        if self.transform is not None:
+            items = [self.transform(o) for o in items]
+        fresh = {object_key(o): o for o in items}
         old_cache = self.cache
         self.cache = dict(fresh)
         self.resource_version = (listing.get("metadata") or {}).get("resourceVersion")
@@ -146,6 +152,8 @@ class Informer:
             if rv:
                 self.resource_version = rv
             return
+        if self.transform is not None:
+            obj = self.transform(obj)
         key = object_key(obj)
         old = self.cache.get(key)
         if kind == "DELETED":

@@ -1,0 +1,139 @@
+"""The RBAC authorizer over a registry holding the bootstrap policy: who may do what, why, and what a
+change of bindings changes at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tenantgpu.apiserver.auth import Attributes, UserInfo
+from tenantgpu.apiserver.pki import ServerPKI
+from tenantgpu.apiserver.rbacbootstrap import _APISERVER, ensure_rbac_policy
+from tenantgpu.apiserver.rbacpolicy import policy
+from tenantgpu.apiserver.server import APIServer, APIServerConfig
+from tenantgpu.apiserver.storage import SQLiteDatastore
+
+SA = UserInfo(
+    "system:serviceaccount:default:default",
+    ("system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"),
+)
+ALICE = UserInfo("alice", ("system:authenticated",))
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> APIServer:
+    store = SQLiteDatastore(tmp_path / "state.db")
+    server = APIServer(APIServerConfig(name="t", datastore=store, pki=ServerPKI.create("t")))
+    await server.registry.load()
+    assert await ensure_rbac_policy(server.registry, 33)
+    return server
+
+
+async def _create(server: APIServer, plural: str, obj: dict, namespace: str = "") -> None:
+    kind = server.kinds.resource("rbac.authorization.k8s.io", "v1", plural)
+    assert kind is not None
+    await server.registry.create(kind, namespace, obj, _APISERVER)
+
+
+async def test_privileged_groups_are_allowed_before_any_rule(server: APIServer) -> None:
+    authorizer = server.config.authorizer
+    assert authorizer.authorize(
+        UserInfo("admin", ("system:masters",)), Attributes("delete", "", "nodes")
+    ) == (
+        True,
+        "",
+    )
+    node = UserInfo("system:node:w1", ("system:nodes", "system:authenticated"))
+    assert authorizer.allowed(node, Attributes("list", "", "secrets", namespace="default"))
+    status = authorizer.rules(node, "default")
+    assert status["incomplete"] is True
+    assert status["evaluationError"] == "node authorizer does not support user rule resolution"
+
+
+async def test_a_service_account_gets_what_every_authenticated_user_gets(server: APIServer) -> None:
+    authorizer = server.config.authorizer
+    assert not authorizer.allowed(SA, Attributes("list", "", "secrets", namespace="default"))
+    assert authorizer.authorize(SA, Attributes("get", path="/version")) == (
+        True,
+        'RBAC: allowed by ClusterRoleBinding "system:discovery" of ClusterRole "system:discovery" to Group'
+        ' "system:authenticated"',
+    )
+    # the issuer discovery role is bound to every service account, not to other users
+    assert authorizer.allowed(SA, Attributes("get", path="/openid/v1/jwks"))
+    assert not authorizer.allowed(ALICE, Attributes("get", path="/openid/v1/jwks"))
+    assert not authorizer.allowed(ALICE, Attributes("get", path="/metrics"))
+
+
+async def test_a_new_binding_counts_at_once_and_only_in_its_namespace(server: APIServer) -> None:
+    authorizer = server.config.authorizer
+    read = Attributes("get", "", "configmaps", namespace="team-a", name="settings")
+    assert not authorizer.allowed(ALICE, read)
+    namespaces = server.kinds.resource("", "v1", "namespaces")
+    assert namespaces is not None
+    await server.registry.create(namespaces, "", {"metadata": {"name": "team-a"}}, _APISERVER)
+    await _create(
+        server,
+        "roles",
+        {
+            "metadata": {"name": "reader"},
+            "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}],
+        },
+        "team-a",
+    )
+    await _create(
+        server,
+        "rolebindings",
+        {
+            "metadata": {"name": "alice-reads"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+            "subjects": [{"kind": "Group", "name": "nobody"}, {"kind": "User", "name": "alice"}],
+        },
+        "team-a",
+    )
+    assert authorizer.authorize(ALICE, read) == (
+        True,
+        'RBAC: allowed by RoleBinding "alice-reads/team-a" of Role "reader" to User "alice"',
+    )
+    assert not authorizer.allowed(
+        ALICE, Attributes("get", "", "configmaps", namespace="team-b", name="settings")
+    )
+    rules, problems = authorizer.rules_for(ALICE, "team-a")
+    assert {"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]} in rules and not problems
+
+
+async def test_a_service_account_subject_without_namespace_takes_the_bindings(server: APIServer) -> None:
+    await _create(
+        server,
+        "rolebindings",
+        {
+            "metadata": {"name": "default-views"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:aggregate-to-view",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "default"}],
+        },
+        "default",
+    )
+    assert server.config.authorizer.authorize(SA, Attributes("list", "", "pods", namespace="default")) == (
+        True,
+        'RBAC: allowed by RoleBinding "default-views/default" of ClusterRole "system:aggregate-to-view" to'
+        ' ServiceAccount "default/default"',
+    )
+
+
+def test_each_release_has_its_own_policy() -> None:
+    newest, oldest = policy(33), policy(27)
+    assert "system:controller:service-cidrs-controller" in newest.cluster_roles
+    assert "system:controller:service-cidrs-controller" not in policy(32).cluster_roles
+    assert "system:controller:legacy-service-account-token-cleaner" in policy(29).cluster_roles
+    assert "system:controller:legacy-service-account-token-cleaner" not in oldest.cluster_roles
+    scheduler = oldest.cluster_roles["system:kube-scheduler"].rules
+    assert {"verbs": ["create"], "apiGroups": [""], "resources": ["endpoints"]} in scheduler
+    for release in range(27, 34):
+        p = policy(release)
+        # every default binding names a default role of its release
+        assert all(ref in p.cluster_roles for _, ref, _ in p.cluster_role_bindings.values())
+        assert all((ns, ref) in p.roles for (ns, _), (_, ref, _) in p.role_bindings.items())
