@@ -35,8 +35,9 @@ def _merged(wanted: Obj | None, existing: Obj | None) -> Obj | None:
     return {**(wanted or {}), **(existing or {})}
 
 
-def _reconciled_role(existing: Obj, wanted: Obj) -> Obj | None:
-    """The existing role with what the default one adds to it, or None when nothing is missing."""
+def _with_defaults_metadata(existing: Obj, wanted: Obj) -> tuple[Obj, bool]:
+    """A copy of `existing` with the default object's annotations and labels merged in (the existing
+    values win), and whether that added anything."""
     meta = existing["metadata"]
     result = {**existing, "metadata": dict(meta)}
     changed = False
@@ -45,6 +46,12 @@ def _reconciled_role(existing: Obj, wanted: Obj) -> Obj | None:
         if merged != meta.get(field):
             result["metadata"][field] = merged
             changed = True
+    return result, changed
+
+
+def _reconciled_role(existing: Obj, wanted: Obj) -> Obj | None:
+    """The existing role with what the default one adds to it, or None when nothing is missing."""
+    result, changed = _with_defaults_metadata(existing, wanted)
     rules = existing.get("rules") if isinstance(existing.get("rules"), list) else []
     wanted_rules = wanted.get("rules") or []
     # the usual case on a restart: the rules are the default ones still
@@ -66,14 +73,7 @@ def _reconciled_role(existing: Obj, wanted: Obj) -> Obj | None:
 
 
 def _reconciled_binding(existing: Obj, wanted: Obj) -> Obj | None:
-    meta = existing["metadata"]
-    result = {**existing, "metadata": dict(meta)}
-    changed = False
-    for field in ("annotations", "labels"):
-        merged = _merged(wanted["metadata"].get(field), meta.get(field))
-        if merged != meta.get(field):
-            result["metadata"][field] = merged
-            changed = True
+    result, changed = _with_defaults_metadata(existing, wanted)
     have = existing.get("subjects") or []
     lacking = [s for s in wanted.get("subjects") or [] if s not in have]
     if lacking:

@@ -45,6 +45,18 @@ def _in_namespace(informer: Informer, namespace: str) -> list[dict[str, Any]]:
     return [o for o in informer.items() if (o.get("metadata") or {}).get("namespace") == namespace]
 
 
+def _queue_pod_services(
+    services: Informer, queue: WorkQueue[Key], event: str, pod: dict[str, Any], old: dict[str, Any] | None
+) -> None:
+    """Both controllers' pod handler: queue the Services a pod's change concerns (kube's
+    GetServicesToUpdateOnPodChange), looking only at the pod's namespace."""
+    in_namespace = _in_namespace(services, (pod.get("metadata") or {}).get("namespace") or "")
+    if not in_namespace:
+        return
+    for key in services_for_pod_change(in_namespace, old if event == "MODIFIED" else None, pod):
+        queue.add(key)
+
+
 class EndpointsController:
     """The endpoints controller: one Endpoints per Service with a selector."""
 
@@ -89,12 +101,7 @@ class EndpointsController:
         self.queue.add(object_key(service))
 
     def _pod_changed(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
-        namespace = (pod.get("metadata") or {}).get("namespace") or ""
-        services = _in_namespace(self.services, namespace)
-        if not services:
-            return
-        for key in services_for_pod_change(services, old if event == "MODIFIED" else None, pod):
-            self.queue.add(key)
+        _queue_pod_services(self.services, self.queue, event, pod, old)
 
     def _endpoints_changed(self, event: str, endpoints: dict[str, Any], old: dict[str, Any] | None) -> None:
         if event == "DELETED":
@@ -206,12 +213,7 @@ class EndpointSliceController:
         self.queue.add(object_key(service))
 
     def _pod_changed(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
-        namespace = (pod.get("metadata") or {}).get("namespace") or ""
-        services = _in_namespace(self.services, namespace)
-        if not services:
-            return
-        for key in services_for_pod_change(services, old if event == "MODIFIED" else None, pod):
-            self.queue.add(key)
+        _queue_pod_services(self.services, self.queue, event, pod, old)
 
     @staticmethod
     def _service_of(slice_: dict[str, Any]) -> Key | None:
