@@ -57,10 +57,13 @@ def namespace_controller(
 def services(apiserver: RunningAPIServer, background_loop: BackgroundLoop) -> Iterator[ControlPlaneServices]:
     """The module's tenant with its kube-scheduler and controller-manager duties running beside it,
     each a client of the API server over the wire. The production node grace period (40 s): the
-    modules' nodes renew no leases."""
+    modules' nodes renew no leases. The server's CA signs approved CertificateSigningRequests, as the
+    tenant's does in the lab."""
 
     async def up() -> ControlPlaneServices:
-        plane = ControlPlaneServices(KubeClient.from_kubeconfig(apiserver.kubeconfig))
+        plane = ControlPlaneServices(
+            KubeClient.from_kubeconfig(apiserver.kubeconfig), signing_ca=apiserver.server.config.pki.ca
+        )
         await plane.start()
         return plane
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
-from tenantgpu.apiserver import featuregates
+from tenantgpu.apiserver import certificates, featuregates
 from tenantgpu.apiserver.defaults import default_job_labels, default_pod_status
 from tenantgpu.apiserver.nodelabels import runtime_class_warnings
 
@@ -98,6 +98,13 @@ class Strategy:
     # WarningsOnCreate / WarningsOnUpdate: the `Warning` headers a write gets, from the object written
     # and, on an update, the stored one (None on create).
     warnings: Callable[[Obj, Obj | None], list[str]] | None = None
+    # PrepareForCreate for kinds that record who asks (CertificateSigningRequests): runs where
+    # `on_create` does, given the authenticated user.
+    on_create_by: Callable[[Obj, Any], None] | None = None
+    # PrepareForUpdate for kinds whose subresources each keep their own part of the object: given the
+    # new object, the stored one and the subresource (`""` for the resource), it sets in `new` what that
+    # write may not change, in place of the generic spec/status carry-over (metadata is still the store's).
+    prepare_update: Callable[[Obj, Obj, str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -828,6 +835,30 @@ RUNTIME_CLASS = Kind(
     strategy=Strategy(unconditional_update=False, warnings=runtime_class_warnings),
 )
 
+# Certificates for clients and kubelets: a user's request, approved or denied through `approval`, signed by
+# kube-controller-manager's signer through `status` (`controlplane/csrsigning.py`). kube's strategy
+# (pkg/registry/certificates/certificates/strategy.go) records the requester, keeps the spec as created,
+# and lets each subresource change only its part of the status; no generation.
+CERTIFICATE_SIGNING_REQUEST = Kind(
+    certificates.GROUP,
+    "v1",
+    "CertificateSigningRequest",
+    certificates.PLURAL,
+    False,
+    ("csr",),
+    subresources=(
+        _status("CertificateSigningRequest", certificates.GROUP, "v1"),
+        Subresource(
+            "approval", "CertificateSigningRequest", ("get", "patch", "update"), certificates.GROUP, "v1"
+        ),
+    ),
+    strategy=Strategy(
+        _STATUS,
+        on_create_by=certificates.prepare_create,
+        prepare_update=certificates.prepare_update,
+    ),
+)
+
 
 def _as_of(kind: Kind, minor: int) -> Kind:
     """The kind as Kubernetes 1.`minor` serves it: without the subresources of later releases, with the
@@ -850,6 +881,7 @@ def kind_table(extra: Sequence[Kind] = (), minor: int | None = None) -> KindTabl
         *CLUSTER_CONFIG_KINDS,
         *STORAGE_KINDS,
         RUNTIME_CLASS,
+        CERTIFICATE_SIGNING_REQUEST,
         CUSTOM_RESOURCE_DEFINITION,
         *extra,
     ]

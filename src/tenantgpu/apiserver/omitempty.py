@@ -421,6 +421,11 @@ OMIT_EMPTY: Mapping[str, frozenset[str]] = {
     ),
     # RuntimeClass's `overhead` and `scheduling` are pointers (kept when `{}`); `handler` has no omitempty.
     "io.k8s.api.node.v1.Overhead": frozenset({"podFixed"}),
+    "io.k8s.api.certificates.v1.CertificateSigningRequestSpec": frozenset(
+        {"expirationSeconds", "extra", "groups", "uid", "usages", "username"}
+    ),
+    "io.k8s.api.certificates.v1.CertificateSigningRequestStatus": frozenset({"certificate", "conditions"}),
+    "io.k8s.api.certificates.v1.CertificateSigningRequestCondition": frozenset({"message", "reason"}),
     "io.k8s.api.node.v1.Scheduling": frozenset({"nodeSelector", "tolerations"}),
     "io.k8s.api.rbac.v1.AggregationRule": frozenset({"clusterRoleSelectors"}),
     "io.k8s.api.rbac.v1.ClusterRoleBinding": frozenset({"subjects"}),

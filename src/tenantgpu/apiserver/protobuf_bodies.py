@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from tenantgpu.apiserver._protowire import BYTES, VARINT, ProtobufError, fields, text
@@ -372,7 +373,96 @@ def _ingress_rule(value: int | bytes) -> dict[str, Any]:
     return rule
 
 
+def _bytes(value: int | bytes) -> str:
+    """A `bytes` field, as JSON carries it (base64)."""
+    if not isinstance(value, bytes):
+        raise ProtobufBodyError("expected bytes")
+    return base64.b64encode(value).decode()
+
+
+def _time(value: int | bytes) -> str:
+    """A meta/v1 Time (seconds since the epoch; nanos dropped, as its JSON form drops them)."""
+    if not isinstance(value, bytes):
+        raise ProtobufBodyError("expected a Time")
+    seconds = next((_int(part) for number, part in _fields(value) if number == 1), 0)
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _extra_entry(value: int | bytes) -> tuple[str, list[str]]:
+    """A `map<string, ExtraValue>` entry; an ExtraValue is a message of repeated strings (field 1)."""
+    if not isinstance(value, bytes):
+        raise ProtobufBodyError("expected a map entry")
+    key, items = "", []
+    for number, part in _fields(value):
+        if number == 1:
+            key = _text(part)
+        elif number == 2 and isinstance(part, bytes):
+            items = [_text(item) for n, item in _fields(part) if n == 1]
+    return key, items
+
+
+# `kubectl certificate approve/deny` update the approval subresource with the object they read, in
+# protobuf from 1.32: its resourceVersion makes the update conditional.
+_CSR = _message(
+    {
+        1: (
+            "metadata",
+            _message(
+                {
+                    1: ("name", _text, "one"),
+                    6: ("resourceVersion", _text, "one"),
+                    11: ("labels", _map_entry, "map"),
+                    12: ("annotations", _map_entry, "map"),
+                    14: ("finalizers", _text, "list"),
+                }
+            ),
+            "one",
+        ),
+        2: (
+            "spec",
+            _message(
+                {
+                    1: ("request", _bytes, "one"),
+                    2: ("username", _text, "one"),
+                    3: ("uid", _text, "one"),
+                    4: ("groups", _text, "list"),
+                    5: ("usages", _text, "list"),
+                    6: ("extra", _extra_entry, "map"),
+                    7: ("signerName", _text, "one"),
+                    8: ("expirationSeconds", _int, "one"),
+                }
+            ),
+            "one",
+        ),
+        3: (
+            "status",
+            _message(
+                {
+                    1: (
+                        "conditions",
+                        _message(
+                            {
+                                1: ("type", _text, "one"),
+                                2: ("reason", _text, "one"),
+                                3: ("message", _text, "one"),
+                                4: ("lastUpdateTime", _time, "one"),
+                                5: ("lastTransitionTime", _time, "one"),
+                                6: ("status", _text, "one"),
+                            }
+                        ),
+                        "list",
+                    ),
+                    2: ("certificate", _bytes, "one"),
+                }
+            ),
+            "one",
+        ),
+    }
+)
+
+
 _SCHEMAS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "CertificateSigningRequest": _CSR,
     "Namespace": _message(
         {
             1: ("metadata", _OBJECT_META, "one"),

@@ -519,7 +519,7 @@ class Registry:
             obj = attributes.obj or obj
             if attributes.mutated:
                 default_object(kind.kind, obj, fresh, self.minor)
-            self._fill_system_fields(kind, obj)
+            self._fill_system_fields(kind, obj, user)
             self._disabled.drop(kind.kind, obj, None)
             _omit_empty(kind, obj)
             self._validate(kind, obj)
@@ -552,7 +552,7 @@ class Registry:
             raise errors.already_exists(kind.plural, obj["metadata"]["name"], kind.group) from exc
         return entries[0]
 
-    def _fill_system_fields(self, kind: Kind, obj: Obj) -> None:
+    def _fill_system_fields(self, kind: Kind, obj: Obj, user: UserInfo | None = None) -> None:
         """What kube's store sets on a new object after the mutating phase: the generated name, uid,
         creationTimestamp, generation, and the kind's strategy (PrepareForCreate)."""
         meta = obj.setdefault("metadata", {})
@@ -570,6 +570,8 @@ class Registry:
             obj.pop("status", None)
         if kind.strategy.on_create is not None:
             kind.strategy.on_create(obj)
+        if kind.strategy.on_create_by is not None:
+            kind.strategy.on_create_by(obj, user)
 
     def _prepare_update(self, kind: Kind, new: Obj, old: Obj, subresource: str) -> Obj:
         """Carries over what an update of this (sub)resource may not change.
@@ -597,7 +599,11 @@ class Registry:
             return merged
         if subresource == "resize":
             return resize_base(new, old)
-        if subresource == "status":
+        own = kind.strategy.prepare_update
+        if own is not None:
+            # the kind's own strategy keeps spec and status; its subresources' metadata is as the resource's
+            own(new, old, subresource)
+        elif subresource == "status":
             status_metadata = kind.strategy.status_metadata
             for field in set(new) | set(old):
                 if field not in kind.strategy.status_fields and not (field == "metadata" and status_metadata):
@@ -610,7 +616,7 @@ class Registry:
             if kind.strategy.on_status_update is not None:
                 kind.strategy.on_status_update(new, old)
             return new
-        if kind.has_status and subresource == "":
+        elif kind.has_status and subresource == "":
             for field in kind.strategy.status_fields:
                 _carry_over(new, old, field)
         meta = new["metadata"]

@@ -495,6 +495,7 @@ FIELD_LABELS: dict[str, frozenset[str]] = {
     "Node": _COMMON_FIELD_LABELS | {"spec.unschedulable"},
     "Namespace": _COMMON_FIELD_LABELS | {"status.phase"},
     "Secret": _COMMON_FIELD_LABELS | {"type"},
+    "CertificateSigningRequest": _COMMON_FIELD_LABELS | {"spec.signerName"},
     "Event": _COMMON_FIELD_LABELS
     | {
         "involvedObject.kind",

@@ -54,6 +54,11 @@ from tenantgpu.apiserver.bootstrap import (
     PRIORITY_CLASSES_HOOK,
     KubernetesService,
 )
+from tenantgpu.apiserver.certificates import (
+    CertificateApproval,
+    CertificateSigning,
+    CertificateSubjectRestriction,
+)
 from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
 from tenantgpu.apiserver.fieldtree import (
     FieldTree,
@@ -263,6 +268,7 @@ class APIServer(SubresourceHandlers):
         # limits are checked on what the webhooks left, before the validating webhooks and the quota.
         # RuntimeClass likewise: its overhead and scheduling go in before the mutating webhooks, its check
         # of the overhead comes after them (HAMi's may name a class), after PersistentVolumeClaimResize.
+        # The three certificate plugins (validating only) follow RuntimeClass, as in kube's plugin order.
         accounts = [
             ServiceAccountAdmission(self._service_account, self._generate_name, mutating=mutating)
             for mutating in ((True, False) if config.service_account_admission else ())
@@ -284,6 +290,9 @@ class APIServer(SubresourceHandlers):
                 *accounts[1:],
                 PersistentVolumeClaimResize(self._storage_class),
                 RuntimeClassAdmission(self._runtime_class, mutating=False),
+                CertificateApproval(self._signer_allowed),
+                CertificateSigning(self._signer_allowed),
+                CertificateSubjectRestriction(),
                 *self.webhooks.plugins(),
             ]
         )
@@ -494,6 +503,12 @@ class APIServer(SubresourceHandlers):
     def _storage_classes(self) -> list[Obj]:
         kind = self.kinds.resource("storage.k8s.io", "v1", "storageclasses")
         return [] if kind is None else [e.obj for e in self.registry.cache(kind).objects.values()]
+
+    def _signer_allowed(self, user: UserInfo, verb: str, signer: str) -> bool:
+        """Whether `user` may `verb` (approve, sign) for `signer`, asked of the authorizer as kube's
+        certificate plugins ask it: the `signers` resource of certificates.k8s.io, named the signer."""
+        attributes = Attributes(verb, "certificates.k8s.io", "signers", name=signer)
+        return self.config.authorizer.allowed(user, attributes)
 
     def _runtime_class(self, name: str) -> Obj | None:
         kind = self.kinds.resource("node.k8s.io", "v1", "runtimeclasses")

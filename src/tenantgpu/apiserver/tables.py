@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tenantgpu.apiserver.certificates import condition_summary
 from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.selectors import format_label_selector
 from tenantgpu.gpushare.volumes import is_default_class, volume_class
@@ -549,6 +550,19 @@ def _tcp_row(tcp: Mapping[str, Any], now: datetime) -> list[Any]:
 _CRD_AGE = Column("Age", type="date", description="Age")
 
 
+def _csr_cells(csr: Mapping[str, Any]) -> list[Any]:
+    """kube's printCertificateSigningRequest (without AGE): `<none>` for no signer or duration."""
+    seconds = _get(csr, "spec", "expirationSeconds")
+    duration = format_age(timedelta(seconds=seconds)) if isinstance(seconds, int) else "<none>"
+    return [
+        _name(csr),
+        _get(csr, "spec", "signerName") or "<none>",
+        _get(csr, "spec", "username") or "",
+        duration,
+        condition_summary(csr),
+    ]
+
+
 def _has_condition(obj: Mapping[str, Any], kind: str) -> bool:
     return any(
         c.get("type") == kind and c.get("status") == "True" for c in _get(obj, "status", "conditions") or []
@@ -966,6 +980,18 @@ _PRINTERS: dict[str, _Printer] = {
     # kube describes HANDLER with ObjectMeta's (absent) doc of "handler": an empty description.
     "RuntimeClass": _simple(
         [_NAME, Column("Handler"), _AGE], lambda o: [_name(o), _get(o, "handler") or ""], 2
+    ),
+    "CertificateSigningRequest": _simple(
+        [
+            _NAME,
+            _AGE,
+            Column("SignerName", description="The signer the request is for."),
+            Column("Requestor", description="The user who created the request."),
+            Column("RequestedDuration", description="The validity the request asks the signer for."),
+            Column("Condition", description="Whether the request is approved or denied, and issued."),
+        ],
+        _csr_cells,
+        1,
     ),
     "Pod": _Printer(_POD_COLUMNS, lambda obj, now: _pod_row(obj, now)[0]),
     "Job": _Printer(_JOB_COLUMNS, _job_row),

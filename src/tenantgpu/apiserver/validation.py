@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from tenantgpu.apiserver import featuregates, podresize
+from tenantgpu.apiserver import certificates, featuregates, podresize
 from tenantgpu.apiserver.cronschedule import ScheduleError, parse_schedule, time_zone_error
 from tenantgpu.apiserver.defaults import default, pod_qos_class
 from tenantgpu.apiserver.disabledfields import every_container, pod_spec
@@ -88,6 +88,7 @@ _GROUPS = {
     "PodDisruptionBudget": "policy",
     "StorageClass": "storage.k8s.io",
     "RuntimeClass": "node.k8s.io",
+    "CertificateSigningRequest": "certificates.k8s.io",
     "TenantControlPlane": "kamaji.clastix.io",
     "DataStore": "kamaji.clastix.io",
     "SelfSubjectAccessReview": "authorization.k8s.io",
@@ -220,6 +221,8 @@ _LABEL_NAMED = {"Namespace"}
 _DNS1035_NAMED = {"Service"}
 # RBAC's objects are named like `system:controller:job-controller`: kube asks only for a path segment.
 _PATH_SEGMENT_NAMED = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+# kube does not care what certificate requests are called (ValidateCertificateRequestName)
+_ANY_NAME = {"CertificateSigningRequest"}
 
 
 def _path_segment_errors(name: str) -> list[str]:
@@ -266,6 +269,10 @@ def validate(
     causes = _validate_metadata(kind, obj.get("metadata") or {}, (old or {}).get("metadata"), scoped)
     if kind in _POD_SPEC_CHECKS:
         causes.extend(_POD_SPEC_CHECKS[kind](obj, old, opts=opts))
+        return causes
+    if kind == "CertificateSigningRequest":
+        # what each of its subresources may change is part of the kind's validation
+        causes.extend(certificates.validate_csr(obj, old, subresource))
         return causes
     release_check = _RELEASE_CHECKS.get(kind)
     if release_check is not None:
@@ -317,7 +324,9 @@ def _validate_metadata(
             causes.append(_required("metadata.name", "name or generateName is required"))
     else:
         name_check = (
-            _dns_label_errors
+            (lambda _name: [])
+            if kind in _ANY_NAME
+            else _dns_label_errors
             if kind in _LABEL_NAMED
             else _dns1035_errors
             if kind in _DNS1035_NAMED

@@ -7,6 +7,7 @@ from typing import Protocol
 
 from tenantgpu.controlplane.clusterroleaggregation import ClusterRoleAggregationController
 from tenantgpu.controlplane.cronjob import CronJobController
+from tenantgpu.controlplane.csrsigning import CSRCleaner, CSRSigningController
 from tenantgpu.controlplane.daemonset import DaemonSetController
 from tenantgpu.controlplane.deployment import DeploymentController
 from tenantgpu.controlplane.disruption import DisruptionController
@@ -29,6 +30,13 @@ from tenantgpu.controlplane.volumeprotection import ClaimProtectionController, V
 from tenantgpu.kubeclient import Informer, KubeClient
 
 
+class SigningCA(Protocol):
+    """The cluster CA kube-controller-manager signs with (`--cluster-signing-{cert,key}-file`)."""
+
+    cert_pem: bytes
+    key_pem: bytes
+
+
 class _Service(Protocol):
     async def start(self) -> None: ...
 
@@ -41,10 +49,11 @@ class ControlPlaneServices:
     service accounts, the root CA publisher, node lifecycle, pod GC, namespaces, Jobs, CronJobs,
     ReplicaSets, Deployments, DaemonSets, StatefulSets, PodDisruptionBudgets, the garbage collector, the
     PersistentVolume binder, the claim and volume protection, the endpoints and endpointslice controllers
-    and ClusterRole aggregation; beside them the tenant's storage provisioner and its default
-    StorageClass."""
+    and ClusterRole aggregation, the CSR cleaner and, given the cluster CA (`signing_ca`), the csrsigning
+    controller; beside them the tenant's storage provisioner and its default StorageClass."""
 
     client: KubeClient
+    signing_ca: SigningCA | None = None
     node_grace_seconds: float = 40.0
     node_monitor_seconds: float = 5.0
     services: list[_Service] = field(default_factory=list)
@@ -57,6 +66,8 @@ class ControlPlaneServices:
         claims = Informer(self.client, "persistentvolumeclaims")
         volumes = Informer(self.client, "persistentvolumes")
         classes = Informer(self.client, "storageclasses")
+        # one watch of CertificateSigningRequests for the signer and the cleaner
+        requests = Informer(self.client, "certificatesigningrequests")
         scheduler = DefaultScheduler(
             self.client, budgets=budgets, claims=claims, volumes=volumes, classes=classes
         )
@@ -136,7 +147,18 @@ class ControlPlaneServices:
             endpoint_slices,
             GarbageCollector(self.client, owners=endpoints.services, dependents=endpoint_slices.slices),
             ClusterRoleAggregationController(self.client),
+            CSRCleaner(self.client, requests=requests),
         ]
+        if self.signing_ca is not None:
+            # kube-controller-manager skips the signer when it has no CA files to sign with
+            self.services.append(
+                CSRSigningController(
+                    self.client,
+                    ca_cert_pem=self.signing_ca.cert_pem,
+                    ca_key_pem=self.signing_ca.key_pem,
+                    requests=requests,
+                )
+            )
         started: list[_Service] = []
         try:
             for service in self.services:

@@ -287,7 +287,8 @@ async def _start_services(instance: ControlPlaneInstance, server: APIServer) -> 
     # the CA goes along: the root CA publisher hands it to every namespace (kube-root-ca.crt)
     config = KubeConfig(server=url, token=token, ca_data=instance.ca.cert_pem)
     client = KubeClient(config, user_agent="kube-controller-manager")
-    services = ControlPlaneServices(client)
+    # the tenant's CA signs approved CertificateSigningRequests (kube-controller-manager's csrsigning)
+    services = ControlPlaneServices(client, signing_ca=instance.ca)
     try:
         await services.start()
     except BaseException:

@@ -49,6 +49,9 @@ _KNOWN = [
     ResourceKind("", "v1", "persistentvolumes", "PersistentVolume", False),
     ResourceKind("storage.k8s.io", "v1", "storageclasses", "StorageClass", False),
     ResourceKind("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
+    ResourceKind(
+        "certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False
+    ),
     ResourceKind("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
     ResourceKind("", "v1", "serviceaccounts", "ServiceAccount", True),
     ResourceKind("coordination.k8s.io", "v1", "leases", "Lease", True),
