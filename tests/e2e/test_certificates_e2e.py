@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from apiserver_harness import Kubectl, RawClient, RunningAPIServer
+from apiserver_harness import Kubectl, RawClient, RunningAPIServer, wait_for
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -26,17 +25,6 @@ from tenantgpu.controlplane import ControlPlaneServices
 pytestmark = pytest.mark.slow
 
 CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client"
-
-
-def _until(check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.1)
 
 
 def _key_and_request(common_name: str, organizations: tuple[str, ...] = ()) -> tuple[bytes, bytes]:
@@ -77,13 +65,17 @@ def _rows(kubectl: Kubectl, *args: str, **kwargs: Any) -> list[list[str]]:
 @pytest.fixture(scope="module")
 def ready(apiserver: RunningAPIServer, services: ControlPlaneServices) -> RunningAPIServer:
     admin = RawClient(apiserver.kubeconfig)
-    _until(lambda: admin.request("GET", "/readyz/poststarthook/rbac/bootstrap-roles").body == b"ok")
+    wait_for(
+        "the condition",
+        lambda: admin.request("GET", "/readyz/poststarthook/rbac/bootstrap-roles").body == b"ok",
+    )
     return apiserver
 
 
 def _certificate(kubectl: Kubectl, name: str) -> bytes:
-    encoded = _until(
-        lambda: kubectl("get", "csr", name, "-o", "jsonpath={.status.certificate}").stdout.strip()
+    encoded = wait_for(
+        "the condition",
+        lambda: kubectl("get", "csr", name, "-o", "jsonpath={.status.certificate}").stdout.strip(),
     )
     return base64.b64decode(encoded)
 
@@ -138,11 +130,12 @@ def test_a_user_is_onboarded_through_a_signed_request(ready: RunningAPIServer, k
     assert 'User "alice" cannot create resource "deployments"' in refused.stderr
 
     kubectl("create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice", "-n", "default")
-    created = _until(
+    created = wait_for(
+        "the condition",
         lambda: (
             kubectl("create", "deployment", "web", "--image=nginx", kubeconfig=alice, check=False).returncode
             == 0
-        )
+        ),
     )
     assert created
     assert "web" in kubectl("get", "deployments", kubeconfig=alice).stdout
@@ -177,7 +170,7 @@ def test_bad_usages_fail_the_request(ready: RunningAPIServer, kubectl: Kubectl) 
     _, request_pem = _key_and_request("server")
     kubectl("apply", "-f", "-", input=_manifest("server", request_pem, usages=("server auth",)))
     kubectl("certificate", "approve", "server")
-    _until(lambda: _rows(kubectl, "server")[1][-1] == "Approved,Failed")
+    wait_for("the condition", lambda: _rows(kubectl, "server")[1][-1] == "Approved,Failed")
     failed = yaml.safe_load(kubectl("get", "csr", "server", "-o", "yaml").stdout)["status"]["conditions"][1]
     assert failed["reason"] == "SignerValidationFailure"
     assert failed["message"] == "invalid usage for client certificate: server auth"
@@ -204,7 +197,7 @@ def test_approving_needs_approve_on_the_signer(ready: RunningAPIServer, kubectl:
         kubectl("create", "clusterrolebinding", f"bob-{role}", f"--clusterrole={role}", "--user=bob")
     bob = ready.write_kubeconfig("bob.kubeconfig", ready.server.user_kubeconfig("bob"))
 
-    refused = _until(lambda: _forbidden_approval(kubectl, bob))
+    refused = wait_for("the condition", lambda: _forbidden_approval(kubectl, bob))
     assert (
         'certificatesigningrequests.certificates.k8s.io "carol" is forbidden: user not permitted to approve '
         'requests with signerName "kubernetes.io/kube-apiserver-client"'
@@ -233,7 +226,10 @@ def test_approving_needs_approve_on_the_signer(ready: RunningAPIServer, kubectl:
         "--clusterrole=kubernetes-signers-approver",
         "--user=bob",
     )
-    _until(lambda: kubectl("certificate", "approve", "carol", kubeconfig=bob, check=False).returncode == 0)
+    wait_for(
+        "the condition",
+        lambda: kubectl("certificate", "approve", "carol", kubeconfig=bob, check=False).returncode == 0,
+    )
     _certificate(kubectl, "carol")
 
 
@@ -267,7 +263,7 @@ def test_the_python_client_requests_and_approves(ready: RunningAPIServer) -> Non
         found = api.read_certificate_signing_request_status("dave")
         return found if found.status.certificate else None
 
-    signed = _until(issued)
+    signed = wait_for("the condition", issued)
     certificate = x509.load_pem_x509_certificate(base64.b64decode(signed.status.certificate))
     assert [a.value for a in certificate.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)] == ["qa"]
     # a request shorter than 8 hours is not shortened by the backdate

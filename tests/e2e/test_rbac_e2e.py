@@ -4,10 +4,7 @@ reviews."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from apiserver_harness import (
@@ -17,6 +14,7 @@ from apiserver_harness import (
     RunningAPIServer,
     release_server,
     start_server,
+    wait_for,
 )
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -28,17 +26,6 @@ pytestmark = pytest.mark.slow
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 
-def _until(check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.1)
-
-
 def _ready(raw: RawClient) -> bool:
     return raw.request("GET", "/readyz/poststarthook/rbac/bootstrap-roles").body == b"ok"
 
@@ -46,7 +33,7 @@ def _ready(raw: RawClient) -> bool:
 @pytest.fixture(scope="module")
 def raw(apiserver: RunningAPIServer) -> RawClient:
     admin = RawClient(apiserver.kubeconfig)
-    _until(lambda: _ready(admin))
+    wait_for("the condition", lambda: _ready(admin))
     return admin
 
 
@@ -82,7 +69,7 @@ def test_the_bootstrap_roles_are_listed_and_aggregated(
     labels = kubectl("get", "clusterrole", "view", "-o", "jsonpath={.metadata.labels}").stdout
     assert '"kubernetes.io/bootstrapping":"rbac-defaults"' in labels
     # the aggregation controller gives view the aggregate-to-view role's rules
-    _until(lambda: _aggregated(raw, "view", "pods"))
+    wait_for("the condition", lambda: _aggregated(raw, "view", "pods"))
     described = kubectl("describe", "clusterrole", "view").stdout
     assert "aggregate-to-edit=true" in described
     rows = [line.split() for line in described.splitlines()]
@@ -110,7 +97,7 @@ def test_a_service_account_has_no_blanket_rights(kubectl: Kubectl, raw: RawClien
 def test_a_role_binding_grants_edit_in_its_namespace_only(
     apiserver: RunningAPIServer, kubectl: Kubectl, team_a: str, services: ControlPlaneServices, raw: RawClient
 ) -> None:
-    _until(lambda: _aggregated(raw, "edit", "deployments"))
+    wait_for("the condition", lambda: _aggregated(raw, "edit", "deployments"))
     alice = _user(apiserver, "alice")
     created = kubectl("create", "deployment", "web", "--image=nginx", "-n", team_a, kubeconfig=alice)
     assert "deployment.apps/web created" in created.stdout
@@ -139,7 +126,7 @@ def test_a_namespace_admin_cannot_grant_more_than_they_hold(
 ) -> None:
     kubectl("create", "namespace", "team-b")
     kubectl("create", "rolebinding", "bob-admin", "--clusterrole=admin", "--user=bob", "-n", "team-b")
-    _until(lambda: _aggregated(raw, "admin", "rolebindings"))
+    wait_for("the condition", lambda: _aggregated(raw, "admin", "rolebindings"))
     bob = _user(apiserver, "bob", ["team-b-admins"])
     escalate = kubectl(
         "create",
@@ -201,7 +188,7 @@ rules:
 """
     kubectl("apply", "-f", "-", input=manifest)
     for role in ("view", "edit", "admin"):  # view is aggregated into edit, edit into admin
-        _until(lambda role=role: _aggregated(raw, role, "widgets"))
+        wait_for("the condition", lambda role=role: _aggregated(raw, role, "widgets"))
     review = {
         "spec": {
             "user": "alice",
@@ -223,7 +210,7 @@ rules:
 def test_subject_access_reviews_name_the_binding_that_allows(
     apiserver: RunningAPIServer, team_a: str, raw: RawClient, services: ControlPlaneServices
 ) -> None:
-    _until(lambda: _aggregated(raw, "edit", "deployments"))
+    wait_for("the condition", lambda: _aggregated(raw, "edit", "deployments"))
     api = k8s.AuthorizationV1Api(k8s_config.new_client_from_config(str(apiserver.kubeconfig)))
     attributes = {"verb": "create", "group": "apps", "resource": "deployments", "namespace": team_a}
     review = api.create_subject_access_review(
@@ -300,7 +287,7 @@ def test_deleted_bootstrap_roles_come_back_on_restart(
     running = start_server(background_loop, tmp_path, "tenant-r")
     admin = RawClient(running.kubeconfig)
     try:
-        _until(lambda: _ready(admin))
+        wait_for("the condition", lambda: _ready(admin))
         assert admin.request("DELETE", f"{RBAC}/clusterroles/system:monitoring").status == 200
         protected = admin.request("GET", f"{RBAC}/clusterroles/system:discovery").json()
         protected["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"] = "false"
@@ -314,7 +301,7 @@ def test_deleted_bootstrap_roles_come_back_on_restart(
     again = start_server(background_loop, tmp_path, "tenant-r", datastore=running.datastore)
     admin = RawClient(again.kubeconfig)
     try:
-        _until(lambda: _ready(admin))
+        wait_for("the condition", lambda: _ready(admin))
         assert admin.request("GET", f"{RBAC}/clusterroles/system:monitoring").status == 200
         # an object marked autoupdate "false" is left as its owner made it
         assert not admin.request("GET", f"{RBAC}/clusterroles/system:discovery").json().get("rules")
@@ -334,7 +321,7 @@ def test_an_older_tenant_has_its_releases_roles(
     background_loop: BackgroundLoop, tmp_path: Path, kubectl: Kubectl
 ) -> None:
     with release_server(background_loop, tmp_path, "v1.27.16") as kubeconfig:
-        _until(lambda: _ready(RawClient(kubeconfig)))
+        wait_for("the condition", lambda: _ready(RawClient(kubeconfig)))
         listed = kubectl("get", "clusterroles", version="1.27", kubeconfig=kubeconfig).stdout
         names = {line.split()[0] for line in listed.splitlines()[1:]}
         assert {"cluster-admin", "view", "system:controller:job-controller"} <= names

@@ -5,11 +5,10 @@ with kube's `FailedCreatePodSandBox` and starts once the class can be honoured, 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
-from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer
+from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer, wait_for
 
 from tenantgpu.gpushare import SharingConfig
 from tenantgpu.hami.device_plugin import GPUSpec
@@ -48,15 +47,6 @@ def _sandbox_events(kubectl: Kubectl, name: str) -> list[dict[str, Any]]:
     return json.loads(kubectl("get", "events", "--field-selector", selector, "-o", "json").stdout)["items"]
 
 
-def _until(what: str, check: Any, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _running(kubectl: Kubectl, name: str) -> bool:
     return _pod_object(kubectl, name)["status"].get("phase") == "Running"
 
@@ -81,7 +71,7 @@ def test_a_handler_the_runtime_lacks_keeps_the_pod_in_container_creating(
         kubectl("apply", "-f", "-", input=_pod("no-toolkit", "cpu-node", "nvidia"))
         kubectl("apply", "-f", "-", input=_pod("toolkit", "gpu-node", "nvidia"))
 
-        events = _until("a FailedCreatePodSandBox event", lambda: _sandbox_events(kubectl, "no-toolkit"))
+        events = wait_for("a FailedCreatePodSandBox event", lambda: _sandbox_events(kubectl, "no-toolkit"))
         assert {(e["type"], e["message"], e["source"]["component"], e["source"]["host"]) for e in events} == {
             (
                 "Warning",
@@ -98,7 +88,7 @@ def test_a_handler_the_runtime_lacks_keeps_the_pod_in_container_creating(
         assert "Runtime Class Name:  nvidia" in described
         assert 'no runtime for "nvidia" is configured' in described
 
-        _until("the pod on the GPU node Running", lambda: _running(kubectl, "toolkit"))
+        wait_for("the pod on the GPU node Running", lambda: _running(kubectl, "toolkit"))
         assert not _sandbox_events(kubectl, "toolkit")
     finally:
         background_loop.run(cpu.stop())
@@ -119,13 +109,13 @@ def test_a_class_deleted_after_admission_holds_the_pod_until_it_is_back(
     worker.kubelet.config_retry_seconds = 0.3  # the pod worker's 10-s back-off, shortened for the test
     background_loop.run(worker.start())
     try:
-        events = _until("a FailedCreatePodSandBox event", lambda: _sandbox_events(kubectl, "orphaned"))
+        events = wait_for("a FailedCreatePodSandBox event", lambda: _sandbox_events(kubectl, "orphaned"))
         assert events[0]["message"] == (
             'Failed to create pod sandbox: runtimeclass.node.k8s.io "short-lived" not found'
         )
         assert _pod_object(kubectl, "orphaned")["status"]["phase"] == "Pending"
         kubectl("apply", "-f", "-", input=_runtime_class("short-lived", "runc"))
-        _until("the pod Running once its class is back", lambda: _running(kubectl, "orphaned"))
+        wait_for("the pod Running once its class is back", lambda: _running(kubectl, "orphaned"))
     finally:
         background_loop.run(worker.stop())
         background_loop.run(client.close())
