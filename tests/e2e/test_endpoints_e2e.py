@@ -281,7 +281,7 @@ def test_a_service_without_pods_or_selector(kubectl: Kubectl, services: ControlP
     assert "ports" not in slice_ or slice_["ports"] == []
     row = kubectl("get", "endpointslices", slice_["metadata"]["name"], "--no-headers").stdout.split()
     assert row[1:4] == ["IPv4", "<unset>", "<unset>"]
-    # a Service without a selector keeps the Endpoints it is given, and gets no slice from the controller
+    # a Service without a selector keeps the Endpoints it is given; its only slice is the mirrored one
     manual = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -299,7 +299,10 @@ def test_a_service_without_pods_or_selector(kubectl: Kubectl, services: ControlP
     # the controllers sync Services in turn: once one created later has its slice, this one was seen
     kubectl("create", "service", "clusterip", "later", "--tcp=80")
     wait_for("the later Service's slice", lambda: _slices(kubectl, "later"))
-    assert _slices(kubectl, "external-db") == []
+    [mirrored] = wait_for("the mirrored slice", lambda: _slices(kubectl, "external-db"))
+    assert mirrored["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] == (
+        "endpointslicemirroring-controller.k8s.io"
+    )
     stored = _json(kubectl, "get", "endpoints", "external-db")
     assert stored["subsets"] == [
         {"addresses": [{"ip": "192.0.2.10"}], "ports": [{"port": 5432, "protocol": "TCP"}]}

@@ -12,6 +12,7 @@ from tenantgpu.controlplane.daemonset import DaemonSetController
 from tenantgpu.controlplane.deployment import DeploymentController
 from tenantgpu.controlplane.disruption import DisruptionController
 from tenantgpu.controlplane.endpoints import EndpointsController, EndpointSliceController
+from tenantgpu.controlplane.endpointslicemirroring import EndpointSliceMirroringController
 from tenantgpu.controlplane.ephemeralvolume import EphemeralVolumeController
 from tenantgpu.controlplane.garbagecollector import GarbageCollector
 from tenantgpu.controlplane.hostpathprovisioner import HostPathProvisioner
@@ -48,7 +49,8 @@ class ControlPlaneServices:
     """kube-scheduler (default profile) and the kube-controller-manager duties a lab tenant needs:
     service accounts, the root CA publisher, node lifecycle, pod GC, namespaces, Jobs, CronJobs,
     ReplicaSets, Deployments, DaemonSets, StatefulSets, PodDisruptionBudgets, the garbage collector, the
-    PersistentVolume binder, the claim and volume protection, the endpoints and endpointslice controllers
+    PersistentVolume binder, the claim and volume protection, the endpoints, endpointslice and
+    endpointslicemirroring controllers
     and ClusterRole aggregation, the CSR cleaner and, given the cluster CA (`signing_ca`), the csrsigning
     controller; beside them the tenant's storage provisioner and its default StorageClass."""
 
@@ -146,6 +148,14 @@ class ControlPlaneServices:
             endpoints,
             endpoint_slices,
             GarbageCollector(self.client, owners=endpoints.services, dependents=endpoint_slices.slices),
+            # hand-written Endpoints of selectorless Services, mirrored into slices they own
+            EndpointSliceMirroringController(
+                self.client,
+                services=endpoints.services,
+                endpoints=endpoints.endpoints,
+                slices=endpoint_slices.slices,
+            ),
+            GarbageCollector(self.client, owners=endpoints.endpoints, dependents=endpoint_slices.slices),
             ClusterRoleAggregationController(self.client),
             CSRCleaner(self.client, requests=requests),
         ]
