@@ -20,7 +20,6 @@ from tenantgpu.controlplane.endpointsbuild import (
     ENDPOINTS_CONTROLLER,
     SERVICE_NAME,
     SLICE_CONTROLLER,
-    SLICE_MANAGED_BY,
     TriggerTimes,
     desired_endpoints,
     has_selector,
@@ -28,6 +27,7 @@ from tenantgpu.controlplane.endpointsbuild import (
     selected_pods,
     services_for_pod_change,
 )
+from tenantgpu.controlplane.slicetracker import SliceTracker, namespace_terminating, service_of
 from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
@@ -190,8 +190,7 @@ class EndpointSliceController:
         self.slices = slices or Informer(client, "endpointslices")
         self.queue: WorkQueue[Key] = WorkQueue("endpointslice-controller", self.sync)
         self.trigger_times = TriggerTimes()
-        # EndpointSliceTracker: per Service, the generation of each slice written (-1: deleted)
-        self._generations: dict[Key, dict[str, int]] = {}
+        self.tracker = SliceTracker(SLICE_CONTROLLER)
 
     async def start(self) -> None:
         self.services.add_handler(self._service_changed)
@@ -215,81 +214,18 @@ class EndpointSliceController:
     def _pod_changed(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
         _queue_pod_services(self.services, self.queue, event, pod, old)
 
-    @staticmethod
-    def _service_of(slice_: dict[str, Any]) -> Key | None:
-        meta = slice_.get("metadata") or {}
-        name = (meta.get("labels") or {}).get(SERVICE_NAME)
-        return (meta.get("namespace") or "", name) if name else None
-
-    @staticmethod
-    def _managed(slice_: dict[str, Any]) -> bool:
-        return ((slice_.get("metadata") or {}).get("labels") or {}).get(SLICE_MANAGED_BY) == SLICE_CONTROLLER
-
-    def _should_sync(self, slice_: dict[str, Any]) -> bool:
-        """The slice is not one this controller has just written (a newer generation, or unknown)."""
-        key = self._service_of(slice_)
-        known = self._generations.get(key) if key else None
-        if known is None:
-            return True
-        meta = slice_["metadata"]
-        seen = known.get(meta.get("uid") or "")
-        return seen is None or int(meta.get("generation") or 0) > seen
-
-    def _queue_for(self, slice_: dict[str, Any]) -> None:
-        key = self._service_of(slice_)
-        if key is not None:
-            self.queue.add_after(key, SLICE_CHANGE_DELAY)
-
     def _slice_changed(self, event: str, slice_: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "ADDED":
-            if self._managed(slice_) and self._should_sync(slice_):
-                self._queue_for(slice_)
-        elif event == "MODIFIED" and old is not None:
-            if self._service_of(slice_) != self._service_of(old):
-                self._queue_for(slice_)
-                self._queue_for(old)
-            elif self._managed(slice_) != self._managed(old) or (
-                self._managed(slice_) and self._should_sync(slice_)
-            ):
-                self._queue_for(slice_)
-        elif event == "DELETED" and self._managed(slice_):
-            key = self._service_of(slice_)
-            known = self._generations.get(key) if key else None
-            uid = slice_["metadata"].get("uid") or ""
-            if known is not None and uid in known:
-                expected = known.pop(uid) == -1
-                if not expected:
-                    self._queue_for(slice_)  # someone else deleted it: put it back
-
-    def _stale(self, key: Key, slices: list[dict[str, Any]]) -> bool:
-        """StaleSlices: the cache lacks a slice written, shows an older generation, or still one deleted."""
-        known = self._generations.get(key)
-        if not known:
-            return False
-        present = {}
-        for slice_ in slices:
-            uid, generation = (
-                slice_["metadata"].get("uid") or "",
-                int(slice_["metadata"].get("generation") or 0),
-            )
-            present[uid] = generation
-            wrote = known.get(uid)
-            if wrote is not None and (wrote == -1 or wrote > generation):
-                return True
-        return any(g != -1 and uid not in present for uid, g in known.items())
-
-    def _track(self, key: Key, slice_: dict[str, Any], deleted: bool = False) -> None:
-        meta = slice_.get("metadata") or {}
-        self._generations.setdefault(key, {})[meta.get("uid") or ""] = (
-            -1 if deleted else int(meta.get("generation") or 0)
-        )
+        for changed in self.tracker.changed(event, slice_, old):
+            key = service_of(changed)
+            if key is not None:
+                self.queue.add_after(key, SLICE_CHANGE_DELAY)
 
     async def sync(self, key: Key) -> None:
         namespace, name = key
         service = self.services.get(namespace, name)
         if service is None:
             self.trigger_times.forget(namespace, name)
-            self._generations.pop(key, None)
+            self.tracker.forget(key)
             return  # the garbage collector deletes the slices it owned
         if not has_selector(service):
             return
@@ -298,29 +234,21 @@ class EndpointSliceController:
             s
             for s in _in_namespace(self.slices, namespace)
             if (s["metadata"].get("labels") or {}).get(SERVICE_NAME) == name
-            and self._managed(s)
+            and self.tracker.managed(s)
             and not s["metadata"].get("deletionTimestamp")
         ]
-        if self._stale(key, slices):
+        if self.tracker.stale(key, slices):
             self.queue.add_after(key, STALE_RETRY)
             return
         trigger = self.trigger_times.compute(service, pods)
         plan = plan_slices(service, pods, lambda n: self.nodes.get(None, n), slices, trigger_time=trigger)
+        creating = [] if service["metadata"].get("deletionTimestamp") else plan.create
         try:
-            if not service["metadata"].get("deletionTimestamp"):
-                for body in plan.create:
-                    self._track(key, await self.client.create("endpointslices", body, namespace))
-            for body in plan.update:
-                self._track(key, await self.client.update("endpointslices", body))
-            for body in plan.delete:
-                try:
-                    await self.client.delete("endpointslices", body["metadata"]["name"], namespace)
-                except ApiError as err:
-                    if err.code != 404:
-                        raise
-                self._track(key, body, deleted=True)
+            await self.tracker.write(
+                self.client, key, namespace, create=creating, update=plan.update, delete=plan.delete
+            )
         except ApiError as err:
-            if err.code == 403 and "NamespaceTerminating" in str(err.status.get("details") or ""):
+            if namespace_terminating(err):
                 return
             plan.errors.append(str(err.message))
             await self._failed(service, plan.errors)

@@ -35,6 +35,7 @@ from tenantgpu.controlplane.endpointsbuild import (
     repack_subsets,
     slice_name_prefix,
 )
+from tenantgpu.controlplane.slicetracker import SliceTracker, namespace_terminating, service_of
 from tenantgpu.controlplane.workqueue import Key, WorkQueue, object_key
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
@@ -309,8 +310,7 @@ class EndpointSliceMirroringController:
         self.endpoints = endpoints
         self.slices = slices
         self.queue: WorkQueue[Key] = WorkQueue("endpointslicemirroring-controller", self.sync)
-        # EndpointSliceTracker: per Endpoints, the generation of each slice written (-1: deleted)
-        self._generations: dict[Key, dict[str, int]] = {}
+        self.tracker = SliceTracker(CONTROLLER_NAME)  # per Endpoints (named as its Service)
 
     async def start(self) -> None:
         self.services.add_handler(self._service_changed)
@@ -324,23 +324,13 @@ class EndpointSliceMirroringController:
             if should_mirror(endpoints):
                 self.queue.add(object_key(endpoints))
         for slice_ in self.slices.items():
-            key = self._key_of(slice_)
-            if key is not None and self._managed(slice_):
+            key = service_of(slice_)
+            if key is not None and self.tracker.managed(slice_):
                 self.queue.add(key)
         self.queue.start()
 
     async def stop(self) -> None:
         await self.queue.stop()
-
-    @staticmethod
-    def _key_of(slice_: Obj) -> Key | None:
-        meta = slice_.get("metadata") or {}
-        name = (meta.get("labels") or {}).get(SERVICE_NAME)
-        return (meta.get("namespace") or "", name) if name else None
-
-    @staticmethod
-    def _managed(slice_: Obj) -> bool:
-        return ((slice_.get("metadata") or {}).get("labels") or {}).get(SLICE_MANAGED_BY) == CONTROLLER_NAME
 
     def _service_changed(self, event: str, service: Obj, old: Obj | None) -> None:
         if event == "MODIFIED" and old is not None:
@@ -353,72 +343,20 @@ class EndpointSliceMirroringController:
         if should_mirror(endpoints) or (event == "MODIFIED" and should_mirror(old)):
             self.queue.add(object_key(endpoints))
 
-    def _should_sync(self, slice_: Obj) -> bool:
-        key = self._key_of(slice_)
-        known = self._generations.get(key) if key else None
-        if known is None:
-            return True
-        meta = slice_["metadata"]
-        seen = known.get(meta.get("uid") or "")
-        return seen is None or int(meta.get("generation") or 0) > seen
-
-    def _queue_for(self, slice_: Obj) -> None:
-        key = self._key_of(slice_)
-        if key is not None:
-            self.queue.add(key)
-
     def _slice_changed(self, event: str, slice_: Obj, old: Obj | None) -> None:
-        if event == "ADDED":
-            if self._managed(slice_) and self._should_sync(slice_):
-                self._queue_for(slice_)
-        elif event == "MODIFIED" and old is not None:
-            if self._key_of(slice_) != self._key_of(old):
-                self._queue_for(slice_)
-                self._queue_for(old)
-            elif self._managed(slice_) != self._managed(old) or (
-                self._managed(slice_) and self._should_sync(slice_)
-            ):
-                self._queue_for(slice_)
-        elif event == "DELETED" and self._managed(slice_):
-            key = self._key_of(slice_)
-            known = self._generations.get(key) if key else None
-            uid = slice_["metadata"].get("uid") or ""
-            if known is not None and uid in known and known.pop(uid) != -1:
-                self._queue_for(slice_)  # someone else deleted it: put it back
-
-    def _stale(self, key: Key, slices: list[Obj]) -> bool:
-        known = self._generations.get(key)
-        if not known:
-            return False
-        present = {s["metadata"].get("uid") or "": int(s["metadata"].get("generation") or 0) for s in slices}
-        for uid, wrote in known.items():
-            if (wrote == -1 and uid in present) or (wrote != -1 and present.get(uid, -1) < wrote):
-                return True
-        return False
-
-    def _track(self, key: Key, slice_: Obj, deleted: bool = False) -> None:
-        meta = slice_.get("metadata") or {}
-        self._generations.setdefault(key, {})[meta.get("uid") or ""] = (
-            -1 if deleted else int(meta.get("generation") or 0)
-        )
+        for changed in self.tracker.changed(event, slice_, old):
+            key = service_of(changed)
+            if key is not None:
+                self.queue.add(key)
 
     def _mirrored(self, namespace: str, name: str) -> list[Obj]:
         return [
             s
             for s in self.slices.items()
             if s["metadata"].get("namespace") == namespace
-            and self._key_of(s) == (namespace, name)
-            and self._managed(s)
+            and service_of(s) == (namespace, name)
+            and self.tracker.managed(s)
         ]
-
-    async def _delete(self, key: Key, slices: list[Obj]) -> None:
-        for slice_ in slices:
-            try:
-                await self.client.delete("endpointslices", slice_["metadata"]["name"], key[0])
-            except ApiError as err:
-                if err.code != 404:
-                    raise
-            self._track(key, slice_, deleted=True)
 
     async def sync(self, key: Key) -> None:
         namespace, name = key
@@ -426,11 +364,11 @@ class EndpointSliceMirroringController:
         service = self.services.get(namespace, name)
         slices = self._mirrored(namespace, name)
         if not should_mirror(endpoints) or service is None or not service_without_selector(service):
-            self._generations.pop(key, None)
-            await self._delete(key, slices)
+            self.tracker.forget(key)
+            await self.tracker.write(self.client, key, namespace, delete=slices)
             return
         assert endpoints is not None
-        if self._stale(key, slices):
+        if self.tracker.stale(key, slices):
             self.queue.add_after(key, STALE_RETRY)
             return
         plan = plan_mirroring(endpoints, slices)
@@ -443,17 +381,14 @@ class EndpointSliceMirroringController:
                     type="Warning",
                     component=EVENTS_COMPONENT,
                 )
+        creating = [] if endpoints["metadata"].get("deletionTimestamp") else plan.create
         try:
-            if not endpoints["metadata"].get("deletionTimestamp"):
-                for body in plan.create:
-                    self._track(key, await self.client.create("endpointslices", body, namespace))
-            for body in plan.update:
-                self._track(key, await self.client.update("endpointslices", body))
-            await self._delete(key, plan.delete)
+            await self.tracker.write(
+                self.client, key, namespace, create=creating, update=plan.update, delete=plan.delete
+            )
         except ApiError as err:
-            if err.code == 403 and "NamespaceTerminating" in str(err.status.get("details") or ""):
-                return
-            raise
+            if not namespace_terminating(err):
+                raise
 
 
 __all__ = ["EndpointSliceMirroringController", "MirrorPlan", "plan_mirroring", "should_mirror"]
