@@ -848,6 +848,59 @@ def _lab_control(lab: RunningLab, tenant: str, component: str, desired: str) -> 
     wait_for(f"{component} {desired}", observed, timeout=20)
 
 
+def test_hamis_components_act_as_the_charts_service_accounts_under_its_rbac(lab: RunningLab) -> None:
+    """HAMi's chart gives its scheduler and device plugin service accounts and RBAC of their own; in the
+    lab they use those identities, so a user's RBAC change reaches them as it would on a cluster."""
+    accounts = lab.kubectl("tenant-a", "get", "serviceaccounts", "-n", "kube-system", "-o", "name").stdout
+    assert {"serviceaccount/hami-scheduler", "serviceaccount/hami-device-plugin"} <= set(accounts.split())
+    bindings = json.loads(lab.kubectl("tenant-a", "get", "clusterrolebindings", "-o", "json").stdout)
+    roles = {b["metadata"]["name"]: b["roleRef"]["name"] for b in bindings["items"]}
+    assert roles["hami-scheduler"] == "hami-scheduler"
+    assert roles["hami-scheduler-kube"] == "system:kube-scheduler"
+    assert roles["hami-scheduler-volume"] == "system:volume-scheduler"
+    assert roles["hami-device-plugin"] == "hami-device-plugin-monitor"
+    assert (
+        lab.kubectl("tenant-a", "get", "rolebinding", "hami-scheduler", "-n", "kube-system").returncode == 0
+    )
+
+    def can(account: str, *check: str) -> str:
+        user = f"system:serviceaccount:kube-system:{account}"
+        return lab.kubectl("tenant-a", "auth", "can-i", *check, f"--as={user}", check=False).stdout.strip()
+
+    assert can("hami-scheduler", "create", "pods", "--subresource=binding") == "yes"
+    assert can("hami-scheduler", "patch", "nodes") == "yes"
+    assert can("hami-scheduler", "delete", "nodes") == "no"
+    assert can("hami-device-plugin", "patch", "pods") == "yes"
+    assert can("hami-device-plugin", "create", "pods", "--subresource=binding") == "no"
+
+    # Without the binding to its own ClusterRole the scheduler may not take the node lock: HAMi's Bind
+    # fails with the API's refusal, and the pod waits until the binding is back.
+    saved = json.loads(
+        lab.kubectl("tenant-a", "get", "clusterrolebinding", "hami-scheduler", "-o", "json").stdout
+    )
+    lab.kubectl("tenant-a", "delete", "clusterrolebinding", "hami-scheduler")
+    try:
+        lab.create("tenant-a", gpu_pod("rbac-gpu", "rbac-gpu", gpumem=2000))
+        reason = wait_for(
+            "BindingFailed for the pod",
+            lambda: "BindingFailed" in (r := pending_reason(lab, "tenant-a", "rbac-gpu")) and r,
+        )
+        assert (
+            "failed to set node lock (node=worker-a1, retry strategy={Duration:100ms Factor:2 Jitter:0.5 "
+            'Steps:5 Cap:0s}): nodes "worker-a1" is forbidden: User '
+            '"system:serviceaccount:kube-system:hami-scheduler" cannot patch resource "nodes"'
+        ) in reason
+        pod = lab.pod("tenant-a", "rbac-gpu")
+        assert phase(pod) == "Pending" and not pod["spec"].get("nodeName")
+        assert NODE_LOCK not in annotations(lab.node("tenant-a", "worker-a1"))
+    finally:
+        for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+            saved["metadata"].pop(key, None)
+        lab.kubectl("tenant-a", "apply", "-f", "-", input=json.dumps(saved))
+    wait_for("the pod Running once the binding is back", all_running(lab, "tenant-a", "app=rbac-gpu", 1), 60)
+    lab.delete("tenant-a", "app=rbac-gpu")
+
+
 def test_without_the_tunnel_agent_gpu_pods_are_admitted_unmutated_and_the_path_comes_back(
     lab: RunningLab,
 ) -> None:

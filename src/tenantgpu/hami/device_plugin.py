@@ -230,8 +230,19 @@ async def report_allocation(
 class DevicePlugin:
     """Keeps the node's registration annotation and extended resources current, like WatchAndRegister."""
 
-    def __init__(self, client: KubeClient, node_name: str, gpus: list[GPUSpec], cfg: SharingConfig) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        node_name: str,
+        gpus: list[GPUSpec],
+        cfg: SharingConfig,
+        *,
+        kubelet_client: KubeClient | None = None,
+    ) -> None:
         self.client = client
+        # The extended resources reach the Node's status through the kubelet (the plugin's ListAndWatch
+        # feeds it), so they are written with the kubelet's credentials, the annotation with the plugin's.
+        self.kubelet_client = kubelet_client or client
         self.node_name = node_name
         self.cfg = cfg
         self.devices = node_devices(node_name, gpus, cfg)
@@ -258,7 +269,7 @@ class DevicePlugin:
             changed = True
         if any(allocatable.get(k) != v for k, v in wanted.items()):
             status = {"status": {"capacity": wanted, "allocatable": wanted}}
-            await self.client.patch("nodes", self.node_name, status, subresource="status")
+            await self.kubelet_client.patch("nodes", self.node_name, status, subresource="status")
             changed = True
         return changed
 

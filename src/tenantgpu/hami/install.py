@@ -1,4 +1,5 @@
-"""Install HAMi into a tenant's API like its Helm chart: webhook configuration, Service, kube-system pods."""
+"""Install HAMi into a tenant's API like its Helm chart (release `hami` in kube-system): its service
+accounts and RBAC, webhook configuration, Service, kube-system pods."""
 
 from __future__ import annotations
 
@@ -19,6 +20,16 @@ _IMAGES = {
     "konnectivity-agent": "registry.k8s.io/kas-network-proxy/proxy-agent:v0.31.0",
 }
 CHART_LABELS = {"app.kubernetes.io/name": "hami", "app.kubernetes.io/instance": "hami"}
+CHART_VERSION = "2.10.0"
+# The chart's common labels (`hami-vgpu.labels`), as `helm install hami` renders them.
+RELEASE_LABELS = {
+    "helm.sh/chart": f"hami-{CHART_VERSION}",
+    **CHART_LABELS,
+    "app.kubernetes.io/version": CHART_VERSION,
+    "app.kubernetes.io/managed-by": "Helm",
+}
+SCHEDULER_ACCOUNT = "hami-scheduler"
+DEVICE_PLUGIN_ACCOUNT = "hami-device-plugin"
 # The components' pods are shown as a kubelet shows its static pods: mirror pods owned by their Node,
 # which `kubectl drain` leaves alone and the kubelet re-creates when they are deleted.
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
@@ -129,6 +140,149 @@ def system_pod(
     }
 
 
+def _rule(resources: str, verbs: str, group: str = "") -> dict[str, Any]:
+    return {"apiGroups": [group], "resources": resources.split(), "verbs": verbs.split()}
+
+
+def _binding(kind: str, name: str, role_kind: str, role: str, account: str) -> dict[str, Any]:
+    component = "hami-device-plugin" if account == DEVICE_PLUGIN_ACCOUNT else "hami-scheduler"
+    meta: dict[str, Any] = {
+        "name": name,
+        "labels": {"app.kubernetes.io/component": component, **RELEASE_LABELS},
+    }
+    if kind == "RoleBinding":
+        meta["namespace"] = NAMESPACE
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}],
+    }
+
+
+def rbac_objects() -> list[tuple[str, dict[str, Any]]]:
+    """The chart's identities, as (resource, object): the scheduler's and the device plugin's service
+    accounts, their ClusterRoles (`hami-scheduler`; the device plugin's `hami-device-plugin-monitor`), the
+    scheduler's bindings to them and to kube's `system:kube-scheduler` and `system:volume-scheduler` (its
+    pod also runs kube-scheduler), and its Role for leader-election leases in its namespace."""
+    scheduler = {"app.kubernetes.io/component": "hami-scheduler", **RELEASE_LABELS}
+    plugin = {"app.kubernetes.io/component": "hami-device-plugin", **RELEASE_LABELS}
+    rbac = "rbac.authorization.k8s.io/v1"
+    return [
+        (
+            "serviceaccounts",
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": SCHEDULER_ACCOUNT, "namespace": NAMESPACE, "labels": scheduler},
+            },
+        ),
+        (
+            "serviceaccounts",
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": DEVICE_PLUGIN_ACCOUNT, "namespace": NAMESPACE, "labels": plugin},
+            },
+        ),
+        (
+            "clusterroles",
+            {
+                "apiVersion": rbac,
+                "kind": "ClusterRole",
+                "metadata": {"name": SCHEDULER_ACCOUNT, "labels": scheduler},
+                "rules": [
+                    _rule("pods configmaps", "get list watch patch"),
+                    _rule("pods/binding", "create"),
+                    _rule("nodes", "get list patch watch"),
+                    _rule("events", "create get list"),
+                    _rule("resourcequotas", "get list watch"),
+                ],
+            },
+        ),
+        (
+            "clusterroles",
+            {
+                "apiVersion": rbac,
+                "kind": "ClusterRole",
+                # the device plugin's template names it without the component labels
+                "metadata": {"name": f"{DEVICE_PLUGIN_ACCOUNT}-monitor"},
+                "rules": [
+                    _rule("pods", "get create watch list update patch"),
+                    _rule("nodes", "get update list patch"),
+                    _rule("events", "list create update"),
+                ],
+            },
+        ),
+        (
+            "clusterrolebindings",
+            _binding(
+                "ClusterRoleBinding",
+                f"{SCHEDULER_ACCOUNT}-kube",
+                "ClusterRole",
+                "system:kube-scheduler",
+                SCHEDULER_ACCOUNT,
+            ),
+        ),
+        (
+            "clusterrolebindings",
+            _binding(
+                "ClusterRoleBinding",
+                f"{SCHEDULER_ACCOUNT}-volume",
+                "ClusterRole",
+                "system:volume-scheduler",
+                SCHEDULER_ACCOUNT,
+            ),
+        ),
+        (
+            "clusterrolebindings",
+            _binding(
+                "ClusterRoleBinding", SCHEDULER_ACCOUNT, "ClusterRole", SCHEDULER_ACCOUNT, SCHEDULER_ACCOUNT
+            ),
+        ),
+        (
+            "roles",
+            {
+                "apiVersion": rbac,
+                "kind": "Role",
+                "metadata": {"name": SCHEDULER_ACCOUNT, "namespace": NAMESPACE, "labels": scheduler},
+                "rules": [_rule("leases", "create list watch get update patch", "coordination.k8s.io")],
+            },
+        ),
+        (
+            "rolebindings",
+            _binding("RoleBinding", SCHEDULER_ACCOUNT, "Role", SCHEDULER_ACCOUNT, SCHEDULER_ACCOUNT),
+        ),
+        (
+            "clusterrolebindings",
+            _binding(
+                "ClusterRoleBinding",
+                DEVICE_PLUGIN_ACCOUNT,
+                "ClusterRole",
+                f"{DEVICE_PLUGIN_ACCOUNT}-monitor",
+                DEVICE_PLUGIN_ACCOUNT,
+            ),
+        ),
+    ]
+
+
+async def install_identities(client: KubeClient) -> None:
+    """The chart's service accounts and RBAC (`rbac_objects`), written before its components start, as
+    `helm install` writes them before their pods run."""
+    await _ensure_namespace(client)
+    for resource, body in rbac_objects():
+        await _apply(client, resource, body)
+
+
+async def _ensure_namespace(client: KubeClient) -> None:
+    try:
+        await client.create("namespaces", {"metadata": {"name": NAMESPACE}})
+    except ApiError as err:
+        if err.reason != "AlreadyExists":
+            raise
+
+
 def _suffix(text: str, n: int = 5) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
@@ -237,11 +391,7 @@ async def install_hami(
     With `webhook_url` the configuration dials that URL (the chart's customURL); otherwise it names the
     service, which the API server reaches through its egress (the tunnel).
     """
-    try:
-        await client.create("namespaces", {"metadata": {"name": NAMESPACE}})
-    except ApiError as err:
-        if err.reason != "AlreadyExists":
-            raise
+    await _ensure_namespace(client)
     await _apply(client, "services", scheduler_service(webhook_port, metrics_port))
     await _apply(client, "mutatingwebhookconfigurations", webhook_configuration(ca_bundle, url=webhook_url))
     if runtime_class_name:

@@ -22,10 +22,16 @@ from tenantgpu.kubeclient.client import sleep_backoff
 NODE_LOCK = "hami.io/mutex.lock"
 _SEP = ","
 _RETRY_STEPS = 5  # HAMi's DefaultStrategy: 5 steps from 100 ms, factor 2, jitter 0.5
+# Go's `%+v` of that wait.Backoff, as HAMi's errors print it.
+_STRATEGY = "{Duration:100ms Factor:2 Jitter:0.5 Steps:5 Cap:0s}"
 
 
 class NodeLockError(Exception):
     """The node is locked by another pod (HAMi's "node lock contention")."""
+
+
+class NodeLockWriteError(Exception):
+    """The lock could not be written after HAMi's retries (e.g. the scheduler may not patch nodes)."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,11 @@ async def _patch_lock(
             if err.code != 409:
                 await sleep_backoff(attempt)
     assert last is not None
-    raise last
+    # HAMi's SetNodeLock / ReleaseNodeLock wrap the last API error so (client-go's text is the Status's).
+    what = "set" if value is not None else "release"
+    raise NodeLockWriteError(
+        f"failed to {what} node lock (node={node_name}, retry strategy={_STRATEGY}): {last.message}"
+    ) from last
 
 
 class NodeLocks:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import random
 import time
@@ -67,6 +68,12 @@ class KubeClient:
         if self.config.token:
             headers["Authorization"] = f"Bearer {self.config.token}"
         return headers
+
+    def use_token(self, token: str) -> None:
+        """Present `token` from the next request on, as client-go rereads a rotated token file."""
+        self.config = dataclasses.replace(self.config, token=token)
+        if self._pool is not None:
+            self._pool.set_headers(self._headers())
 
     @property
     def pool(self) -> Http1Pool:

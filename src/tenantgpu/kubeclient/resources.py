@@ -78,6 +78,10 @@ _KNOWN = [
     ResourceKind("batch", "v1", "jobs", "Job", True),
     ResourceKind("batch", "v1", "cronjobs", "CronJob", True),
     ResourceKind("events.k8s.io", "v1", "events", "Event", True),
+    ResourceKind("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    ResourceKind("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    ResourceKind("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
+    ResourceKind("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
 ]
 _BY_NAME: dict[str, ResourceKind] = {}
 for _r in _KNOWN:

@@ -212,9 +212,8 @@ class Http1Pool:
         self._port = url.port or (443 if url.scheme == "https" else 80)
         self._ssl = ssl_context if url.scheme == "https" else None
         self._base = url.path.rstrip("/")
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        lines = [f"Host: {host}:{self._port}"] + [f"{k}: {v}" for k, v in headers.items()]
-        self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+        self._head = b""
+        self.set_headers(headers)
         self._idle: list[_Connection] = []
         self._streaming: set[_Connection] = set()
         self._read_buffer = ReadBuffer()
@@ -223,6 +222,12 @@ class Http1Pool:
         # waiter of a request in flight -> (its deadline on the loop's clock, its connection)
         self._deadlines: dict[asyncio.Future[Response], tuple[float, _Connection]] = {}
         self._sweep: asyncio.TimerHandle | None = None
+
+    def set_headers(self, headers: dict[str, str]) -> None:
+        """The headers of every request from now on (a renewed bearer token); open watches keep theirs."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        lines = [f"Host: {host}:{self._port}"] + [f"{k}: {v}" for k, v in headers.items()]
+        self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
     async def request(
         self,

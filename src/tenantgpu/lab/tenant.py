@@ -11,14 +11,21 @@ from pathlib import Path
 from tenantgpu.gpushare import SharingConfig, decode_node_register
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import GPUSpec as DeviceGPUSpec
+from tenantgpu.hami.install import (
+    DEVICE_PLUGIN_ACCOUNT,
+    SCHEDULER_ACCOUNT,
+    install_hami,
+    install_identities,
+    show_konnectivity_agents,
+)
 from tenantgpu.hami.install import NAMESPACE as HAMI_NAMESPACE
 from tenantgpu.hami.install import SERVICE as HAMI_SERVICE
-from tenantgpu.hami.install import install_hami, show_konnectivity_agents
 from tenantgpu.hami.scheduler import HamiScheduler
 from tenantgpu.hami.webhook import HamiWebhook
 from tenantgpu.konnectivity import AgentIdentifiers, ProxyAgent
 from tenantgpu.konnectivity.agent import mapped_dial_policy
 from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.kubeclient.serviceaccounttoken import ServiceAccountClient
 from tenantgpu.lab.control import LabControl, Switch
 from tenantgpu.lab.process import Progress, ProgressSink
 from tenantgpu.lab.spec import QuotaSpec, TenantSpec, WorkerSpec
@@ -66,6 +73,7 @@ class TenantDataPlane:
         self.agents: list[ProxyAgent] = []
         self.workers: list[Worker] = []
         self.control: LabControl | None = None
+        self.identities: list[ServiceAccountClient] = []
 
     async def start(self, timeout: float) -> None:
         if not self.spec.workers and not self.spec.quotas:
@@ -77,8 +85,13 @@ class TenantDataPlane:
         if not self.spec.workers:
             return
         await self._ensure_agent_account(self.client)
+        # HAMi's components act as the chart's service accounts, under the chart's RBAC, as their pods
+        # would with their projected tokens; the lab's own client (the tenant's admin) installs them.
+        await install_identities(self.client)
+        scheduler_client = await self._identity(SCHEDULER_ACCOUNT).start()
+        device_plugin_client = await self._identity(DEVICE_PLUGIN_ACCOUNT).start()
         # HAMi runs as one Deployment (scheduler + webhook); here on the tenant's first worker.
-        self.scheduler = HamiScheduler(self.client, self.sharing)
+        self.scheduler = HamiScheduler(scheduler_client, self.sharing)
         scheduler = self.scheduler
         self.webhook = HamiWebhook(self.sharing, quotas=lambda: scheduler.state.quotas)
         await self.webhook.start()
@@ -108,6 +121,7 @@ class TenantDataPlane:
                 pods=worker.pods,
                 labels=dict(worker.labels),
                 runtime_handlers=worker.runtime_handlers,
+                device_plugin_client=device_plugin_client,
             )
             await node.start()
             self.workers.append(node)
@@ -129,6 +143,14 @@ class TenantDataPlane:
         # Lets `tenantgpu validate` stop the scheduler or the tunnel agents for a moment (lab control).
         self.control = LabControl(self.client, self._switches())
         await self.control.start()
+
+    def _identity(self, account: str) -> ServiceAccountClient:
+        assert self.client is not None
+        identity = ServiceAccountClient(
+            self.client, HAMI_NAMESPACE, account, user_agent=f"{account}/{self.spec.name}"
+        )
+        self.identities.append(identity)
+        return identity
 
     def _switches(self) -> dict[str, Switch]:
         scheduler = self.scheduler
@@ -219,6 +241,10 @@ class TenantDataPlane:
             with contextlib.suppress(Exception):
                 await agent.stop()
         self.agents = []
+        for identity in self.identities:
+            with contextlib.suppress(Exception):
+                await identity.close()
+        self.identities = []
         if self.client is not None:
             await self.client.close()
             self.client = None

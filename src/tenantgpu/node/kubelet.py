@@ -754,7 +754,7 @@ class Kubelet:
             # A pod HAMi never bound is not HAMi's to mark; every other outcome is reported on the pod.
             if is_binding_pod(pod, self.node_name):
                 node = self.node_informer.get(None, self.node_name)
-                await report_allocation(self.client, pod, self.node_name, outcome, node=node)
+                await report_allocation(self.device_plugin.client, pod, self.node_name, outcome, node=node)
         if isinstance(outcome, AllocateError):
             message = podstatus.admission_failed_message(str(outcome))
             await self._reject(pod, record, podstatus.UNEXPECTED_ADMISSION_ERROR, message)

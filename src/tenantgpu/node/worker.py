@@ -64,6 +64,7 @@ class Worker:
         container_start_seconds: float = 0.0,
         kubelet_version: str | None = None,
         runtime_handlers: Iterable[str] | None = None,
+        device_plugin_client: KubeClient | None = None,
     ) -> None:
         if isinstance(kubeconfig, KubeClient):
             self.client, self._owns_client = kubeconfig, False
@@ -77,7 +78,10 @@ class Worker:
         self.host_ip = host_ip
         self.lease_duration_seconds = lease_duration_seconds
         self.status_report_seconds = status_report_seconds
-        self.device_plugin = DevicePlugin(self.client, name, self.gpus, self.sharing)
+        # HAMi's device plugin runs as a pod of its own, with its service account's credentials when given.
+        self.device_plugin = DevicePlugin(
+            device_plugin_client or self.client, name, self.gpus, self.sharing, kubelet_client=self.client
+        )
         # the container runtime's handlers besides its default, which RuntimeClasses name
         self.runtime_handlers = tuple(
             sorted(
