@@ -21,6 +21,8 @@ from kubernetes import config as k8s_config
 
 from tenantgpu.apiserver.pki import render_kubeconfig
 from tenantgpu.controlplane import ControlPlaneServices
+from tenantgpu.kubeclient import KubeClient
+from tenantgpu.node.bootstrap import request_certificate
 
 pytestmark = pytest.mark.slow
 
@@ -271,3 +273,89 @@ def test_the_python_client_requests_and_approves(ready: RunningAPIServer) -> Non
     assert lifetime.total_seconds() == 3600 + 300
     listed = api.list_certificate_signing_request(field_selector=f"spec.signerName={CLIENT_SIGNER}")
     assert "dave" in [item.metadata.name for item in listed.items]
+
+
+def test_a_kubelets_bootstrap_request_is_auto_approved_and_makes_it_its_node(
+    ready: RunningAPIServer, kubectl: Kubectl
+) -> None:
+    """The kubelet's TLS bootstrap as the lab's workers make it: the controller manager's csrapproving
+    controller approves it after a SubjectAccessReview of the requester (here the tenant's admin, where
+    kubeadm would send a bootstrap token), the signer issues it, and the certificate is the node's."""
+
+    async def bootstrap() -> bytes:
+        admin = KubeClient.from_kubeconfig(ready.kubeconfig)
+        try:
+            return await request_certificate(admin, "worker-7", timeout=30)
+        finally:
+            await admin.close()
+
+    pem = ready.loop.run(bootstrap())
+    name = next(row[0] for row in _rows(kubectl)[1:] if row[0].startswith("node-csr-"))
+    row = _rows(kubectl, name)[1]
+    assert row[2:] == [
+        "kubernetes.io/kube-apiserver-client-kubelet",
+        "kubernetes-admin",
+        "<none>",
+        "Approved,Issued",
+    ]
+    condition = yaml.safe_load(kubectl("get", "csr", name, "-o", "yaml").stdout)["status"]["conditions"][0]
+    assert (condition["type"], condition["reason"], condition["message"]) == (
+        "Approved",
+        "AutoApproved",
+        "Auto approving kubelet client certificate after SubjectAccessReview.",
+    )
+    node = _kubeconfig(ready, "worker-7", pem, pem)
+    info = yaml.safe_load(kubectl("auth", "whoami", "-o", "yaml", kubeconfig=node).stdout)["status"][
+        "userInfo"
+    ]
+    assert info["username"] == "system:node:worker-7"
+    assert info["groups"] == ["system:nodes", "system:authenticated"]
+
+
+def test_a_kubelet_request_from_one_who_may_not_ask_waits_until_rbac_allows_it(
+    ready: RunningAPIServer, kubectl: Kubectl
+) -> None:
+    """The approver approves for requesters allowed `create` on `certificatesigningrequests/nodeclient`
+    (kubeadm binds its bootstrap tokens' group to that role); others' requests stay Pending, and are
+    looked at again, so a binding made later lets them through."""
+    kubectl(
+        "create",
+        "clusterrole",
+        "csr-creator",
+        "--verb=create,get,list,watch",
+        "--resource=certificatesigningrequests.certificates.k8s.io",
+    )
+    kubectl("create", "clusterrolebinding", "bob-csr", "--clusterrole=csr-creator", "--user=bob")
+    key_pem, request_pem = _key_and_request("bob", ())
+    bob = _kubeconfig(ready, "bob", _issue_client(kubectl, "bob-own", request_pem), key_pem)
+
+    _, kubelet_request = _key_and_request("system:node:worker-8", ("system:nodes",))
+    kubectl(
+        "apply",
+        "-f",
+        "-",
+        kubeconfig=bob,
+        input=_manifest(
+            "node-csr-bob",
+            kubelet_request,
+            usages=("digital signature", "client auth"),
+            signerName="kubernetes.io/kube-apiserver-client-kubelet",
+        ),
+    )
+    time.sleep(1.0)
+    assert _rows(kubectl, "node-csr-bob")[1][-1] == "Pending"
+    kubectl(
+        "create",
+        "clusterrolebinding",
+        "bob-nodeclient",
+        "--clusterrole=system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+        "--user=bob",
+    )
+    wait_for("the condition", lambda: _rows(kubectl, "node-csr-bob")[1][-1] == "Approved,Issued", 15)
+
+
+def _issue_client(kubectl: Kubectl, name: str, request_pem: bytes) -> bytes:
+    """A certificate for a plain user, approved by the admin."""
+    kubectl("apply", "-f", "-", input=_manifest(name, request_pem))
+    kubectl("certificate", "approve", name)
+    return _certificate(kubectl, name)

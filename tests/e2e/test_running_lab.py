@@ -848,6 +848,21 @@ def _lab_control(lab: RunningLab, tenant: str, component: str, desired: str) -> 
     wait_for(f"{component} {desired}", observed, timeout=20)
 
 
+def test_each_kubelet_joins_as_its_node_with_a_certificate_it_asked_for(lab: RunningLab) -> None:
+    """The kubelet's TLS bootstrap: one request per worker, approved by the tenant's csrapproving
+    controller and issued by its signer; the kubelet then acts as `system:node:<name>`."""
+    requests = json.loads(lab.kubectl("tenant-b", "get", "csr", "-o", "json").stdout)["items"]
+    kubelet = [
+        r for r in requests if r["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet"
+    ]
+    assert len(kubelet) == 1 and kubelet[0]["metadata"]["name"].startswith("node-csr-")
+    condition = kubelet[0]["status"]["conditions"][0]
+    assert (condition["type"], condition["reason"]) == ("Approved", "AutoApproved")
+    assert kubelet[0]["status"]["certificate"]
+    pem = (lab.state / "nodes" / "tenant-b" / "worker-b1" / "pki" / "kubelet-client-current.pem").read_bytes()
+    assert b"BEGIN CERTIFICATE" in pem and b"PRIVATE KEY" in pem
+
+
 def test_hamis_components_act_as_the_charts_service_accounts_under_its_rbac(lab: RunningLab) -> None:
     """HAMi's chart gives its scheduler and device plugin service accounts and RBAC of their own; in the
     lab they use those identities, so a user's RBAC change reaches them as it would on a cluster."""
@@ -936,6 +951,7 @@ def test_kill_9_and_up_again_loses_no_pod_and_over_commits_no_gpu(lab: RunningLa
     lab.kubectl("tenant-a", "create", "-f", "-", input=json.dumps(gpu_deployment("survive", 3, gpumem=8192)))
     replicas = wait_for("three replicas Running", all_running(lab, "tenant-a", "app=survive", 3), timeout=60)
 
+    requests = lab.kubectl("tenant-b", "get", "csr", "-o", "name").stdout.split()
     pid = int((lab.state / "lab.pid").read_text())
     os.kill(pid, signal.SIGKILL)
     wait_for("the killed lab to be gone", lambda: not _alive(pid), timeout=10)
@@ -944,6 +960,8 @@ def test_kill_9_and_up_again_loses_no_pod_and_over_commits_no_gpu(lab: RunningLa
 
     after = wait_for("the pods Running again", all_running(lab, "tenant-b", "app=keep", 20), timeout=60)
     assert {p["metadata"]["name"]: (p["spec"]["nodeName"], card_of(p)) for p in after} == placed
+    # The kubelet kept its client certificate: no second bootstrap request.
+    assert lab.kubectl("tenant-b", "get", "csr", "-o", "name").stdout.split() == requests
     # The restarted controllers found the Deployment's pods where they were: no replacement, no extra.
     survived = wait_for(
         "the replicas Running again", all_running(lab, "tenant-a", "app=survive", 3), timeout=60

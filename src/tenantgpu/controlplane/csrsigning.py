@@ -59,7 +59,7 @@ def _organizations(request: x509.CertificateSigningRequest) -> list[str]:
     return [str(a.value) for a in request.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)]
 
 
-def _common_name(request: x509.CertificateSigningRequest) -> str:
+def request_common_name(request: x509.CertificateSigningRequest) -> str:
     found = request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     return str(found[0].value) if found else ""
 
@@ -94,12 +94,12 @@ def _kubelet_serving_error(request: x509.CertificateSigningRequest, usages: set[
         return "URI subjectAltNames are not allowed"
     if usages not in (_KUBELET_SERVING, _KUBELET_SERVING - {"key encipherment"}):
         return f"usages did not match {_go_list(list(_KUBELET_SERVING))}"
-    if not _common_name(request).startswith("system:node:"):
+    if not request_common_name(request).startswith("system:node:"):
         return "subject common name does not begin with system:node:"
     return None
 
 
-def _kubelet_client_error(request: x509.CertificateSigningRequest, usages: set[str]) -> str | None:
+def kubelet_client_error(request: x509.CertificateSigningRequest, usages: set[str]) -> str | None:
     sans = _sans(request)
     if _organizations(request) != ["system:nodes"]:
         return "subject organization is not system:nodes"
@@ -111,7 +111,7 @@ def _kubelet_client_error(request: x509.CertificateSigningRequest, usages: set[s
     ):
         if _san_count(sans, kind):
             return f"{what} subjectAltNames are not allowed"
-    if not _common_name(request).startswith("system:node:"):
+    if not request_common_name(request).startswith("system:node:"):
         return "subject common name does not begin with system:node:"
     if usages not in (_KUBELET_CLIENT, _KUBELET_CLIENT - {"key encipherment"}):
         return f"usages did not match {_go_list(list(_KUBELET_CLIENT))}"
@@ -133,7 +133,7 @@ def signer_error(signer: str, request: x509.CertificateSigningRequest, usages: S
     if signer == KUBELET_SERVING:
         return _kubelet_serving_error(request, set(usages))
     if signer == KUBE_APISERVER_CLIENT_KUBELET:
-        return _kubelet_client_error(request, set(usages))
+        return kubelet_client_error(request, set(usages))
     if signer == KUBE_APISERVER_CLIENT:
         return _client_usages_error(usages)
     return None  # legacy-unknown: no restrictions

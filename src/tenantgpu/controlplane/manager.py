@@ -7,6 +7,7 @@ from typing import Protocol
 
 from tenantgpu.controlplane.clusterroleaggregation import ClusterRoleAggregationController
 from tenantgpu.controlplane.cronjob import CronJobController
+from tenantgpu.controlplane.csrapproving import CSRApprovingController
 from tenantgpu.controlplane.csrsigning import CSRCleaner, CSRSigningController
 from tenantgpu.controlplane.daemonset import DaemonSetController
 from tenantgpu.controlplane.deployment import DeploymentController
@@ -51,8 +52,8 @@ class ControlPlaneServices:
     ReplicaSets, Deployments, DaemonSets, StatefulSets, PodDisruptionBudgets, the garbage collector, the
     PersistentVolume binder, the claim and volume protection, the endpoints, endpointslice and
     endpointslicemirroring controllers
-    and ClusterRole aggregation, the CSR cleaner and, given the cluster CA (`signing_ca`), the csrsigning
-    controller; beside them the tenant's storage provisioner and its default StorageClass."""
+    and ClusterRole aggregation, the csrapproving controller (kubelet client certificates), the CSR
+    cleaner and, given the cluster CA (`signing_ca`), the csrsigning controller; beside them the tenant's storage provisioner and its default StorageClass."""
 
     client: KubeClient
     signing_ca: SigningCA | None = None
@@ -157,6 +158,7 @@ class ControlPlaneServices:
             ),
             GarbageCollector(self.client, owners=endpoints.endpoints, dependents=endpoint_slices.slices),
             ClusterRoleAggregationController(self.client),
+            CSRApprovingController(self.client, requests=requests),
             CSRCleaner(self.client, requests=requests),
         ]
         if self.signing_ca is not None:

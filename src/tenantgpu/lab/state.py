@@ -66,6 +66,10 @@ class StateDir:
     def tenant_kubeconfig(self, tenant: str) -> Path:
         return self.kubeconfigs / f"{tenant}.kubeconfig"
 
+    def kubelet_pki(self, tenant: str, node: str) -> Path:
+        """Where a worker's kubelet keeps its client certificate (the kubelet's /var/lib/kubelet/pki)."""
+        return self.root / "nodes" / tenant / node / "pki"
+
     @property
     def pid_file(self) -> Path:
         return self.root / "lab.pid"

@@ -139,6 +139,7 @@ class LabRuntime:
             f"{model.advertised_address(tcp)}:{port}",
             kubeconfig_ca(path.read_text()),
             self.progress,
+            kubelet_pki=lambda node: self.state.kubelet_pki(tenant.name, node),
         )
         self.data_planes.append(plane)
         await plane.start(ready_timeout())

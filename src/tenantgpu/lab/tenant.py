@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from tenantgpu.gpushare import SharingConfig, decode_node_register
@@ -29,6 +31,7 @@ from tenantgpu.kubeclient.serviceaccounttoken import ServiceAccountClient
 from tenantgpu.lab.control import LabControl, Switch
 from tenantgpu.lab.process import Progress, ProgressSink
 from tenantgpu.lab.spec import QuotaSpec, TenantSpec, WorkerSpec
+from tenantgpu.node.bootstrap import client_certificate
 from tenantgpu.node.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,8 @@ class TenantDataPlane:
         konnectivity_address: str,
         ca_pem: bytes,
         progress: ProgressSink,
+        *,
+        kubelet_pki: Callable[[str], Path] | None = None,
     ) -> None:
         self.spec = spec
         self.sharing = sharing
@@ -74,6 +79,10 @@ class TenantDataPlane:
         self.workers: list[Worker] = []
         self.control: LabControl | None = None
         self.identities: list[ServiceAccountClient] = []
+        # Where each worker's kubelet keeps its client certificate; without it the kubelets join with the
+        # lab's own (admin) credentials.
+        self.kubelet_pki = kubelet_pki
+        self.kubelet_clients: list[KubeClient] = []
 
     async def start(self, timeout: float) -> None:
         if not self.spec.workers and not self.spec.quotas:
@@ -110,9 +119,10 @@ class TenantDataPlane:
             )
             await agent.start()
             self.agents.append(agent)
-        for worker in self.spec.workers:
+        kubelets = await asyncio.gather(*(self._kubelet_client(w.name) for w in self.spec.workers))
+        for worker, kubelet in zip(self.spec.workers, kubelets, strict=True):
             node = Worker(
-                self.client,
+                kubelet,
                 worker.name,
                 device_specs(worker),
                 self.sharing,
@@ -143,6 +153,20 @@ class TenantDataPlane:
         # Lets `tenantgpu validate` stop the scheduler or the tunnel agents for a moment (lab control).
         self.control = LabControl(self.client, self._switches())
         await self.control.start()
+
+    async def _kubelet_client(self, node: str) -> KubeClient:
+        """The worker's kubelet as `system:node:<node>`, with the client certificate its TLS bootstrap got
+        (the lab's admin client joins it, where kubeadm would present a bootstrap token)."""
+        assert self.client is not None
+        if self.kubelet_pki is None:
+            return self.client
+        pem = await client_certificate(self.client, node, self.kubelet_pki(node), self.ca_pem)
+        config = dataclasses.replace(
+            self.client.config, client_cert_data=pem, client_key_data=pem, token=None
+        )
+        kubelet = KubeClient(config, user_agent=f"kubelet/{node}")
+        self.kubelet_clients.append(kubelet)
+        return kubelet
 
     def _identity(self, account: str) -> ServiceAccountClient:
         assert self.client is not None
@@ -241,6 +265,9 @@ class TenantDataPlane:
             with contextlib.suppress(Exception):
                 await agent.stop()
         self.agents = []
+        for kubelet in self.kubelet_clients:
+            await kubelet.close()
+        self.kubelet_clients = []
         for identity in self.identities:
             with contextlib.suppress(Exception):
                 await identity.close()

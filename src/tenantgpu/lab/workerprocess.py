@@ -60,6 +60,7 @@ class WorkerProcess:
             str(command["konnectivity"]),
             kubeconfig_ca(path.read_text()),
             lambda step: progress(step.as_dict()),
+            kubelet_pki=lambda node: self.state.kubelet_pki(tenant, node),
         )
         self.planes[tenant] = plane
         try:
