@@ -36,7 +36,7 @@ async def _create(server: APIServer, plural: str, obj: dict, namespace: str = ""
     await server.registry.create(kind, namespace, obj, _APISERVER)
 
 
-async def test_privileged_groups_are_allowed_before_any_rule(server: APIServer) -> None:
+async def test_masters_are_allowed_before_any_rule_and_nodes_are_not(server: APIServer) -> None:
     authorizer = server.config.authorizer
     assert authorizer.authorize(
         UserInfo("admin", ("system:masters",)), Attributes("delete", "", "nodes")
@@ -44,8 +44,12 @@ async def test_privileged_groups_are_allowed_before_any_rule(server: APIServer) 
         True,
         "",
     )
+    # a kubelet lists no secrets: the Node authorizer reads only named ones, and RBAC grants it none
     node = UserInfo("system:node:w1", ("system:nodes", "system:authenticated"))
-    assert authorizer.allowed(node, Attributes("list", "", "secrets", namespace="default"))
+    assert authorizer.authorize(node, Attributes("list", "", "secrets", namespace="default")) == (
+        False,
+        "No Object name found",
+    )
     status = authorizer.rules(node, "default")
     assert status["incomplete"] is True
     assert status["evaluationError"] == "node authorizer does not support user rule resolution"

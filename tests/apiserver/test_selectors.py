@@ -8,6 +8,8 @@ from tenantgpu.apiserver.selectors import (
     FieldSelector,
     SelectorError,
     check_field_selector,
+    exact_name,
+    field_requirements,
     field_selector_exact_match,
     match_selector_object,
     parse_field_selector,
@@ -230,3 +232,37 @@ def test_only_indexed_field_labels_are_accepted() -> None:
 def test_printed_field_selector_parses_back(requirements: list[tuple[str, str, str]]) -> None:
     selector = FieldSelector(list(requirements))
     assert parse_field_selector(str(selector)) == selector
+
+
+@pytest.mark.parametrize(
+    ("text", "requirements"),
+    [
+        ("spec.nodeName=w1", (("spec.nodeName", "=", "w1"),)),
+        # `==` is `=` to an authorizer; terms come sorted
+        (
+            "spec.nodeName==w1,metadata.name=web",
+            (("metadata.name", "=", "web"), ("spec.nodeName", "=", "w1")),
+        ),
+        ("spec.nodeName!=w1", (("spec.nodeName", "!=", "w1"),)),
+        ("spec.nodeName=a\\,b", (("spec.nodeName", "=", "a,b"),)),
+        # kube does not trim the field: this one names no field a node authorizer knows
+        ("spec.nodeName =w1", (("spec.nodeName ", "=", "w1"),)),
+        (",spec.nodeName=w1,", (("spec.nodeName", "=", "w1"),)),
+        # what does not parse hands authorizers nothing
+        ("spec.nodeName", ()),
+        ("spec.nodeName=w1,bad", ()),
+        ("spec.nodeName=a=b", ()),
+        ("", ()),
+    ],
+)
+def test_authorizers_see_a_field_selector_as_kube_parses_it(
+    text: str, requirements: tuple[tuple[str, str, str], ...]
+) -> None:
+    assert field_requirements(text) == requirements
+
+
+def test_a_list_by_metadata_name_names_one_object() -> None:
+    assert exact_name(field_requirements("metadata.name=db,type=Opaque")) == "db"
+    assert exact_name(field_requirements("metadata.name!=db")) == ""
+    assert exact_name(field_requirements("metadata.name=a/b")) == ""
+    assert exact_name(field_requirements("metadata.name=..")) == ""

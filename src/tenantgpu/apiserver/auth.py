@@ -237,6 +237,9 @@ class Attributes:
     namespace: str = ""
     name: str = ""
     path: str = ""
+    # A list's, watch's or deletecollection's field selector as (field, "=" or "!=", value) terms: kube's
+    # `GetFieldSelector()`, by which the Node authorizer lets a kubelet list its own pods.
+    field_selector: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def is_resource(self) -> bool:

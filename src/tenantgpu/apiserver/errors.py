@@ -38,7 +38,8 @@ def qualified(resource: str, group: str) -> str:
 
 
 def _details(name: str, resource: str, group: str) -> dict[str, Any]:
-    details: dict[str, Any] = {"name": name, "kind": resource}
+    # kube's StatusDetails omits an empty name (a list's refusal names no object)
+    details: dict[str, Any] = {"name": name, "kind": resource} if name else {"kind": resource}
     if group:
         details["group"] = group
     return details

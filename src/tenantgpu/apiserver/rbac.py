@@ -1,5 +1,6 @@
-"""kube-apiserver's authorization: the `system:masters` short circuit, then RBAC over the stored Roles,
-ClusterRoles and their bindings (`plugin/pkg/auth/authorizer/rbac`, `pkg/registry/rbac/validation`).
+"""kube-apiserver's RBAC authorizer over the stored Roles, ClusterRoles and their bindings
+(`plugin/pkg/auth/authorizer/rbac`, `pkg/registry/rbac/validation`); `authorization.py` asks it after
+the `system:masters` authorizer and the Node authorizer, as `--authorization-mode=Node,RBAC` does.
 
 Rule matching follows `pkg/apis/rbac/v1/evaluation_helpers.go`: `*` matches any verb, group, resource or
 URL; a resource `*/status` matches that subresource of every resource; a URL ending in `*` matches by
@@ -7,12 +8,8 @@ prefix; resourceNames limit a rule to those names. Escalation checks follow kube
 to grant is broken down to one group, resource, verb (and name) and must be covered by one rule the
 writer holds; what is not is listed as kube words it (`CompactString` of the compacted rules).
 
-Simulation boundary: kube's Node authorizer (what a kubelet may read, by its pods' graph) is not
-modelled: members of `system:nodes` may do anything, as `system:masters` may.
-
 Bindings are indexed by subject and each user's rules are kept per namespace, both dropped whenever a
-Role, ClusterRole or binding changes (the watch cache counts its changes); `system:masters` and
-`system:nodes`, the identities of the lab's hot path, are answered before any of it.
+Role, ClusterRole or binding changes (the watch cache counts its changes).
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tenantgpu.apiserver.auth import MASTERS, NODES, SERVICE_ACCOUNT_PREFIX, Attributes, UserInfo
+from tenantgpu.apiserver.auth import SERVICE_ACCOUNT_PREFIX, Attributes, UserInfo
 
 if TYPE_CHECKING:
     from tenantgpu.apiserver.registry import Registry
@@ -293,12 +290,11 @@ def _applies(user: UserInfo, binding: Obj, namespace: str) -> Obj | None:
 
 
 class RBACAuthorizer:
-    """Authorizes requests as kube-apiserver started with `--authorization-mode=Node,RBAC` does (the
-    Node authorizer simplified, see the module's docstring). `attach(registry)` gives it the stored
-    RBAC objects; until then only the privileged groups are allowed."""
+    """kube's RBAC authorizer: what the stored Roles, ClusterRoles and bindings grant. `attach(registry)`
+    gives it the stored objects; until then nothing is granted. The chain it is part of is
+    `authorization.py`'s."""
 
-    def __init__(self, privileged_groups: Iterable[str] = (MASTERS, NODES)) -> None:
-        self._privileged = frozenset(privileged_groups)
+    def __init__(self) -> None:
         self._registry: Registry | None = None
         self._caches: tuple[ResourceCache, ...] = ()
         self._version = -1
@@ -314,20 +310,9 @@ class RBACAuthorizer:
 
     # --- decisions ----------------------------------------------------------------------------
 
-    def privileged(self, user: UserInfo) -> bool:
-        return not self._privileged.isdisjoint(user.groups)
-
-    def allowed(self, user: UserInfo, attributes: Attributes) -> bool:
-        groups = user.groups
-        if MASTERS in groups or NODES in groups:  # the hot path's identities, before anything else
-            return True
-        return self.authorize(user, attributes)[0]
-
     def authorize(self, user: UserInfo, attributes: Attributes) -> tuple[bool, str]:
         """The decision and kube's reason: `RBAC: allowed by …` naming the binding that allowed it, or for
         a denial the errors met on the way (a binding to a role that does not exist), else ""."""
-        if self.privileged(user):
-            return True, ""
         grants, problems = self._resolve(user, attributes.namespace)
         for grant in grants:
             if grant.rule.allows(attributes):
@@ -339,39 +324,6 @@ class RBACAuthorizer:
         resolving them (kube's RulesFor)."""
         grants, problems = self._resolve(user, namespace)
         return [g.rule.raw for g in grants], problems
-
-    def rules(self, user: UserInfo, namespace: str) -> Obj:
-        """The status of a SelfSubjectRulesReview (`kubectl auth can-i --list`), as kube's rule
-        resolvers answer it: RBAC's rules, and for a node, the Node authorizer's note that its rules are
-        incomplete."""
-        rules, problems = self.rules_for(user, namespace)
-        resource_rules = []
-        non_resource_rules = []
-        for rule in rules:
-            verbs = _strings(rule.get("verbs"))
-            if rule.get("resources"):
-                entry: Obj = {"verbs": verbs}
-                for key in ("apiGroups", "resources", "resourceNames"):
-                    if rule.get(key):
-                        entry[key] = _strings(rule.get(key))
-                resource_rules.append(entry)
-            if rule.get("nonResourceURLs"):
-                non_resource_rules.append(
-                    {"verbs": verbs, "nonResourceURLs": _strings(rule["nonResourceURLs"])}
-                )
-        status: Obj = {
-            "resourceRules": resource_rules,
-            "nonResourceRules": non_resource_rules,
-            "incomplete": False,
-        }
-        errors = []
-        if NODES in user.groups and user.name.startswith("system:node:"):
-            status["incomplete"] = True
-            errors.append("node authorizer does not support user rule resolution")
-        errors += problems
-        if errors:
-            status["evaluationError"] = aggregate_message(errors)
-        return status
 
     # --- resolution ---------------------------------------------------------------------------
 
@@ -460,6 +412,24 @@ class RBACAuthorizer:
             return None
         entry = self._caches[position].objects.get(key)
         return None if entry is None else entry.obj
+
+
+def rule_infos(rules: Iterable[Obj]) -> tuple[list[Obj], list[Obj]]:
+    """Rules as a SelfSubjectRulesReview lists them (kube's RBAC RulesFor): the resource rules, then the
+    non-resource ones, each with only the fields it sets."""
+    resource_rules: list[Obj] = []
+    non_resource_rules: list[Obj] = []
+    for rule in rules:
+        verbs = _strings(rule.get("verbs"))
+        if rule.get("resources"):
+            entry: Obj = {"verbs": verbs}
+            for key in ("apiGroups", "resources", "resourceNames"):
+                if rule.get(key):
+                    entry[key] = _strings(rule.get(key))
+            resource_rules.append(entry)
+        if rule.get("nonResourceURLs"):
+            non_resource_rules.append({"verbs": verbs, "nonResourceURLs": _strings(rule["nonResourceURLs"])})
+    return resource_rules, non_resource_rules
 
 
 def aggregate_message(messages: Sequence[str]) -> str:

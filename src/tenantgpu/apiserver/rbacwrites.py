@@ -16,7 +16,8 @@ from typing import Any
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes
 from tenantgpu.apiserver.auth import MASTERS, Attributes
-from tenantgpu.apiserver.rbac import GROUP, RBACAuthorizer, covers, escalation_message
+from tenantgpu.apiserver.authorization import Authorizer
+from tenantgpu.apiserver.rbac import GROUP, covers, escalation_message
 
 Obj = dict[str, Any]
 
@@ -50,7 +51,7 @@ class RBACEscalation:
     name = "RBACEscalation"
     mutating = True
 
-    def __init__(self, authorizer: RBACAuthorizer) -> None:
+    def __init__(self, authorizer: Authorizer) -> None:
         self.authorizer = authorizer
 
     async def admit(self, attributes: AdmissionAttributes) -> None:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
     "FIELD_LABELS",
+    "FieldRequirement",
     "FieldSelector",
     "LabelRequirement",
     "LabelSelector",
     "SelectorError",
     "check_field_selector",
+    "exact_name",
+    "field_requirements",
     "field_selector_exact_match",
     "is_label_value",
     "is_qualified_name",
@@ -452,6 +455,43 @@ def parse_field_selector(text: str) -> FieldSelector:
         value = _unescape_field_value(term[at + len(op) :], text)
         requirements.append((term[:at].strip(), op, value))
     return FieldSelector(requirements)
+
+
+FieldRequirement = tuple[str, str, str]
+
+
+def field_requirements(text: str) -> tuple[FieldRequirement, ...]:
+    """A field selector as kube hands it to authorizers (`fields.ParseSelector(…).Requirements()`): each
+    term's field, `=` (for `=` and `==`) or `!=`, and value, terms sorted; none when it does not parse,
+    as kube then passes no requirements. Unlike a list's selector, the field is not trimmed and an
+    escape in it is not one, as kube's split takes the first operator it meets."""
+    requirements: list[FieldRequirement] = []
+    for term in sorted(_split_unescaped(text, ",")):
+        if not term:
+            continue
+        found = next(
+            ((i, op) for i in range(len(term)) for op in ("!=", "==", "=") if term.startswith(op, i)), None
+        )
+        if found is None:
+            return ()
+        at, op = found
+        try:
+            value = _unescape_field_value(term[at + len(op) :], text)
+        except SelectorError:
+            return ()
+        field_path = term[:at]
+        if field_path or value:  # kube's transform drops a term that is empty on both sides
+            requirements.append((field_path, "!=" if op == "!=" else "=", value))
+    return tuple(requirements)
+
+
+def exact_name(requirements: Sequence[FieldRequirement]) -> str:
+    """The name a list or watch asks for with `metadata.name=<name>`, which kube's request info takes as
+    the request's name (when it is a valid path segment), so that authorizers can judge one object."""
+    for path, op, value in requirements:
+        if path == "metadata.name" and op == "=":
+            return value if value not in (".", "..") and not any(c in value for c in "/%") else ""
+    return ""
 
 
 def _find_operator(term: str) -> tuple[int, str] | None:

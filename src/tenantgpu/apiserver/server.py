@@ -48,6 +48,7 @@ from tenantgpu.apiserver.auth import (
     UserInfo,
     impersonation,
 )
+from tenantgpu.apiserver.authorization import Authorizer
 from tenantgpu.apiserver.bootstrap import (
     BOOTSTRAP_CONTROLLER_HOOK,
     BOOTSTRAP_ROLES_HOOK,
@@ -100,12 +101,14 @@ from tenantgpu.apiserver.patch import (
 from tenantgpu.apiserver.pki import ServerPKI, admin_kubeconfig, render_kubeconfig
 from tenantgpu.apiserver.protobuf_bodies import ProtobufBodyError, decode_object
 from tenantgpu.apiserver.quota import QuotaController, QuotaUsage, ResourceQuotaAdmission
-from tenantgpu.apiserver.rbac import RBACAuthorizer
 from tenantgpu.apiserver.rbacwrites import RBACEscalation
 from tenantgpu.apiserver.registry import DeleteOptions, Registry
 from tenantgpu.apiserver.selectors import (
+    FieldRequirement,
     SelectorError,
     check_field_selector,
+    exact_name,
+    field_requirements,
     parse_field_selector,
     parse_label_selector,
 )
@@ -146,9 +149,9 @@ class APIServerConfig:
     admission_plugins: Sequence[AdmissionPlugin] = ()
     max_body_bytes: int = 3 * 1024 * 1024
     watch_window: int = 1000
-    # kube-apiserver's `--authorization-mode=Node,RBAC` (nodes simplified): system:masters and nodes may do
-    # anything, everyone else what the stored RBAC objects grant.
-    authorizer: RBACAuthorizer = field(default_factory=RBACAuthorizer)
+    # kube-apiserver's `--authorization-mode=Node,RBAC`: system:masters may do anything, a kubelet what the
+    # Node authorizer allows it, everyone what the stored RBAC objects grant.
+    authorizer: Authorizer = field(default_factory=Authorizer)
     # Services' cluster IPs come from here (Kamaji's `networkProfile.serviceCidr`).
     service_cidr: str = DEFAULT_SERVICE_CIDR
     # kube's ServiceAccount admission plugin, which refuses pods until a controller-manager has made their
@@ -837,20 +840,21 @@ class APIServer(SubresourceHandlers):
                     "tenantgpu serves no custom resources; the definitions listed are of the kinds it serves"
                 )
             raise errors.method_not_allowed()
+        name = target.name
+        selector: tuple[FieldRequirement, ...] = ()
+        if verb in ("list", "watch", "deletecollection") and "fieldSelector" in query:
+            # kube's request info: the selector for authorizers, and a list or watch of one object by
+            # `metadata.name` is a request for that name
+            selector = field_requirements(query["fieldSelector"])
+            if verb != "deletecollection":
+                name = exact_name(selector)
         attributes = Attributes(
-            verb, kind.group, kind.plural, target.subresource, target.namespace, target.name, request.path
+            verb, kind.group, kind.plural, target.subresource, target.namespace, name, request.path, selector
         )
         if not self.config.authorizer.allowed(user, attributes):
             reason = self.config.authorizer.authorize(user, attributes)[1]
             raise errors.forbidden_request(
-                user.name,
-                verb,
-                kind.plural,
-                kind.group,
-                target.namespace,
-                target.name,
-                target.subresource,
-                reason,
+                user.name, verb, kind.plural, kind.group, target.namespace, name, target.subresource, reason
             )
         handler = getattr(self, f"_verb_{verb}")
         deprecation = kind.deprecation_warnings(self._minor)

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes
-from tenantgpu.apiserver.disabledfields import every_container
+from tenantgpu.apiserver.podreferences import secret_names
 from tenantgpu.apiserver.validation import MIRROR_POD_ANNOTATION
 
 Obj = dict[str, Any]
@@ -78,47 +78,6 @@ def _should_automount(account: Obj, spec: Mapping[str, Any]) -> bool:
     if account.get("automountServiceAccountToken") is not None:
         return bool(account["automountServiceAccountToken"])
     return True
-
-
-def _secret_names(spec: Mapping[str, Any]) -> Iterator[str]:
-    """Every secret a pod spec references, as kube's VisitPodSecretNames walks it (for mirror pods)."""
-    for ref in spec.get("imagePullSecrets") or []:
-        yield str((ref or {}).get("name") or "")
-    for ctr in every_container(spec):
-        for env_from in ctr.get("envFrom") or []:
-            if env_from.get("secretRef") is not None:
-                yield str(env_from["secretRef"].get("name") or "")
-        for env in ctr.get("env") or []:
-            ref = (env.get("valueFrom") or {}).get("secretKeyRef")
-            if ref is not None:
-                yield str(ref.get("name") or "")
-    for volume in spec.get("volumes") or []:
-        if volume.get("secret") is not None:
-            yield str(volume["secret"].get("secretName") or "")
-        for source in (volume.get("projected") or {}).get("sources") or []:
-            if source.get("secret") is not None:
-                yield str(source["secret"].get("name") or "")
-        for plugin, ref_field in _VOLUME_SECRET_REFS:
-            source = volume.get(plugin)
-            ref = source.get(ref_field) if isinstance(source, dict) else None
-            if isinstance(ref, str) and ref:
-                yield ref
-            elif isinstance(ref, dict):
-                yield str(ref.get("name") or "")
-
-
-# Volume plugins that name a secret (kube's VisitPodSecretNames): the field holds a name or a reference.
-_VOLUME_SECRET_REFS = (
-    ("azureFile", "secretName"),
-    ("cephfs", "secretRef"),
-    ("cinder", "secretRef"),
-    ("flexVolume", "secretRef"),
-    ("rbd", "secretRef"),
-    ("scaleIO", "secretRef"),
-    ("iscsi", "secretRef"),
-    ("storageos", "secretRef"),
-    ("csi", "nodePublishSecretRef"),
-)
 
 
 def _refused(subject: str, account: str, what: str = "secret") -> str:
@@ -247,7 +206,7 @@ class ServiceAccountAdmission:
         why = None
         if spec.get("serviceAccountName"):
             why = "a mirror pod may not reference service accounts"
-        elif any(True for _ in _secret_names(spec)):
+        elif any(True for _ in secret_names(spec)):
             why = "a mirror pod may not reference secrets"
         elif any(
             source.get("serviceAccountToken") is not None

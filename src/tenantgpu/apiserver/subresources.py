@@ -28,7 +28,7 @@ from tenantgpu.apiserver.httputil import (
 )
 from tenantgpu.apiserver.kinds import SCALE_PATHS, Kind
 from tenantgpu.apiserver.registry import DeleteOptions, now_rfc3339
-from tenantgpu.apiserver.selectors import format_label_selector
+from tenantgpu.apiserver.selectors import FieldRequirement, field_requirements, format_label_selector
 from tenantgpu.apiserver.ssar_protobuf import (
     decode_self_subject_access_review,
     decode_self_subject_rules_review,
@@ -42,6 +42,28 @@ if TYPE_CHECKING:
     from tenantgpu.apiserver.server import APIServerConfig
 
 Obj = dict[str, Any]
+
+
+def _review_field_selector(resource: Obj) -> tuple[FieldRequirement, ...]:
+    """An access review's `resourceAttributes.fieldSelector` as kube hands it to authorizers from 1.32
+    (AuthorizeWithSelectors, `ResourceAttributesFrom`): its requirements if it has any (`In` and `NotIn`
+    of one value; kube drops the others with an error authorizers ignore), else its parsed rawSelector."""
+    selector = resource.get("fieldSelector")
+    if not isinstance(selector, dict):
+        return ()
+    requirements = selector.get("requirements")
+    if isinstance(requirements, list) and requirements:
+        operators = {"In": "=", "NotIn": "!="}
+        return tuple(
+            (str(r.get("key") or ""), operators[r["operator"]], str(r["values"][0]))
+            for r in requirements
+            if isinstance(r, dict)
+            and r.get("operator") in operators
+            and isinstance(r.get("values"), list)
+            and len(r["values"]) == 1
+        )
+    raw = selector.get("rawSelector")
+    return field_requirements(raw) if isinstance(raw, str) else ()
 
 
 class SubresourceHandlers:
@@ -287,6 +309,7 @@ class SubresourceHandlers:
                 str(resource.get("subresource") or ""),
                 str(resource.get("namespace") or ""),
                 str(resource.get("name") or ""),
+                field_selector=_review_field_selector(resource) if self.registry.minor >= 32 else (),
             )
         else:
             non_resource = spec.get("nonResourceAttributes") or {}
