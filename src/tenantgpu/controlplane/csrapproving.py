@@ -31,6 +31,7 @@ from tenantgpu.apiserver.certificates import (
     decode_bytes,
     parse_request,
 )
+from tenantgpu.controlplane.certificatecontroller import CertificateController
 from tenantgpu.controlplane.csrsigning import kubelet_client_error, request_common_name
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
@@ -85,21 +86,14 @@ def access_review(csr: dict[str, Any], subresource: str) -> dict[str, Any]:
     return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": review}
 
 
-class CSRApprovingController:
+class CSRApprovingController(CertificateController):
     """Auto-approves kubelet client certificate requests whose requester a SubjectAccessReview allows."""
 
     def __init__(self, client: KubeClient, *, requests: Informer | None = None) -> None:
-        self.client = client
-        self.requests = requests or Informer(client, "certificatesigningrequests")
+        super().__init__(client, requests)
         self._failures: dict[str, int] = {}
         self._retries: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> None:
-        self.requests.add_handler(self._changed)
-        await self.requests.start()
-        for csr in self.requests.items():
-            await self.handle(csr)
 
     async def stop(self) -> None:
         for handle in self._retries.values():
@@ -107,13 +101,10 @@ class CSRApprovingController:
         self._retries.clear()
         for task in list(self._tasks):
             task.cancel()
-        await self.requests.stop()
+        await super().stop()
 
-    async def _changed(self, event: str, csr: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event == "DELETED":
-            self._forget(csr["metadata"]["name"])
-        else:
-            await self.handle(csr)
+    def deleted(self, csr: dict[str, Any]) -> None:
+        self._forget(csr["metadata"]["name"])
 
     def _forget(self, name: str) -> None:
         self._failures.pop(name, None)

@@ -42,6 +42,7 @@ from tenantgpu.apiserver.certificates import (
     pem_blocks,
 )
 from tenantgpu.apiserver.tables import parse_timestamp
+from tenantgpu.controlplane.certificatecontroller import CertificateController
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
 log = logging.getLogger(__name__)
@@ -279,7 +280,7 @@ def _now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class CSRSigningController:
+class CSRSigningController(CertificateController):
     """Signs every approved request for one of the kubernetes.io signers with the cluster CA, or marks it
     `Failed` (reason SignerValidationFailure) when the signer refuses it."""
 
@@ -292,24 +293,10 @@ class CSRSigningController:
         duration: timedelta = CLUSTER_SIGNING_DURATION,
         requests: Informer | None = None,
     ) -> None:
-        self.client = client
+        super().__init__(client, requests)
         self.ca_cert_pem = ca_cert_pem
         self.ca_key_pem = ca_key_pem
         self.duration = duration
-        self.requests = requests or Informer(client, "certificatesigningrequests")
-
-    async def start(self) -> None:
-        self.requests.add_handler(self._changed)
-        await self.requests.start()
-        for csr in self.requests.items():
-            await self.handle(csr)
-
-    async def stop(self) -> None:
-        await self.requests.stop()
-
-    async def _changed(self, event: str, csr: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event != "DELETED":
-            await self.handle(csr)
 
     def decide(self, csr: dict[str, Any]) -> tuple[str, str | bytes]:
         """("skip", why), ("fail", message) or ("sign", PEM certificate) for one request."""
