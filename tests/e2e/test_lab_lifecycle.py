@@ -541,3 +541,87 @@ def test_a_lab_file_brings_its_tenants_workers_and_quotas(tmp_path: Path) -> Non
         assert {t["name"] for t in _status(lab)["tenants"]} == {"inference", "training", "research"}
     finally:
         lab.tenantgpu("down", "--purge")
+
+
+LAB_133 = """\
+apiVersion: tenantgpu.io/v1alpha1
+kind: Lab
+metadata:
+  name: release-133
+spec:
+  kubernetesVersion: v1.33.1
+  tenants:
+    - name: t133
+      workers:
+        - name: w133
+          gpus:
+            - type: NVIDIA L4
+              memory: 23034
+"""
+
+POD_133 = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "slice", "annotations": {"tenantgpu.io/run-for": "3s"}},
+    "spec": {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "cuda",
+                "image": "cuda-sample",
+                "envFrom": [{"configMapRef": {"name": "cfg"}}, {"secretRef": {"name": "creds"}}],
+                "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}],
+                "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"}},
+            }
+        ],
+        "volumes": [{"name": "cfg", "configMap": {"name": "cfg"}}],
+    },
+}
+
+
+def test_a_133_tenants_kubelet_works_as_its_node_within_the_node_authorizers_selectors(
+    tmp_path: Path,
+) -> None:
+    """From 1.32 the Node authorizer lets a kubelet read only its own Node and list its pods only by
+    `spec.nodeName`. The lab's kubelet joins as `system:node:<name>` and does all its work within that:
+    it reports its release, runs a GPU pod with a ConfigMap and a Secret, serves exec and finishes it."""
+    spec = tmp_path / "lab.yaml"
+    spec.write_text(LAB_133)
+    lab = LabDir(tmp_path, tmp_path / "state", tmp_path / "home")
+    lab.home.mkdir()
+    started = lab.tenantgpu("up", "-d", "-f", str(spec))
+    assert started.returncode == 0, started.stderr
+    try:
+        tenant = lab.tenant("t133")
+        node = json.loads(lab.kubectl(tenant, "get", "node", "w133", "-o", "json").stdout)
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.33.1"
+        as_node = ("--as=system:node:w133", "--as-group=system:nodes")
+        answer = lab.kubectl(tenant, "auth", "can-i", "list", "pods", *as_node, check=False).stdout.strip()
+        assert answer == "no - can only list/watch pods with spec.nodeName field selector"
+        lab.kubectl(tenant, "create", "configmap", "cfg", "--from-literal=MODEL=llama")
+        lab.kubectl(tenant, "create", "secret", "generic", "creds", "--from-literal=TOKEN=s3cret")
+        subprocess.run(
+            ["kubectl", "--kubeconfig", str(tenant), "create", "-f", "-"],
+            input=json.dumps(POD_133), text=True, check=True, capture_output=True,
+            env={**os.environ, "HOME": str(lab.home)},
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        phase = ""
+        while time.monotonic() < deadline and phase != "Running":
+            pod = json.loads(lab.kubectl(tenant, "get", "pod", "slice", "-o", "json").stdout)
+            phase = pod["status"].get("phase", "")
+            time.sleep(0.2)
+        assert phase == "Running", pod["status"]
+        env = lab.kubectl(tenant, "exec", "slice", "--", "env").stdout
+        assert "MODEL=llama" in env and "TOKEN=s3cret" in env and "CUDA_DEVICE_MEMORY_LIMIT_0=2000m" in env
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and phase != "Succeeded":
+            phase = json.loads(lab.kubectl(tenant, "get", "pod", "slice", "-o", "json").stdout)["status"][
+                "phase"
+            ]
+            time.sleep(0.2)
+        assert phase == "Succeeded"
+        log = (lab.state / "logs" / "lab.log").read_text()
+        assert "forbidden" not in log.lower(), "a component met a refusal"
+    finally:
+        lab.tenantgpu("down", "--purge")

@@ -94,6 +94,9 @@ class TenantDataPlane:
         if not self.spec.workers:
             return
         await self._ensure_agent_account(self.client)
+        # The components below act under RBAC, so they join once the API server's post-start hooks have
+        # written the default roles (`/readyz`), as kubeadm join and the kubelet wait for a ready server.
+        await wait_ready(self.client, timeout)
         # HAMi's components act as the chart's service accounts, under the chart's RBAC, as their pods
         # would with their projected tokens; the lab's own client (the tenant's admin) installs them.
         await install_identities(self.client)
@@ -277,6 +280,18 @@ class TenantDataPlane:
             self.client = None
 
 
+async def wait_ready(client: KubeClient, timeout: float) -> None:
+    """Until the API server's `/readyz` passes."""
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                await client.request("GET", "/readyz", decode=False)
+                return
+            except ApiError:
+                await asyncio.sleep(READY_POLL_SECONDS)
+
+
+READY_POLL_SECONDS = 0.05
 QUOTA_NAME = "gpu-quota"
 
 
