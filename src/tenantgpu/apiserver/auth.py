@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -183,12 +183,27 @@ class SharedClientTrust:
         context.load_verify_locations(capath=str(self._directory.path))
 
 
+class TokenAuthenticator(Protocol):
+    """One more kind of bearer token the server accepts (bootstrap tokens, `bootstraptoken.py`)."""
+
+    def authenticate(self, token: str) -> UserInfo | None: ...
+
+
 class Authenticator:
     """Maps a request's client certificate or bearer token to a user; None means anonymous."""
 
-    def __init__(self, ca_pem: bytes, signer: TokenSigner, *, check_issuer: bool) -> None:
+    def __init__(
+        self,
+        ca_pem: bytes,
+        signer: TokenSigner,
+        *,
+        check_issuer: bool,
+        tokens: Iterable[TokenAuthenticator] = (),
+    ) -> None:
         self._ca = x509.load_pem_x509_certificate(ca_pem)
         self._signer = signer
+        # after service-account tokens, in kube's order; each tells its own tokens from the others'
+        self._tokens = tuple(tokens)
         # When other tenants' CAs are trusted at the TLS layer (so that their certificates get a clean
         # 401 instead of a handshake failure), each certificate must also be checked against our own CA.
         self._check_issuer = check_issuer
@@ -223,7 +238,14 @@ class Authenticator:
         return result
 
     def from_token(self, token: str) -> UserInfo | None:
-        return self._signer.verify(token)
+        """The token's user, or None when no authenticator accepts it (kube's 401)."""
+        user = self._signer.verify(token)
+        if user is not None:
+            return user
+        for other in self._tokens:
+            if (user := other.authenticate(token)) is not None:
+                return user
+        return None
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ from tenantgpu.apiserver.bootstrap import (
     PRIORITY_CLASSES_HOOK,
     KubernetesService,
 )
+from tenantgpu.apiserver.bootstraptoken import SECRET_NAMESPACE, BootstrapTokenAuthenticator
 from tenantgpu.apiserver.certificates import (
     CertificateApproval,
     CertificateSigning,
@@ -264,6 +265,8 @@ class APIServer(SubresourceHandlers):
             config.pki.ca.cert_pem,
             self.signer,
             check_issuer=bool(config.trusted_client_cas) or config.client_trust is not None,
+            # kube-apiserver's --enable-bootstrap-token-auth=true, as Kamaji (and kubeadm) run it
+            tokens=(BootstrapTokenAuthenticator(self._token_secret),),
         )
         self._webhook_lists: dict[bool, tuple[int, list[Obj]]] = {}
         self.webhooks = WebhookAdmission(self._webhook_configurations, self._namespace_object, config.egress)
@@ -521,6 +524,12 @@ class APIServer(SubresourceHandlers):
         kind = self.kinds.resource("", "v1", "serviceaccounts")
         assert kind is not None
         return self.registry.get_object(kind, namespace, name)
+
+    def _token_secret(self, name: str) -> Obj | None:
+        """A Secret of kube-system, for the bootstrap token authenticator."""
+        kind = self.kinds.resource("", "v1", "secrets")
+        assert kind is not None
+        return self.registry.get_object(kind, SECRET_NAMESPACE, name)
 
     def _generate_name(self, prefix: str) -> str:
         return self.registry.generate_name(prefix)

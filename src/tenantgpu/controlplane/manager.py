@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tenantgpu.apiserver.bootstraptoken import SECRET_NAMESPACE, SECRET_TYPE
+from tenantgpu.controlplane.bootstrapsigner import BootstrapSigner
 from tenantgpu.controlplane.clusterroleaggregation import ClusterRoleAggregationController
 from tenantgpu.controlplane.cronjob import CronJobController
 from tenantgpu.controlplane.csrapproving import CSRApprovingController
@@ -27,6 +29,7 @@ from tenantgpu.controlplane.rootca import RootCAPublisher
 from tenantgpu.controlplane.scheduler import DefaultScheduler
 from tenantgpu.controlplane.serviceaccounts import ServiceAccountController
 from tenantgpu.controlplane.statefulset import StatefulSetController
+from tenantgpu.controlplane.tokencleaner import TokenCleaner
 from tenantgpu.controlplane.volumeexpansion import ExpandController
 from tenantgpu.controlplane.volumeprotection import ClaimProtectionController, VolumeProtectionController
 from tenantgpu.kubeclient import Informer, KubeClient
@@ -53,7 +56,9 @@ class ControlPlaneServices:
     PersistentVolume binder, the claim and volume protection, the endpoints, endpointslice and
     endpointslicemirroring controllers
     and ClusterRole aggregation, the csrapproving controller (kubelet client certificates), the CSR
-    cleaner and, given the cluster CA (`signing_ca`), the csrsigning controller; beside them the tenant's storage provisioner and its default StorageClass."""
+    cleaner, the bootstrapsigner and tokencleaner (bootstrap tokens, which Kamaji's controller manager
+    adds to its defaults) and, given the cluster CA (`signing_ca`), the csrsigning controller; beside
+    them the tenant's storage provisioner and its default StorageClass."""
 
     client: KubeClient
     signing_ca: SigningCA | None = None
@@ -71,6 +76,9 @@ class ControlPlaneServices:
         classes = Informer(self.client, "storageclasses")
         # one watch of CertificateSigningRequests for the signer and the cleaner
         requests = Informer(self.client, "certificatesigningrequests")
+        # one watch of the bootstrap token Secrets for the signer and the cleaner; kube's sees every
+        # Secret and their handlers keep these, here the watch keeps them
+        tokens = Informer(self.client, "secrets", SECRET_NAMESPACE, field_selector=f"type={SECRET_TYPE}")
         scheduler = DefaultScheduler(
             self.client, budgets=budgets, claims=claims, volumes=volumes, classes=classes
         )
@@ -160,6 +168,8 @@ class ControlPlaneServices:
             ClusterRoleAggregationController(self.client),
             CSRApprovingController(self.client, requests=requests),
             CSRCleaner(self.client, requests=requests),
+            BootstrapSigner(self.client, secrets=tokens),
+            TokenCleaner(self.client, secrets=tokens),
         ]
         if self.signing_ca is not None:
             # kube-controller-manager skips the signer when it has no CA files to sign with
