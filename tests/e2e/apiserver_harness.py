@@ -131,7 +131,7 @@ class RawResponse:
 class RawClient:
     """Plain HTTPS requests with a kubeconfig's credentials, for what typed clients cannot send."""
 
-    def __init__(self, kubeconfig: Path, *, anonymous: bool = False) -> None:
+    def __init__(self, kubeconfig: Path, *, anonymous: bool = False, token: str | None = None) -> None:
         config = yaml.safe_load(kubeconfig.read_text())
         cluster = config["clusters"][0]["cluster"]
         user = config["users"][0]["user"]
@@ -140,7 +140,7 @@ class RawClient:
         self.context = ssl.create_default_context(
             cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
         )
-        self.token = None if anonymous else user.get("token")
+        self.token = token or (None if anonymous else user.get("token"))
         if not anonymous and "client-certificate-data" in user:
             with tempfile.TemporaryDirectory() as tmp:
                 cert, key = Path(tmp) / "c.crt", Path(tmp) / "c.key"

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from apiserver_harness import BackgroundLoop, RawClient, RunningAPIServer, kubectl_path, start_server
+from apiserver_harness import (
+    BackgroundLoop,
+    RawClient,
+    RunningAPIServer,
+    kubectl_path,
+    start_server,
+    wait_for,
+)
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
@@ -294,11 +301,28 @@ def test_too_old_resource_version_gets_410(background_loop: BackgroundLoop, tmp_
         background_loop.run(small.server.stop())
 
 
-def test_anonymous_requests_get_401(apiserver: RunningAPIServer) -> None:
+def test_a_request_without_credentials_is_system_anonymous(apiserver: RunningAPIServer) -> None:
+    """kube-apiserver's --anonymous-auth, on by default and left on by Kamaji: no credential at all makes
+    the request `system:anonymous` in `system:unauthenticated`, which RBAC lets read only the health and
+    version paths (system:public-info-viewer); discovery is for authenticated users (system:discovery)."""
     anonymous = RawClient(apiserver.kubeconfig, anonymous=True)
+    admin = RawClient(apiserver.kubeconfig)
+    wait_for("the default roles", lambda: admin.request("GET", "/readyz").status == 200)
     response = anonymous.request("GET", "/api/v1/namespaces/default/pods")
-    assert response.status == 401 and response.json()["reason"] == "Unauthorized"
+    assert response.status == 403 and response.json()["reason"] == "Forbidden"
+    assert response.json()["message"] == (
+        'pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" in the '
+        'namespace "default"'
+    )
+    discovery = anonymous.request("GET", "/api")
+    assert discovery.status == 403
+    assert discovery.json()["message"] == 'forbidden: User "system:anonymous" cannot get path "/api"'
     assert anonymous.request("GET", "/healthz").body == b"ok"
+    assert anonymous.request("GET", "/version").status == 200
+    # a credential that does not check out is refused, not taken as anonymous
+    bad = RawClient(apiserver.kubeconfig, anonymous=True, token="not-a-token")
+    refused = bad.request("GET", "/api/v1/namespaces/default/pods")
+    assert refused.status == 401 and refused.json()["reason"] == "Unauthorized"
 
 
 def test_health_endpoints_list_kubes_checks_with_verbose(

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from apiserver_harness import BackgroundLoop, Kubectl, RawClient, RunningAPIServer, start_server
+from apiserver_harness import BackgroundLoop, Kubectl, RawClient, RunningAPIServer, start_server, wait_for
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
@@ -147,6 +147,9 @@ def test_before_1_32_a_node_lists_every_pod_and_reads_any_node(
 ) -> None:
     older = start_server(background_loop, tmp_path, "tenant-131", kubernetes_version="v1.31.4")
     try:
+        # discovery is system:discovery's, one of the default roles a post-start hook writes
+        admin = RawClient(older.kubeconfig)
+        wait_for("the default roles", lambda: admin.request("GET", "/readyz").status == 200)
         node = older.write_kubeconfig(
             "w1.kubeconfig", older.server.user_kubeconfig("system:node:w1", ["system:nodes"])
         )

@@ -8,6 +8,7 @@ seed lab (test_validate_lab.py); HAMi's components against one API server (test_
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from apiserver_harness import RawClient
 from apiserver_harness import process_alive as _alive
 from apiserver_harness import wait_for as harness_wait_for
 
@@ -848,14 +851,51 @@ def _lab_control(lab: RunningLab, tenant: str, component: str, desired: str) -> 
     wait_for(f"{component} {desired}", observed, timeout=20)
 
 
-def test_each_kubelet_joins_as_its_node_with_a_certificate_it_asked_for(lab: RunningLab) -> None:
-    """The kubelet's TLS bootstrap: one request per worker, approved by the tenant's csrapproving
-    controller and issued by its signer; the kubelet then acts as `system:node:<name>`."""
+def test_each_worker_joins_as_kubeadm_join_does(lab: RunningLab) -> None:
+    """Kamaji's bootstrap-token phase, then `kubeadm token create` and `kubeadm join`: the tenant has
+    kubeadm's bindings and a signed `kube-public/cluster-info` that anyone may read; each worker's kubelet
+    asks for its certificate with the bootstrap token, the csrapproving controller approves it under
+    kubeadm's binding, and the kubelet then acts as `system:node:<name>`."""
+    bindings = json.loads(lab.kubectl("tenant-b", "get", "clusterrolebindings", "-o", "json").stdout)["items"]
+    roles = {
+        b["metadata"]["name"]: (b["roleRef"]["name"], (b.get("subjects") or [{}])[0].get("name"))
+        for b in bindings
+    }
+    group = "system:bootstrappers:kubeadm:default-node-token"
+    assert roles["kubeadm:kubelet-bootstrap"] == ("system:node-bootstrapper", group)
+    assert roles["kubeadm:node-autoapprove-bootstrap"] == (
+        "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+        group,
+    )
+    assert roles["kubeadm:node-autoapprove-certificate-rotation"][1] == "system:nodes"
+
+    tokens = json.loads(
+        lab.kubectl(
+            "tenant-b", "get", "secrets", "-n", "kube-system", "--field-selector",
+            "type=bootstrap.kubernetes.io/token", "-o", "json",
+        ).stdout
+    )["items"]  # fmt: skip
+    assert len(tokens) == 1
+    token_id = base64.b64decode(tokens[0]["data"]["token-id"]).decode()
+
+    # cluster-info as `kubeadm join` reads it: without any credential, signed for the token
+    kubeconfig = lab.state / "kubeconfigs" / "tenant-b.kubeconfig"
+    cluster = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]
+    # (kubectl itself asks for a user name when it has no credential, so this reads as kubeadm does)
+    anonymous = RawClient(kubeconfig, anonymous=True).request(
+        "GET", "/api/v1/namespaces/kube-public/configmaps/cluster-info"
+    )
+    assert anonymous.status == 200, anonymous.body
+    data = anonymous.json()["data"]
+    assert set(data) == {"kubeconfig", f"jws-kubeconfig-{token_id}"}
+    assert yaml.safe_load(data["kubeconfig"])["clusters"][0]["cluster"]["server"] == cluster["server"]
+
     requests = json.loads(lab.kubectl("tenant-b", "get", "csr", "-o", "json").stdout)["items"]
     kubelet = [
         r for r in requests if r["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet"
     ]
     assert len(kubelet) == 1 and kubelet[0]["metadata"]["name"].startswith("node-csr-")
+    assert kubelet[0]["spec"]["username"] == f"system:bootstrap:{token_id}"
     condition = kubelet[0]["status"]["conditions"][0]
     assert (condition["type"], condition["reason"]) == ("Approved", "AutoApproved")
     assert kubelet[0]["status"]["certificate"]

@@ -271,6 +271,8 @@ class Attributes:
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 ANONYMOUS = "system:anonymous"
 UNAUTHENTICATED = "system:unauthenticated"
+# Who a request without any credential is (kube's anonymous authenticator).
+ANONYMOUS_USER = UserInfo(ANONYMOUS, (UNAUTHENTICATED,))
 _EXTRA_PREFIX = "impersonate-extra-"
 
 

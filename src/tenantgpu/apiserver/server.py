@@ -39,6 +39,7 @@ from tenantgpu.apiserver.admission import (
     StorageObjectInUseProtection,
 )
 from tenantgpu.apiserver.auth import (
+    ANONYMOUS_USER,
     AUTHENTICATED,
     Attributes,
     Authenticator,
@@ -643,7 +644,10 @@ class APIServer(SubresourceHandlers):
                 user = self._impersonate(request, user)
             path = unquote(request.path).rstrip("/") or "/"
             if user is None and not any(path == p or path.startswith(p + "/") for p in ANONYMOUS_PATHS):
-                raise errors.unauthorized()
+                # kube-apiserver's --anonymous-auth (on by default, and Kamaji leaves it): a request with
+                # no credential at all is system:anonymous, for the authorizers to judge; a credential
+                # that fails was refused above with 401.
+                user = ANONYMOUS_USER
             response, verb, resource = await self._route(request, path, user)
         except errors.APIError as error:
             response = status_response(error)
@@ -821,6 +825,12 @@ class APIServer(SubresourceHandlers):
         if len(segments) <= 3 and not (segments[0] == "api" and len(segments) == 3):
             if request.method != "GET":
                 raise errors.method_not_allowed()
+            # discovery is a non-resource path: system:discovery grants it to authenticated users only
+            path = "/" + "/".join(segments)
+            asked = Attributes(verb="get", path=path)
+            if not self.config.authorizer.allowed(user, asked):
+                reason = self.config.authorizer.authorize(user, asked)[1]
+                raise errors.forbidden_path(user.name, "get", path, reason)
             response = self._discovery(request, segments)
             if response is not None:
                 return response, "get", "discovery"

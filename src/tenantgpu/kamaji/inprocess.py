@@ -26,6 +26,7 @@ from tenantgpu.kamaji.host import (
     TenantData,
     schema_taken,
 )
+from tenantgpu.kamaji.kubeadmphases import apply_bootstrap_token_phase
 from tenantgpu.konnectivity import ProxyServer
 from tenantgpu.kubeclient import KubeClient, KubeConfig
 from tenantgpu.node.kubeletclient import KubeletClient
@@ -291,7 +292,12 @@ async def _start_services(instance: ControlPlaneInstance, server: APIServer) -> 
     services = ControlPlaneServices(client, signing_ca=instance.ca)
     try:
         await services.start()
+        # Kamaji's soot manager then runs kubeadm's bootstrap-token phase inside the tenant (with the
+        # admin's rights; the loopback's system:masters here): what `kubeadm join` needs to find it.
+        await apply_bootstrap_token_phase(client, server.url, instance.ca.cert_pem)
     except BaseException:
+        with contextlib.suppress(Exception):
+            await services.stop()
         await client.close()
         raise
     return services

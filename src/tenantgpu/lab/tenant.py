@@ -31,7 +31,8 @@ from tenantgpu.kubeclient.serviceaccounttoken import ServiceAccountClient
 from tenantgpu.lab.control import LabControl, Switch
 from tenantgpu.lab.process import Progress, ProgressSink
 from tenantgpu.lab.spec import QuotaSpec, TenantSpec, WorkerSpec
-from tenantgpu.node.bootstrap import client_certificate
+from tenantgpu.node.bootstrap import keep_certificate, kept_certificate, request_certificate
+from tenantgpu.node.join import bootstrap_client, create_token, discover
 from tenantgpu.node.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,7 @@ AGENT_NAMESPACE = "kube-system"
 AGENT_SERVICE_ACCOUNT = "konnectivity-agent"
 AGENT_AUDIENCE = "system:konnectivity-server"
 WEBHOOK_SERVICE_PORT = 443
+JOIN_TIMEOUT_SECONDS = 60.0
 
 
 def device_specs(worker: WorkerSpec) -> list[DeviceGPUSpec]:
@@ -83,6 +85,8 @@ class TenantDataPlane:
         # lab's own (admin) credentials.
         self.kubelet_pki = kubelet_pki
         self.kubelet_clients: list[KubeClient] = []
+        self._joining = asyncio.Lock()
+        self._bootstrap: KubeClient | None = None
 
     async def start(self, timeout: float) -> None:
         if not self.spec.workers and not self.spec.quotas:
@@ -123,6 +127,9 @@ class TenantDataPlane:
             await agent.start()
             self.agents.append(agent)
         kubelets = await asyncio.gather(*(self._kubelet_client(w.name) for w in self.spec.workers))
+        if self._bootstrap is not None:  # every new kubelet holds its certificate now
+            await self._bootstrap.close()
+            self._bootstrap = None
         for worker, kubelet in zip(self.spec.workers, kubelets, strict=True):
             node = Worker(
                 kubelet,
@@ -163,13 +170,28 @@ class TenantDataPlane:
         assert self.client is not None
         if self.kubelet_pki is None:
             return self.client
-        pem = await client_certificate(self.client, node, self.kubelet_pki(node), self.ca_pem)
+        pem = kept_certificate(self.kubelet_pki(node), node, self.ca_pem)
+        if pem is None:
+            pem = await request_certificate(await self._bootstrap_client(), node)
+            keep_certificate(self.kubelet_pki(node), pem)
         config = dataclasses.replace(
             self.client.config, client_cert_data=pem, client_key_data=pem, token=None
         )
         kubelet = KubeClient(config, user_agent=f"kubelet/{node}")
         self.kubelet_clients.append(kubelet)
         return kubelet
+
+    async def _bootstrap_client(self) -> KubeClient:
+        """What `kubeadm token create` and `kubeadm join`'s discovery give a new worker: a bootstrap
+        token of the tenant, checked against the signed cluster-info, presented to the server it names.
+        One token per start serves all of the tenant's new workers."""
+        assert self.client is not None
+        async with self._joining:
+            if self._bootstrap is None:
+                token = await create_token(self.client)
+                server = await discover(self.client, token, self.ca_pem, JOIN_TIMEOUT_SECONDS)
+                self._bootstrap = bootstrap_client(self.client, token, server)
+            return self._bootstrap
 
     def _identity(self, account: str) -> ServiceAccountClient:
         assert self.client is not None
@@ -271,6 +293,9 @@ class TenantDataPlane:
         for kubelet in self.kubelet_clients:
             await kubelet.close()
         self.kubelet_clients = []
+        if self._bootstrap is not None:
+            await self._bootstrap.close()
+            self._bootstrap = None
         for identity in self.identities:
             with contextlib.suppress(Exception):
                 await identity.close()

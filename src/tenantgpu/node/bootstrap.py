@@ -148,20 +148,20 @@ def _outcome(csr: dict) -> bytes | None:
     return base64.b64decode(encoded) if encoded else None
 
 
-async def client_certificate(
-    bootstrap: KubeClient, node_name: str, directory: Path, ca_pem: bytes | None
-) -> bytes:
-    """The node's certificate and key (one PEM): the kept one while it serves, else a new one asked for
-    with `bootstrap`'s credentials and kept in `directory`."""
-    current = directory / CURRENT_FILE
+def kept_certificate(directory: Path, node_name: str, ca_pem: bytes | None) -> bytes | None:
+    """The certificate and key the kubelet kept in `directory`, while they still serve."""
     with contextlib.suppress(OSError):
-        kept = current.read_bytes()
+        kept = (directory / CURRENT_FILE).read_bytes()
         if usable_certificate(kept, node_name, ca_pem):
             return kept
-    pem = await request_certificate(bootstrap, node_name)
+    return None
+
+
+def keep_certificate(directory: Path, pem: bytes) -> None:
+    """Store certificate and key for the next start, private to the lab's user, replaced atomically."""
     directory.mkdir(parents=True, exist_ok=True)
+    current = directory / CURRENT_FILE
     partial = current.with_suffix(".tmp")
     partial.write_bytes(pem)
     partial.chmod(0o600)
     partial.replace(current)
-    return pem
