@@ -25,12 +25,12 @@ from typing import Any
 
 import yaml
 
+from tenantgpu.controlplane.bootstrapsigner import CLUSTER_INFO, KUBECONFIG_KEY
+from tenantgpu.controlplane.bootstrapsigner import PUBLIC_NAMESPACE as KUBE_PUBLIC
 from tenantgpu.kubeclient import ApiError, KubeClient
 
 RBAC = "rbac.authorization.k8s.io/v1"
 BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
-CLUSTER_INFO = "cluster-info"
-KUBE_PUBLIC = "kube-public"
 CLUSTER_INFO_ROLE = "kubeadm:bootstrap-signer-clusterinfo"
 
 Obj = dict[str, Any]
@@ -118,7 +118,7 @@ def bootstrap_token_phase(server: str, ca_pem: bytes) -> list[tuple[str, Obj]]:
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {"name": CLUSTER_INFO, "namespace": KUBE_PUBLIC},
-                "data": {"kubeconfig": cluster_info_kubeconfig(server, ca_pem)},
+                "data": {KUBECONFIG_KEY: cluster_info_kubeconfig(server, ca_pem)},
             },
         ),
         (

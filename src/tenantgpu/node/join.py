@@ -19,22 +19,36 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import dataclasses
-import hashlib
 import hmac
-import json
 import secrets
 from datetime import UTC, datetime, timedelta
 
 import yaml
 
+from tenantgpu.apiserver.bootstraptoken import (
+    EXPIRATION_KEY,
+    EXTRA_GROUPS_KEY,
+    SECRET_NAMESPACE,
+    SECRET_TYPE,
+    TOKEN_ID_KEY,
+    TOKEN_SECRET_KEY,
+    USAGE_AUTHENTICATION,
+    USAGE_SIGNING,
+    BootstrapToken,
+)
+from tenantgpu.controlplane.bootstrapsigner import (
+    CLUSTER_INFO,
+    KUBECONFIG_KEY,
+    PUBLIC_NAMESPACE,
+    SIGNATURE_PREFIX,
+    detached_signature,
+)
 from tenantgpu.kubeclient import ApiError, KubeClient
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 DEFAULT_TTL = timedelta(hours=24)
 DEFAULT_GROUP = "system:bootstrappers:kubeadm:default-node-token"
-SIGNATURE_PREFIX = "jws-kubeconfig-"
 DISCOVERY_RETRY_SECONDS = 0.2
 
 
@@ -42,78 +56,56 @@ class DiscoveryError(Exception):
     """cluster-info could not be trusted: unsigned for this token, a bad signature, or another CA."""
 
 
-@dataclasses.dataclass(frozen=True)
-class BootstrapToken:
-    id: str
-    secret: str
+def generate_token() -> BootstrapToken:
+    """`kubeadm token generate`: six and sixteen random characters of [a-z0-9]."""
+    return BootstrapToken(
+        "".join(secrets.choice(ALPHABET) for _ in range(6)),
+        "".join(secrets.choice(ALPHABET) for _ in range(16)),
+    )
 
-    def __str__(self) -> str:
-        return f"{self.id}.{self.secret}"
 
-    @classmethod
-    def generate(cls) -> BootstrapToken:
-        return cls(
-            "".join(secrets.choice(ALPHABET) for _ in range(6)),
-            "".join(secrets.choice(ALPHABET) for _ in range(16)),
-        )
+def token_string(token: BootstrapToken) -> str:
+    return f"{token.id}.{token.secret}"
 
 
 def token_secret(token: BootstrapToken, now: datetime, ttl: timedelta = DEFAULT_TTL) -> dict[str, object]:
     """The Secret `kubeadm token create` writes for `token`."""
     values = {
-        "token-id": token.id,
-        "token-secret": token.secret,
-        "expiration": (now + ttl).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "usage-bootstrap-authentication": "true",
-        "usage-bootstrap-signing": "true",
-        "auth-extra-groups": DEFAULT_GROUP,
+        TOKEN_ID_KEY: token.id,
+        TOKEN_SECRET_KEY: token.secret,
+        EXPIRATION_KEY: (now + ttl).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        USAGE_AUTHENTICATION: "true",
+        USAGE_SIGNING: "true",
+        EXTRA_GROUPS_KEY: DEFAULT_GROUP,
     }
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": f"bootstrap-token-{token.id}", "namespace": "kube-system"},
-        "type": "bootstrap.kubernetes.io/token",
+        "metadata": {"name": token.secret_name, "namespace": SECRET_NAMESPACE},
+        "type": SECRET_TYPE,
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()},
     }
 
 
 async def create_token(admin: KubeClient, ttl: timedelta = DEFAULT_TTL) -> BootstrapToken:
     """`kubeadm token create`: a new token, stored for the API server's bootstrap token authenticator."""
-    token = BootstrapToken.generate()
-    await admin.create("secrets", token_secret(token, datetime.now(UTC), ttl), "kube-system")
+    token = generate_token()
+    await admin.create("secrets", token_secret(token, datetime.now(UTC), ttl), SECRET_NAMESPACE)
     return token
 
 
-def _b64url_decode(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
 def verify_detached_signature(content: str, signature: str, token: BootstrapToken) -> bool:
-    """Whether `signature` (`<header>..<mac>`) is the token's HS256 JWS over `content`."""
-    header_b64, sep, mac_b64 = signature.partition("..")
-    if not sep:
-        return False
-    try:
-        header = json.loads(_b64url_decode(header_b64))
-        mac = _b64url_decode(mac_b64)
-    except (ValueError, binascii.Error):
-        return False
-    if not isinstance(header, dict) or header.get("alg") != "HS256" or header.get("kid") != token.id:
-        return False
-    signing_input = f"{header_b64}.{_b64url(content.encode())}".encode()
-    expected = hmac.new(token.secret.encode(), signing_input, hashlib.sha256).digest()
-    return hmac.compare_digest(expected, mac)
+    """Whether `signature` is the token's detached JWS of `content`: recomputed and compared, as kubeadm's
+    DetachedTokenIsValid does."""
+    expected = detached_signature(content, token.id, token.secret.encode())
+    return hmac.compare_digest(expected.encode(), signature.encode())
 
 
 def trusted_cluster(cluster_info: dict, token: BootstrapToken, ca_pem: bytes) -> str:
     """The server cluster-info names, once its signature and CA check out; else DiscoveryError (with
     kubeadm's words)."""
     data = cluster_info.get("data") or {}
-    content = data.get("kubeconfig") or ""
+    content = data.get(KUBECONFIG_KEY) or ""
     if not content:
         raise DiscoveryError(
             "there is no kubeconfig key in the cluster-info ConfigMap. This API Server isn't set up for "
@@ -150,7 +142,7 @@ async def discover(client: KubeClient, token: BootstrapToken, ca_pem: bytes, tim
         async with asyncio.timeout(timeout):
             while True:
                 try:
-                    found = await anonymous.get("configmaps", "cluster-info", "kube-public")
+                    found = await anonymous.get("configmaps", CLUSTER_INFO, PUBLIC_NAMESPACE)
                 except ApiError as err:
                     last = f"failed to request the cluster-info ConfigMap: {err.message or err.reason}"
                 else:
@@ -167,6 +159,6 @@ async def discover(client: KubeClient, token: BootstrapToken, ca_pem: bytes, tim
 def bootstrap_client(client: KubeClient, token: BootstrapToken, server: str) -> KubeClient:
     """A client presenting the token to `server` (kubeadm's bootstrap-kubelet.conf)."""
     config = dataclasses.replace(
-        client.config, server=server, token=str(token), client_cert_data=None, client_key_data=None
+        client.config, server=server, token=token_string(token), client_cert_data=None, client_key_data=None
     )
     return KubeClient(config, user_agent="kubelet-bootstrap")
