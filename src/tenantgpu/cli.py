@@ -458,6 +458,14 @@ def node_group() -> None:
     help="A container runtime handler a RuntimeClass may name (repeat for more); default runc, plus nvidia "
     "when the node has GPUs. A pod whose class names another stays ContainerCreating.",
 )
+@click.option(
+    "--device-plugin-kubeconfig",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Credentials of HAMi's device plugin, e.g. a kubeconfig of the hami-device-plugin service "
+    "account (default: --kubeconfig). Needed when --kubeconfig is the node's own (system:node:<name>): "
+    "a node may not write the pod annotations Allocate sets.",
+)
 def node_run(
     kubeconfig: str,
     name: str,
@@ -470,14 +478,16 @@ def node_run(
     host_ip: str,
     kubelet_port: int,
     runtime_handlers: tuple[str, ...],
+    device_plugin_kubeconfig: str | None,
 ) -> None:
     """Run one worker against any API server until interrupted (Ctrl-C)."""
     from pathlib import Path
 
     from tenantgpu.node.cli import NodeRunError, run_node
 
-    if not Path(kubeconfig).is_file():
-        raise UserError(f"kubeconfig {kubeconfig} does not exist")
+    for given in (kubeconfig, device_plugin_kubeconfig):
+        if given is not None and not Path(given).is_file():
+            raise UserError(f"kubeconfig {given} does not exist")
     try:
         run_node(
             kubeconfig,
@@ -491,6 +501,7 @@ def node_run(
             host_ip=host_ip,
             kubelet_port=kubelet_port,
             runtime_handlers=list(runtime_handlers) or None,
+            device_plugin_kubeconfig=device_plugin_kubeconfig,
             echo=click.echo,
         )
     except NodeRunError as err:

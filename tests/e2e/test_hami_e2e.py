@@ -451,6 +451,63 @@ def test_node_run_cli_joins_and_leaves(lab: GpuLab, kubectl: Kubectl) -> None:
     kubectl("delete", "node", "cli-node")
 
 
+def test_node_run_as_its_node_with_the_device_plugins_own_credentials(lab: GpuLab, kubectl: Kubectl) -> None:
+    """`tenantgpu node run` with a node's own credentials (`system:node:<name>`, under the Node
+    authorizer) and the device plugin's service account (`--device-plugin-kubeconfig`): Allocate's pod
+    annotations are the plugin's to write, so a GPU pod HAMi places there runs. (Without the option the
+    node's credentials may not patch the pod, and the pod never runs: checked by hand.)"""
+    import signal
+    import subprocess
+    import sys
+
+    from tenantgpu.hami.install import install_identities
+
+    lab.loop.run(install_identities(lab.client))
+    server = lab.api.server
+    node_kc = lab.api.write_kubeconfig(
+        "cli-node2.kubeconfig", server.user_kubeconfig("system:node:cli-node2", ["system:nodes"])
+    )
+    plugin_kc = lab.api.write_kubeconfig(
+        "device-plugin.kubeconfig", server.service_account_kubeconfig("kube-system", "hami-device-plugin")
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tenantgpu", "node", "run", "--kubeconfig", str(node_kc),
+         "--device-plugin-kubeconfig", str(plugin_kc), "--name", "cli-node2", "--gpu", "Tesla T4:15360:1",
+         "--label", "pool=cli2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for(
+            lambda: (
+                "hami.io/node-nvidia-register"
+                in (_get(kubectl, "node", "cli-node2")["metadata"].get("annotations") or {})
+                if kubectl("get", "node", "cli-node2", check=False).returncode == 0
+                else False
+            ),
+            timeout=30,
+            what="cli-node2 registered",
+        )
+        pod = json.loads(_pod_yaml("on-cli2", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000"}))
+        pod["spec"]["nodeSelector"] = {"pool": "cli2"}
+        kubectl("create", "--validate=false", "-f", "-", input=json.dumps(pod))
+        _wait_for(
+            lambda: _get(kubectl, "pod", "on-cli2")["status"].get("phase") == "Running",
+            timeout=30,
+            what="the GPU pod Running on cli-node2",
+        )
+        placed = _get(kubectl, "pod", "on-cli2")
+        assert placed["spec"]["nodeName"] == "cli-node2"
+        assert placed["metadata"]["annotations"][ann.BIND_PHASE] == "success"
+        kubectl("delete", "pod", "on-cli2", "--wait=true", "--timeout=30s")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "node cli-node2 ready: 1 GPU(s)" in out
+    assert "forbidden" not in err.lower()
+    kubectl("delete", "node", "cli-node2")
+
+
 def test_webhook_denies_pods_over_the_namespace_quota(lab: GpuLab, kubectl: Kubectl) -> None:
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "quota-team"}}
     kubectl("create", "--validate=false", "-f", "-", input=json.dumps(namespace))

@@ -13,7 +13,7 @@ import aiohttp
 from tenantgpu import eventloop
 from tenantgpu.gpushare import SharingConfig
 from tenantgpu.hami.device_plugin import GPUSpec
-from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig, load_kubeconfig
 from tenantgpu.node.worker import Worker
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -46,6 +46,7 @@ def run_node(
     host_ip: str = "127.0.0.1",
     kubelet_port: int = 0,
     runtime_handlers: list[str] | None = None,
+    device_plugin_kubeconfig: str | None = None,
     echo: Callable[[str], None] = print,
 ) -> None:
     try:
@@ -61,20 +62,26 @@ def run_node(
         raise NodeRunError("--device-split-count must be at least 1")
     sharing = SharingConfig(device_split_count=device_split_count)
     node_labels = parse_labels(labels or [])
-    try:
-        client = KubeClient.from_kubeconfig(kubeconfig)
-    except (OSError, ValueError, KeyError) as err:
-        raise NodeRunError(f"kubeconfig {kubeconfig}: {err}") from None
+    config = _load(kubeconfig)
+    plugin_config = _load(device_plugin_kubeconfig) if device_plugin_kubeconfig else None
     eventloop.run(
         _serve(
-            client, name, specs, sharing, cpu, memory, pods, node_labels, host_ip, kubelet_port,
-            runtime_handlers, echo,
+            config, plugin_config, name, specs, sharing, cpu, memory, pods, node_labels, host_ip,
+            kubelet_port, runtime_handlers, echo,
         )
     )  # fmt: skip
 
 
+def _load(path: str) -> KubeConfig:
+    try:
+        return load_kubeconfig(path)
+    except (OSError, ValueError, KeyError) as err:
+        raise NodeRunError(f"kubeconfig {path}: {err}") from None
+
+
 async def _serve(
-    client: KubeClient,
+    config: KubeConfig,
+    plugin_config: KubeConfig | None,
     name: str,
     specs: list[GPUSpec],
     sharing: SharingConfig,
@@ -87,9 +94,12 @@ async def _serve(
     runtime_handlers: list[str] | None,
     echo: Callable[[str], None],
 ) -> None:
+    # the clients are made inside the loop they serve
+    client = KubeClient(config)
+    plugin = KubeClient(plugin_config) if plugin_config is not None else None
     worker = Worker(
         client, name, specs, sharing, cpu=cpu, memory=memory, pods=pods, labels=labels, host_ip=host_ip,
-        kubelet_port=kubelet_port, runtime_handlers=runtime_handlers,
+        kubelet_port=kubelet_port, runtime_handlers=runtime_handlers, device_plugin_client=plugin,
     )  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -100,15 +110,21 @@ async def _serve(
         await worker.start()
     except ApiError as err:
         await worker.stop()
-        await client.close()
+        await _close(client, plugin)
         raise NodeRunError(f"API server refused node {name}: {err.message or err.reason}") from None
     except (aiohttp.ClientError, OSError) as err:
         await worker.stop()
-        await client.close()
+        await _close(client, plugin)
         raise NodeRunError(f"cannot reach the API server {client.config.server}: {err}") from None
     gpus = len(worker.device_plugin.devices)
     echo(f"node {name} ready: {gpus} GPU(s), kubelet on https://{host_ip}:{worker.kubelet_port}")
     await stop.wait()
     echo(f"node {name} stopping")
     await worker.stop()
-    await client.close()
+    await _close(client, plugin)
+
+
+async def _close(*clients: KubeClient | None) -> None:
+    for client in clients:
+        if client is not None:
+            await client.close()
