@@ -454,8 +454,9 @@ def test_node_run_cli_joins_and_leaves(lab: GpuLab, kubectl: Kubectl) -> None:
 def test_node_run_as_its_node_with_the_device_plugins_own_credentials(lab: GpuLab, kubectl: Kubectl) -> None:
     """`tenantgpu node run` with a node's own credentials (`system:node:<name>`, under the Node
     authorizer) and the device plugin's service account (`--device-plugin-kubeconfig`): Allocate's pod
-    annotations are the plugin's to write, so a GPU pod HAMi places there runs. (Without the option the
-    node's credentials may not patch the pod, and the pod never runs: checked by hand.)"""
+    annotations are the plugin's to write, so a GPU pod HAMi places there runs. Without the option the
+    node's credentials may not patch the pod: Allocate fails as HAMi's does and the kubelet rejects the
+    pod with UnexpectedAdmissionError."""
     import signal
     import subprocess
     import sys
@@ -505,6 +506,36 @@ def test_node_run_as_its_node_with_the_device_plugins_own_credentials(lab: GpuLa
     assert proc.returncode == 0, err
     assert "node cli-node2 ready: 1 GPU(s)" in out
     assert "forbidden" not in err.lower()
+
+    # The same worker without the plugin's credentials: the node's may not write Allocate's annotations.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tenantgpu", "node", "run", "--kubeconfig", str(node_kc), "--name",
+         "cli-node2", "--gpu", "Tesla T4:15360:1", "--label", "pool=cli2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        pod["metadata"]["name"] = "refused-on-cli2"
+        kubectl("create", "--validate=false", "-f", "-", input=json.dumps(pod))
+        _wait_for(
+            lambda: _get(kubectl, "pod", "refused-on-cli2")["status"].get("phase") == "Failed",
+            timeout=30,
+            what="the GPU pod rejected on cli-node2",
+        )
+        status = _get(kubectl, "pod", "refused-on-cli2")["status"]
+        assert status["reason"] == "UnexpectedAdmissionError"
+        assert status["message"] == (
+            "Pod was rejected: Allocate failed due to rpc error: code = Unknown desc = pods "
+            '"refused-on-cli2" is forbidden: User "system:node:cli-node2" cannot patch resource "pods" in '
+            'API group "" in the namespace "default", which is unexpected'
+        )
+        # the lock went with it, so the next pod may be placed
+        assert "hami.io/mutex.lock" not in (
+            _get(kubectl, "node", "cli-node2")["metadata"].get("annotations") or {}
+        )
+        kubectl("delete", "pod", "refused-on-cli2")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
     kubectl("delete", "node", "cli-node2")
 
 

@@ -754,7 +754,17 @@ class Kubelet:
             # A pod HAMi never bound is not HAMi's to mark; every other outcome is reported on the pod.
             if is_binding_pod(pod, self.node_name):
                 node = self.node_informer.get(None, self.node_name)
-                await report_allocation(self.device_plugin.client, pod, self.node_name, outcome, node=node)
+                plugin = self.device_plugin.client
+                try:
+                    await report_allocation(plugin, pod, self.node_name, outcome, node=node)
+                except ApiError as err:
+                    if isinstance(outcome, AllocateError):
+                        raise
+                    # HAMi's Allocate fails when it cannot write the pod's annotations (its credentials
+                    # may not, say): it marks the pod failed if it can, and the kubelet rejects the pod.
+                    outcome = AllocateError(err.message or str(err))
+                    with contextlib.suppress(ApiError):
+                        await report_allocation(plugin, pod, self.node_name, outcome, node=node)
         if isinstance(outcome, AllocateError):
             message = podstatus.admission_failed_message(str(outcome))
             await self._reject(pod, record, podstatus.UNEXPECTED_ADMISSION_ERROR, message)
