@@ -428,6 +428,47 @@ def kubeconfig(tenant: str, state_dir: str) -> None:
     click.echo(str(path))
 
 
+# --- token create ----------------------------------------------------------------------------
+
+
+@main.group("token")
+def token_group() -> None:
+    """Bootstrap tokens of a tenant, as `kubeadm token` manages them: what a new worker joins with."""
+
+
+@token_group.command("create")
+@click.argument("tenant")
+@click.option(
+    "--ttl",
+    default="24h",
+    show_default=True,
+    help="How long the token stays valid (Go duration: 30m, 24h, 1h30m; 0 = never expires).",
+)
+@click.option(
+    "--print-join-command",
+    is_flag=True,
+    help="Print the whole `tenantgpu node run --join …` command instead of the bare token.",
+)
+@_STATE_DIR
+def token_create(tenant: str, ttl: str, print_join_command: bool, state_dir: str) -> None:
+    """Create a bootstrap token in TENANT (like `kubeadm token create`) and print it. A worker started
+    with `tenantgpu node run --join` and this token finds the tenant, checks it is the one whose CA hash
+    it was given, and asks for its node certificate, which the tenant approves on its own."""
+    from tenantgpu.lab.state import StateDir
+    from tenantgpu.node.join import TokenError, create_token_command
+
+    state = StateDir.at(state_dir)
+    path = state.tenant_kubeconfig(tenant)
+    if not path.exists():
+        raise UserError(
+            f"no kubeconfig for tenant {tenant!r} in {state.root} (is the lab up and the tenant Ready?)"
+        )
+    try:
+        click.echo(eventloop.run(create_token_command(path, ttl, print_join_command)))
+    except TokenError as err:
+        raise UserError(str(err)) from None
+
+
 # --- node run --------------------------------------------------------------------------------
 
 
@@ -438,7 +479,29 @@ def node_group() -> None:
 
 @node_group.command("run")
 @click.option(
-    "--kubeconfig", "kubeconfig", required=True, type=click.Path(dir_okay=False), help="API to join."
+    "--kubeconfig", "kubeconfig", type=click.Path(dir_okay=False), help="API to join, with these credentials."
+)
+@click.option(
+    "--join",
+    "join_endpoint",
+    metavar="HOST:PORT",
+    help="Join like `kubeadm join HOST:PORT`: with --token and --discovery-token-ca-cert-hash (from "
+    "`tenantgpu token create TENANT --print-join-command`) instead of --kubeconfig; the kubelet then asks "
+    "for its own certificate and acts as system:node:<name>.",
+)
+@click.option("--token", "token", metavar="ID.SECRET", help="The bootstrap token, with --join.")
+@click.option(
+    "--discovery-token-ca-cert-hash",
+    "ca_hash",
+    metavar="sha256:HEX",
+    help="The cluster CA's public key hash, with --join: the worker trusts only that cluster.",
+)
+@click.option(
+    "--cert-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where a joined kubelet keeps its client certificate (default .tenantgpu-kubelet/<name>); "
+    "a later run with a valid one there does not join again.",
 )
 @click.option("--name", required=True, help="Node name.")
 @click.option(
@@ -467,7 +530,7 @@ def node_group() -> None:
     "a node may not write the pod annotations Allocate sets.",
 )
 def node_run(
-    kubeconfig: str,
+    kubeconfig: str | None,
     name: str,
     gpus: tuple[str, ...],
     cpu: str,
@@ -479,18 +542,31 @@ def node_run(
     kubelet_port: int,
     runtime_handlers: tuple[str, ...],
     device_plugin_kubeconfig: str | None,
+    join_endpoint: str | None,
+    token: str | None,
+    ca_hash: str | None,
+    cert_dir: str | None,
 ) -> None:
     """Run one worker against any API server until interrupted (Ctrl-C)."""
     from pathlib import Path
 
-    from tenantgpu.node.cli import NodeRunError, run_node
+    from tenantgpu.node.cli import JoinSpec, NodeRunError, run_node
 
+    if (kubeconfig is None) == (join_endpoint is None):
+        raise UserError(
+            "give either --kubeconfig or --join (with --token and --discovery-token-ca-cert-hash)"
+        )
+    join = None
+    if join_endpoint is not None:
+        if not token or not ca_hash:
+            raise UserError("--join needs --token and --discovery-token-ca-cert-hash")
+        join = JoinSpec(join_endpoint, token, ca_hash, Path(cert_dir or Path(".tenantgpu-kubelet") / name))
     for given in (kubeconfig, device_plugin_kubeconfig):
         if given is not None and not Path(given).is_file():
             raise UserError(f"kubeconfig {given} does not exist")
     try:
         run_node(
-            kubeconfig,
+            kubeconfig or join,  # type: ignore[arg-type]
             name,
             list(gpus),
             cpu=cpu,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -382,6 +383,72 @@ def test_kubectl_apply_makes_a_tenant_that_sleeps_wakes_and_goes(lab: LabDir) ->
     assert _refuses(endpoint)
     secrets = lab.kubectl(lab.management, "get", "secrets", "-o", "name").stdout.split()
     assert not [s for s in secrets if s.startswith("secret/tenant-c-")]
+
+
+def test_a_worker_joins_with_the_command_token_create_prints(lab: LabDir, tmp_path: Path) -> None:
+    """`tenantgpu token create TENANT --print-join-command` and the command it prints, as `kubeadm token
+    create --print-join-command` and `kubeadm join` are used with a Kamaji tenant: the worker checks the
+    tenant by its CA's hash, asks for its certificate with the token, keeps it and acts as its node."""
+    created = lab.tenantgpu("token", "create", "tenant-b", "--print-join-command")
+    assert created.returncode == 0, created.stderr
+    command = created.stdout.strip().split()
+    assert command[:4] == ["tenantgpu", "node", "run", "--join"]
+    token = command[command.index("--token") + 1]
+    cert_dir = tmp_path / "kubelet"
+    worker = [sys.executable, "-m", *command, "--name", "joined-b2", "--gpu", "NVIDIA L4:23034:1",
+              "--cert-dir", str(cert_dir)]  # fmt: skip
+
+    def run_until_ready() -> str:
+        """Start the worker, wait for its `ready` line (it prints it once its Node is registered), stop it."""
+        proc = subprocess.Popen(
+            worker, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+        )
+        lines: list[str] = []
+        try:
+            assert proc.stdout is not None
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+                if ready:
+                    line = proc.stdout.readline()
+                    if not line:
+                        break
+                    lines.append(line)
+                    if " ready: " in line:
+                        break
+            assert any(" ready: " in line for line in lines), lines
+        finally:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        node = json.loads(
+            lab.kubectl(lab.tenant("tenant-b"), "get", "node", "joined-b2", "-o", "json").stdout
+        )
+        assert node["status"]["nodeInfo"]["kubeletVersion"]
+        return "".join(lines) + out
+
+    first = run_until_ready()
+    assert "node joined-b2 joined https://" in first and "node joined-b2 ready: 1 GPU(s)" in first
+    requests = json.loads(lab.kubectl(lab.tenant("tenant-b"), "get", "csr", "-o", "json").stdout)["items"]
+    mine = [r for r in requests if r["spec"]["username"] == f"system:bootstrap:{token.split('.')[0]}"]
+    assert len(mine) == 1 and mine[0]["status"]["conditions"][0]["reason"] == "AutoApproved"
+    assert (cert_dir / "kubelet-client-current.pem").exists()
+    # a second run uses the kept certificate: no second request
+    second = run_until_ready()
+    assert "joined https://" not in second
+    again = json.loads(lab.kubectl(lab.tenant("tenant-b"), "get", "csr", "-o", "json").stdout)["items"]
+    assert len(again) == len(requests)
+    lab.kubectl(lab.tenant("tenant-b"), "delete", "node", "joined-b2")
+
+    # a worker told another CA's hash does not trust the tenant
+    wrong = [*worker[: worker.index("--discovery-token-ca-cert-hash") + 1], "sha256:" + "0" * 64]
+    refused = subprocess.run(
+        [*wrong, "--name", "joined-b3", "--cert-dir", str(tmp_path / "other")],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "cluster CA found in cluster-info ConfigMap is invalid: none of the public keys" in refused.stderr
+    assert lab.tenantgpu("token", "create", "tenant-b", "--ttl", "soon").returncode == 2
 
 
 def test_down_and_up_resume_the_same_lab_even_after_kill_9(

@@ -17,7 +17,10 @@ from tenantgpu.apiserver.pki import CertificateAuthority
 from tenantgpu.kamaji.kubeadmphases import cluster_info_kubeconfig
 from tenantgpu.node.join import (
     DiscoveryError,
+    TokenError,
+    ca_cert_hash,
     generate_token,
+    parse_duration,
     token_secret,
     token_string,
     trusted_cluster,
@@ -76,9 +79,23 @@ def _cluster_info(content: str, **signatures: str) -> dict:
 
 def test_discovery_trusts_a_signed_cluster_info_with_the_expected_ca() -> None:
     content = cluster_info_kubeconfig("https://127.0.0.1:6443", CA.cert_pem)
-    assert trusted_cluster(_cluster_info(content, abcdef=_jws(content, TOKEN)), TOKEN, CA.cert_pem) == (
-        "https://127.0.0.1:6443"
+    found = trusted_cluster(
+        _cluster_info(content, abcdef=_jws(content, TOKEN)), TOKEN, ca_cert_hash(CA.cert_pem)
     )
+    assert (found.server, found.ca_pem) == ("https://127.0.0.1:6443", CA.cert_pem)
+
+
+def test_the_ca_hash_is_kubeadms_pin_of_the_public_key() -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    spki = (
+        x509.load_pem_x509_certificate(CA.cert_pem)
+        .public_key()
+        .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    assert ca_cert_hash(CA.cert_pem) == "sha256:" + hashlib.sha256(spki).hexdigest()
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", ca_cert_hash(CA.cert_pem))
 
 
 @pytest.mark.parametrize(
@@ -86,7 +103,7 @@ def test_discovery_trusts_a_signed_cluster_info_with_the_expected_ca() -> None:
     [
         ("unsigned", 'token id "abcdef" is invalid for this cluster or it has expired'),
         ("forged", "failed to verify JWS signature of received cluster info object"),
-        ("other-ca", "cluster CA found in cluster-info ConfigMap is invalid"),
+        ("other-ca", "cluster CA found in cluster-info ConfigMap is invalid: none of the public keys"),
         ("empty", "there is no kubeconfig key in the cluster-info ConfigMap"),
     ],
 )
@@ -106,4 +123,24 @@ def test_discovery_refuses_in_kubeadms_words(case: str, message: str) -> None:
         "empty": {"data": {}},
     }[case]
     with pytest.raises(DiscoveryError, match=re.escape(message)):
-        trusted_cluster(info, TOKEN, CA.cert_pem)
+        trusted_cluster(info, TOKEN, ca_cert_hash(CA.cert_pem))
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("24h", 86400), ("30m", 1800), ("1h30m", 5400), ("90s", 90), ("1.5h", 5400), ("0", None)],
+)
+def test_ttl_is_a_go_duration(text: str, seconds: int | None) -> None:
+    found = parse_duration(text)
+    assert (found.total_seconds() if found else None) == seconds
+
+
+@pytest.mark.parametrize("text", ["soon", "24", "1d", "h", "-1h", "24h "])
+def test_a_ttl_that_is_no_duration_is_refused(text: str) -> None:
+    with pytest.raises(TokenError, match="expected a duration such as 30m, 24h or 1h30m"):
+        parse_duration(text)
+
+
+def test_a_token_without_expiry_has_no_expiration_key() -> None:
+    secret = token_secret(TOKEN, datetime(2026, 12, 7, tzinfo=UTC), None)
+    assert "expiration" not in secret["data"]  # type: ignore[operator]

@@ -72,3 +72,34 @@ def test_unreachable_api_server(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "cannot reach the API server" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give either --kubeconfig or --join"),
+        (["--join", "127.0.0.1:6443"], "--join needs --token and --discovery-token-ca-cert-hash"),
+        (
+            ["--join", "127.0.0.1:6443", "--token", "ABCDEF.0123456789abcdef", "--discovery-token-ca-cert-hash",
+             "sha256:" + "0" * 64],
+            '--token: the bootstrap token "ABCDEF.0123456789abcdef" was not of the form',
+        ),
+        (
+            ["--join", "127.0.0.1:6443", "--token", "abcdef.0123456789abcdef", "--discovery-token-ca-cert-hash",
+             "md5:00"],
+            '--discovery-token-ca-cert-hash "md5:00": expected sha256:<64 hex digits>',
+        ),
+    ],
+)  # fmt: skip
+def test_joining_needs_a_token_and_the_cas_hash_in_kubeadms_forms(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["node", "run", "--name", "n", *args])
+    assert result.exit_code == 2
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_both_kubeconfig_and_join_is_a_user_error(tmp_path: Path) -> None:
+    kc = _kubeconfig(tmp_path, "http://127.0.0.1:1")
+    result = CliRunner().invoke(
+        main, ["node", "run", "--name", "n", "--kubeconfig", str(kc), "--join", "127.0.0.1:6443"]
+    )
+    assert result.exit_code == 2 and "give either --kubeconfig or --join" in result.output

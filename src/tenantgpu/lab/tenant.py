@@ -32,7 +32,7 @@ from tenantgpu.lab.control import LabControl, Switch
 from tenantgpu.lab.process import Progress, ProgressSink
 from tenantgpu.lab.spec import QuotaSpec, TenantSpec, WorkerSpec
 from tenantgpu.node.bootstrap import keep_certificate, kept_certificate, request_certificate
-from tenantgpu.node.join import bootstrap_client, create_token, discover
+from tenantgpu.node.join import bootstrap_client, ca_cert_hash, create_token, discover
 from tenantgpu.node.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -189,8 +189,10 @@ class TenantDataPlane:
         async with self._joining:
             if self._bootstrap is None:
                 token = await create_token(self.client)
-                server = await discover(self.client, token, self.ca_pem, JOIN_TIMEOUT_SECONDS)
-                self._bootstrap = bootstrap_client(self.client, token, server)
+                cluster = await discover(
+                    self.client.config, token, ca_cert_hash(self.ca_pem), JOIN_TIMEOUT_SECONDS
+                )
+                self._bootstrap = bootstrap_client(cluster, token)
             return self._bootstrap
 
     def _identity(self, account: str) -> ServiceAccountClient:

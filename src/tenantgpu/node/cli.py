@@ -7,15 +7,21 @@ import contextlib
 import re
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 
 from tenantgpu import eventloop
+from tenantgpu.apiserver.bootstraptoken import BootstrapToken
 from tenantgpu.gpushare import SharingConfig
 from tenantgpu.hami.device_plugin import GPUSpec
 from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig, load_kubeconfig
+from tenantgpu.node.bootstrap import BootstrapError, keep_certificate, kept_certificate, request_certificate
+from tenantgpu.node.join import DiscoveryError, bootstrap_client, discover, insecure_endpoint, parse_token
 from tenantgpu.node.worker import Worker
 
+JOIN_TIMEOUT_SECONDS = 60.0
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
@@ -33,8 +39,19 @@ def parse_labels(labels: list[str]) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class JoinSpec:
+    """`--join`: where to join, with which bootstrap token, trusting which CA, and where to keep the
+    kubelet's certificate."""
+
+    endpoint: str
+    token: str
+    ca_hash: str
+    cert_dir: Path
+
+
 def run_node(
-    kubeconfig: str,
+    source: str | JoinSpec,
     name: str,
     gpus: list[str],
     *,
@@ -62,14 +79,58 @@ def run_node(
         raise NodeRunError("--device-split-count must be at least 1")
     sharing = SharingConfig(device_split_count=device_split_count)
     node_labels = parse_labels(labels or [])
-    config = _load(kubeconfig)
     plugin_config = _load(device_plugin_kubeconfig) if device_plugin_kubeconfig else None
-    eventloop.run(
-        _serve(
-            config, plugin_config, name, specs, sharing, cpu, memory, pods, node_labels, host_ip,
+    if isinstance(source, JoinSpec):
+        try:
+            token = parse_token(source.token)
+        except ValueError as err:
+            raise NodeRunError(f"--token: {err}") from None
+        if not re.fullmatch(r"sha256:[0-9a-fA-F]{64}", source.ca_hash):
+            raise NodeRunError(
+                f'--discovery-token-ca-cert-hash "{source.ca_hash}": expected sha256:<64 hex digits>'
+            )
+
+        async def joined() -> KubeConfig:
+            return await _join(source, token, name, echo)
+
+        connect = joined
+    else:
+        config = _load(source)
+
+        async def loaded() -> KubeConfig:
+            return config
+
+        connect = loaded
+
+    async def main() -> None:
+        await _serve(
+            await connect(), plugin_config, name, specs, sharing, cpu, memory, pods, node_labels, host_ip,
             kubelet_port, runtime_handlers, echo,
-        )
-    )  # fmt: skip
+        )  # fmt: skip
+
+    eventloop.run(main())
+
+
+async def _join(spec: JoinSpec, token: BootstrapToken, name: str, echo: Callable[[str], None]) -> KubeConfig:
+    """kubeadm join: discovery, then the kubelet's TLS bootstrap (or the certificate kept from before)."""
+    try:
+        cluster = await discover(insecure_endpoint(spec.endpoint), token, spec.ca_hash, JOIN_TIMEOUT_SECONDS)
+    except (DiscoveryError, aiohttp.ClientError, OSError) as err:
+        raise NodeRunError(f"cannot join {spec.endpoint}: {err}") from None
+    pem = kept_certificate(spec.cert_dir, name, cluster.ca_pem)
+    if pem is None:
+        bootstrap = bootstrap_client(cluster, token)
+        try:
+            pem = await request_certificate(bootstrap, name, timeout=JOIN_TIMEOUT_SECONDS)
+        except (ApiError, BootstrapError, TimeoutError) as err:
+            raise NodeRunError(f"node {name}: no client certificate: {err}") from None
+        finally:
+            await bootstrap.close()
+        keep_certificate(spec.cert_dir, pem)
+        echo(f"node {name} joined {cluster.server}: certificate in {spec.cert_dir}")
+    return KubeConfig(
+        server=cluster.server, ca_data=cluster.ca_pem, client_cert_data=pem, client_key_data=pem
+    )
 
 
 def _load(path: str) -> KubeConfig:

@@ -20,11 +20,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import hashlib
 import hmac
+import re
 import secrets
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from tenantgpu.apiserver.bootstraptoken import (
     EXPIRATION_KEY,
@@ -37,6 +42,7 @@ from tenantgpu.apiserver.bootstraptoken import (
     USAGE_SIGNING,
     BootstrapToken,
 )
+from tenantgpu.apiserver.bootstraptoken import parse_token as parse_bootstrap_token
 from tenantgpu.controlplane.bootstrapsigner import (
     CLUSTER_INFO,
     KUBECONFIG_KEY,
@@ -44,7 +50,7 @@ from tenantgpu.controlplane.bootstrapsigner import (
     SIGNATURE_PREFIX,
     detached_signature,
 )
-from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 DEFAULT_TTL = timedelta(hours=24)
@@ -68,16 +74,14 @@ def token_string(token: BootstrapToken) -> str:
     return f"{token.id}.{token.secret}"
 
 
-def token_secret(token: BootstrapToken, now: datetime, ttl: timedelta = DEFAULT_TTL) -> dict[str, object]:
+def token_secret(
+    token: BootstrapToken, now: datetime, ttl: timedelta | None = DEFAULT_TTL
+) -> dict[str, object]:
     """The Secret `kubeadm token create` writes for `token`."""
-    values = {
-        TOKEN_ID_KEY: token.id,
-        TOKEN_SECRET_KEY: token.secret,
-        EXPIRATION_KEY: (now + ttl).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        USAGE_AUTHENTICATION: "true",
-        USAGE_SIGNING: "true",
-        EXTRA_GROUPS_KEY: DEFAULT_GROUP,
-    }
+    values = {TOKEN_ID_KEY: token.id, TOKEN_SECRET_KEY: token.secret}
+    if ttl is not None:  # no expiration key: the token never expires
+        values[EXPIRATION_KEY] = (now + ttl).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    values.update({USAGE_AUTHENTICATION: "true", USAGE_SIGNING: "true", EXTRA_GROUPS_KEY: DEFAULT_GROUP})
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -87,7 +91,7 @@ def token_secret(token: BootstrapToken, now: datetime, ttl: timedelta = DEFAULT_
     }
 
 
-async def create_token(admin: KubeClient, ttl: timedelta = DEFAULT_TTL) -> BootstrapToken:
+async def create_token(admin: KubeClient, ttl: timedelta | None = DEFAULT_TTL) -> BootstrapToken:
     """`kubeadm token create`: a new token, stored for the API server's bootstrap token authenticator."""
     token = generate_token()
     await admin.create("secrets", token_secret(token, datetime.now(UTC), ttl), SECRET_NAMESPACE)
@@ -101,9 +105,24 @@ def verify_detached_signature(content: str, signature: str, token: BootstrapToke
     return hmac.compare_digest(expected.encode(), signature.encode())
 
 
-def trusted_cluster(cluster_info: dict, token: BootstrapToken, ca_pem: bytes) -> str:
-    """The server cluster-info names, once its signature and CA check out; else DiscoveryError (with
-    kubeadm's words)."""
+def ca_cert_hash(ca_pem: bytes) -> str:
+    """kubeadm's `--discovery-token-ca-cert-hash`: SHA-256 of the CA certificate's SubjectPublicKeyInfo."""
+    cert = x509.load_pem_x509_certificate(ca_pem)
+    spki = cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return "sha256:" + hashlib.sha256(spki).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveredCluster:
+    server: str
+    ca_pem: bytes
+
+
+def trusted_cluster(cluster_info: dict, token: BootstrapToken, ca_hash: str) -> DiscoveredCluster:
+    """The cluster cluster-info names, once its signature checks out and its CA has the pinned hash;
+    else DiscoveryError, in kubeadm's words."""
     data = cluster_info.get("data") or {}
     content = data.get(KUBECONFIG_KEY) or ""
     if not content:
@@ -123,18 +142,27 @@ def trusted_cluster(cluster_info: dict, token: BootstrapToken, ca_pem: bytes) ->
         )
     clusters = (yaml.safe_load(content) or {}).get("clusters") or []
     cluster = (clusters[0] if clusters else {}).get("cluster") or {}
-    if base64.b64decode(cluster.get("certificate-authority-data") or "") != ca_pem:
+    ca_pem = base64.b64decode(cluster.get("certificate-authority-data") or "")
+    try:
+        found = ca_cert_hash(ca_pem)
+    except ValueError as err:
+        raise DiscoveryError(f"failed to parse cluster CA from the cluster-info ConfigMap: {err}") from None
+    if found != ca_hash.lower():
         raise DiscoveryError(
-            "cluster CA found in cluster-info ConfigMap is invalid: not the CA the lab holds"
+            'cluster CA found in cluster-info ConfigMap is invalid: none of the public keys "'
+            + found
+            + '" are pinned'
         )
-    return str(cluster.get("server") or "")
+    return DiscoveredCluster(str(cluster.get("server") or ""), ca_pem)
 
 
-async def discover(client: KubeClient, token: BootstrapToken, ca_pem: bytes, timeout: float) -> str:
-    """Read cluster-info as an anonymous client until it carries a signature for `token` (the signer
-    adds it a moment after the token appears), then check it; returns the server it names."""
+async def discover(
+    endpoint: KubeConfig, token: BootstrapToken, ca_hash: str, timeout: float
+) -> DiscoveredCluster:
+    """Read cluster-info at `endpoint` without credentials until it carries a signature for `token`
+    (the signer adds it a moment after the token appears), then check it."""
     anonymous = KubeClient(
-        dataclasses.replace(client.config, token=None, client_cert_data=None, client_key_data=None),
+        dataclasses.replace(endpoint, token=None, client_cert_data=None, client_key_data=None),
         user_agent="kubeadm",
     )
     last = ""
@@ -147,7 +175,7 @@ async def discover(client: KubeClient, token: BootstrapToken, ca_pem: bytes, tim
                     last = f"failed to request the cluster-info ConfigMap: {err.message or err.reason}"
                 else:
                     if (found.get("data") or {}).get(SIGNATURE_PREFIX + token.id):
-                        return trusted_cluster(found, token, ca_pem)
+                        return trusted_cluster(found, token, ca_hash)
                     last = f'could not find a JWS signature in the cluster-info ConfigMap for token ID "{token.id}"'
                 await asyncio.sleep(DISCOVERY_RETRY_SECONDS)
     except TimeoutError:
@@ -156,9 +184,56 @@ async def discover(client: KubeClient, token: BootstrapToken, ca_pem: bytes, tim
         await anonymous.close()
 
 
-def bootstrap_client(client: KubeClient, token: BootstrapToken, server: str) -> KubeClient:
-    """A client presenting the token to `server` (kubeadm's bootstrap-kubelet.conf)."""
-    config = dataclasses.replace(
-        client.config, server=server, token=token_string(token), client_cert_data=None, client_key_data=None
-    )
+def parse_token(text: str) -> BootstrapToken:
+    """A `--token` value, or ValueError in kubeadm's words."""
+    found = parse_bootstrap_token(text)
+    if found is None:
+        raise ValueError(f'the bootstrap token "{text}" was not of the form "[a-z0-9]{{6}}.[a-z0-9]{{16}}"')
+    return found
+
+
+def insecure_endpoint(endpoint: str) -> KubeConfig:
+    """Where `kubeadm join <endpoint>` first asks, before it trusts any CA: TLS without verification."""
+    server = endpoint if endpoint.startswith("https://") else f"https://{endpoint}"
+    return KubeConfig(server=server, insecure_skip_tls_verify=True)
+
+
+def bootstrap_client(cluster: DiscoveredCluster, token: BootstrapToken) -> KubeClient:
+    """A client presenting the token to the discovered cluster (kubeadm's bootstrap-kubelet.conf)."""
+    config = KubeConfig(server=cluster.server, ca_data=cluster.ca_pem, token=token_string(token))
     return KubeClient(config, user_agent="kubelet-bootstrap")
+
+
+class TokenError(Exception):
+    """A user's mistake in `tenantgpu token create`, in one line."""
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """A Go duration (`24h`, `1h30m`, `90s`); `0` is None: a token that never expires, as kubeadm's."""
+    if text in ("0", "0s"):
+        return None
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise TokenError(f'invalid --ttl "{text}": expected a duration such as 30m, 24h or 1h30m')
+    seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+    return timedelta(seconds=seconds)
+
+
+async def create_token_command(kubeconfig: Path, ttl: str, print_join_command: bool) -> str:
+    """`kubeadm token create [--print-join-command]` against a tenant: the token, or the command a worker
+    joins with (the tenant's endpoint, the token, the CA's hash)."""
+    lifetime = parse_duration(ttl)
+    async with KubeClient.from_kubeconfig(kubeconfig) as admin:
+        token = await create_token(admin, lifetime)
+        config = admin.config
+    if not print_join_command:
+        return token_string(token)
+    endpoint = config.server.removeprefix("https://")
+    assert config.ca_data is not None
+    return (
+        f"tenantgpu node run --join {endpoint} --token {token_string(token)} "
+        f"--discovery-token-ca-cert-hash {ca_cert_hash(config.ca_data)}"
+    )
