@@ -165,14 +165,14 @@ class TenantDataPlane:
         await self.control.start()
 
     async def _kubelet_client(self, node: str) -> KubeClient:
-        """The worker's kubelet as `system:node:<node>`, with the client certificate its TLS bootstrap got
-        (the lab's admin client joins it, where kubeadm would present a bootstrap token)."""
+        """The worker's kubelet as `system:node:<node>`, with the client certificate it kept, or else the one
+        its TLS bootstrap gets with the tenant's bootstrap token (kubeadm join)."""
         assert self.client is not None
         if self.kubelet_pki is None:
             return self.client
         pem = kept_certificate(self.kubelet_pki(node), node, self.ca_pem)
         if pem is None:
-            pem = await request_certificate(await self._bootstrap_client(), node)
+            pem = await request_certificate(await self._bootstrap_client(), node, JOIN_TIMEOUT_SECONDS)
             keep_certificate(self.kubelet_pki(node), pem)
         config = dataclasses.replace(
             self.client.config, client_cert_data=pem, client_key_data=pem, token=None
