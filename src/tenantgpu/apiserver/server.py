@@ -659,6 +659,14 @@ class APIServer(SubresourceHandlers):
         self.metrics.observe(verb, resource, response.status, time.perf_counter() - started)
         return response
 
+    def _authorize_path(self, user: UserInfo, verb: str, path: str) -> None:
+        """A non-resource request (`/version`, `/api`, …) as the authorizers judge it; 403 with their
+        reason when none allows it."""
+        asked = Attributes(verb=verb, path=path)
+        if not self.config.authorizer.allowed(user, asked):
+            reason = self.config.authorizer.authorize(user, asked)[1]
+            raise errors.forbidden_path(user.name, verb, path, reason)
+
     async def _route(
         self, request: web.Request, path: str, user: UserInfo | None
     ) -> tuple[web.StreamResponse, str, str]:
@@ -668,10 +676,7 @@ class APIServer(SubresourceHandlers):
             assert user is not None
             return await self._api(request, segments, user)
         if user is not None:
-            asked = Attributes(verb=request.method.lower(), path=path)
-            if not self.config.authorizer.allowed(user, asked):
-                reason = self.config.authorizer.authorize(user, asked)[1]
-                raise errors.forbidden_path(user.name, asked.verb, path, reason)
+            self._authorize_path(user, request.method.lower(), path)
         if request.method != "GET":
             raise errors.method_not_allowed()
         if head == "version":
@@ -826,11 +831,7 @@ class APIServer(SubresourceHandlers):
             if request.method != "GET":
                 raise errors.method_not_allowed()
             # discovery is a non-resource path: system:discovery grants it to authenticated users only
-            path = "/" + "/".join(segments)
-            asked = Attributes(verb="get", path=path)
-            if not self.config.authorizer.allowed(user, asked):
-                reason = self.config.authorizer.authorize(user, asked)[1]
-                raise errors.forbidden_path(user.name, "get", path, reason)
+            self._authorize_path(user, "get", "/" + "/".join(segments))
             response = self._discovery(request, segments)
             if response is not None:
                 return response, "get", "discovery"
