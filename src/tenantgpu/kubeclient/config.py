@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import ssl
@@ -26,6 +27,11 @@ class KubeConfig:
     token: str | None = None
     insecure_skip_tls_verify: bool = False
     namespace: str = "default"
+
+    def with_credentials(self, *, token: str | None = None, client_pem: bytes | None = None) -> KubeConfig:
+        """The same cluster with only these credentials: a bearer token, or a PEM holding a client
+        certificate and its key; neither is an anonymous client."""
+        return dataclasses.replace(self, token=token, client_cert_data=client_pem, client_key_data=client_pem)
 
     def ssl_context(self) -> ssl.SSLContext | bool:
         """An SSL context verifying the cluster CA and presenting the client certificate, if any."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 
 from tenantgpu.kubeclient.client import KubeClient
@@ -55,9 +54,7 @@ class ServiceAccountClient:
     async def start(self) -> KubeClient:
         token, lifetime = await self._request()
         # The issuer's server and CA, and no client certificate: the token is the only credential.
-        config = dataclasses.replace(
-            self.issuer.config, token=token, client_cert_data=None, client_key_data=None
-        )
+        config = self.issuer.config.with_credentials(token=token)
         self.client = KubeClient(config, user_agent=self.user_agent)
         self._renewing = asyncio.create_task(self._renew(lifetime), name=f"token-{self.name}")
         return self.client

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -174,9 +173,7 @@ class TenantDataPlane:
         if pem is None:
             pem = await request_certificate(await self._bootstrap_client(), node, JOIN_TIMEOUT_SECONDS)
             keep_certificate(self.kubelet_pki(node), pem)
-        config = dataclasses.replace(
-            self.client.config, client_cert_data=pem, client_key_data=pem, token=None
-        )
+        config = self.client.config.with_credentials(client_pem=pem)
         kubelet = KubeClient(config, user_agent=f"kubelet/{node}")
         self.kubelet_clients.append(kubelet)
         return kubelet

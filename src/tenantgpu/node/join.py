@@ -162,7 +162,7 @@ async def discover(
     """Read cluster-info at `endpoint` without credentials until it carries a signature for `token`
     (the signer adds it a moment after the token appears), then check it."""
     anonymous = KubeClient(
-        dataclasses.replace(endpoint, token=None, client_cert_data=None, client_key_data=None),
+        endpoint.with_credentials(),
         user_agent="kubeadm",
     )
     last = ""
