@@ -77,8 +77,13 @@ def certificate_subject(cert_pem: bytes) -> tuple[str, tuple[str, ...]]:
 
 def is_signed_by(cert_pem: bytes, ca: KeyPair) -> bool:
     """Whether `cert_pem` was issued by `ca` (its signature verifies with the CA's key)."""
+    return issued_by(cert_pem, ca.cert_pem)
+
+
+def issued_by(cert_pem: bytes, ca_cert_pem: bytes) -> bool:
+    """Whether `cert_pem` was issued by the CA whose certificate is `ca_cert_pem`."""
     cert = x509.load_pem_x509_certificate(cert_pem)
-    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
     try:
         cert.verify_directly_issued_by(ca_cert)
     except (ValueError, TypeError, InvalidSignature):

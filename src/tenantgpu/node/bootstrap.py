@@ -22,11 +22,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tenantgpu.kamaji import pki
 from tenantgpu.kubeclient import ApiError, KubeClient
 
 SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
@@ -100,14 +100,10 @@ def usable_certificate(pem: bytes, node_name: str, ca_pem: bytes | None, now: da
         serialization.load_pem_private_key(pem, password=None)
     except ValueError:
         return False
-    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    if not names or names[0].value != node_user(node_name):
+    if pki.certificate_subject(pem)[0] != node_user(node_name):
         return False
-    if ca_pem is not None:
-        try:
-            cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_pem))
-        except (InvalidSignature, ValueError, TypeError):  # another cluster's CA: bootstrap again
-            return False
+    if ca_pem is not None and not pki.issued_by(pem, ca_pem):  # another cluster's CA: bootstrap again
+        return False
     return cert.not_valid_after_utc - RENEW_MARGIN > (now or datetime.now(UTC))
 
 
