@@ -110,7 +110,9 @@ class Watcher:
         self.trigger = trigger
         self.limit = limit
         self.overflowed = False
-        self._pending: deque[Event | None] = deque()
+        # A list, handed over whole to the writer: an empty deque takes 760 bytes, and most watches are
+        # idle most of the time.
+        self._pending: list[Event | None] = []
         self._waiter: asyncio.Future[None] | None = None
         # Set by a server whose stream can take a write outside the watch's task.
         self.sink: EventSink | None = None
@@ -175,13 +177,11 @@ class Watcher:
             finally:
                 timer.cancel()
                 self._waiter = None
-        batch: list[Event] = []
-        while self._pending:
-            item = self._pending.popleft()
-            if item is None:
-                return batch, True
-            batch.append(item)
-        return batch, False
+        batch, self._pending = self._pending, []
+        for i, item in enumerate(batch):
+            if item is None:  # the watch ends there (closed or overflowed); nothing after it is written
+                return batch[:i], True  # type: ignore[return-value]
+        return batch, False  # type: ignore[return-value]
 
 
 class ResourceCache:
@@ -191,7 +191,9 @@ class ResourceCache:
         self.objects: dict[str, Entry] = {}
         # Counts every change of `objects`: what was derived from them is current while it is equal.
         self.changes = 0
-        self._events: deque[Event] = deque(maxlen=window)
+        # Made at the first change: many kinds of a tenant never change, and an empty deque takes 760 bytes.
+        self._events: deque[Event] | None = None
+        self._window = window
         self._window_start = start_revision
         self._watchers: set[Watcher] = set()
         # kube's indexed triggers: watchers that require one value of the trigger field (a kubelet's
@@ -217,9 +219,12 @@ class ResourceCache:
             if self.share is not None:
                 self.share(event.entry.obj)
             self.objects[key] = event.entry
-        if len(self._events) == self._events.maxlen:
-            self._window_start = self._events[0].entry.revision
-        self._events.append(event)
+        events = self._events
+        if events is None:
+            events = self._events = deque(maxlen=self._window)
+        if len(events) == self._window:
+            self._window_start = events[0].entry.revision
+        events.append(event)
         for watcher in self._watchers:
             watcher.offer(event)
         if self._by_value:
@@ -255,7 +260,7 @@ class ResourceCache:
             if since < self._window_start:
                 raise errors.expired(f"too old resource version: {since} ({self._window_start})")
             backlog = []
-            for event in self._events:
+            for event in self._events or ():
                 if event.entry.revision > since:
                     seen = watcher.translate(event)
                     if seen is not None:

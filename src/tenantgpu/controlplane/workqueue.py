@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -32,15 +33,35 @@ class WorkQueue(Generic[K]):
     def __init__(self, name: str, sync: Callable[[K], Awaitable[None]]) -> None:
         self.name = name
         self._sync = sync
-        self._queue: asyncio.Queue[K] = asyncio.Queue()
+        # Made when a key comes and dropped when the last one is taken: an idle lab tenant has some thirty
+        # queues, and an asyncio.Queue holds four deques of 760 bytes each even when empty.
+        self._keys: deque[K] | None = None
         self._queued: set[K] = set()
         self._timers: dict[K, asyncio.TimerHandle] = {}
         self._worker: asyncio.Task[None] | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
     def add(self, key: K) -> None:
         if key not in self._queued:
             self._queued.add(key)
-            self._queue.put_nowait(key)
+            if self._keys is None:
+                self._keys = deque()
+            self._keys.append(key)
+            waiter = self._waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    async def _next(self) -> K:
+        while not self._keys:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        key = self._keys.popleft()
+        if not self._keys:
+            self._keys = None
+        return key
 
     def add_after(self, key: K, delay: float) -> None:
         """Queue `key` in `delay` seconds; a later call for the same key replaces the earlier one."""
@@ -64,7 +85,7 @@ class WorkQueue(Generic[K]):
 
     async def _work(self) -> None:
         while True:
-            key = await self._queue.get()
+            key = await self._next()
             self._queued.discard(key)
             try:
                 await self._sync(key)

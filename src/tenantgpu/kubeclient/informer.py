@@ -50,7 +50,10 @@ class Informer:
         self.cache: dict[Key, dict[str, Any]] = {}
         self.resource_version: str | None = None
         self._handlers: list[Handler] = []
-        self._synced = asyncio.Event()
+        # A flag and a future made only while someone waits: an asyncio.Event keeps a deque of 760
+        # bytes, and a lab tenant has some twenty-five informers.
+        self._synced = False
+        self._sync_waiter: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self.relists = 0
 
@@ -65,16 +68,19 @@ class Informer:
 
     @property
     def synced(self) -> bool:
-        return self._synced.is_set()
+        return self._synced
 
     async def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"informer-{self.resource.plural}")
-        waiter = asyncio.create_task(self._synced.wait())
-        done, _ = await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
-        if self._task in done:
-            waiter.cancel()
-            self._task.result()  # re-raise why the informer died before syncing
+        if self._synced:
+            return
+        if self._sync_waiter is None:
+            self._sync_waiter = asyncio.get_running_loop().create_future()
+        task = self._task
+        done, _ = await asyncio.wait({self._sync_waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done and not self._synced:
+            task.result()  # re-raise why the informer died before syncing
 
     async def stop(self) -> None:
         """Stop watching; a later `start()` lists afresh, as a new informer would."""
@@ -83,7 +89,7 @@ class Informer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
-        self._synced = asyncio.Event()
+        self._synced = False
         self.cache = {}
         self.resource_version = None
 
@@ -144,7 +150,10 @@ class Informer:
         for key, old in old_cache.items():
             if key not in fresh:
                 await self._notify("DELETED", old, old)
-        self._synced.set()
+        self._synced = True
+        if self._sync_waiter is not None:
+            self._sync_waiter.set_result(None)
+            self._sync_waiter = None
 
     async def _apply(self, kind: str, obj: dict[str, Any]) -> None:
         rv = _rv(obj)

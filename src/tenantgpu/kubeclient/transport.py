@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import ssl
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit
@@ -146,7 +145,9 @@ class _Stream:
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
-        self._chunks: deque[bytes] = deque()
+        # A list taken whole by the reader: a watch's stream is idle most of the time, and an empty
+        # deque takes 760 bytes.
+        self._chunks: list[bytes] = []
         self._buffered = 0
         self._paused = False
         self._ended = False
@@ -189,8 +190,8 @@ class _Stream:
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
         # Everything that arrived so far, at once: a watch line often spans several chunks.
-        chunk = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
-        self._chunks.clear()
+        chunks, self._chunks = self._chunks, []
+        chunk = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._buffered = 0
         if self._paused:
             self._paused = False
