@@ -222,6 +222,11 @@ class ResourceCache:
         events = self._events
         if events is None:
             events = self._events = deque(maxlen=self._window)
+        elif events:
+            # The line rendered for the previous event has been written by every watcher that was
+            # waiting; one still behind, or resuming from the window, renders it again. Kept, the lines
+            # of an idle tenant's window held another copy of every object's JSON.
+            events[-1]._line = None
         if len(events) == self._window:
             self._window_start = events[0].entry.revision
         events.append(event)
