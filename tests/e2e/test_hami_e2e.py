@@ -78,8 +78,8 @@ def lab(apiserver: RunningAPIServer, background_loop: BackgroundLoop) -> Iterato
             webhook.ca_bundle,
             webhook_url=webhook.url,
             metrics_port=scheduler.metrics_port,
-            scheduler_node="gpu-l4",
-            device_plugin_nodes=["gpu-l4", "gpu-a100"],
+            sharing=cfg,
+            cert=webhook.cert,
         )
         return GpuLab(apiserver, background_loop, client, scheduler, webhook, workers)
 
@@ -177,9 +177,11 @@ def test_worker_registers_node_with_hami_resources(lab: GpuLab, kubectl: Kubectl
     assert ready["Ready"] == "True"
     lease = _get(kubectl, "lease", "gpu-l4", "-n", "kube-node-lease")
     assert lease["spec"]["holderIdentity"] == "gpu-l4"
-    system = _get(kubectl, "pods", "-n", "kube-system")["items"]
-    names = {p["metadata"]["name"].rsplit("-", 1)[0] for p in system}
-    assert {"hami-scheduler", "hami-device-plugin"} <= names
+    # the chart's workloads (this bare API server runs no controllers to make their pods)
+    deployment = _get(kubectl, "deployment", "hami-scheduler", "-n", "kube-system")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "hami-scheduler"
+    daemon_set = _get(kubectl, "daemonset", "hami-device-plugin", "-n", "kube-system")
+    assert daemon_set["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "on"}
     mwc = _get(kubectl, "mutatingwebhookconfiguration", "hami-webhook")
     assert mwc["webhooks"][0]["name"] == "vgpu.hami.io" and mwc["webhooks"][0]["failurePolicy"] == "Ignore"
 

@@ -136,19 +136,24 @@ def test_up_detached_leaves_a_lab_kubectl_can_use(lab: LabDir) -> None:
         assert tcp["status"]["controlPlaneEndpoint"].startswith("127.0.0.1:")
     namespaces = lab.kubectl(lab.tenant("tenant-a"), "get", "ns", "-o", "name").stdout.split()
     assert "namespace/kube-system" in namespaces
+
     # HAMi and the tunnel agent show up where a Kamaji + HAMi cluster has them: kube-system on the worker.
-    system = json.loads(
-        lab.kubectl(lab.tenant("tenant-a"), "get", "pods", "-n", "kube-system", "-o", "json").stdout
-    )
-    components = {
-        p["metadata"]["labels"].get("app.kubernetes.io/component"): p["spec"]["nodeName"]
-        for p in system["items"]
-    }
-    assert components == {
+    # HAMi's are the pods of its chart's Deployment and DaemonSet, which `up` does not wait for.
+    def placed() -> dict[str, str]:
+        system = json.loads(
+            lab.kubectl(lab.tenant("tenant-a"), "get", "pods", "-n", "kube-system", "-o", "json").stdout
+        )
+        return {
+            p["metadata"]["labels"].get("app.kubernetes.io/component"): p["spec"].get("nodeName", "")
+            for p in system["items"]
+        }
+
+    expected = {
         "hami-scheduler": "worker-a1",
         "hami-device-plugin": "worker-a1",
         "konnectivity-agent": "worker-a1",
     }
+    assert _wait(lambda: placed() == expected, "HAMi's pods placed on the worker")
     printed = lab.tenantgpu("kubeconfig", "tenant-b")
     assert printed.returncode == 0
     assert Path(printed.stdout.strip()) == lab.tenant("tenant-b")
@@ -543,13 +548,21 @@ def _gpu_pods_run_under_the_charts_runtime_class(lab: LabDir) -> None:
     kubeconfig = lab.tenant("research")
     runtime_class = json.loads(lab.kubectl(kubeconfig, "get", "runtimeclass", "nvidia", "-o", "json").stdout)
     assert runtime_class["handler"] == "nvidia"
-    plugins = json.loads(
-        lab.kubectl(
-            kubeconfig, "get", "pods", "-n", "kube-system", "-l", "app.kubernetes.io/component=hami-device-plugin",
-            "-o", "json",
-        ).stdout
-    )["items"]  # fmt: skip
-    assert [p["spec"].get("runtimeClassName") for p in plugins] == ["nvidia"]
+
+    def plugins() -> list[dict]:
+        return json.loads(
+            lab.kubectl(
+                kubeconfig, "get", "pods", "-n", "kube-system", "-l", "app.kubernetes.io/component=hami-device-plugin",
+                "-o", "json",
+            ).stdout
+        )["items"]  # fmt: skip
+
+    # the DaemonSet's pod, which the default scheduler places on the GPU node: its RuntimeClass lets it
+    running = _wait(
+        lambda: [p for p in plugins() if p["status"].get("phase") == "Running"], "the device plugin Running"
+    )
+    assert [p["spec"].get("runtimeClassName") for p in running] == ["nvidia"]
+    assert [p["spec"]["nodeName"] for p in running] == ["res-a10-1"]
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",

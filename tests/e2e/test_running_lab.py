@@ -83,6 +83,10 @@ class RunningLab:
     def pod(self, tenant: str, name: str) -> dict[str, Any]:
         return json.loads(self.kubectl(tenant, "get", "pod", name, "-o", "json").stdout)
 
+    def pods_in(self, tenant: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+        out = self.kubectl(tenant, "get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout
+        return sorted(json.loads(out)["items"], key=lambda p: p["metadata"]["name"])
+
     def pod_in(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
         return json.loads(self.kubectl(tenant, "get", "pod", "-n", namespace, name, "-o", "json").stdout)
 
@@ -667,14 +671,6 @@ spec:
     )
     smi = lab.kubectl("tenant-a", "exec", "dbg-0", "-c", "cuda", "--", "nvidia-smi").stdout
     assert "0MiB / 3000MiB" in smi  # the GPU container is as HAMi left it
-
-    # the node's own components are static pods, which take no ephemeral containers
-    system = json.loads(lab.kubectl("tenant-a", "get", "pods", "-n", "kube-system", "-o", "json").stdout)
-    scheduler = next(
-        p["metadata"]["name"] for p in system["items"] if p["metadata"]["name"].startswith("hami-scheduler")
-    )
-    refused = lab.kubectl("tenant-a", "debug", "-n", "kube-system", scheduler, "--image=busybox", check=False)
-    assert refused.returncode == 1 and "static pods do not support ephemeral containers" in refused.stderr
     lab.delete("tenant-a", "app=debug")
 
 
@@ -745,28 +741,57 @@ def test_the_management_plane_refuses_tenant_control_planes_as_kamaji_does(lab: 
         lab.kubectl("management", "delete", "tcp", "tenant-c", "--wait=true")
 
 
-def test_drain_evicts_workloads_and_leaves_the_nodes_own_components_which_come_back_if_deleted(
+COMPONENT = "app.kubernetes.io/component"
+
+
+def system_pods(lab: RunningLab, tenant: str) -> dict[str, list[dict[str, Any]]]:
+    """The tenant's kube-system pods by their component label, each list by name."""
+    items = json.loads(lab.kubectl(tenant, "get", "pods", "-n", "kube-system", "-o", "json").stdout)["items"]
+    found: dict[str, list[dict[str, Any]]] = {}
+    for pod in sorted(items, key=lambda p: p["metadata"]["name"]):
+        found.setdefault(pod["metadata"]["labels"].get(COMPONENT, ""), []).append(pod)
+    return found
+
+
+def hami_running(lab: RunningLab, tenant: str) -> Callable[[], dict[str, list[dict[str, Any]]]]:
+    """A probe: the kube-system pods once HAMi's scheduler and device plugin each have one pod Running
+    (they are the chart's workloads, whose pods `up` does not wait for, as `helm install` does not)."""
+
+    def probe() -> dict[str, list[dict[str, Any]]]:
+        found = system_pods(lab, tenant)
+        ready = all(
+            len(found.get(c, [])) == 1 and phase(found[c][0]) == "Running"
+            for c in ("hami-scheduler", "hami-device-plugin")
+        )
+        return found if ready else {}
+
+    return probe
+
+
+def owners(pod: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    return [(o["kind"], o["name"], bool(o.get("controller"))) for o in pod["metadata"]["ownerReferences"]]
+
+
+def test_drain_needs_ignore_daemonsets_evicts_hamis_scheduler_with_the_workloads_and_leaves_static_pods(
     lab: RunningLab,
 ) -> None:
-    """The agent, device plugin and scheduler pods are shown as a kubelet shows static pods: mirror pods
-    owned by their Node, which `kubectl drain` skips and the kubelet re-creates."""
-    system = {p["metadata"]["name"]: p for p in json.loads(
-        lab.kubectl("tenant-b", "get", "pods", "-n", "kube-system", "-o", "json").stdout)["items"]}  # fmt: skip
-    assert {n.rsplit("-", 1)[0] for n in system} == {
-        "konnectivity-agent",
-        "hami-device-plugin",
-        "hami-scheduler",
-    }
-    for pod in system.values():
-        assert "kubernetes.io/config.mirror" in annotations(pod)
-        assert [(o["kind"], o["name"], o.get("controller")) for o in pod["metadata"]["ownerReferences"]] == [
-            ("Node", "worker-b1", True)
-        ]
+    """HAMi's device plugin is a DaemonSet's pod: `kubectl drain` refuses to go on without
+    `--ignore-daemonsets`, then leaves it. HAMi's scheduler is a Deployment's pod: evicted with the
+    workloads, its ReplicaSet makes another, which waits until the node is uncordoned. The tunnel agent is
+    still shown as a static pod's mirror, which drain skips and the kubelet re-creates."""
+    system = wait_for("HAMi's pods Running", hami_running(lab, "tenant-b"))
+    assert set(system) == {"konnectivity-agent", "hami-device-plugin", "hami-scheduler"}
+    [agent], [plugin], [scheduler] = (
+        system[c] for c in ("konnectivity-agent", "hami-device-plugin", "hami-scheduler")
+    )
+    assert "kubernetes.io/config.mirror" in annotations(agent)
+    assert owners(agent) == [("Node", "worker-b1", True)]
+    assert owners(plugin) == [("DaemonSet", "hami-device-plugin", True)]
+    assert owners(scheduler)[0][0] == "ReplicaSet" and owners(scheduler)[0][1].startswith("hami-scheduler-")
+    for pod in (plugin, scheduler):
+        assert "kubernetes.io/config.mirror" not in annotations(pod)
     # their charts' priority classes, filled in by the Priority admission plugin: no user pod preempts them
-    priorities = {
-        n.rsplit("-", 1)[0]: (p["spec"]["priorityClassName"], p["spec"]["priority"])
-        for n, p in system.items()
-    }
+    priorities = {c: (p[0]["spec"]["priorityClassName"], p[0]["spec"]["priority"]) for c, p in system.items()}
     assert priorities == {
         "konnectivity-agent": ("system-cluster-critical", 2000000000),
         "hami-device-plugin": ("system-node-critical", 2000001000),
@@ -783,47 +808,149 @@ def test_drain_evicts_workloads_and_leaves_the_nodes_own_components_which_come_b
 
     wait_for("the budget counted", budget_counted)
     try:
+        refused = lab.kubectl("tenant-b", "drain", "worker-b1", "--force", "--timeout=6s", check=False)
+        assert refused.returncode == 1
+        assert (
+            "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): "
+            f"kube-system/{plugin['metadata']['name']}"
+        ) in refused.stderr
         blocked = lab.kubectl(
             "tenant-b", "drain", "worker-b1", "--ignore-daemonsets", "--force", "--timeout=6s", check=False
         )
         assert blocked.returncode == 1
         assert "Cannot evict pod as it would violate the pod's disruption budget." in blocked.stderr
         assert lab.pods("tenant-b", "app=drained")
-    finally:
         lab.kubectl("tenant-b", "delete", "pdb", "keep-one")
-    try:
         drained = lab.kubectl(
             "tenant-b", "drain", "worker-b1", "--ignore-daemonsets", "--force", "--timeout=45s"
         )
-        assert "evicting pod default/drained" in drained.stderr + drained.stdout
+        said = drained.stderr + drained.stdout
+        assert "evicting pod default/drained" in said
+        # (the blocked drain already evicted what it could)
+        said += blocked.stderr + blocked.stdout
+        assert f"evicting pod kube-system/{scheduler['metadata']['name']}" in said
+        assert f"ignoring DaemonSet-managed Pods: kube-system/{plugin['metadata']['name']}" in said
+        # the ReplicaSet's new pod cannot go to the cordoned node
+        waiting = wait_for(
+            "a new scheduler pod, Pending",
+            lambda: [
+                p
+                for p in system_pods(lab, "tenant-b").get("hami-scheduler", [])
+                if p["metadata"]["uid"] != scheduler["metadata"]["uid"] and phase(p) == "Pending"
+            ],
+        )
+        assert not waiting[0]["spec"].get("nodeName")
     finally:
+        lab.kubectl("tenant-b", "delete", "pdb", "keep-one", "--ignore-not-found")
         lab.kubectl("tenant-b", "uncordon", "worker-b1")
     wait_for("the workload gone", lambda: not lab.pods("tenant-b", "app=drained"))
-    after = json.loads(lab.kubectl("tenant-b", "get", "pods", "-n", "kube-system", "-o", "json").stdout)[
-        "items"
-    ]
-    assert {p["metadata"]["uid"] for p in after} == {p["metadata"]["uid"] for p in system.values()}
+    after = wait_for("HAMi's pods Running again", hami_running(lab, "tenant-b"))
+    assert after["hami-scheduler"][0]["metadata"]["uid"] == waiting[0]["metadata"]["uid"]
+    assert after["hami-scheduler"][0]["spec"]["nodeName"] == "worker-b1"
+    assert after["hami-device-plugin"][0]["metadata"]["uid"] == plugin["metadata"]["uid"]
+    assert [p["metadata"]["uid"] for p in after["konnectivity-agent"]] == [agent["metadata"]["uid"]]
 
-    agent = next(name for name in system if name.startswith("konnectivity-agent"))
-    lab.kubectl("tenant-b", "delete", "pod", "-n", "kube-system", agent, "--wait=true")
+    name = agent["metadata"]["name"]
+    lab.kubectl("tenant-b", "delete", "pod", "-n", "kube-system", name, "--wait=true")
     back = wait_for(
         "the agent's mirror pod back and Running",
-        lambda: (
+        lambda: next(
             (
-                p := json.loads(
-                    lab.kubectl("tenant-b", "get", "pods", "-n", "kube-system", "-o", "json").stdout
-                )
-            )
-            and next(
-                (q for q in p["items"] if q["metadata"]["name"] == agent and phase(q) == "Running"), None
-            )
+                q
+                for q in system_pods(lab, "tenant-b").get("konnectivity-agent", [])
+                if q["metadata"]["name"] == name and phase(q) == "Running"
+            ),
+            None,
         ),
     )
-    assert back["metadata"]["uid"] != system[agent]["metadata"]["uid"]
+    assert back["metadata"]["uid"] != agent["metadata"]["uid"]
     assert "kubernetes.io/config.mirror" in annotations(back)
     assert [(o["kind"], o["uid"]) for o in back["metadata"]["ownerReferences"]] == [
         ("Node", lab.node("tenant-b", "worker-b1")["metadata"]["uid"])
     ]
+
+
+def _columns(lab: RunningLab, tenant: str, *args: str) -> dict[str, str]:
+    """The one row of a `kubectl get` table, by its column headers."""
+    header, row = lab.kubectl(tenant, "get", *args).stdout.splitlines()
+    # a header starts after two spaces ("NODE SELECTOR" is one header)
+    starts = [i for i, ch in enumerate(header) if ch != " " and (i == 0 or header[i - 2 : i] == "  ")]
+    bounds = [*starts[1:], None]
+    return {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, bounds, strict=True)}
+
+
+def test_hamis_scheduler_and_device_plugin_are_the_charts_deployment_and_daemonset(lab: RunningLab) -> None:
+    """`helm install hami` makes a Deployment `hami-scheduler` and a DaemonSet `hami-device-plugin` on the
+    nodes labelled `gpu=on`: the tenant's controllers make their pods, the default scheduler places them,
+    the kubelet runs them; a deleted scheduler pod is replaced by its ReplicaSet, the Service's Endpoints
+    follow it, and GPU pods go through HAMi as before."""
+    wait_for("HAMi's pods Running", hami_running(lab, "tenant-b"))
+    deployment = wait_for(
+        "the Deployment 1/1",
+        lambda: (
+            (c := _columns(lab, "tenant-b", "-n", "kube-system", "deploy", "hami-scheduler"))["READY"]
+            == "1/1"
+            and c
+        ),
+    )
+    assert (deployment["UP-TO-DATE"], deployment["AVAILABLE"]) == ("1", "1")
+    ds = _columns(lab, "tenant-b", "-n", "kube-system", "ds", "hami-device-plugin")
+    assert [ds[k] for k in ("DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE")] == ["1"] * 5
+    assert ds["NODE SELECTOR"] == "gpu=on"
+    for workload in ("ds/hami-device-plugin", "deploy/hami-scheduler"):
+        status = lab.kubectl("tenant-b", "-n", "kube-system", "rollout", "status", workload, "--timeout=30s")
+        assert "successfully rolled out" in status.stdout
+
+    [plugin] = lab.pods_in("tenant-b", "kube-system", f"{COMPONENT}=hami-device-plugin")
+    assert owners(plugin) == [("DaemonSet", "hami-device-plugin", True)]
+    assert plugin["spec"]["nodeName"] == "worker-b1" and phase(plugin) == "Running"
+    assert plugin["spec"]["serviceAccountName"] == "hami-device-plugin"
+    assert [c["name"] for c in plugin["spec"]["containers"]] == ["device-plugin", "vgpu-monitor"]
+    [scheduler] = lab.pods_in("tenant-b", "kube-system", f"{COMPONENT}=hami-scheduler")
+    [(kind, replica_set, _)] = owners(scheduler)
+    assert kind == "ReplicaSet"
+    rs = json.loads(
+        lab.kubectl("tenant-b", "get", "rs", "-n", "kube-system", replica_set, "-o", "json").stdout
+    )
+    assert owners(rs) == [("Deployment", "hami-scheduler", True)]
+    assert scheduler["spec"]["serviceAccountName"] == "hami-scheduler" and phase(scheduler) == "Running"
+    assert [c["name"] for c in scheduler["spec"]["containers"]] == [
+        "kube-scheduler",
+        "vgpu-scheduler-extender",
+    ]
+    assert scheduler["spec"]["containers"][0]["image"].endswith(
+        "kube-scheduler:v1.31.4"
+    )  # the tenant's version
+
+    def endpoint_ips() -> list[str]:
+        endpoints = json.loads(
+            lab.kubectl(
+                "tenant-b", "get", "endpoints", "-n", "kube-system", "hami-scheduler", "-o", "json"
+            ).stdout
+        )
+        return [a["ip"] for s in endpoints.get("subsets") or [] for a in s.get("addresses") or []]
+
+    wait_for("the Service's endpoint", lambda: endpoint_ips() == [scheduler["status"]["podIP"]])
+
+    lab.kubectl(
+        "tenant-b", "delete", "pod", "-n", "kube-system", scheduler["metadata"]["name"], "--wait=true"
+    )
+    [replacement] = wait_for(
+        "a new scheduler pod Running",
+        lambda: [
+            p
+            for p in lab.pods_in("tenant-b", "kube-system", f"{COMPONENT}=hami-scheduler")
+            if p["metadata"]["uid"] != scheduler["metadata"]["uid"] and phase(p) == "Running"
+        ],
+    )
+    assert owners(replacement) == owners(scheduler)
+    wait_for("the endpoint to follow", lambda: endpoint_ips() == [replacement["status"]["podIP"]])
+
+    lab.create("tenant-b", gpu_pod("after-hami", "after-hami", gpumem=1000))
+    [pod] = wait_for("the GPU pod Running", all_running(lab, "tenant-b", "app=after-hami", 1))
+    assert pod["spec"]["schedulerName"] == "hami-scheduler"
+    assert annotations(pod)["hami.io/bind-phase"] == "success"
+    lab.delete("tenant-b", "app=after-hami")
 
 
 def _lab_control(lab: RunningLab, tenant: str, component: str, desired: str) -> None:

@@ -1,12 +1,30 @@
 """Install HAMi into a tenant's API like its Helm chart (release `hami` in kube-system): its service
-accounts and RBAC, webhook configuration, Service, kube-system pods."""
+accounts and RBAC, webhook configuration, Service, ConfigMaps, TLS Secret, and its two workloads, the
+Deployment `hami-scheduler` and the DaemonSet `hami-device-plugin`.
+
+The objects are built here from the facts of the chart's templates and default values at v2.10.0
+(Project-HAMi/HAMi `charts/hami/templates/scheduler/{deployment,configmap,device-configmap}.yaml`,
+`templates/device-plugin/{daemonsetnvidia,configmap}.yaml`, `_helpers.tpl`, `values.yaml`), rendered as
+`helm install hami charts/hami -n kube-system` would, with the lab file's HAMi settings as values.
+
+Simulation boundary: the tenant's own controllers make the workloads' pods, its default scheduler places
+them and the simulated kubelet runs their containers like any others (the chart's commands are unknown
+to it, so they simply keep running). What HAMi does is done by the lab's in-process scheduler, webhook
+and device plugin in the worker process, under the chart's service accounts; the pods are what the
+cluster shows of them, and the Service's Endpoints follow the scheduler pod."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import re
 from typing import Any
 
+import yaml
+
+from tenantgpu.gpushare.config import SharingConfig
+from tenantgpu.hami.tls import ServingCert
 from tenantgpu.kubeclient import ApiError, KubeClient
 
 NAMESPACE = "kube-system"
@@ -16,7 +34,6 @@ WEBHOOK_NAME = "vgpu.hami.io"
 WEBHOOK_PATH = "/webhook"
 WEBHOOK_IGNORE_LABEL = "hami.io/webhook"
 _IMAGES = {
-    "kube-scheduler": "registry.k8s.io/kube-scheduler:v1.31.4",
     "konnectivity-agent": "registry.k8s.io/kas-network-proxy/proxy-agent:v0.31.0",
 }
 CHART_LABELS = {"app.kubernetes.io/name": "hami", "app.kubernetes.io/instance": "hami"}
@@ -30,8 +47,24 @@ RELEASE_LABELS = {
 }
 SCHEDULER_ACCOUNT = "hami-scheduler"
 DEVICE_PLUGIN_ACCOUNT = "hami-device-plugin"
-# The components' pods are shown as a kubelet shows its static pods: mirror pods owned by their Node,
-# which `kubectl drain` leaves alone and the kubelet re-creates when they are deleted.
+# The chart names its scheduler's objects (Deployment, ConfigMap, account) and its device plugin's
+# (DaemonSet, node ConfigMap, account) after the release: "<release>-scheduler", "<release>-device-plugin".
+SCHEDULER = "hami-scheduler"
+DEVICE_PLUGIN = "hami-device-plugin"
+SCHEDULER_CONFIG = SCHEDULER  # KubeSchedulerConfiguration of the pod's kube-scheduler
+DEVICE_CONFIG = f"{SCHEDULER}-device"  # device-config.yaml, read by the extender and the device plugin
+NODE_CONFIG = DEVICE_PLUGIN  # the device plugin's per-node config.json
+TLS_SECRET = f"{SCHEDULER}-tls"  # the webhook's serving certificate (the chart's certgen job writes it)
+HAMI_IMAGE = f"docker.io/projecthami/hami:v{CHART_VERSION}"
+# The chart's kubeScheduler.image with no tag: the tag is the cluster's version (`strippedKubeVersion`).
+KUBE_SCHEDULER_REPOSITORY = "registry.cn-hangzhou.aliyuncs.com/google_containers/kube-scheduler"
+GPU_NODE_SELECTOR = {"gpu": "on"}  # devicePlugin.nvidiaNodeSelector; the lab's GPU workers carry it
+PRIORITY_CLASS = "system-node-critical"
+HOOK_PATH = "/usr/local"  # global.gpuHookPath
+METRICS_PORT = 9395  # scheduler.metricsBindAddress ":9395"
+MONITOR_PORT = 9394
+# Static pods of the node's own components (the konnectivity agent) are shown as a kubelet shows them:
+# mirror pods owned by their Node, which `kubectl drain` leaves alone and the kubelet re-creates.
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
@@ -298,32 +331,437 @@ def runtime_class(name: str) -> dict[str, Any]:
     }
 
 
-def system_pods(
-    scheduler_node: str, device_plugin_nodes: list[str], runtime_class_name: str = ""
-) -> list[dict[str, Any]]:
-    """HAMi's kube-system pods as they appear in a cluster; the simulated kubelet runs them. The device
-    plugin's DaemonSet names the chart's runtime class, when one is set."""
-    pods = [
-        system_pod(
-            f"hami-scheduler-{_suffix(scheduler_node, 10)[:5]}",
-            scheduler_node,
-            "hami-scheduler",
-            ["kube-scheduler", "vgpu-scheduler-extender"],
-            CHART_LABELS,
-        )
+def kube_scheduler_tag(git_version: str) -> str:
+    """The chart's `strippedKubeVersion`: the server's version without a distribution's suffix
+    (`v1.31.1+k3s1` and `v1.31.1-eks-2d5f260` give `v1.31.1`)."""
+    match = re.match(r"v\d+\.\d+\.\d+", git_version)
+    return match.group(0) if match else git_version
+
+
+def _number(value: float) -> float | int:
+    """A chart value as Helm prints it: `1`, not `1.0`."""
+    return int(value) if float(value).is_integer() else value
+
+
+def _component_labels(component: str) -> dict[str, str]:
+    """What the chart's selectors match: the component and `hami-vgpu.selectorLabels`."""
+    return {"app.kubernetes.io/component": component, **CHART_LABELS}
+
+
+def _config_map(name: str, component: str, data: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/component": component, **RELEASE_LABELS},
+        },
+        "data": data,
+    }
+
+
+def _managed_resources(sharing: SharingConfig) -> list[dict[str, Any]]:
+    """The extender's managedResources, which kube-scheduler leaves to it. The chart also lists every
+    other vendor's resources; the lab has NVIDIA cards only, so only HAMi's NVIDIA resources are named."""
+    names = (
+        sharing.resource_count_name,
+        sharing.resource_memory_name,
+        sharing.resource_core_name,
+        sharing.resource_memory_percentage_name,
+        sharing.resource_priority_name,
+    )
+    return [{"name": name, "ignoredByScheduler": True} for name in names]
+
+
+def scheduler_config_map(sharing: SharingConfig) -> dict[str, Any]:
+    """ConfigMap `hami-scheduler`: the KubeSchedulerConfiguration (v1, the lab's releases are all past
+    1.25) of the pod's kube-scheduler, a profile of HAMi's scheduler name whose extender is the pod's
+    other container, over HTTPS on 127.0.0.1:443 (the admission webhook is on)."""
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {
+            "leaderElect": True,
+            "resourceName": sharing.scheduler_name,
+            "resourceNamespace": NAMESPACE,
+        },
+        "profiles": [{"schedulerName": sharing.scheduler_name}],
+        "extenders": [
+            {
+                "urlPrefix": "https://127.0.0.1:443",
+                "enableHTTPS": True,
+                "tlsConfig": {"insecure": True},
+                "filterVerb": "filter",
+                "bindVerb": "bind",
+                "nodeCacheCapable": True,
+                "weight": 1,
+                "httpTimeout": "30s",
+                "managedResources": _managed_resources(sharing),
+            }
+        ],
+    }
+    return _config_map(SCHEDULER_CONFIG, SCHEDULER, {"config.yaml": yaml.safe_dump(config, sort_keys=False)})
+
+
+def device_config_map(sharing: SharingConfig) -> dict[str, Any]:
+    """ConfigMap `hami-scheduler-device`: `device-config.yaml` with the NVIDIA settings the lab file
+    gives (resource names, defaults, split count, scaling). The chart's file has sections for other
+    vendors and NVIDIA's MIG profiles too, which no simulated card uses."""
+    nvidia = {
+        "resourceCountName": sharing.resource_count_name,
+        "resourceMemoryName": sharing.resource_memory_name,
+        "resourceMemoryPercentageName": sharing.resource_memory_percentage_name,
+        "resourceCoreName": sharing.resource_core_name,
+        "resourcePriorityName": sharing.resource_priority_name,
+        "overwriteEnv": sharing.overwrite_env,
+        "defaultMemory": sharing.default_memory,
+        "defaultCores": sharing.default_cores,
+        "defaultGPUNum": sharing.default_gpu_num,
+        "preConfiguredDeviceMemory": 0,
+        "memoryFactor": sharing.memory_factor,
+        "deviceSplitCount": sharing.device_split_count,
+        "deviceMemoryScaling": _number(sharing.device_memory_scaling),
+        "deviceCoreScaling": _number(sharing.device_core_scaling),
+        "enableNumaTopology": False,
+        "gpuCorePolicy": sharing.gpu_core_policy,
+        "libCudaLogLevel": sharing.lib_cuda_log_level,
+        "runtimeClassName": sharing.runtime_class_name,
+    }
+    text = yaml.safe_dump({"nvidia": nvidia}, sort_keys=False)
+    return _config_map(DEVICE_CONFIG, SCHEDULER, {"device-config.yaml": text})
+
+
+def node_config_map(sharing: SharingConfig) -> dict[str, Any]:
+    """ConfigMap `hami-device-plugin`: the device plugin's per-node `config.json`, the chart's default
+    (one entry for a node named `your-node-name`, which matches no node) with the lab's split count and
+    memory scaling."""
+    entry = {
+        "name": "your-node-name",
+        "operatingmode": "hami-core",
+        "devicememoryscaling": _number(sharing.device_memory_scaling),
+        "devicesplitcount": sharing.device_split_count,
+        "preconfigureddevicememory": 0,
+        "enablenumatopology": False,
+        "migstrategy": "none",
+        "filterdevices": {"uuid": [], "index": []},
+        "enablegetpreferredallocation": False,
+    }
+    text = json.dumps({"nodeconfig": [entry]}, indent=2) + "\n"
+    return _config_map(NODE_CONFIG, DEVICE_PLUGIN, {"config.json": text})
+
+
+def tls_secret(cert: ServingCert) -> dict[str, Any]:
+    """Secret `hami-scheduler-tls`, which the chart's certgen job creates before the scheduler starts:
+    the webhook's serving certificate and key (the names the chart asks for) and the CA of its
+    caBundle. In the lab it holds the certificate the in-process webhook serves with."""
+
+    def encode(pem: bytes) -> str:
+        return base64.b64encode(pem).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": TLS_SECRET, "namespace": NAMESPACE},
+        "type": "Opaque",
+        "data": {
+            "ca": encode(cert.ca_pem),
+            "tls.crt": encode(cert.cert_pem),
+            "tls.key": encode(cert.key_pem),
+        },
+    }
+
+
+def _checksums(sharing: SharingConfig) -> dict[str, str]:
+    """The pod templates' `checksum/…` annotations: a changed configuration rolls the pods, as with
+    `helm upgrade`. (Helm hashes the rendered YAML; these hash the objects built here.)"""
+
+    def digest(obj: dict[str, Any]) -> str:
+        return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+    return {
+        "checksum/hami-scheduler-config": digest(scheduler_config_map(sharing)),
+        "checksum/hami-scheduler-device-config": digest(device_config_map(sharing)),
+    }
+
+
+def _field_env(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _https_probe(path: str) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": "https", "scheme": "HTTPS"},
+        "initialDelaySeconds": 10,
+        "periodSeconds": 10,
+        "failureThreshold": 3,
+        "timeoutSeconds": 5,
+    }
+
+
+def scheduler_deployment(sharing: SharingConfig, kube_version: str) -> dict[str, Any]:
+    """Deployment `kube-system/hami-scheduler`: one pod (leader election on, one replica) of the chart's
+    kube-scheduler (image tagged with the cluster's version) and HAMi's scheduler extender, which also
+    serves the admission webhook on 443. Its pod template carries the Service's selector labels and
+    `hami.io/webhook: ignore`, so HAMi's webhook leaves it alone. The chart's readiness probe is kept; the
+    simulated kubelet runs no probes."""
+    name = sharing.scheduler_name
+    extender_args = [
+        "scheduler",
+        "--http_bind=0.0.0.0:443",
+        "--cert_file=/tls/tls.crt",
+        "--key_file=/tls/tls.key",
+        f"--scheduler-name={name}",
+        f"--metrics-bind-address=:{METRICS_PORT}",
+        f"--node-scheduler-policy={sharing.node_policy}",
+        f"--gpu-scheduler-policy={sharing.gpu_policy}",
+        f"--force-overwrite-default-scheduler={str(sharing.force_overwrite_default_scheduler).lower()}",
+        "--device-config-file=/device-config.yaml",
+        "--leader-elect=true",
+        f"--leader-elect-resource-name={name}",
+        f"--leader-elect-resource-namespace={NAMESPACE}",
+        "--debug",
+        "-v=4",
     ]
-    for node in device_plugin_nodes:
-        pod = system_pod(
-            f"hami-device-plugin-{_suffix(node)}",
-            node,
-            "hami-device-plugin",
-            ["device-plugin", "vgpu-monitor"],
-            CHART_LABELS,
-        )
-        if runtime_class_name:
-            pod["spec"]["runtimeClassName"] = runtime_class_name
-        pods.append(pod)
-    return pods
+    lock_minutes = sharing.node_lock_timeout_seconds / 60
+    lock_expire = (
+        f"{int(lock_minutes)}m"
+        if lock_minutes.is_integer()
+        else f"{_number(sharing.node_lock_timeout_seconds)}s"
+    )
+    pod_spec = {
+        "serviceAccountName": SCHEDULER_ACCOUNT,
+        "priorityClassName": PRIORITY_CLASS,
+        "containers": [
+            {
+                "name": "kube-scheduler",
+                "image": f"{KUBE_SCHEDULER_REPOSITORY}:{kube_scheduler_tag(kube_version)}",
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["kube-scheduler", "--config=/config/config.yaml", "-v=4"],
+                "resources": {},
+                "volumeMounts": [{"name": "scheduler-config", "mountPath": "/config"}],
+            },
+            {
+                "name": "vgpu-scheduler-extender",
+                "image": HAMI_IMAGE,
+                "imagePullPolicy": "IfNotPresent",
+                "env": [
+                    _field_env("POD_NAME", "metadata.name"),
+                    _field_env("POD_NAMESPACE", "metadata.namespace"),
+                    {"name": "HAMI_NODELOCK_EXPIRE", "value": lock_expire},
+                ],
+                "command": extender_args,
+                "ports": [
+                    {"name": "https", "containerPort": 443, "protocol": "TCP"},
+                    {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+                ],
+                "resources": {},
+                "volumeMounts": [
+                    {
+                        "name": "device-config",
+                        "mountPath": "/device-config.yaml",
+                        "subPath": "device-config.yaml",
+                    },
+                    {"name": "tls-config", "mountPath": "/tls"},
+                ],
+                "readinessProbe": _https_probe("/readyz"),
+            },
+        ],
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {
+                                "matchExpressions": [
+                                    {
+                                        "key": "app.kubernetes.io/component",
+                                        "operator": "In",
+                                        "values": [SCHEDULER],
+                                    }
+                                ]
+                            },
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            }
+        },
+        "volumes": [
+            {"name": "tls-config", "secret": {"secretName": TLS_SECRET}},
+            {"name": "scheduler-config", "configMap": {"name": SCHEDULER_CONFIG}},
+            {"name": "device-config", "configMap": {"name": DEVICE_CONFIG}},
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": SCHEDULER,
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/component": SCHEDULER, **RELEASE_LABELS},
+        },
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": _component_labels(SCHEDULER)},
+            "template": {
+                "metadata": {
+                    "labels": {**_component_labels(SCHEDULER), WEBHOOK_IGNORE_LABEL: "ignore"},
+                    "annotations": _checksums(sharing),
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def _host_path(name: str, path: str, kind: str = "") -> dict[str, Any]:
+    return {"name": name, "hostPath": {"path": path, **({"type": kind} if kind else {})}}
+
+
+def device_plugin_daemon_set(sharing: SharingConfig, runtime_class_name: str = "") -> dict[str, Any]:
+    """DaemonSet `kube-system/hami-device-plugin`: on every node labelled `gpu: "on"`, HAMi's device
+    plugin and its vGPU monitor, privileged with the host's PID namespace and the host paths they read,
+    rolled one node at a time. Its pods run under the chart's runtime class when one is set. The
+    simulated kubelet mounts nothing from the host, so the hostPath volumes are only shown."""
+    monitor_security = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]},
+    }
+    plugin_security = {**monitor_security, "privileged": True, "allowPrivilegeEscalation": True}
+    node_name = _field_env("NODE_NAME", "spec.nodeName")
+    containers = [
+        {
+            "name": "device-plugin",
+            "image": HAMI_IMAGE,
+            "imagePullPolicy": "IfNotPresent",
+            "lifecycle": {
+                "postStart": {
+                    "exec": {"command": ["/bin/sh", "-c", f"/k8s-vgpu/bin/vgpu-init.sh {HOOK_PATH}/vgpu/"]}
+                }
+            },
+            "command": [
+                "nvidia-device-plugin",
+                "--config-file=/device-config.yaml",
+                "--mig-strategy=none",
+                "--disable-core-limit=false",
+                "-v=4",
+            ],
+            "env": [
+                node_name,
+                {"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"},
+                {"name": "DEVICE_LIST_STRATEGY", "value": "envvar"},
+                {"name": "HOOK_PATH", "value": HOOK_PATH},
+                {"name": "PASS_DEVICE_SPECS", "value": "false"},
+            ],
+            "securityContext": plugin_security,
+            "resources": {},
+            "volumeMounts": [
+                {"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"},
+                {"name": "lib", "mountPath": f"{HOOK_PATH}/vgpu"},
+                {"name": "usrbin", "mountPath": "/usrbin"},
+                {"name": "deviceconfig", "mountPath": "/config"},
+                {"name": "hosttmp", "mountPath": "/tmp"},
+                {
+                    "name": "device-config",
+                    "mountPath": "/device-config.yaml",
+                    "subPath": "device-config.yaml",
+                },
+                {"name": "cdi-root", "mountPath": "/var/run/cdi"},
+            ],
+        },
+        {
+            "name": "vgpu-monitor",
+            "image": HAMI_IMAGE,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["vGPUmonitor", "-v=4"],
+            "securityContext": monitor_security,
+            "env": [
+                node_name,
+                {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                {"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"},
+                {"name": "HOOK_PATH", "value": f"{HOOK_PATH}/vgpu"},
+                {"name": "HAMI_RESYNC_INTERVAL", "value": "5m"},
+            ],
+            "ports": [{"name": "metrics", "containerPort": MONITOR_PORT, "protocol": "TCP"}],
+            "resources": {},
+            "volumeMounts": [
+                {"name": "ctrs", "mountPath": f"{HOOK_PATH}/vgpu/containers"},
+                {"name": "dockers", "mountPath": "/run/docker"},
+                {"name": "containerds", "mountPath": "/run/containerd"},
+                {"name": "sysinfo", "mountPath": "/sysinfo"},
+                {"name": "hostvar", "mountPath": "/hostvar"},
+                {"name": "hosttmp", "mountPath": "/tmp"},
+            ],
+        },
+    ]
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": DEVICE_PLUGIN_ACCOUNT,
+        "priorityClassName": PRIORITY_CLASS,
+        "hostPID": True,
+        "hostNetwork": False,
+        "containers": containers,
+        "volumes": [
+            _host_path("ctrs", f"{HOOK_PATH}/vgpu/containers"),
+            _host_path("hosttmp", "/tmp"),
+            _host_path("dockers", "/run/docker"),
+            _host_path("containerds", "/run/containerd"),
+            _host_path("device-plugin", "/var/lib/kubelet/device-plugins"),
+            _host_path("lib", f"{HOOK_PATH}/vgpu"),
+            _host_path("cdi-root", "/var/run/cdi", "DirectoryOrCreate"),
+            _host_path("usrbin", "/usr/bin"),
+            _host_path("sysinfo", "/sys"),
+            _host_path("hostvar", "/var"),
+            {"name": "deviceconfig", "configMap": {"name": NODE_CONFIG}},
+            {"name": "device-config", "configMap": {"name": DEVICE_CONFIG}},
+        ],
+        "nodeSelector": dict(GPU_NODE_SELECTOR),
+    }
+    if runtime_class_name:
+        pod_spec = {"runtimeClassName": runtime_class_name, **pod_spec}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": DEVICE_PLUGIN,
+            "namespace": NAMESPACE,
+            "labels": {"app.kubernetes.io/component": DEVICE_PLUGIN, **RELEASE_LABELS},
+        },
+        "spec": {
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "selector": {"matchLabels": _component_labels(DEVICE_PLUGIN)},
+            "template": {
+                "metadata": {
+                    "labels": {**_component_labels(DEVICE_PLUGIN), WEBHOOK_IGNORE_LABEL: "ignore"},
+                    "annotations": _checksums(sharing),
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def chart_workloads(
+    sharing: SharingConfig,
+    kube_version: str,
+    *,
+    cert: ServingCert | None = None,
+    runtime_class_name: str = "",
+) -> list[tuple[str, dict[str, Any]]]:
+    """The chart's ConfigMaps, TLS Secret (given the webhook's certificate) and workloads, as (resource,
+    object), in the order `helm install` creates those kinds."""
+    objects: list[tuple[str, dict[str, Any]]] = []
+    if cert is not None:
+        objects.append(("secrets", tls_secret(cert)))
+    objects += [
+        ("configmaps", node_config_map(sharing)),
+        ("configmaps", scheduler_config_map(sharing)),
+        ("configmaps", device_config_map(sharing)),
+        ("daemonsets", device_plugin_daemon_set(sharing, runtime_class_name)),
+        ("deployments", scheduler_deployment(sharing, kube_version)),
+    ]
+    return objects
 
 
 def konnectivity_agent_pod(node: str) -> dict[str, Any]:
@@ -380,26 +818,35 @@ async def install_hami(
     *,
     webhook_url: str | None = None,
     metrics_port: int | None = None,
-    scheduler_node: str | None = None,
-    device_plugin_nodes: list[str] | None = None,
+    sharing: SharingConfig | None = None,
+    cert: ServingCert | None = None,
     runtime_class_name: str = "",
 ) -> None:
-    """Create HAMi's objects in the tenant: MWC `hami-webhook` (webhook `vgpu.hami.io`), Service
-    `kube-system/hami-scheduler` (its Endpoints are the endpoints controller's), and — when nodes are given — the scheduler and device-plugin pods.
-    With `runtime_class_name` the chart's RuntimeClass is created first (`createRuntimeClass`).
+    """Create HAMi's objects in the tenant: with `runtime_class_name` the chart's RuntimeClass first (its
+    `createRuntimeClass` pre-install hook), then `chart_workloads` (the TLS Secret when `cert` is given,
+    the ConfigMaps, DaemonSet `hami-device-plugin` and Deployment `hami-scheduler`, configured from
+    `sharing`), Service `kube-system/hami-scheduler` (its Endpoints are the endpoints controller's, from
+    the scheduler pod) and MWC `hami-webhook` (webhook `vgpu.hami.io`). As `helm install` without
+    `--wait`, it returns without waiting for the pods. The kube-scheduler container's tag is the
+    server's version, as the chart reads it from the cluster.
 
     With `webhook_url` the configuration dials that URL (the chart's customURL); otherwise it names the
     service, which the API server reaches through its egress (the tunnel).
     """
     await _ensure_namespace(client)
-    await _apply(client, "services", scheduler_service(webhook_port, metrics_port))
-    await _apply(client, "mutatingwebhookconfigurations", webhook_configuration(ca_bundle, url=webhook_url))
     if runtime_class_name:
         await _apply(client, "runtimeclasses", runtime_class(runtime_class_name))
-    if scheduler_node:
-        nodes = device_plugin_nodes or [scheduler_node]
-        for pod in system_pods(scheduler_node, nodes, runtime_class_name):
-            await _apply(client, "pods", await _owned_by_node(client, pod))
+    version = await client.request("GET", "/version")
+    workloads = chart_workloads(
+        sharing or SharingConfig(),
+        str(version.get("gitVersion", "")),
+        cert=cert,
+        runtime_class_name=runtime_class_name,
+    )
+    for resource, body in workloads:
+        await _apply(client, resource, body)
+    await _apply(client, "services", scheduler_service(webhook_port, metrics_port))
+    await _apply(client, "mutatingwebhookconfigurations", webhook_configuration(ca_bundle, url=webhook_url))
 
 
 async def show_konnectivity_agents(client: KubeClient, nodes: list[str]) -> None:

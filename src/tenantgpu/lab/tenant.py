@@ -105,7 +105,7 @@ class TenantDataPlane:
         await install_identities(self.client)
         scheduler_client = await self._identity(SCHEDULER_ACCOUNT).start()
         device_plugin_client = await self._identity(DEVICE_PLUGIN_ACCOUNT).start()
-        # HAMi runs as one Deployment (scheduler + webhook); here on the tenant's first worker.
+        # HAMi's scheduler and webhook, which the chart runs as the one pod of its Deployment.
         self.scheduler = HamiScheduler(scheduler_client, self.sharing)
         scheduler = self.scheduler
         self.webhook = HamiWebhook(self.sharing, quotas=lambda: scheduler.state.quotas)
@@ -146,12 +146,14 @@ class TenantDataPlane:
             self.workers.append(node)
         await self.scheduler.start()
         names = [w.name for w in self.spec.workers]
+        # The chart's Deployment and DaemonSet show HAMi in the cluster; the tenant's controllers make
+        # their pods, while the components themselves are the ones started above.
         await install_hami(
             self.client,
             self.webhook.port,
             self.webhook.ca_bundle,
-            scheduler_node=names[0],
-            device_plugin_nodes=[w.name for w in self.spec.workers if w.gpus],
+            sharing=self.sharing,
+            cert=self.webhook.cert,
             runtime_class_name=self.sharing.runtime_class_name,
         )
         await show_konnectivity_agents(self.client, names)
