@@ -274,7 +274,10 @@ class HTTPConnection(asyncio.BufferedProtocol):
         self._read_buffer = server.read_buffer
         self.max_body_bytes = server.max_body_bytes
         self.transport: asyncio.Transport | None = None
-        self._parser = httptools.HttpRequestParser(self)
+        # Made again when data comes: a watch holds its connection for minutes without a request on it,
+        # and a lab keeps some thirty per tenant (a parser is about a kilobyte).
+        self._parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
+        self._mid_message = False
         # Requests pipelined behind the one being answered: rarely more than one, so a list (an empty deque
         # takes 760 bytes, and a lab keeps some forty connections per tenant).
         self._queue: list[Request] = []
@@ -310,8 +313,11 @@ class HTTPConnection(asyncio.BufferedProtocol):
         if self._handover is not None:
             self._handover += data
             return
+        parser = self._parser
+        if parser is None:
+            parser = self._parser = httptools.HttpRequestParser(self)
         try:
-            self._parser.feed_data(data)
+            parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
             # The upgrade request is queued; what follows it belongs to the new protocol.
             self._handover = bytearray(data[upgrade.args[0] :])
@@ -346,6 +352,7 @@ class HTTPConnection(asyncio.BufferedProtocol):
     def on_message_begin(self) -> None:
         self._target, self._headers, self._body, self._body_size = b"", [], [], 0
         self._head_size = 0
+        self._mid_message = True
 
     def on_url(self, url: bytes) -> None:
         self._target += url
@@ -376,6 +383,8 @@ class HTTPConnection(asyncio.BufferedProtocol):
 
     def on_message_complete(self) -> None:
         parser = self._parser
+        assert parser is not None  # called from its feed_data
+        self._mid_message = False
         too_large = self._body_size if self._body_size > self.max_body_bytes else 0
         request = Request(
             self,
@@ -469,6 +478,8 @@ class HTTPConnection(asyncio.BufferedProtocol):
         if not request.keep_alive:
             head.append(b"Connection: close\r\n")
         transport.write(b"".join(head) + b"\r\n")
+        if not self._mid_message and not self._queue:
+            self._parser = None
         return ChunkedStream(self, status)
 
     def _hand_over(self, request: Request) -> None:

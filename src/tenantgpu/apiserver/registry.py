@@ -26,7 +26,7 @@ from tenantgpu.apiserver.jsoncodec import clone, loads
 from tenantgpu.apiserver.kinds import VIRTUAL_KINDS, Kind, KindTable
 from tenantgpu.apiserver.podresize import resize_base
 from tenantgpu.apiserver.serviceips import ServiceNetwork
-from tenantgpu.apiserver.sharing import share_rbac_object
+from tenantgpu.apiserver.sharing import WORKLOAD_KINDS, share_rbac_object, share_workload_object
 from tenantgpu.apiserver.storage import Datastore, KeyExists, KeyNotFound, RevisionMismatch
 from tenantgpu.apiserver.uids import UidSource
 from tenantgpu.apiserver.validation import default as default_object
@@ -320,6 +320,8 @@ class Registry:
             cache = ResourceCache(start, self._window, WATCH_TRIGGERS.get((kind.group, kind.kind)))
             if kind.group == "rbac.authorization.k8s.io":
                 cache.share = share_rbac_object  # every tenant has the same default roles
+            elif kind.kind in WORKLOAD_KINDS:
+                cache.share = share_workload_object  # and the same system workloads
             self._caches[kind.key_segment] = cache
             base = f"{self.prefix}/{kind.key_segment}/"
             for kv in await self.datastore.range(base):

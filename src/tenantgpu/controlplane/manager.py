@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tenantgpu.apiserver.bootstraptoken import SECRET_NAMESPACE, SECRET_TYPE
+from tenantgpu.apiserver.sharing import share_workload_object
 from tenantgpu.controlplane.bootstrapsigner import BootstrapSigner
 from tenantgpu.controlplane.clusterroleaggregation import ClusterRoleAggregationController
 from tenantgpu.controlplane.cronjob import CronJobController
@@ -92,6 +93,18 @@ class ControlPlaneServices:
         deployments = DeploymentController(
             self.client, replica_sets=replica_sets.replica_sets, pods=scheduler.pods
         )
+        # Every tenant's system workloads, their revisions and pods repeat the same templates: their
+        # informers keep one instance of equal parts, as the API server's cache does (they only read them).
+        for informer in (
+            scheduler.pods,
+            jobs.jobs,
+            daemon_sets.daemon_sets,
+            daemon_sets.revisions,
+            stateful_sets.stateful_sets,
+            replica_sets.replica_sets,
+            deployments.deployments,
+        ):
+            informer.transform = share_workload_object
         # Services, Endpoints and EndpointSlices: one watch each, shared by the two controllers and the
         # garbage collector of the slices.
         endpoints = EndpointsController(self.client, pods=scheduler.pods)

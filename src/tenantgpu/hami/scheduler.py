@@ -32,6 +32,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tenantgpu import eager
+from tenantgpu.apiserver.sharing import share_workload_object
 from tenantgpu.gpushare import ClusterState, Decision, SharingConfig, volumes
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare.policy import node_policy_of, spreads
@@ -131,7 +132,8 @@ class HamiScheduler:
         self.hami_events = EventBroadcaster(client, events.COMPONENT)
         self.scheduler_events = EventBroadcaster(client, events.COMPONENT)
         self.nodes = Informer(client, "nodes")
-        self.pods = Informer(client, "pods")
+        # the system pods of every tenant it serves repeat the same specs: one instance of equal parts
+        self.pods = Informer(client, "pods", transform=share_workload_object)
         self.quotas = Informer(client, "resourcequotas")
         self.nodes.add_handler(self._on_node)
         self.pods.add_handler(self._on_pod)

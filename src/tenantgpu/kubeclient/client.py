@@ -273,11 +273,17 @@ class KubeClient:
                     buffer += chunk
                     continue
                 # one split per chunk: a chunk often carries several events, or the end of a big one
-                *lines, rest = (buffer + chunk).split(b"\n")
-                buffer = rest
-                for line in lines:
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                # An idle watch waits for its next chunk in this frame: it must not hold on to the bytes
+                # of the events it has handed on (a lab keeps some thirty watches per tenant).
+                del chunk
+                while lines:
+                    line = lines.pop(0)
                     if line and not line.isspace():
-                        yield _decode_event(line, rk)
+                        event = _decode_event(line, rk)
+                        del line
+                        yield event
+                        del event
             if buffer.strip():
                 yield _decode_event(buffer, rk)
 
