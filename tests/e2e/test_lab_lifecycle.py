@@ -137,15 +137,19 @@ def test_up_detached_leaves_a_lab_kubectl_can_use(lab: LabDir) -> None:
     namespaces = lab.kubectl(lab.tenant("tenant-a"), "get", "ns", "-o", "name").stdout.split()
     assert "namespace/kube-system" in namespaces
 
-    # HAMi and the tunnel agent show up where a Kamaji + HAMi cluster has them: kube-system on the worker.
-    # HAMi's are the pods of its chart's Deployment and DaemonSet, which `up` does not wait for.
-    def placed() -> dict[str, str]:
+    # HAMi and the tunnel agent show up where a Kamaji + HAMi cluster has them: kube-system on the worker,
+    # the pods of HAMi's Deployment and DaemonSet and of Kamaji's agent DaemonSet, which `up` does not
+    # wait for (as `helm install` without --wait, and Kamaji's Ready, do not).
+    def components() -> dict[str, str]:
         system = json.loads(
             lab.kubectl(lab.tenant("tenant-a"), "get", "pods", "-n", "kube-system", "-o", "json").stdout
         )
         return {
-            p["metadata"]["labels"].get("app.kubernetes.io/component"): p["spec"].get("nodeName", "")
+            (labels.get("app.kubernetes.io/component") or labels.get("k8s-app")): p["spec"].get(
+                "nodeName", ""
+            )
             for p in system["items"]
+            if (labels := p["metadata"].get("labels") or {}) and p.get("status", {}).get("phase") == "Running"
         }
 
     expected = {
@@ -153,7 +157,7 @@ def test_up_detached_leaves_a_lab_kubectl_can_use(lab: LabDir) -> None:
         "hami-device-plugin": "worker-a1",
         "konnectivity-agent": "worker-a1",
     }
-    assert _wait(lambda: placed() == expected, "HAMi's pods placed on the worker")
+    assert _wait(lambda: components() == expected, "the kube-system pods Running on the worker")
     printed = lab.tenantgpu("kubeconfig", "tenant-b")
     assert printed.returncode == 0
     assert Path(printed.stdout.strip()) == lab.tenant("tenant-b")

@@ -33,9 +33,6 @@ WEBHOOK_CONFIGURATION = "hami-webhook"  # the chart's "<fullname>-webhook"
 WEBHOOK_NAME = "vgpu.hami.io"
 WEBHOOK_PATH = "/webhook"
 WEBHOOK_IGNORE_LABEL = "hami.io/webhook"
-_IMAGES = {
-    "konnectivity-agent": "registry.k8s.io/kas-network-proxy/proxy-agent:v0.31.0",
-}
 CHART_LABELS = {"app.kubernetes.io/name": "hami", "app.kubernetes.io/instance": "hami"}
 CHART_VERSION = "2.10.0"
 # The chart's common labels (`hami-vgpu.labels`), as `helm install hami` renders them.
@@ -63,11 +60,6 @@ PRIORITY_CLASS = "system-node-critical"
 HOOK_PATH = "/usr/local"  # global.gpuHookPath
 METRICS_PORT = 9395  # scheduler.metricsBindAddress ":9395"
 MONITOR_PORT = 9394
-# Static pods of the node's own components (the konnectivity agent) are shown as a kubelet shows them:
-# mirror pods owned by their Node, which `kubectl drain` leaves alone and the kubelet re-creates.
-MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
-CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
-CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 
 
 def webhook_configuration(
@@ -132,42 +124,6 @@ def scheduler_service(webhook_port: int, metrics_port: int | None = None) -> dic
             "ports": [
                 {"name": "http", "port": 443, "targetPort": webhook_port, "protocol": "TCP"},
                 {"name": "monitor", "port": 31993, "targetPort": metrics_port or 9395, "protocol": "TCP"},
-            ],
-        },
-    }
-
-
-def system_pod(
-    name: str,
-    node: str,
-    component: str,
-    containers: list[str],
-    labels: dict[str, str],
-    priority_class: str = "system-node-critical",
-) -> dict[str, Any]:
-    """A kube-system pod pinned to `node` (e.g. the konnectivity agent); the worker's kubelet runs it, and
-    shows it as the mirror pod of a static pod. Its priority class is its chart's: HAMi's scheduler and
-    device plugin are `system-node-critical`, Kamaji's konnectivity agent `system-cluster-critical`, so a
-    user's pod never preempts them."""
-    config_hash = hashlib.sha256(f"{NAMESPACE}/{name}@{node}".encode()).hexdigest()[:32]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": {"app.kubernetes.io/component": component, WEBHOOK_IGNORE_LABEL: "ignore", **labels},
-            "annotations": {
-                CONFIG_HASH_ANNOTATION: config_hash,
-                MIRROR_POD_ANNOTATION: config_hash,
-                CONFIG_SOURCE_ANNOTATION: "file",
-            },
-        },
-        "spec": {
-            "nodeName": node,
-            "priorityClassName": priority_class,
-            "containers": [
-                {"name": c, "image": _IMAGES.get(c, "projecthami/hami:v2.10.0")} for c in containers
             ],
         },
     }
@@ -314,10 +270,6 @@ async def _ensure_namespace(client: KubeClient) -> None:
     except ApiError as err:
         if err.reason != "AlreadyExists":
             raise
-
-
-def _suffix(text: str, n: int = 5) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
 def runtime_class(name: str) -> dict[str, Any]:
@@ -764,36 +716,6 @@ def chart_workloads(
     return objects
 
 
-def konnectivity_agent_pod(node: str) -> dict[str, Any]:
-    """The konnectivity agent of `node` as Kamaji's DaemonSet shows it in the tenant's kube-system."""
-    return system_pod(
-        f"konnectivity-agent-{_suffix(node)}",
-        node,
-        "konnectivity-agent",
-        ["konnectivity-agent"],
-        {"k8s-app": "konnectivity-agent"},
-        priority_class="system-cluster-critical",
-    )
-
-
-def owned_by_node(pod: dict[str, Any], node_name: str, node_uid: str) -> dict[str, Any]:
-    """The pod with the ownerReference a mirror pod has to its Node (what `kubectl drain` recognises)."""
-    owner = {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": True}
-    return {**pod, "metadata": {**pod["metadata"], "ownerReferences": [owner]}}
-
-
-async def _owned_by_node(client: KubeClient, pod: dict[str, Any]) -> dict[str, Any]:
-    """`owned_by_node` with the Node as the API has it now (the pod as it is when the Node is not there)."""
-    node_name = pod["spec"]["nodeName"]
-    try:
-        node = await client.get("nodes", node_name)
-    except ApiError as err:
-        if err.code != 404:
-            raise
-        return pod
-    return owned_by_node(pod, node_name, node["metadata"]["uid"])
-
-
 async def _apply(client: KubeClient, resource: str, body: dict[str, Any]) -> dict[str, Any]:
     """Create, or replace an existing object (keeping its resourceVersion)."""
     meta = body["metadata"]
@@ -847,10 +769,3 @@ async def install_hami(
         await _apply(client, resource, body)
     await _apply(client, "services", scheduler_service(webhook_port, metrics_port))
     await _apply(client, "mutatingwebhookconfigurations", webhook_configuration(ca_bundle, url=webhook_url))
-
-
-async def show_konnectivity_agents(client: KubeClient, nodes: list[str]) -> None:
-    """Record one kube-system pod per worker for its tunnel agent, so `kubectl get pods -n kube-system`
-    shows what Kamaji's konnectivity-agent DaemonSet would run there."""
-    for node in nodes:
-        await _apply(client, "pods", await _owned_by_node(client, konnectivity_agent_pod(node)))

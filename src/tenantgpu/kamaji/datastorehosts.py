@@ -27,6 +27,7 @@ from tenantgpu.kamaji.host import (
     TenantData,
 )
 from tenantgpu.kamaji.inprocess import InProcessHost
+from tenantgpu.kamaji.konnectivityagent import AgentSpec
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +64,15 @@ class ProcessHost:
     def running(self, key: str) -> RunningInstance | None:
         return self._running.get(key)
 
-    async def start_konnectivity(self, key: str, port: int) -> int:
-        agent_port = int((await self._call("start_konnectivity", key=key, port=port))["port"])
+    async def start_konnectivity(self, key: str, port: int, agent: AgentSpec | None = None) -> int:
+        spec = None if agent is None else agent.to_json()
+        agent_port = int((await self._call("start_konnectivity", key=key, port=port, agent=spec))["port"])
         if key in self._running:
             self._running[key] = replace(self._running[key], konnectivity_port=agent_port)
         return agent_port
 
-    async def stop_konnectivity(self, key: str) -> None:
-        await self._call("stop_konnectivity", key=key)
+    async def stop_konnectivity(self, key: str, *, remove_agent: bool = False) -> None:
+        await self._call("stop_konnectivity", key=key, remove_agent=remove_agent)
         if key in self._running:
             self._running[key] = replace(self._running[key], konnectivity_port=0)
 
@@ -206,11 +208,11 @@ class DataStoreHosts:
     def running(self, key: str) -> RunningInstance | None:
         return self._host_of(key).running(key)
 
-    async def start_konnectivity(self, key: str, port: int) -> int:
-        return await self._host_of(key).start_konnectivity(key, port)
+    async def start_konnectivity(self, key: str, port: int, agent: AgentSpec | None = None) -> int:
+        return await self._host_of(key).start_konnectivity(key, port, agent)
 
-    async def stop_konnectivity(self, key: str) -> None:
-        await self._host_of(key).stop_konnectivity(key)
+    async def stop_konnectivity(self, key: str, *, remove_agent: bool = False) -> None:
+        await self._host_of(key).stop_konnectivity(key, remove_agent=remove_agent)
 
     async def purge(self, schema: str, datastore: str = "") -> None:
         await (await self._host_for(datastore)).purge(schema, datastore)

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from tenantgpu.apiserver.serviceips import DEFAULT_SERVICE_CIDR
+from tenantgpu.kamaji.konnectivityagent import AgentSpec
 from tenantgpu.kamaji.pki import KeyPair
 
 
@@ -103,13 +104,17 @@ class ControlPlaneHost(Protocol):
 
     def running(self, key: str) -> RunningInstance | None: ...
 
-    async def start_konnectivity(self, key: str, port: int) -> int:
+    async def start_konnectivity(self, key: str, port: int, agent: AgentSpec | None = None) -> int:
         """Start the konnectivity server beside the running instance (or keep it); returns its agent port.
 
-        From then on the API server reaches the tenant's services (webhooks, kubelets) through it."""
+        From then on the API server reaches the tenant's services (webhooks, kubelets) through it. With
+        `agent`, Kamaji's agent objects are written into the tenant (their port: the server's)."""
         ...
 
-    async def stop_konnectivity(self, key: str) -> None: ...
+    async def stop_konnectivity(self, key: str, *, remove_agent: bool = False) -> None:
+        """Stop the konnectivity server; with `remove_agent` (the add-on switched off) also delete the
+        agent objects Kamaji wrote into the tenant."""
+        ...
 
     async def purge(self, schema: str, datastore: str = "") -> None:
         """Delete every key under the tenant's prefix in that DataStore (empty: the host's own store)."""

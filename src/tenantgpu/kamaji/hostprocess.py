@@ -6,7 +6,7 @@ use more than one core. The lab's `DataStoreHosts` drives it with JSON lines (se
 `tenantgpu.childprocess`); each op is a `ControlPlaneHost` method:
 
     {"id": 1, "op": "start", "instance": {...}}        -> {"id": 1, "ok": true, "result": {"port": ..., "konnectivity_port": ...}}
-    {"id": 2, "op": "start_konnectivity", "key": "<uid>", "port": 0}   -> result {"port": ...}
+    {"id": 2, "op": "start_konnectivity", "key": "<uid>", "port": 0, "agent": {...}}   -> result {"port": ...}
     {"id": 3, "op": "stop_instance" | "stop_konnectivity", "key": "<uid>"}
     {"id": 4, "op": "purge" | "export_tenant", "schema": "<prefix>"}     export: result {"revision", "rows"}
     {"id": 5, "op": "import_tenant", "schema": "<prefix>", "data": {"revision", "rows"}, "wipe": false}
@@ -29,6 +29,7 @@ from tenantgpu.apiserver.storage import SQLiteDatastore
 from tenantgpu.childprocess import Handler, Message, prepare_child, serve_commands
 from tenantgpu.kamaji.host import ControlPlaneInstance, TenantData
 from tenantgpu.kamaji.inprocess import InProcessHost, trust_directory
+from tenantgpu.kamaji.konnectivityagent import AgentSpec
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +80,14 @@ class HostCommands:
         return {}
 
     async def start_konnectivity(self, command: Message, _: Callable[[Message], None]) -> Message:
-        return {"port": await self.host.start_konnectivity(str(command["key"]), int(command["port"]))}
+        agent = command.get("agent")
+        port = await self.host.start_konnectivity(
+            str(command["key"]), int(command["port"]), None if agent is None else AgentSpec.from_json(agent)
+        )
+        return {"port": port}
 
     async def stop_konnectivity(self, command: Message, _: Callable[[Message], None]) -> Message:
-        await self.host.stop_konnectivity(str(command["key"]))
+        await self.host.stop_konnectivity(str(command["key"]), remove_agent=bool(command.get("remove_agent")))
         return {}
 
     async def purge(self, command: Message, _: Callable[[Message], None]) -> Message:

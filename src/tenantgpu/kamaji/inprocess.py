@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from ssl import SSLContext
 from typing import Any
@@ -26,6 +26,7 @@ from tenantgpu.kamaji.host import (
     TenantData,
     schema_taken,
 )
+from tenantgpu.kamaji.konnectivityagent import AgentSpec, apply_agent, remove_agent
 from tenantgpu.kamaji.kubeadmphases import apply_bootstrap_token_phase
 from tenantgpu.konnectivity import ProxyServer
 from tenantgpu.kubeclient import KubeClient, KubeConfig
@@ -58,6 +59,8 @@ class _Running:
     services: ControlPlaneServices | None = None
     services_task: asyncio.Task[None] | None = None
     proxy: ProxyServer | None = None
+    agent: AgentSpec | None = None  # the konnectivity agent last written into the tenant
+    agent_task: asyncio.Task[None] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -179,47 +182,102 @@ class InProcessHost:
     def _report(running: _Running) -> RunningInstance:
         return RunningInstance(running.server.port, running.proxy.port if running.proxy else 0)
 
-    async def start_konnectivity(self, key: str, port: int) -> int:
+    async def start_konnectivity(self, key: str, port: int, agent: AgentSpec | None = None) -> int:
         async with self._lock(key):
             running = self._running.get(key)
             if running is None:
                 raise RuntimeError(f"no API server runs for {key}")
-            if running.proxy is not None:
-                return running.proxy.port
-            instance = running.instance
-            # Kamaji gives the konnectivity server the API server's certificate (--cluster-cert/--cluster-key).
+            if running.proxy is None:
+                # A server started again (the add-on switched off and on) keeps its port: the agents
+                # already running were pointed at it.
+                await self._start_proxy(running, port or running.extra.get("konnectivity_port", 0))
+            assert running.proxy is not None
+            if agent is not None:
+                self._write_agent(running, replace(agent, port=running.proxy.port))
+            return running.proxy.port
+
+    async def _start_proxy(self, running: _Running, port: int) -> None:
+        instance = running.instance
+        # Kamaji gives the konnectivity server the API server's certificate (--cluster-cert/--cluster-key).
+        proxy = ProxyServer(
+            token_verifier=_token_verifier(running.server),
+            cert_pem=instance.serving.cert_pem,
+            key_pem=instance.serving.key_pem,
+            host=instance.address,
+            port=port,
+        )
+        try:
+            await proxy.start()
+        except OSError:
+            if port == 0:
+                raise
             proxy = ProxyServer(
                 token_verifier=_token_verifier(running.server),
                 cert_pem=instance.serving.cert_pem,
                 key_pem=instance.serving.key_pem,
                 host=instance.address,
-                port=port,
+                port=0,
             )
-            try:
-                await proxy.start()
-            except OSError:
-                if port == 0:
-                    raise
-                proxy = ProxyServer(
-                    token_verifier=_token_verifier(running.server),
-                    cert_pem=instance.serving.cert_pem,
-                    key_pem=instance.serving.key_pem,
-                    host=instance.address,
-                    port=0,
-                )
-                await proxy.start()
-            running.proxy = proxy
-            running.egress.target = proxy.egress
-            log.info(
-                "tenant %s/%s: konnectivity server on %s", instance.namespace, instance.name, proxy.address
-            )
-            return proxy.port
+            await proxy.start()
+        running.proxy = proxy
+        running.egress.target = proxy.egress
+        log.info("tenant %s/%s: konnectivity server on %s", instance.namespace, instance.name, proxy.address)
 
-    async def stop_konnectivity(self, key: str) -> None:
+    def _write_agent(self, running: _Running, agent: AgentSpec) -> None:
+        """Kamaji's agent objects into the tenant, in the background: they need the tenant's controller
+        duties' client, which comes up right behind the API server."""
+        if agent == running.agent:
+            return
+        running.agent = agent
+        if running.agent_task is not None:
+            running.agent_task.cancel()
+        running.agent_task = asyncio.create_task(
+            self._apply_agent(running, agent), name=f"konnectivity-agent-{running.instance.name}"
+        )
+
+    @staticmethod
+    async def _apply_agent(running: _Running, agent: AgentSpec) -> None:
+        """Written as Kamaji's reconciler writes it: tried again after a failure, 1 s doubling to 30 s."""
+        if running.services_task is not None:
+            await asyncio.shield(running.services_task)
+        delay = SERVICES_RESTART_SECONDS
+        while running.services is not None and not running.stopping.is_set():
+            try:
+                await apply_agent(running.services.client, agent)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception(
+                    "tenant %s: writing the konnectivity agent failed; again in %.0f s",
+                    running.instance.name,
+                    delay,
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(running.stopping.wait(), delay)
+            delay = min(delay * 2, SERVICES_RESTART_MAX_SECONDS)
+
+    async def stop_konnectivity(self, key: str, *, remove_agent: bool = False) -> None:
         async with self._lock(key):
             running = self._running.get(key)
-            if running is not None:
-                await self._stop_proxy(running)
+            if running is None:
+                return
+            await self._stop_proxy(running)
+            if remove_agent:
+                await self._remove_agent(running)
+
+    @staticmethod
+    async def _remove_agent(running: _Running) -> None:
+        """The add-on switched off: its objects leave the tenant (those Kamaji labelled)."""
+        running.agent = None
+        if running.agent_task is not None:
+            running.agent_task.cancel()
+            running.agent_task = None
+        if running.services is not None:
+            try:
+                await remove_agent(running.services.client)
+            except Exception:  # the next reconcile tries again
+                log.exception("tenant %s: removing the konnectivity agent failed", running.instance.name)
 
     @staticmethod
     async def _stop_proxy(running: _Running) -> None:
@@ -227,6 +285,7 @@ class InProcessHost:
             return
         running.egress.target = NoEgress()
         proxy, running.proxy = running.proxy, None
+        running.extra["konnectivity_port"] = proxy.port
         await proxy.stop()
 
     async def stop(self, key: str) -> None:
@@ -239,6 +298,10 @@ class InProcessHost:
             return
         await self._stop_proxy(running)
         running.stopping.set()
+        if running.agent_task is not None:
+            running.agent_task.cancel()
+            with contextlib.suppress(BaseException):
+                await running.agent_task
         if running.services_task is not None:
             # Let a start in progress finish rather than cancel it: an informer cancelled half-way keeps
             # a watch open, and the API server's shutdown would wait for it.

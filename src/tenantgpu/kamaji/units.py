@@ -22,6 +22,7 @@ from tenantgpu.kamaji.host import (
     RunningInstance,
     schema_taken,
 )
+from tenantgpu.kamaji.konnectivityagent import AGENT_NAME, AGENT_NAMESPACE, CLUSTER_ROLE_BINDING, agent_spec
 from tenantgpu.kamaji.kubeconfig import admin_kubeconfig, current_cluster, dump_kubeconfig
 from tenantgpu.kamaji.model import Obj, TenantRef
 from tenantgpu.kubeclient import ApiError, KubeClient
@@ -478,7 +479,9 @@ class APIServerUnit:
 
 class KonnectivityUnit:
     """The konnectivity server beside the tenant API server (`spec.addons.konnectivity`): agents on the
-    tenant's workers dial it, and the API server reaches webhooks and kubelets through them."""
+    tenant's workers dial it, and the API server reaches webhooks and kubelets through them. Kamaji also
+    writes the agent's ServiceAccount, ClusterRoleBinding and DaemonSet (or Deployment) into the tenant
+    (`konnectivityagent`), and deletes them when the add-on is switched off."""
 
     name = "konnectivity"
 
@@ -487,17 +490,19 @@ class KonnectivityUnit:
         enabled = model.konnectivity_enabled(r.tcp)
         if not enabled:
             if r.running is not None:
-                await r.host.stop_konnectivity(ref.uid)
+                await r.host.stop_konnectivity(ref.uid, remove_agent=True)
             r.set_status("addons.konnectivity", {"enabled": False})
             return
+        agent = agent_spec(r.tcp, model.advertised_address(r.tcp), 0)
         fragment: Obj = {
             "enabled": True,
-            "agent": {"name": "konnectivity-agent", "namespace": "kube-system", "mode": "DaemonSet"},
-            "sa": {"name": "konnectivity-agent", "namespace": "kube-system"},
+            "agent": {"name": AGENT_NAME, "namespace": AGENT_NAMESPACE, "mode": agent.mode},
+            "clusterrolebinding": {"name": CLUSTER_ROLE_BINDING},
+            "sa": {"name": AGENT_NAME, "namespace": AGENT_NAMESPACE},
         }
         if r.running is not None:
             port = model.konnectivity_port(r.tcp)
-            agent_port = await r.host.start_konnectivity(ref.uid, port)
+            agent_port = await r.host.start_konnectivity(ref.uid, port, agent)
             fragment["service"] = {"name": ref.name, "namespace": ref.namespace, "port": agent_port}
         elif model.previous_konnectivity_port(r.tcp):
             fragment["service"] = {

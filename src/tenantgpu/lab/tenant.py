@@ -17,7 +17,6 @@ from tenantgpu.hami.install import (
     SCHEDULER_ACCOUNT,
     install_hami,
     install_identities,
-    show_konnectivity_agents,
 )
 from tenantgpu.hami.install import NAMESPACE as HAMI_NAMESPACE
 from tenantgpu.hami.install import SERVICE as HAMI_SERVICE
@@ -145,7 +144,6 @@ class TenantDataPlane:
             await node.start()
             self.workers.append(node)
         await self.scheduler.start()
-        names = [w.name for w in self.spec.workers]
         # The chart's Deployment and DaemonSet show HAMi in the cluster; the tenant's controllers make
         # their pods, while the components themselves are the ones started above.
         await install_hami(
@@ -156,7 +154,6 @@ class TenantDataPlane:
             cert=self.webhook.cert,
             runtime_class_name=self.sharing.runtime_class_name,
         )
-        await show_konnectivity_agents(self.client, names)
         async with asyncio.timeout(timeout):
             for agent in self.agents:
                 await agent.wait_connected(timeout)

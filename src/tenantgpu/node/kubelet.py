@@ -35,6 +35,7 @@ from typing import Any
 import aiohttp
 
 from tenantgpu import eager
+from tenantgpu.apiserver.sharing import share_workload_object
 from tenantgpu.gpushare import SharingConfig, allocate_env, decode_pod_devices, volumes
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import (
@@ -46,7 +47,6 @@ from tenantgpu.hami.device_plugin import (
     is_binding_pod,
     report_allocation,
 )
-from tenantgpu.hami.install import MIRROR_POD_ANNOTATION, owned_by_node
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.node import (
     activedeadline,
@@ -62,6 +62,7 @@ from tenantgpu.node import (
 )
 from tenantgpu.node import gpu_runtime as rt
 from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
+from tenantgpu.node.staticpods import MIRROR_POD_ANNOTATION, owned_by_node
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +241,10 @@ class Kubelet:
         # Writes beside the pods' own tasks (re-creating a deleted mirror pod, writing Ready back), which
         # `stop()` cancels.
         self._side_tasks: set[asyncio.Task[None]] = set()
-        self.informer = Informer(client, "pods", field_selector=f"spec.nodeName={node_name}")
+        # Every tenant's system pods repeat the same specs: one instance of equal parts per process.
+        self.informer = Informer(
+            client, "pods", field_selector=f"spec.nodeName={node_name}", transform=share_workload_object
+        )
         self.informer.add_handler(self._on_pod)
         # Its own Node, watched: the device plugin releases HAMi's lock with a fresh resourceVersion.
         self.node_informer = Informer(client, "nodes", field_selector=f"metadata.name={node_name}")
