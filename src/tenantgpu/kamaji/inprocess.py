@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from ssl import SSLContext
@@ -161,22 +161,11 @@ class InProcessHost:
         """Start the tenant's kube-scheduler and controller-manager duties; when that fails, try again
         as the kubelet restarts a crashed container of Kamaji's control-plane pod: after 1 s, doubling
         up to 30 s, until it works or the tenant stops."""
-        delay = SERVICES_RESTART_SECONDS
-        while not running.stopping.is_set():
-            try:
-                running.services = await _start_services(running.instance, running.server)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception(
-                    "tenant %s: kube-scheduler/controller-manager failed to start; again in %.0f s",
-                    running.instance.name,
-                    delay,
-                )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(running.stopping.wait(), delay)
-            delay = min(delay * 2, SERVICES_RESTART_MAX_SECONDS)
+
+        async def start() -> None:
+            running.services = await _start_services(running.instance, running.server)
+
+        await _until_done(running, "starting kube-scheduler/controller-manager", start)
 
     @staticmethod
     def _report(running: _Running) -> RunningInstance:
@@ -240,22 +229,11 @@ class InProcessHost:
         """Written as Kamaji's reconciler writes it: tried again after a failure, 1 s doubling to 30 s."""
         if running.services_task is not None:
             await asyncio.shield(running.services_task)
-        delay = SERVICES_RESTART_SECONDS
-        while running.services is not None and not running.stopping.is_set():
-            try:
-                await apply_agent(running.services.client, agent)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception(
-                    "tenant %s: writing the konnectivity agent failed; again in %.0f s",
-                    running.instance.name,
-                    delay,
-                )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(running.stopping.wait(), delay)
-            delay = min(delay * 2, SERVICES_RESTART_MAX_SECONDS)
+        services = running.services
+        if services is not None:
+            await _until_done(
+                running, "writing the konnectivity agent", lambda: apply_agent(services.client, agent)
+            )
 
     async def stop_konnectivity(self, key: str, *, remove_agent: bool = False) -> None:
         async with self._lock(key):
@@ -339,6 +317,23 @@ class InProcessHost:
     async def stop_all(self) -> None:
         for key in list(self._running):
             await self.stop(key)
+
+
+async def _until_done(running: _Running, what: str, attempt: Callable[[], Awaitable[None]]) -> None:
+    """Run `attempt` until it succeeds or the tenant stops; after a failure wait 1 s, doubling up to
+    30 s (as the kubelet restarts a crashed container, and Kamaji's reconciler requeues)."""
+    delay = SERVICES_RESTART_SECONDS
+    while not running.stopping.is_set():
+        try:
+            await attempt()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("tenant %s: %s failed; again in %.0f s", running.instance.name, what, delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(running.stopping.wait(), delay)
+        delay = min(delay * 2, SERVICES_RESTART_MAX_SECONDS)
 
 
 async def _start_services(instance: ControlPlaneInstance, server: APIServer) -> ControlPlaneServices:

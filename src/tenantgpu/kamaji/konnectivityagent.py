@@ -252,15 +252,6 @@ def _kamaji_owned(obj: Obj) -> bool:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(PROJECT_LABEL) == PROJECT
 
 
-async def _get(client: KubeClient, resource: str, name: str, namespace: str | None) -> Obj | None:
-    try:
-        return await client.get(resource, name, namespace)
-    except ApiError as err:
-        if err.code == 404:
-            return None
-        raise
-
-
 async def _create_or_update(client: KubeClient, resource: str, desired: Obj, current: Obj | None) -> None:
     """controller-runtime's CreateOrUpdate: create what is missing, update only what differs."""
     namespace = desired["metadata"].get("namespace")
@@ -291,18 +282,18 @@ async def apply_agent(client: KubeClient, spec: AgentSpec) -> None:
     """Write the add-on into the tenant as Kamaji's reconciler does: the ServiceAccount, the
     ClusterRoleBinding, the workload of the asked-for kind; then the other kind's workload goes."""
     account = service_account(spec)
-    current = await _get(client, "serviceaccounts", AGENT_NAME, AGENT_NAMESPACE)
+    current = await client.get_if_found("serviceaccounts", AGENT_NAME, AGENT_NAMESPACE)
     await _create_or_update(
         client, "serviceaccounts", account if current is None else _labelled(current, account), current
     )
     binding = cluster_role_binding(spec)
-    current = await _get(client, "clusterrolebindings", CLUSTER_ROLE_BINDING, None)
+    current = await client.get_if_found("clusterrolebindings", CLUSTER_ROLE_BINDING, None)
     await _create_or_update(
         client, "clusterrolebindings", binding if current is None else _labelled(current, binding), current
     )
     kind = spec.mode if spec.mode in _RESOURCES else "DaemonSet"
     resource = _RESOURCES[kind]
-    current = await _get(client, resource, AGENT_NAME, AGENT_NAMESPACE)
+    current = await client.get_if_found(resource, AGENT_NAME, AGENT_NAMESPACE)
     desired = workload(spec) if current is None else mutate_workload(current, spec)
     await _create_or_update(client, resource, desired, current)
     for other_kind, other in _RESOURCES.items():
@@ -313,7 +304,7 @@ async def apply_agent(client: KubeClient, spec: AgentSpec) -> None:
 async def _delete(
     client: KubeClient, resource: str, name: str, namespace: str | None, *, only_kamaji: bool
 ) -> None:
-    current = await _get(client, resource, name, namespace)
+    current = await client.get_if_found(resource, name, namespace)
     if current is None or (only_kamaji and not _kamaji_owned(current)):
         return
     try:
