@@ -298,14 +298,13 @@ async def apply_agent(client: KubeClient, spec: AgentSpec) -> None:
     await _create_or_update(client, resource, desired, current)
     for other_kind, other in _RESOURCES.items():
         if other_kind != kind:
-            await _delete(client, other, AGENT_NAME, AGENT_NAMESPACE, only_kamaji=True)
+            await _delete(client, other, AGENT_NAME, AGENT_NAMESPACE)
 
 
-async def _delete(
-    client: KubeClient, resource: str, name: str, namespace: str | None, *, only_kamaji: bool
-) -> None:
+async def _delete(client: KubeClient, resource: str, name: str, namespace: str | None) -> None:
+    """Delete the object if Kamaji made it (it carries Kamaji's label); leave anyone else's alone."""
     current = await client.get_if_found(resource, name, namespace)
-    if current is None or (only_kamaji and not _kamaji_owned(current)):
+    if current is None or not _kamaji_owned(current):
         return
     try:
         await client.delete(resource, name, namespace)
@@ -317,6 +316,6 @@ async def _delete(
 async def remove_agent(client: KubeClient) -> None:
     """The add-on switched off: Kamaji deletes its objects, those that carry its label."""
     for resource in _RESOURCES.values():
-        await _delete(client, resource, AGENT_NAME, AGENT_NAMESPACE, only_kamaji=True)
-    await _delete(client, "clusterrolebindings", CLUSTER_ROLE_BINDING, None, only_kamaji=True)
-    await _delete(client, "serviceaccounts", AGENT_NAME, AGENT_NAMESPACE, only_kamaji=True)
+        await _delete(client, resource, AGENT_NAME, AGENT_NAMESPACE)
+    await _delete(client, "clusterrolebindings", CLUSTER_ROLE_BINDING, None)
+    await _delete(client, "serviceaccounts", AGENT_NAME, AGENT_NAMESPACE)
