@@ -424,17 +424,21 @@ def tls_secret(cert: ServingCert) -> dict[str, Any]:
     }
 
 
-def _checksums(sharing: SharingConfig) -> dict[str, str]:
-    """The pod templates' `checksum/…` annotations: a changed configuration rolls the pods, as with
-    `helm upgrade`. (Helm hashes the rendered YAML; these hash the objects built here.)"""
+def _checksums(scheduler_config: dict[str, Any], device_config: dict[str, Any]) -> dict[str, str]:
+    """The pod templates' `checksum/…` annotations, from the two ConfigMaps: a changed configuration
+    rolls the pods, as with `helm upgrade`. (Helm hashes the rendered YAML; these hash the objects.)"""
 
     def digest(obj: dict[str, Any]) -> str:
         return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
     return {
-        "checksum/hami-scheduler-config": digest(scheduler_config_map(sharing)),
-        "checksum/hami-scheduler-device-config": digest(device_config_map(sharing)),
+        "checksum/hami-scheduler-config": digest(scheduler_config),
+        "checksum/hami-scheduler-device-config": digest(device_config),
     }
+
+
+def _checksums_of(sharing: SharingConfig) -> dict[str, str]:
+    return _checksums(scheduler_config_map(sharing), device_config_map(sharing))
 
 
 def _field_env(name: str, path: str) -> dict[str, Any]:
@@ -451,7 +455,9 @@ def _https_probe(path: str) -> dict[str, Any]:
     }
 
 
-def scheduler_deployment(sharing: SharingConfig, kube_version: str) -> dict[str, Any]:
+def scheduler_deployment(
+    sharing: SharingConfig, kube_version: str, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Deployment `kube-system/hami-scheduler`: one pod (leader election on, one replica) of the chart's
     kube-scheduler (image tagged with the cluster's version) and HAMi's scheduler extender, which also
     serves the admission webhook on 443. Its pod template carries the Service's selector labels and
@@ -560,7 +566,7 @@ def scheduler_deployment(sharing: SharingConfig, kube_version: str) -> dict[str,
             "template": {
                 "metadata": {
                     "labels": {**_component_labels(SCHEDULER), WEBHOOK_IGNORE_LABEL: "ignore"},
-                    "annotations": _checksums(sharing),
+                    "annotations": annotations if annotations is not None else _checksums_of(sharing),
                 },
                 "spec": pod_spec,
             },
@@ -572,7 +578,9 @@ def _host_path(name: str, path: str, kind: str = "") -> dict[str, Any]:
     return {"name": name, "hostPath": {"path": path, **({"type": kind} if kind else {})}}
 
 
-def device_plugin_daemon_set(sharing: SharingConfig, runtime_class_name: str = "") -> dict[str, Any]:
+def device_plugin_daemon_set(
+    sharing: SharingConfig, runtime_class_name: str = "", annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     """DaemonSet `kube-system/hami-device-plugin`: on every node labelled `gpu: "on"`, HAMi's device
     plugin and its vGPU monitor, privileged with the host's PID namespace and the host paths they read,
     rolled one node at a time. Its pods run under the chart's runtime class when one is set. The
@@ -686,7 +694,7 @@ def device_plugin_daemon_set(sharing: SharingConfig, runtime_class_name: str = "
             "template": {
                 "metadata": {
                     "labels": {**_component_labels(DEVICE_PLUGIN), WEBHOOK_IGNORE_LABEL: "ignore"},
-                    "annotations": _checksums(sharing),
+                    "annotations": annotations if annotations is not None else _checksums_of(sharing),
                 },
                 "spec": pod_spec,
             },
@@ -706,12 +714,14 @@ def chart_workloads(
     objects: list[tuple[str, dict[str, Any]]] = []
     if cert is not None:
         objects.append(("secrets", tls_secret(cert)))
+    scheduler_config, device_config = scheduler_config_map(sharing), device_config_map(sharing)
+    annotations = _checksums(scheduler_config, device_config)  # each ConfigMap rendered once
     objects += [
         ("configmaps", node_config_map(sharing)),
-        ("configmaps", scheduler_config_map(sharing)),
-        ("configmaps", device_config_map(sharing)),
-        ("daemonsets", device_plugin_daemon_set(sharing, runtime_class_name)),
-        ("deployments", scheduler_deployment(sharing, kube_version)),
+        ("configmaps", scheduler_config),
+        ("configmaps", device_config),
+        ("daemonsets", device_plugin_daemon_set(sharing, runtime_class_name, annotations)),
+        ("deployments", scheduler_deployment(sharing, kube_version, annotations)),
     ]
     return objects
 

@@ -65,6 +65,11 @@ class AgentSpec:
     tolerations: tuple[Obj, ...] = DEFAULT_TOLERATIONS
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
+    @property
+    def kind(self) -> str:
+        """The workload's kind: the asked-for mode, else Kamaji's fallback, a DaemonSet."""
+        return self.mode if self.mode in _RESOURCES else "DaemonSet"
+
     def to_json(self) -> Obj:
         return {
             "tcp_name": self.tcp_name,
@@ -183,8 +188,7 @@ def cluster_role_binding(spec: AgentSpec) -> Obj:
 
 def workload(spec: AgentSpec) -> Obj:
     """The agent's DaemonSet or Deployment as Kamaji writes it into a tenant that has none."""
-    kind = spec.mode if spec.mode in _RESOURCES else "DaemonSet"
-    return mutate_workload({"apiVersion": "apps/v1", "kind": kind, "metadata": {}, "spec": {}}, spec)
+    return mutate_workload({"apiVersion": "apps/v1", "kind": spec.kind, "metadata": {}, "spec": {}}, spec)
 
 
 def mutate_workload(current: Obj, spec: AgentSpec) -> Obj:
@@ -291,7 +295,7 @@ async def apply_agent(client: KubeClient, spec: AgentSpec) -> None:
     await _create_or_update(
         client, "clusterrolebindings", binding if current is None else _labelled(current, binding), current
     )
-    kind = spec.mode if spec.mode in _RESOURCES else "DaemonSet"
+    kind = spec.kind
     resource = _RESOURCES[kind]
     current = await client.get_if_found(resource, AGENT_NAME, AGENT_NAMESPACE)
     desired = workload(spec) if current is None else mutate_workload(current, spec)

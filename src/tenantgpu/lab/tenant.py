@@ -234,6 +234,9 @@ class TenantDataPlane:
         return str(result["status"]["token"])
 
     async def _ensure_agent_account(self, client: KubeClient) -> None:
+        """Kamaji's controller writes this ServiceAccount too, but in the background once the tenant's
+        controller duties are up; the agents ask for its tokens as soon as they start, so the operator
+        makes sure it is there (Kamaji then adds its labels)."""
         account = {"metadata": {"name": AGENT_SERVICE_ACCOUNT, "namespace": AGENT_NAMESPACE}}
         try:
             await client.create("serviceaccounts", account, AGENT_NAMESPACE)
