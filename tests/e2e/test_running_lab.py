@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -858,8 +859,9 @@ def test_drain_needs_ignore_daemonsets_and_evicts_hamis_scheduler_with_the_workl
     assert new_agent["spec"]["nodeName"] == "worker-b1"
     assert owners(new_agent) == [("DaemonSet", "konnectivity-agent", True)]
     # the pod is what the cluster shows; the worker's agent behind it keeps the tunnel up throughout
+    # its log is that agent's output: the new container starts with the agent's connection lines
     logs = lab.kubectl("tenant-b", "logs", "-n", "kube-system", new_agent["metadata"]["name"])
-    assert "konnectivity-agent" in logs.stdout
+    assert '] "Start serving" serverID=' in logs.stdout and 'agentID="worker-b1"' in logs.stdout
 
 
 def _columns(lab: RunningLab, tenant: str, *args: str) -> dict[str, str]:
@@ -943,6 +945,96 @@ def test_hamis_scheduler_and_device_plugin_are_the_charts_deployment_and_daemons
     assert pod["spec"]["schedulerName"] == "hami-scheduler"
     assert annotations(pod)["hami.io/bind-phase"] == "success"
     lab.delete("tenant-b", "app=after-hami")
+
+
+KLOG_LINE = re.compile(r"([IWE])\d{4} \d\d:\d\d:\d\d\.\d{6} +1 (\S+\.go:\d+)\] (.*)")
+
+
+def klog_lines(text: str) -> list[tuple[str, str, str]]:
+    """(severity, source, message) of each klog line of a container's log; other lines fail the test."""
+    found = []
+    for line in text.splitlines():
+        match = KLOG_LINE.fullmatch(line)
+        assert match, f"not a klog line: {line!r}"
+        found.append((match[1], match[2], match[3]))
+    return found
+
+
+def test_kubectl_logs_of_hamis_and_the_agents_pods_show_what_the_components_did(lab: RunningLab) -> None:
+    """The containers that stand for HAMi's extender and device plugin and for the tunnel agent show
+    those components' klog output: the filter and bind of a GPU pod, its Allocate, a refused pod, and the
+    tunnel's dial for the webhook call."""
+    wait_for("the system pods Running", system_running(lab, "tenant-a"))
+    lab.create("tenant-a", gpu_pod("logged", "logged", gpumem=2000, gpucores=20))
+    [pod] = wait_for("the GPU pod Running", all_running(lab, "tenant-a", "app=logged", 1))
+    uid, card = pod["metadata"]["uid"], card_of(pod)
+    denied = gpu_pod("refused", "refused", gpumem=1000)
+    denied["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    refusal = lab.kubectl("tenant-a", "create", "-f", "-", input=json.dumps(denied), check=False)
+    assert refusal.returncode != 0 and "container cuda is privileged" in refusal.stderr
+
+    def extender() -> list[tuple[str, str, str]]:
+        out = lab.kubectl(
+            "tenant-a", "logs", "-n", "kube-system", "deploy/hami-scheduler", "-c", "vgpu-scheduler-extender"
+        ).stdout
+        return klog_lines(out)
+
+    lines = wait_for("the refusal in the extender's log", lambda: (e := extender()) and e[-1][0] == "W" and e)
+    assert lines[0] == ("I", "scheduler.go:85", '"Initializing HAMi scheduler"')
+    assert ("I", "scheduler.go:541") in {(sev, src) for sev, src, _ in lines}  # the node's cards
+    mine = [(src, text) for _, src, text in lines if '"logged"' in text]
+    assert mine == [
+        (
+            "scheduler.go:1068",
+            f'"Starting schedule filter process" pod="logged" uuid="{uid}" namespace="default"',
+        ),
+        (
+            "scheduler.go:1119",
+            '"Scheduling pod to node" podNamespace="default" podName="logged" nodeID="worker-a1"'
+            f' devices="map[NVIDIA:[[{{0 {card} NVIDIA 2000 20 0 map[]}}]]]"',
+        ),
+        (
+            "scheduler.go:999",
+            '"Attempting to bind pod to node" pod="logged" namespace="default" node="worker-a1"',
+        ),
+        (
+            "scheduler.go:1020",
+            '"Trying to get the target node for pod" pod="logged" namespace="default" node="worker-a1"',
+        ),
+        (
+            "scheduler.go:1063",
+            '"Successfully bound pod to node" pod="logged" namespace="default" node="worker-a1"',
+        ),
+    ]
+    assert lines[-1][1:] == (
+        "webhook.go:100",
+        "Processing admission hook for pod default/refused, UID:  - Denying admission as container cuda is privileged",
+    )
+    tail = lab.kubectl(
+        "tenant-a", "logs", "-n", "kube-system", "deploy/hami-scheduler", "-c", "vgpu-scheduler-extender",
+        "--tail=1", "--timestamps",
+    ).stdout  # fmt: skip
+    stamp, line = tail.rstrip("\n").split(" ", 1)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", stamp) and "Denying admission" in line
+
+    # a value with a newline (kubectl apply's last-applied annotation) goes on to lines of its own, as
+    # Go's %v prints it and the runtime splits it: the plugin's log is read as text
+    plugin = lab.kubectl(
+        "tenant-a", "logs", "-n", "kube-system", "ds/hami-device-plugin", "-c", "device-plugin"
+    ).stdout
+    assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in plugin
+    assert "Allocate pod name is default/logged, annotation is map[" in plugin
+    assert f"deviceAllocateFromAnnotation= [{{0 {card} NVIDIA 2000 20 0 map[]}}]" in plugin
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0:2000m" in plugin and "CUDA_DEVICE_SM_LIMIT:20" in plugin
+
+    agent = klog_lines(lab.kubectl("tenant-a", "logs", "-n", "kube-system", "ds/konnectivity-agent").stdout)
+    texts = [text for _, _, text in agent]
+    assert any(t.startswith('"Connect to server" serverID=') for t in texts)
+    assert any(t.startswith('"Start serving"') and 'agentID="worker-a1"' in t for t in texts)
+    # the API server reaches the webhook (and the kubelet, for these logs) through the agent
+    assert any(t.startswith('"Received DIAL_REQ"') for t in texts)
+    assert any(t.startswith('"received DATA" connectionID=') for t in texts)
+    lab.delete("tenant-a", "app=logged")
 
 
 def _lab_control(lab: RunningLab, tenant: str, component: str, desired: str) -> None:

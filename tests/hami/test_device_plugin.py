@@ -10,6 +10,8 @@ from tenantgpu.gpushare import SharingConfig, decode_node_register
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import (
     AllocateError,
+    Allocation,
+    DevicePlugin,
     GPUSpec,
     allocate,
     device_type,
@@ -141,3 +143,39 @@ def test_nothing_left_to_allocate_message() -> None:
     del pod["metadata"]["annotations"][ann.DEVICES_TO_ALLOCATE]
     with pytest.raises(AllocateError, match="device request not found"):
         allocate(pod, "w1", CFG)
+
+
+def _plugin_lines(pod: dict) -> list[str]:
+    plugin = DevicePlugin(None, "w1", [GPUSpec.parse("NVIDIA L4:23034:1")], CFG)  # type: ignore[arg-type]
+    try:
+        outcome: Allocation | AllocateError = allocate(pod, "w1", CFG)
+    except AllocateError as err:
+        outcome = err
+    plugin.log_allocate(pod, outcome)
+    return [line.split(None, 3)[3] for line in plugin.klog.lines()]
+
+
+def test_allocate_logs_the_pod_its_annotations_the_devices_and_the_environment_it_gives() -> None:
+    lines = _plugin_lines(_pod("GPU-a,NVIDIA,3000,30:;", [1]))
+    assert lines[0] == 'server.go:754] "Allocate" request="ContainerRequests:1"'
+    assert lines[1].startswith(
+        "server.go:762] Allocate pod name is team-a/p, annotation is map[hami.io/bind-phase:"
+    )
+    assert lines[2] == "server.go:797] deviceAllocateFromAnnotation= [{0 GPU-a NVIDIA 3000 30 0 map[]}]"
+    assert lines[3].startswith("server.go:909] Allocate Response [&ContainerAllocateResponse{Envs:map[")
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0:3000m" in lines[3] and "CUDA_DEVICE_SM_LIMIT:30" in lines[3]
+
+
+def test_allocate_for_a_pod_hami_never_bound_logs_only_the_request() -> None:
+    assert _plugin_lines(_pod("GPU-a,NVIDIA,3000,30:;", [1], node="elsewhere")) == [
+        'server.go:754] "Allocate" request="ContainerRequests:1"'
+    ]
+
+
+def test_the_plugin_announces_its_socket_and_registration_when_it_starts() -> None:
+    plugin = DevicePlugin(None, "w1", [], CFG)  # type: ignore[arg-type]
+    plugin.log_start()
+    assert [line.split(None, 3)[3] for line in plugin.klog.lines()] == [
+        "server.go:321] Starting to serve 'nvidia.com/gpu' on /var/lib/kubelet/device-plugins/nvidia-gpu.sock",
+        "server.go:329] Registered device plugin for 'nvidia.com/gpu' with Kubelet",
+    ]

@@ -10,6 +10,7 @@ import pytest
 from tenantgpu.gpushare import SharingConfig
 from tenantgpu.gpushare.jsonpatch import apply
 from tenantgpu.hami.webhook import review_response
+from tenantgpu.klog import ComponentLog
 
 CFG = SharingConfig()
 
@@ -73,3 +74,31 @@ def test_pod_with_node_name_is_denied() -> None:
     pod["spec"]["nodeName"] = "w1"
     response = review_response(_review("admission.k8s.io/v1", pod), CFG)["response"]
     assert response["allowed"] is False and "pod has node assigned" in response["status"]["message"]
+
+
+def _logged(pod: dict) -> list[str]:
+    """What HAMi's webhook writes to its container's log while it answers a review of `pod`."""
+    klog = ComponentLog()
+    review_response(_review("admission.k8s.io/v1", pod), CFG, klog=klog)
+    return [line.split(None, 3)[3] for line in klog.lines()]  # without the date, time and pid
+
+
+def test_the_webhook_logs_only_its_refusals_as_hami_does_at_its_default_verbosity() -> None:
+    assert _logged(_gpu_pod(**{"nvidia.com/gpumem": "3000"})) == []
+    privileged = _gpu_pod(**{"nvidia.com/gpu": "1"})
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    assert _logged(privileged) == [
+        "webhook.go:100] Processing admission hook for pod team-a/p, UID:  - Denying admission as container"
+        " c is privileged"
+    ]
+    placed = _gpu_pod(**{"nvidia.com/gpu": "1"})
+    placed["spec"]["nodeName"] = "w1"
+    assert _logged(placed) == [
+        "webhook.go:110] Processing admission hook for pod team-a/p, UID:  - Pod already has node assigned"
+    ]
+    empty = _gpu_pod()
+    empty["spec"]["containers"] = []
+    klog = ComponentLog()
+    review_response(_review("admission.k8s.io/v1", empty), CFG, klog=klog)
+    [line] = klog.lines()
+    assert line.startswith("W") and line.endswith("- Denying admission as pod has no containers")

@@ -29,6 +29,7 @@ from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare.codec import decode_container_devices
 from tenantgpu.gpushare.register import register_device, registered_type
 from tenantgpu.hami.nodelock import release_node_lock
+from tenantgpu.klog import ComponentLog, go_map
 from tenantgpu.kubeclient import ApiError, KubeClient
 
 log = logging.getLogger(__name__)
@@ -238,8 +239,11 @@ class DevicePlugin:
         cfg: SharingConfig,
         *,
         kubelet_client: KubeClient | None = None,
+        klog: ComponentLog | None = None,
     ) -> None:
         self.client = client
+        # what the plugin's container would print (`kubectl logs … -c device-plugin`)
+        self.klog = klog or ComponentLog()
         # The extended resources reach the Node's status through the kubelet (the plugin's ListAndWatch
         # feeds it), so they are written with the kubelet's credentials, the annotation with the plugin's.
         self.kubelet_client = kubelet_client or client
@@ -250,6 +254,37 @@ class DevicePlugin:
 
     def register_annotation(self) -> str:
         return encode_node_register(self.devices)
+
+    def log_start(self) -> None:
+        """The lines HAMi's plugin prints once it serves the kubelet (server.go)."""
+        resource = self.cfg.resource_count_name
+        socket = f"/var/lib/kubelet/device-plugins/nvidia-{resource.rpartition('/')[2]}.sock"
+        self.klog.infof("server.go:321", f"Starting to serve '{resource}' on {socket}")
+        self.klog.infof("server.go:329", f"Registered device plugin for '{resource}' with Kubelet")
+        self.klog.started()
+
+    def log_allocate(self, pod: dict[str, Any], outcome: Allocation | AllocateError) -> None:
+        """Allocate's lines (server.go). Go prints the kubelet's request and the response structs with
+        `%v`; here they are the number of containers asked for and each response's environment."""
+        meta = pod.get("metadata") or {}
+        containers = len(gpu_containers(pod, self.cfg))
+        self.klog.info("server.go:754", "Allocate", request=f"ContainerRequests:{containers}")
+        if not is_binding_pod(pod, self.node_name):
+            return  # no pending pod: HAMi returns the error before it names one
+        annotations = meta.get("annotations") or {}
+        self.klog.infof(
+            "server.go:762",
+            f"Allocate pod name is {meta.get('namespace')}/{meta.get('name')}, annotation is {go_map(annotations)}",
+        )
+        if not isinstance(outcome, Allocation):
+            return
+        for devices in outcome.devices.values():
+            shown = " ".join(f"{{0 {d.uuid} {d.type} {d.usedmem} {d.usedcores} 0 map[]}}" for d in devices)
+            self.klog.infof("server.go:797", f"deviceAllocateFromAnnotation= [{shown}]")
+        responses = " ".join(
+            f"&ContainerAllocateResponse{{Envs:{go_map(env)},}}" for env in outcome.envs.values()
+        )
+        self.klog.infof("server.go:909", f"Allocate Response [{responses}]")
 
     def resources(self) -> dict[str, str]:
         return extended_resources(self.devices, self.cfg)

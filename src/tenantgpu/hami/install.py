@@ -48,6 +48,9 @@ DEVICE_PLUGIN_ACCOUNT = "hami-device-plugin"
 # (DaemonSet, node ConfigMap, account) after the release: "<release>-scheduler", "<release>-device-plugin".
 SCHEDULER = "hami-scheduler"
 DEVICE_PLUGIN = "hami-device-plugin"
+# the containers that run HAMi's own code (beside kube-scheduler and vgpu-monitor)
+EXTENDER_CONTAINER = "vgpu-scheduler-extender"
+DEVICE_PLUGIN_CONTAINER = "device-plugin"
 SCHEDULER_CONFIG = SCHEDULER  # KubeSchedulerConfiguration of the pod's kube-scheduler
 DEVICE_CONFIG = f"{SCHEDULER}-device"  # device-config.yaml, read by the extender and the device plugin
 NODE_CONFIG = DEVICE_PLUGIN  # the device plugin's per-node config.json
@@ -500,7 +503,7 @@ def scheduler_deployment(
                 "volumeMounts": [{"name": "scheduler-config", "mountPath": "/config"}],
             },
             {
-                "name": "vgpu-scheduler-extender",
+                "name": EXTENDER_CONTAINER,
                 "image": HAMI_IMAGE,
                 "imagePullPolicy": "IfNotPresent",
                 "env": [
@@ -593,7 +596,7 @@ def device_plugin_daemon_set(
     node_name = _field_env("NODE_NAME", "spec.nodeName")
     containers = [
         {
-            "name": "device-plugin",
+            "name": DEVICE_PLUGIN_CONTAINER,
             "image": HAMI_IMAGE,
             "imagePullPolicy": "IfNotPresent",
             "lifecycle": {

@@ -33,7 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tenantgpu import eager
 from tenantgpu.apiserver.sharing import share_workload_object
-from tenantgpu.gpushare import ClusterState, Decision, SharingConfig, volumes
+from tenantgpu.gpushare import ClusterState, ContainerDevice, Decision, SharingConfig, volumes
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare.policy import node_policy_of, spreads
 from tenantgpu.gpushare.reasons import fit_error, prefilter_error
@@ -41,6 +41,7 @@ from tenantgpu.gpushare.request import init_container_count
 from tenantgpu.hami import events
 from tenantgpu.hami.metrics import scheduler_registry
 from tenantgpu.hami.nodelock import NODE_LOCK, LockVerdict, NodeLockError, NodeLocks, judge_lock
+from tenantgpu.klog import ComponentLog, kobj
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.kubeclient.eventsink import EventBroadcaster
 
@@ -120,8 +121,12 @@ class HamiScheduler:
         metrics_port: int | None = None,
         flush_seconds: float = 30.0,
         pipeline_locked_nodes: bool = True,
+        klog: ComponentLog | None = None,
     ) -> None:
         self.client = client
+        # what the extender's container would print (`kubectl logs … -c vgpu-scheduler-extender`)
+        self.klog = klog or ComponentLog()
+        self._logged_nodes: set[str] = set()
         self.cfg = sharing or SharingConfig()
         self.scheduler_name = scheduler_name or self.cfg.scheduler_name
         self.state = ClusterState(self.cfg)
@@ -176,9 +181,13 @@ class HamiScheduler:
         self._claim_verdicts.clear()
         self._prebinding.clear()
         self._handshaking.clear()
+        self._logged_nodes.clear()
+        self.klog.info("scheduler.go:85", "Initializing HAMi scheduler")
+        self.klog.info("scheduler.go:356", "Starting HAMi scheduler components")
         await self.nodes.start()
         await self.quotas.start()
         await self.pods.start()
+        self.klog.started()  # with the nodes it found at its start
         self._loops = [
             asyncio.create_task(self._schedule_loop(), name="hami-scheduler"),
             asyncio.create_task(self._flush_loop(), name="hami-scheduler-flush"),
@@ -278,6 +287,8 @@ class HamiScheduler:
             self._release_inflight(name)
             return
         self.state.upsert_node(node)
+        if name not in self._logged_nodes and ann.NODE_REGISTER in _annotations(node):
+            self._log_node(name)
         handshake = _annotations(node).get(ann.NODE_HANDSHAKE) or ""
         if (
             ann.NODE_REGISTER in _annotations(node)
@@ -298,6 +309,15 @@ class HamiScheduler:
             self._schedule_woken()
         if kind == "ADDED" or _capacity_view(node) != _capacity_view(old or {}):
             self._requeue_unschedulable()
+
+    def _log_node(self, name: str) -> None:
+        """HAMi's line for a node whose devices it learns (scheduler.go), once per node it caches."""
+        self._logged_nodes.add(name)
+        cards = " ".join(d.id for d in self.state.node_devices(name))
+        info = f"&{{ID:{name} Devices:[{cards}]}}"
+        self.klog.info(
+            "scheduler.go:541", "Node device added", nodeName=name, deviceVendor="NVIDIA", nodeInfo=info
+        )
 
     async def _handshake(self, node: str) -> None:
         """HAMi v2.10's register loop stamps `hami.io/node-handshake: Requesting_<time>` on GPU nodes."""
@@ -464,6 +484,16 @@ class HamiScheduler:
                 return
             conflicting = refusal
         decision = self._decide(_excluding(pod, conflicting) if conflicting else pod)
+        if decision.requests_gpu:
+            # kube-scheduler asks HAMi's extender only about pods with HAMi's resources
+            meta = pod.get("metadata") or {}
+            self.klog.info(
+                "scheduler.go:1068",
+                "Starting schedule filter process",
+                pod=key[1],
+                uuid=meta.get("uid", ""),
+                namespace=key[0],
+            )
         if decision.node is None:
             self._unschedulable.add(key)
             self._spawn(self._report_unschedulable(pod, decision))
@@ -493,6 +523,14 @@ class HamiScheduler:
         now = int(time.time())
         patch_annotations: dict[str, str] = {}
         if decision.requests_gpu:
+            self.klog.info(
+                "scheduler.go:1119",
+                "Scheduling pod to node",
+                podNamespace=key[0],
+                podName=key[1],
+                nodeID=node,
+                devices=_go_pod_devices(decision.devices),
+            )
             patch_annotations = decision.scheduled_annotations(now)
             patch_annotations[ann.BIND_PHASE] = ann.BIND_PHASE_ALLOCATING
             patch_annotations[ann.BIND_TIME] = str(now)
@@ -545,6 +583,17 @@ class HamiScheduler:
         node = decision.node or ""
         locked = False
         locking: asyncio.Future[None] | None = None
+        if decision.requests_gpu:
+            self.klog.info(
+                "scheduler.go:999", "Attempting to bind pod to node", pod=name, namespace=ns, node=node
+            )
+            self.klog.info(
+                "scheduler.go:1020",
+                "Trying to get the target node for pod",
+                pod=name,
+                namespace=ns,
+                node=node,
+            )
         try:
             if decision.requests_gpu:
                 # HAMi writes the filter annotations before it locks, so both may go out together. The
@@ -570,6 +619,7 @@ class HamiScheduler:
                 locking.cancel()
             raise
         except NodeLockError as err:
+            self.klog.error("scheduler.go:1048", err, "Failed to lock node", node=node, pod=kobj(ns, name))
             self._undo(key, node)
             self._park(node, key)
             events.emit(self.hami_events, pod, events.BINDING_FAILED, str(err), warning=True)
@@ -579,12 +629,20 @@ class HamiScheduler:
             if locked:
                 with contextlib.suppress(Exception):
                     await self.locks.release(node, ns, name)
+            if decision.requests_gpu:
+                self.klog.error(
+                    "scheduler.go:1058", err, "Failed to bind pod", pod=name, namespace=ns, node=node
+                )
             if isinstance(err, ApiError) and err.code == 404:
                 return  # the pod is gone
             events.emit(self.hami_events, pod, events.BINDING_FAILED, str(err), warning=True)
             self._retry_later(key)
             return
         self.bound += 1
+        if decision.requests_gpu:
+            self.klog.info(
+                "scheduler.go:1063", "Successfully bound pod to node", pod=name, namespace=ns, node=node
+            )
         self._attempts.pop(key, None)
         self._last_failure.pop(key, None)
         if decision.requests_gpu:
@@ -713,6 +771,15 @@ class HamiScheduler:
             await self.client.patch(
                 "pods", key[1], {"status": {"conditions": [condition]}}, key[0], subresource="status"
             )
+
+
+def _go_pod_devices(devices: list[list[ContainerDevice]]) -> str:
+    """Go's `%v` of HAMi's PodDevices (vendor → one list of cards per container), as its log prints it."""
+    containers = " ".join(
+        "[" + " ".join(f"{{0 {d.uuid} {d.type} {d.usedmem} {d.usedcores} 0 map[]}}" for d in cards) + "]"
+        for cards in devices
+    )
+    return f"map[NVIDIA:[{containers}]]"
 
 
 def _assume(pod: dict[str, Any], node: str, annotations: dict[str, str]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from tenantgpu.apiserver.http1 import HTTPServer
 from tenantgpu.gpushare import ClusterState, SharingConfig, mutate_pod
 from tenantgpu.gpushare.quota import QuotaBook
 from tenantgpu.hami.tls import ServingCert, service_hosts
+from tenantgpu.klog import ComponentLog
 from tenantgpu.kubeclient import Informer, KubeClient
 
 log = logging.getLogger(__name__)
@@ -24,10 +25,35 @@ WEBHOOK_PATH = "/webhook"
 MAX_REVIEW_BYTES = 3 * 1024 * 1024
 _HEALTH_PATHS = ("/healthz", "/readyz")
 _REASONS = {400: "BadRequest", 403: "Forbidden"}
+# HAMi's webhook names the pod in each line it logs (webhook.go)
+_TEMPLATE = "Processing admission hook for pod {}/{}, UID: {}"
+# A denial's message → the severity, source line and tail of the line HAMi logs for it
+_DENIAL_LINES = {
+    "pod has no containers": ("W", "webhook.go:61", " - Denying admission as pod has no containers"),
+    "pod has node assigned": ("I", "webhook.go:110", " - Pod already has node assigned"),
+    "exceeding resource quota": ("I", "webhook.go:187", " - Denying admission"),
+}
+
+
+def log_denial(klog: ComponentLog, pod: dict[str, Any], message: str, code: int) -> None:
+    """The line HAMi's webhook logs when it refuses a pod (at its default verbosity, only refusals)."""
+    meta = pod.get("metadata") or {}
+    who = _TEMPLATE.format(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""))
+    if code == 500:  # a device's MutateAdmission failed
+        klog.errorf("webhook.go:80", f"validating pod failed:{message}")
+        return
+    severity, source, tail = _DENIAL_LINES.get(message, ("W", "webhook.go:100", ""))
+    if not tail:  # "container NAME is privileged"
+        tail = f" - Denying admission as {message}"
+    entry = klog.warningf if severity == "W" else klog.infof
+    entry(source, who + tail)
 
 
 def review_response(
-    review: dict[str, Any], cfg: SharingConfig, quotas: QuotaBook | None = None
+    review: dict[str, Any],
+    cfg: SharingConfig,
+    quotas: QuotaBook | None = None,
+    klog: ComponentLog | None = None,
 ) -> dict[str, Any]:
     """Answer one AdmissionReview with the same apiVersion it came in, as controller-runtime does."""
     api_version = review.get("apiVersion") or "admission.k8s.io/v1beta1"
@@ -45,6 +71,8 @@ def review_response(
     response["allowed"] = admission.allowed
     if not admission.allowed:
         code = admission.code if admission.code >= 400 else 403
+        if klog is not None:
+            log_denial(klog, pod, admission.message or "", code)
         response["status"] = {
             "code": code,
             "reason": _REASONS.get(code, "Forbidden"),
@@ -74,8 +102,11 @@ class HamiWebhook:
         service: str = "hami-scheduler",
         namespace: str = "kube-system",
         client: KubeClient | None = None,
+        klog: ComponentLog | None = None,
     ) -> None:
         self.sharing = sharing or SharingConfig()
+        # HAMi's webhook runs in the scheduler's container and logs to it
+        self.klog = klog or ComponentLog()
         self.quotas = quotas
         self._informers: list[Informer] = []
         if quotas is None and client is not None:
@@ -159,5 +190,5 @@ class HamiWebhook:
             return web.Response(status=400, text="request body is not an AdmissionReview")
         self.reviews += 1
         quotas = self.quotas() if self.quotas else None
-        body = orjson.dumps(review_response(review, self.sharing, quotas))
+        body = orjson.dumps(review_response(review, self.sharing, quotas, self.klog))
         return web.Response(body=body, content_type="application/json")

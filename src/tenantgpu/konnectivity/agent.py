@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import grpc
 from grpc import aio
 
+from tenantgpu.klog import ComponentLog
 from tenantgpu.konnectivity import wire
 from tenantgpu.konnectivity._proto import agent_pb2_grpc
 from tenantgpu.konnectivity._proto import client_pb2 as pb
@@ -107,8 +108,11 @@ class ProxyAgent:
         dial_timeout: float = 10.0,
         drain_timeout: float = 5.0,
         rng: _random.Random | None = None,
+        klog: ComponentLog | None = None,
     ) -> None:
         self.server_address = server_address
+        # what the agent's container prints at Kamaji's `-v=8` (`kubectl logs … ds/konnectivity-agent`)
+        self.klog = klog or ComponentLog()
         self._ca_pem = ca_pem
         self._token = token
         self.agent_id = agent_id or str(uuid.uuid4())
@@ -160,6 +164,9 @@ class ProxyAgent:
         self._stopping.set()
         sender = self._sender
         if self.connected and sender is not None:
+            self.klog.info(
+                "client.go:574", "drain agent client", serverID=self.server_id, agentID=self.agent_id
+            )
             sender.send(wire.drain())
             await sender.flush(timeout=1.0)
             with contextlib.suppress(TimeoutError):
@@ -172,6 +179,18 @@ class ProxyAgent:
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
+    def _log_connected(self) -> None:
+        klog = self.klog
+        klog.info("client.go:227", "Connect to server", serverID=self.server_id)
+        klog.info(
+            "clientset.go:286",
+            "successfully connected to new proxy server",
+            serverID=self.server_id,
+            newServerCount=1,
+        )
+        klog.info("client.go:338", "Start serving", serverID=self.server_id, agentID=self.agent_id)
+        klog.started()
+
     # --- the connection loop -------------------------------------------------------------------
     async def _run(self) -> None:
         attempt = 0
@@ -183,6 +202,7 @@ class ProxyAgent:
                 raise
             except Exception as exc:
                 self.last_error = f"{type(exc).__name__}: {exc}"
+                self.klog.error("clientset.go:238", self.last_error, "cannot connect once")
             if self._stopping.is_set():
                 break
             delay = self.backoff.delay(attempt, self._rng)
@@ -227,6 +247,7 @@ class ProxyAgent:
             self.last_error = None
             self._connected.set()
             log.info("agent %s connected to server %s", self.agent_id, self.server_id)
+            self._log_connected()
             try:
                 await self._read_loop(call, sender)
             except aio.AioRpcError as exc:
@@ -246,9 +267,13 @@ class ProxyAgent:
             packet = await call.read()
             if packet is aio.EOF:
                 self.last_error = "stream closed by the server"
+                self.klog.info(
+                    "client.go:352", "received EOF, exit", serverID=self.server_id, agentID=self.agent_id
+                )
                 return
             kind = packet.type
             if kind == pb.DATA:
+                self.klog.info("client.go:514", "received DATA", connectionID=packet.data.connectID)
                 connection = self._connections.get(packet.data.connectID)
                 if connection is not None:
                     connection.writer.write(packet.data.data)
@@ -256,6 +281,14 @@ class ProxyAgent:
                     sender.send(wire.close_response(packet.data.connectID, "unknown connectID"))
             elif kind == pb.DIAL_REQ:
                 request = packet.dialRequest
+                self.klog.info(
+                    "client.go:378",
+                    "Received DIAL_REQ",
+                    serverID=self.server_id,
+                    agentID=self.agent_id,
+                    dialID=request.random,
+                    dialAddress=request.address,
+                )
                 task = asyncio.get_running_loop().create_task(
                     self._dial(sender, request.random, request.address, request.protocol)
                 )
@@ -263,6 +296,7 @@ class ProxyAgent:
                 task.add_done_callback(lambda _t, r=request.random: self._dials.pop(r, None))
             elif kind == pb.CLOSE_REQ:
                 connect_id = packet.closeRequest.connectID
+                self.klog.info("client.go:541", "received CLOSE_REQ", connectionID=connect_id)
                 connection = self._connections.get(connect_id)
                 if connection is None:
                     sender.send(wire.close_response(connect_id, "unknown connectID"))
@@ -284,13 +318,24 @@ class ProxyAgent:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            sender.send(wire.dial_response(random_id, error=f"dial {address}: {exc}"))
+            error = f"dial {address}: {exc}"
+            self.klog.info(
+                "client.go:457", "error dialing backend", error=error, dialID=random_id, dialAddress=address
+            )
+            sender.send(wire.dial_response(random_id, error=error))
             return
         connect_id = self._next_connect_id
         self._next_connect_id += 1
         connection = _LocalConnection(connect_id, random_id, writer)
         self._connections[connect_id] = connection
         self._idle.clear()
+        self.klog.info(
+            "client.go:485",
+            "Endpoint connection established",
+            dialID=random_id,
+            connectionID=connect_id,
+            dialAddress=address,
+        )
         sender.send(wire.dial_response(random_id, connect_id=connect_id))
         connection.pump = asyncio.get_running_loop().create_task(self._pump(sender, connection, reader))
 
@@ -311,6 +356,8 @@ class ProxyAgent:
             return
         except OSError as exc:
             error = str(exc)
+        if not error:
+            self.klog.info("client.go:603", "remote connection EOF", connectionID=connection.connect_id)
         if not connection.closed_by_server and connection.connect_id in self._connections:
             sender.send(wire.close_response(connection.connect_id, error))
             self._close_local(connection)

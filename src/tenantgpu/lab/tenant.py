@@ -13,7 +13,11 @@ from tenantgpu.gpushare import SharingConfig, decode_node_register
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import GPUSpec as DeviceGPUSpec
 from tenantgpu.hami.install import (
+    DEVICE_PLUGIN,
     DEVICE_PLUGIN_ACCOUNT,
+    DEVICE_PLUGIN_CONTAINER,
+    EXTENDER_CONTAINER,
+    SCHEDULER,
     SCHEDULER_ACCOUNT,
     install_hami,
     install_identities,
@@ -22,6 +26,8 @@ from tenantgpu.hami.install import NAMESPACE as HAMI_NAMESPACE
 from tenantgpu.hami.install import SERVICE as HAMI_SERVICE
 from tenantgpu.hami.scheduler import HamiScheduler
 from tenantgpu.hami.webhook import HamiWebhook
+from tenantgpu.kamaji.konnectivityagent import AGENT_NAME
+from tenantgpu.klog import ComponentLog
 from tenantgpu.konnectivity import AgentIdentifiers, ProxyAgent
 from tenantgpu.konnectivity.agent import mapped_dial_policy
 from tenantgpu.kubeclient import ApiError, KubeClient
@@ -105,14 +111,17 @@ class TenantDataPlane:
         scheduler_client = await self._identity(SCHEDULER_ACCOUNT).start()
         device_plugin_client = await self._identity(DEVICE_PLUGIN_ACCOUNT).start()
         # HAMi's scheduler and webhook, which the chart runs as the one pod of its Deployment.
-        self.scheduler = HamiScheduler(scheduler_client, self.sharing)
+        # HAMi's extender (scheduler and webhook) logs to one container's log
+        extender_log = ComponentLog()
+        self.scheduler = HamiScheduler(scheduler_client, self.sharing, klog=extender_log)
         scheduler = self.scheduler
-        self.webhook = HamiWebhook(self.sharing, quotas=lambda: scheduler.state.quotas)
+        self.webhook = HamiWebhook(self.sharing, quotas=lambda: scheduler.state.quotas, klog=extender_log)
         await self.webhook.start()
         # Every worker routes the webhook Service to where the webhook listens, as kube-proxy would.
         route = {
             (f"{HAMI_SERVICE}.{HAMI_NAMESPACE}.svc", WEBHOOK_SERVICE_PORT): ("127.0.0.1", self.webhook.port),
         }
+        agent_logs = {worker.name: ComponentLog() for worker in self.spec.workers}
         for worker in self.spec.workers:
             agent = ProxyAgent(
                 self.konnectivity_address,
@@ -121,6 +130,7 @@ class TenantDataPlane:
                 agent_id=worker.name,
                 identifiers=AgentIdentifiers(host=(worker.name,)),
                 dial_policy=mapped_dial_policy(route),
+                klog=agent_logs[worker.name],
             )
             await agent.start()
             self.agents.append(agent)
@@ -129,6 +139,13 @@ class TenantDataPlane:
             await self._bootstrap.close()
             self._bootstrap = None
         for worker, kubelet in zip(self.spec.workers, kubelets, strict=True):
+            plugin_log = ComponentLog()
+            # the containers standing for the components that run here show those components' output
+            component_logs = {
+                (SCHEDULER, EXTENDER_CONTAINER): extender_log,
+                (DEVICE_PLUGIN, DEVICE_PLUGIN_CONTAINER): plugin_log,
+                (AGENT_NAME, AGENT_NAME): agent_logs[worker.name],
+            }
             node = Worker(
                 kubelet,
                 worker.name,
@@ -140,6 +157,8 @@ class TenantDataPlane:
                 labels=dict(worker.labels),
                 runtime_handlers=worker.runtime_handlers,
                 device_plugin_client=device_plugin_client,
+                component_logs=component_logs,
+                device_plugin_log=plugin_log,
             )
             await node.start()
             self.workers.append(node)

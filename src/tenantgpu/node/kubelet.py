@@ -24,7 +24,6 @@ import contextlib
 import logging
 import math
 import random
-import shlex
 import time
 import zlib
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
@@ -47,6 +46,7 @@ from tenantgpu.hami.device_plugin import (
     is_binding_pod,
     report_allocation,
 )
+from tenantgpu.klog import ComponentLog
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 from tenantgpu.node import (
     activedeadline,
@@ -61,6 +61,13 @@ from tenantgpu.node import (
     volumesources,
 )
 from tenantgpu.node import gpu_runtime as rt
+from tenantgpu.node.containerlog import (
+    AnyContainerLog,
+    ComponentContainerLog,
+    ContainerLog,
+    component_of,
+    log_stamp,
+)
 from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
 from tenantgpu.node.staticpods import MIRROR_POD_ANNOTATION, owned_by_node
 
@@ -74,36 +81,6 @@ CONFIG_RETRY_SECONDS = 10.0
 _MOUNT_OBJECT_SECONDS = 2.0
 _MOUNT_OBJECTS_KEPT = 256  # entries before the expired ones are dropped
 MIRROR_RECREATE_SECONDS = 0.5  # a deleted mirror pod comes back on the kubelet's next sync, not at once
-
-
-def log_stamp() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-@dataclass
-class ContainerLog:
-    """One container's output lines with their timestamps."""
-
-    lines: list[tuple[str, str]] = field(default_factory=list)
-
-    def write(self, line: str, stamp: str | None = None) -> None:
-        """Append `line` (split at newlines); `stamp` is the time it was written, now if not given."""
-        if stamp is None:
-            stamp = log_stamp()
-        for part in line.splitlines() or [""]:
-            self.lines.append((stamp, part))
-
-    def command(self, command: list[str], output: programs.ExecResult, stamp: str) -> None:
-        """A command's line, as a shell echoes it, and what it printed."""
-        self.write(f"$ {shlex.join(command)}", stamp)
-        for line in (output.stdout + output.stderr).splitlines():
-            self.write(line, stamp)
-
-    def render(self, *, tail_lines: int | None = None, timestamps: bool = False) -> str:
-        chosen = self.lines[-tail_lines:] if tail_lines else self.lines
-        if tail_lines == 0:
-            chosen = []
-        return "".join(f"{ts} {text}\n" if timestamps else f"{text}\n" for ts, text in chosen)
 
 
 @dataclass
@@ -121,12 +98,12 @@ class PodRecord:
     finished: bool = False
     envs: dict[str, dict[str, str]] = field(default_factory=dict)  # container → all it sees (`env`)
     shown_envs: dict[str, dict[str, str]] = field(default_factory=dict)  # … of its spec and HAMi's (its log)
-    logs: dict[str, ContainerLog] = field(default_factory=dict)
+    logs: dict[str, AnyContainerLog] = field(default_factory=dict)
     gpus: dict[str, list[str]] = field(default_factory=dict)  # container → GPU UUIDs
     caps: dict[str, int | None] = field(default_factory=dict)  # container → SM cap
     gpu_used_mib: dict[str, int] = field(default_factory=dict)  # container → what nvidia-smi shows in use
     seq: int = 0  # when the kubelet first saw the pod: the order of `Kubelet.pods`
-    previous_logs: dict[str, ContainerLog] = field(default_factory=dict)  # container → its last run's log
+    previous_logs: dict[str, AnyContainerLog] = field(default_factory=dict)  # container → its last run's log
     # container → its status entry while restarts are supervised (state, lastState, restartCount, ready)
     container_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     # ephemeral container (`kubectl debug`) → its env and its `ephemeralContainerStatuses` entry
@@ -205,8 +182,12 @@ class Kubelet:
         container_start_seconds: float = 0.0,
         release: KubeletRelease | None = None,
         runtime_handlers: Iterable[str] = (sandbox.RUNC,),
+        component_logs: Mapping[tuple[str, str], ComponentLog] | None = None,
     ) -> None:
         self.client = client
+        # (component, container) → the klog output of a component this process runs, which is the log
+        # of the container standing for it (see `component_of`)
+        self.component_logs = component_logs or {}
         # The worker sets it from its API server's version before `start()`.
         self.release = release or KubeletRelease.parse(FALLBACK_VERSION)
         self.node_name = node_name
@@ -379,12 +360,12 @@ class Kubelet:
         if clog is None:
             return
         yield clog.render(tail_lines=tail_lines, timestamps=timestamps)
-        sent = len(clog.lines)
+        sent = clog.count()
         while True:
-            if len(clog.lines) > sent:
-                fresh = ContainerLog(clog.lines[sent:])
-                sent = len(clog.lines)
-                yield fresh.render(timestamps=timestamps)
+            if clog.count() > sent:
+                fresh = clog.render_from(sent, timestamps=timestamps)
+                sent = clog.count()
+                yield fresh
             elif (
                 record.finished
                 or self.pods.get(uid or "") is not record
@@ -755,6 +736,7 @@ class Kubelet:
                 outcome = err
             except ValueError as err:  # an undecodable to-allocate annotation
                 outcome = AllocateError(str(err))
+            self.device_plugin.log_allocate(pod, outcome)
             # A pod HAMi never bound is not HAMi's to mark; every other outcome is reported on the pod.
             if is_binding_pod(pod, self.node_name):
                 node = self.node_informer.get(None, self.node_name)
@@ -1255,6 +1237,12 @@ class Kubelet:
         until deleted), the status it exits with, and whether its command decides that end (rather
         than the run-time annotations or a failed GPU workload, which end the pod whatever its
         restartPolicy, as the issue's `tenantgpu.io/run-for` has it)."""
+        component = self.component_logs.get((component_of(pod), name)) if self.component_logs else None
+        if component is not None:
+            # the component runs in this process already: the container's log is its output, and the
+            # container runs until deleted, as the component's process would
+            record.logs[name] = ComponentContainerLog(component)
+            return None, 0, False
         annotations = _meta(pod).get("annotations") or {}
         spec = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == name), {})
         env = record.envs[name]

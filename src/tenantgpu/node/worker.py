@@ -8,7 +8,7 @@ import logging
 import os
 import platform
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from tenantgpu import __version__
 from tenantgpu.gpushare import SharingConfig
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import DevicePlugin, GPUSpec
+from tenantgpu.klog import ComponentLog
 from tenantgpu.kubeclient import ApiError, KubeClient
 from tenantgpu.node import nodeconditions, sandbox
 from tenantgpu.node.kubelet import Kubelet
@@ -65,6 +66,8 @@ class Worker:
         kubelet_version: str | None = None,
         runtime_handlers: Iterable[str] | None = None,
         device_plugin_client: KubeClient | None = None,
+        component_logs: Mapping[tuple[str, str], ComponentLog] | None = None,
+        device_plugin_log: ComponentLog | None = None,
     ) -> None:
         if isinstance(kubeconfig, KubeClient):
             self.client, self._owns_client = kubeconfig, False
@@ -80,7 +83,12 @@ class Worker:
         self.status_report_seconds = status_report_seconds
         # HAMi's device plugin runs as a pod of its own, with its service account's credentials when given.
         self.device_plugin = DevicePlugin(
-            device_plugin_client or self.client, name, self.gpus, self.sharing, kubelet_client=self.client
+            device_plugin_client or self.client,
+            name,
+            self.gpus,
+            self.sharing,
+            kubelet_client=self.client,
+            klog=device_plugin_log,
         )
         # the container runtime's handlers besides its default, which RuntimeClasses name
         self.runtime_handlers = tuple(
@@ -102,6 +110,7 @@ class Worker:
             container_start_seconds=container_start_seconds,
             release=KubeletRelease.parse(kubelet_version or FALLBACK_VERSION),
             runtime_handlers=self.runtime_handlers,
+            component_logs=component_logs,
         )
         self.server = KubeletServer(
             self._read_log,
@@ -217,6 +226,7 @@ class Worker:
             self.kubelet.release = await self._server_release()
         await self.server.start()
         await self.register_node()
+        self.device_plugin.log_start()
         await self._renew_lease()
         await self.kubelet.start()
         self._tasks = [
