@@ -1037,6 +1037,45 @@ def test_kubectl_logs_of_hamis_and_the_agents_pods_show_what_the_components_did(
     lab.delete("tenant-a", "app=logged")
 
 
+def test_a_worker_run_on_its_own_shows_its_device_plugins_log_in_the_plugin_pod_placed_there(
+    lab: RunningLab,
+) -> None:
+    """`tenantgpu node run` against a tenant: HAMi's DaemonSet puts a device-plugin pod on the new GPU node,
+    and that pod's log is the log of the device plugin the worker process runs for its cards."""
+    kubeconfig = lab.state / "kubeconfigs" / "tenant-a.kubeconfig"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tenantgpu", "node", "run", "--kubeconfig", str(kubeconfig),
+         "--name", "own-1", "--gpu", "NVIDIA L4:23034:1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=lab.root,
+    )  # fmt: skip
+    try:
+
+        def plugin_on_node() -> dict[str, Any] | None:
+            pods = lab.pods_in("tenant-a", "kube-system", f"{COMPONENT}=hami-device-plugin")
+            return next(
+                (p for p in pods if p["spec"].get("nodeName") == "own-1" and phase(p) == "Running"), None
+            )
+
+        pod = wait_for("a device-plugin pod Running on own-1", plugin_on_node)
+        logs = lab.kubectl(
+            "tenant-a", "logs", "-n", "kube-system", pod["metadata"]["name"], "-c", "device-plugin"
+        ).stdout
+        assert [text for _, _, text in klog_lines(logs)] == [
+            "Starting to serve 'nvidia.com/gpu' on /var/lib/kubelet/device-plugins/nvidia-gpu.sock",
+            "Registered device plugin for 'nvidia.com/gpu' with Kubelet",
+        ]
+    finally:
+        worker.send_signal(signal.SIGINT)
+        worker.communicate(timeout=30)
+        lab.kubectl("tenant-a", "delete", "node", "own-1", check=False)
+        # the DaemonSets' pods there would wait for the pod GC's 40 s quarantine of orphans
+        lab.kubectl(
+            "tenant-a", "delete", "pods", "-n", "kube-system", "--field-selector", "spec.nodeName=own-1",
+            "--force", "--grace-period=0", check=False,
+        )  # fmt: skip
+    wait_for("one pod of each system component again", system_running(lab, "tenant-a"))
+
+
 def _lab_control(lab: RunningLab, tenant: str, component: str, desired: str) -> None:
     """Stop or start a lab component through the lab-control ConfigMap, then wait until the lab says so."""
     patch = json.dumps({"data": {f"{component}.desired": desired}})

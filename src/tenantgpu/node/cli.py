@@ -16,6 +16,8 @@ from tenantgpu import eventloop
 from tenantgpu.apiserver.bootstraptoken import BootstrapToken
 from tenantgpu.gpushare import SharingConfig
 from tenantgpu.hami.device_plugin import GPUSpec
+from tenantgpu.hami.install import DEVICE_PLUGIN, DEVICE_PLUGIN_CONTAINER
+from tenantgpu.klog import ComponentLog
 from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig, load_kubeconfig
 from tenantgpu.node.bootstrap import BootstrapError, keep_certificate, kept_certificate, request_certificate
 from tenantgpu.node.join import DiscoveryError, bootstrap_client, discover, insecure_endpoint, parse_token
@@ -158,9 +160,12 @@ async def _serve(
     # the clients are made inside the loop they serve
     client = KubeClient(config)
     plugin = KubeClient(plugin_config) if plugin_config is not None else None
+    # the device plugin of this node is this process's: a HAMi device-plugin pod placed here shows its log
+    plugin_log = ComponentLog()
     worker = Worker(
         client, name, specs, sharing, cpu=cpu, memory=memory, pods=pods, labels=labels, host_ip=host_ip,
         kubelet_port=kubelet_port, runtime_handlers=runtime_handlers, device_plugin_client=plugin,
+        component_logs={(DEVICE_PLUGIN, DEVICE_PLUGIN_CONTAINER): plugin_log}, device_plugin_log=plugin_log,
     )  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
