@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from tenantgpu.klog import ComponentLog, Entry, go_map, kobj
+from tenantgpu.klog import STARTUP_LIMIT, ComponentLog, Entry, go_map, kobj
 
 # 2026-12-07 06:44:48.123456 UTC
 AT = datetime(2026, 12, 7, 6, 44, 48, 123456, tzinfo=UTC).timestamp()
@@ -71,3 +71,11 @@ def test_lines_match_klogs_header_pattern() -> None:
     log.infof("server.go:321", "Starting to serve 'nvidia.com/gpu' on /x.sock")
     [line] = log.lines()
     assert re.fullmatch(r"I\d{4} \d\d:\d\d:\d\d\.\d{6} {7}1 server\.go:321\] Starting to serve .*", line)
+
+
+def test_a_component_that_never_starts_keeps_a_bounded_number_of_start_up_lines() -> None:
+    log = ComponentLog(capacity=10)
+    for i in range(STARTUP_LIMIT + 30):
+        log.error("clientset.go:238", "connection refused", "cannot connect once", attempt=i)
+    assert len(log.startup) == STARTUP_LIMIT and log.window() == 10
+    assert len(log.lines()) == STARTUP_LIMIT + 10 and log.written == STARTUP_LIMIT + 30

@@ -31,6 +31,9 @@ from datetime import UTC, datetime
 __all__ = ["ComponentLog", "Entry", "go_map", "kobj"]
 
 DEFAULT_CAPACITY = 1000  # about 250 KB per component when full
+# A component that never gets started (an agent whose server never answers) keeps logging; past this
+# many start-up lines the rest go to the window, so that nothing grows without bound.
+STARTUP_LIMIT = 50
 _PID = 1  # a container's main process
 
 
@@ -120,7 +123,7 @@ class ComponentLog:
 
     def _add(self, entry: Entry) -> None:
         self.written += 1
-        if self._starting:
+        if self._starting and len(self.startup) < STARTUP_LIMIT:
             self.startup.append(entry)
         else:
             self._recent.append(entry)
