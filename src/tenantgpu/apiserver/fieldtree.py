@@ -238,6 +238,7 @@ class FieldTree:
     cache: Path | None = None
     _roots: dict[tuple[str, str, str], str] | None = field(default=None, repr=False)
     _objects: dict[str, Node] = field(default_factory=dict, repr=False)
+    _names: dict[int, str] | None = field(default=None, repr=False)
 
     def _loaded(self) -> dict[tuple[str, str, str], str]:
         if self._roots is None:
@@ -247,6 +248,18 @@ class FieldTree:
     def root(self, group: str, version: str, kind: str) -> str | None:
         """The kind's component, or None when its fields are not known (it is then not checked)."""
         return self._loaded().get((group, version, kind))
+
+    def node(self, component: str) -> Node | None:
+        """The compiled node of a component (`io.k8s.api.core.v1.Pod`), for walkers of their own."""
+        self._loaded()
+        return self._objects.get(component)
+
+    def component_of(self, node: Node) -> str | None:
+        """The component an object node was compiled from."""
+        self._loaded()
+        if self._names is None:
+            self._names = {id(n): name for name, n in self._objects.items()}
+        return self._names.get(id(node))
 
     def prune(
         self,

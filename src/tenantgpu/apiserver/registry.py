@@ -20,6 +20,7 @@ from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionChain
 from tenantgpu.apiserver.auth import UserInfo
 from tenantgpu.apiserver.disabledfields import DisabledFields
+from tenantgpu.apiserver.fieldmanager import FieldManager
 from tenantgpu.apiserver.fieldtree import unmarshal_message
 from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.jsoncodec import clone, loads
@@ -308,6 +309,8 @@ class Registry:
         self._caches: dict[str, ResourceCache] = {}
         # Service writes take turns from allocation to commit, so two cannot be given one IP or node port.
         self._service_writes = asyncio.Lock()
+        # kube's field manager (server-side apply's managedFields); the API server installs it
+        self.field_manager: FieldManager | None = None
 
     # --- start-up -------------------------------------------------------------------------------
 
@@ -475,12 +478,23 @@ class Registry:
         return prefix + self._uids.suffix(_GENERATE_ALPHABET)
 
     async def create(
-        self, kind: Kind, namespace: str, obj: Any, user: UserInfo, *, dry_run: bool = False
+        self,
+        kind: Kind,
+        namespace: str,
+        obj: Any,
+        user: UserInfo,
+        *,
+        dry_run: bool = False,
+        manager: str | None = None,
     ) -> Entry:
+        """POST. `manager` names the writer for the field manager (None: not a client's write, or one
+        whose managedFields are already worked out, as an apply's)."""
         async with self._writes_of(kind):
-            return await self._create(kind, namespace, obj, user, dry_run)
+            return await self._create(kind, namespace, obj, user, dry_run, manager)
 
-    async def _create(self, kind: Kind, namespace: str, obj: Any, user: UserInfo, dry_run: bool) -> Entry:
+    async def _create(
+        self, kind: Kind, namespace: str, obj: Any, user: UserInfo, dry_run: bool, manager: str | None = None
+    ) -> Entry:
         meta = self._check_type(kind, obj)
         if kind.namespaced:
             body_ns = meta.get("namespace")
@@ -503,6 +517,9 @@ class Registry:
             if fresh:
                 obj.setdefault("status", {})
             default_object(kind.kind, obj, fresh, self.minor)
+            if manager is not None and self.field_manager is not None:
+                # as kube's create handler: the decoded, defaulted body, before admission
+                self.field_manager.on_create(kind, obj, manager)
             # kube's mutating phase runs before its store fills in the system fields (Store.Create's
             # FillObjectMetaSystemFields, the generated name, the strategy's PrepareForCreate): its plugins
             # and webhooks see no uid, creationTimestamp or generation, and an empty name for a
@@ -652,6 +669,7 @@ class Registry:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str | None = None,
     ) -> Entry:
         """PUT: a stale `metadata.resourceVersion` in `obj` gives 409 Conflict; an empty one always wins,
         but for kinds whose strategy refuses unconditional updates (422)."""
@@ -694,6 +712,7 @@ class Registry:
                     user,
                     subresource,
                     dry_run,
+                    manager,
                 )
             except RevisionMismatch as exc:  # another write landed while admission ran
                 if wanted is not None:
@@ -713,12 +732,16 @@ class Registry:
         subresource: str = "",
         dry_run: bool = False,
         changes: frozenset[str] | None = None,
+        manager: str | None = None,
+        manager_subresource: str | None = None,
     ) -> Entry:
         """Read-modify-write (PATCH, binding, scale), retried when a concurrent write got there first.
 
         `changes` names the top-level fields `mutation` may change (a merge patch's keys), when the
         caller knows them: the mutation is then given an object that shares every other field with the
         stored one instead of a whole copy (a patch of a pod's annotations leaves spec and status be).
+        `manager_subresource` records the write's manager under another subresource than the one
+        written (a scale changes the parent's `.spec.replicas` as `scale`).
         """
         shares = changes is not None and kind.strategy.on_update is None and not self._allocates(kind)
         async for _ in _Attempts(self.datastore):
@@ -733,7 +756,16 @@ class Registry:
                 raise errors.conflict(kind.plural, name, kind.group)
             try:
                 return await self._write_update(
-                    kind, namespace, name, new, current, user, subresource, dry_run
+                    kind,
+                    namespace,
+                    name,
+                    new,
+                    current,
+                    user,
+                    subresource,
+                    dry_run,
+                    manager,
+                    subresource if manager_subresource is None else manager_subresource,
                 )
             except RevisionMismatch:
                 # The write that got there first may not be committed yet; the next attempt waits for
@@ -751,6 +783,8 @@ class Registry:
         user: UserInfo,
         subresource: str,
         dry_run: bool,
+        manager: str | None = None,
+        manager_subresource: str | None = None,
     ) -> Entry:
         # A Service's update may allocate node ports: Service writes take turns from allocation to commit.
         async with self._writes_of(kind, subresource):
@@ -758,6 +792,14 @@ class Registry:
             with _well_formed(kind):
                 obj = self._prepare_update(kind, obj, old, subresource)
                 default_object(kind.kind, obj, _shared_fields(obj, old), self.minor)
+                if manager is not None and self.field_manager is not None and subresource != "binding":
+                    self.field_manager.on_update(
+                        kind,
+                        old,
+                        obj,
+                        manager,
+                        subresource if manager_subresource is None else manager_subresource,
+                    )
                 _count_generation(kind, obj, old, subresource)
                 attributes = AdmissionAttributes(
                     "UPDATE", kind, namespace, name, obj, old, user, subresource=subresource, dry_run=dry_run

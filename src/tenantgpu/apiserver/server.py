@@ -63,6 +63,7 @@ from tenantgpu.apiserver.certificates import (
     CertificateSubjectRestriction,
 )
 from tenantgpu.apiserver.defaults import SYSTEM_PRIORITIES
+from tenantgpu.apiserver.fieldmanager import FieldManager, manager_name
 from tenantgpu.apiserver.fieldtree import (
     FieldTree,
     FieldTypeError,
@@ -163,6 +164,46 @@ class APIServerConfig:
 
 def _warning_value(text: str) -> str:
     return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _manager(request: web.Request) -> str:
+    return manager_name(request.query.get("fieldManager"), request.headers.get("User-Agent", ""))
+
+
+def _patch_options(request: web.Request, applying: bool) -> bool:
+    """kube's PatchOptions checks: an apply needs a fieldManager; only an apply may force. The force."""
+    given = request.query.get("force")
+    if applying and not request.query.get("fieldManager"):
+        raise errors.invalid(
+            "PatchOptions",
+            "",
+            "meta.k8s.io",
+            [
+                {
+                    "reason": "FieldValueRequired",
+                    "message": "Required value: is required for apply patch",
+                    "field": "fieldManager",
+                }
+            ],
+        )
+    if given is None:
+        return False
+    if not applying:
+        raise errors.invalid(
+            "PatchOptions",
+            "",
+            "meta.k8s.io",
+            [
+                {
+                    "reason": "FieldValueForbidden",
+                    "message": "Forbidden: may not be specified for non-apply patch",
+                    "field": "force",
+                }
+            ],
+        )
+    if given.lower() not in ("true", "false", "1", "0", ""):
+        raise errors.bad_request(f'invalid boolean value "{given}" for parameter force')
+    return given.lower() in ("true", "1")
 
 
 def _warned(response: web.Response, warnings: list[str]) -> web.Response:
@@ -337,6 +378,8 @@ class APIServer(SubresourceHandlers):
         self._kubernetes_service: KubernetesService | None = None
         self._stopping = False
         self._fields = FieldTree(checked_kinds())
+        self.field_manager = FieldManager(self._fields)
+        self.registry.field_manager = self.field_manager
         # The fields of built-in kinds are those of the tenant's release (fieldversions.py).
         self._minor = self.registry.minor
 
@@ -1162,7 +1205,9 @@ class APIServer(SubresourceHandlers):
         warnings = self._check_fields(request, kind, body)
         if empty_overhead:
             body["spec"]["overhead"] = {}
-        entry = await self.registry.create(kind, target.namespace, body, user, dry_run=self._dry_run(request))
+        entry = await self.registry.create(
+            kind, target.namespace, body, user, dry_run=self._dry_run(request), manager=_manager(request)
+        )
         warnings += _strategy_warnings(kind, entry.obj, None)
         return _warned(self._render(request, kind, entry, 201), warnings)
 
@@ -1171,14 +1216,21 @@ class APIServer(SubresourceHandlers):
         body = await self._decode_body(request)
         dry_run = self._dry_run(request)
         if target.subresource == "scale":
-            return await self._update_scale(target, lambda _scale: body, user, dry_run)
+            return await self._update_scale(target, lambda _scale: body, user, dry_run, _manager(request))
         warnings = self._check_fields(request, kind, body)
         # only kinds whose strategy warns need the stored object (pods and nodes, the hot path, do not)
         old = (
             self.registry.get_object(kind, target.namespace, target.name) if kind.strategy.warnings else None
         )
         entry = await self.registry.update(
-            kind, target.namespace, target.name, body, user, subresource=target.subresource, dry_run=dry_run
+            kind,
+            target.namespace,
+            target.name,
+            body,
+            user,
+            subresource=target.subresource,
+            dry_run=dry_run,
+            manager=_manager(request),
         )
         if kind.strategy.warnings and not target.subresource:
             warnings += _strategy_warnings(kind, entry.obj, old)
@@ -1193,6 +1245,8 @@ class APIServer(SubresourceHandlers):
             kind.group, kind.version, kind.kind
         ):
             raise errors.unsupported_media_type(", ".join(CUSTOM_RESOURCE_PATCH_TYPES))
+        applying = content_type == "application/apply-patch+yaml"
+        force = _patch_options(request, applying)
         raw = await self._read_body(request)
         try:
             patch = yaml.safe_load(raw) if content_type.endswith("yaml") else loads(raw)
@@ -1236,17 +1290,9 @@ class APIServer(SubresourceHandlers):
             return result
 
         if target.subresource == "scale":
-            return await self._update_scale(target, apply, user, dry_run)
-        if (
-            content_type == "application/apply-patch+yaml"
-            and self.registry.get_object(kind, target.namespace, target.name) is None
-        ):
-            # Server-side apply of a new object creates it (field ownership is not tracked).
-            if kept_zeros:
-                self._drop_zeros(kind, patch)
-            entry = await self.registry.create(kind, target.namespace, patch, user, dry_run=dry_run)
-            warnings += _strategy_warnings(kind, entry.obj, None)
-            return _warned(self._render(request, kind, entry, 201), warnings)
+            return await self._update_scale(target, apply, user, dry_run, _manager(request))
+        if applying:
+            return await self._apply(request, target, user, patch, force, kept_zeros, warnings)
         # only kinds whose strategy warns need the stored object (pods and nodes, the hot path, do not)
         old = (
             self.registry.get_object(kind, target.namespace, target.name) if kind.strategy.warnings else None
@@ -1261,6 +1307,47 @@ class APIServer(SubresourceHandlers):
             subresource=target.subresource,
             dry_run=dry_run,
             changes=patched_fields(patch, content_type),
+            manager=_manager(request),
+        )
+        if kind.strategy.warnings and not target.subresource:
+            warnings += _strategy_warnings(kind, entry.obj, old)
+        return _warned(self._render(request, kind, entry), warnings)
+
+    async def _apply(
+        self,
+        request: web.Request,
+        target: Target,
+        user: UserInfo,
+        config: dict[str, Any],
+        force: bool,
+        kept_zeros: list[str],
+        warnings: list[str],
+    ) -> web.StreamResponse:
+        """Server-side apply: kube's merge of the configuration, owned by its field manager."""
+        kind = target.kind
+        dry_run = self._dry_run(request)
+        manager = request.query.get("fieldManager", "")
+        if kept_zeros:
+            self._drop_zeros(kind, config)
+        fields = self.field_manager
+        if self.registry.get_object(kind, target.namespace, target.name) is None:
+            obj = fields.apply(kind, None, config, manager, force=force, subresource=target.subresource)
+            entry = await self.registry.create(kind, target.namespace, obj, user, dry_run=dry_run)
+            warnings += _strategy_warnings(kind, entry.obj, None)
+            return _warned(self._render(request, kind, entry, 201), warnings)
+        old = (
+            self.registry.get_object(kind, target.namespace, target.name) if kind.strategy.warnings else None
+        )
+        entry = await self.registry.modify(
+            kind,
+            target.namespace,
+            target.name,
+            lambda live: fields.apply(
+                kind, live, config, manager, force=force, subresource=target.subresource
+            ),
+            user,
+            subresource=target.subresource,
+            dry_run=dry_run,
         )
         if kind.strategy.warnings and not target.subresource:
             warnings += _strategy_warnings(kind, entry.obj, old)

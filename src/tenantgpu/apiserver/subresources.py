@@ -403,7 +403,9 @@ class SubresourceHandlers:
             "status": status,
         }
 
-    async def _update_scale(self, target: Target, change: Any, user: UserInfo, dry_run: bool) -> web.Response:
+    async def _update_scale(
+        self, target: Target, change: Any, user: UserInfo, dry_run: bool, manager: str | None = None
+    ) -> web.Response:
         kind = target.kind
         spec_path = SCALE_PATHS[kind.kind][0]
         new_scale: list[Obj] = []
@@ -431,7 +433,14 @@ class SubresourceHandlers:
             return obj
 
         entry = await self.registry.modify(
-            kind, target.namespace, target.name, rescale, user, dry_run=dry_run
+            kind,
+            target.namespace,
+            target.name,
+            rescale,
+            user,
+            dry_run=dry_run,
+            manager=manager,
+            manager_subresource="scale",
         )
         return json_response(self._scale_of(kind, entry.obj))
 
