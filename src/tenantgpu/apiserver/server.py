@@ -1218,10 +1218,7 @@ class APIServer(SubresourceHandlers):
         if target.subresource == "scale":
             return await self._update_scale(target, lambda _scale: body, user, dry_run, _manager(request))
         warnings = self._check_fields(request, kind, body)
-        # only kinds whose strategy warns need the stored object (pods and nodes, the hot path, do not)
-        old = (
-            self.registry.get_object(kind, target.namespace, target.name) if kind.strategy.warnings else None
-        )
+        old = self._warning_base(target)
         entry = await self.registry.update(
             kind,
             target.namespace,
@@ -1293,10 +1290,7 @@ class APIServer(SubresourceHandlers):
             return await self._update_scale(target, apply, user, dry_run, _manager(request))
         if applying:
             return await self._apply(request, target, user, patch, force, kept_zeros, warnings)
-        # only kinds whose strategy warns need the stored object (pods and nodes, the hot path, do not)
-        old = (
-            self.registry.get_object(kind, target.namespace, target.name) if kind.strategy.warnings else None
-        )
+        old = self._warning_base(target)
         entry = await self.registry.modify(
             kind,
             target.namespace,
@@ -1312,6 +1306,13 @@ class APIServer(SubresourceHandlers):
         if kind.strategy.warnings and not target.subresource:
             warnings += _strategy_warnings(kind, entry.obj, old)
         return _warned(self._render(request, kind, entry), warnings)
+
+    def _warning_base(self, target: Target) -> Obj | None:
+        # only kinds whose strategy warns need the stored object (pods and nodes, the hot path, do not)
+        kind = target.kind
+        if not kind.strategy.warnings:
+            return None
+        return self.registry.get_object(kind, target.namespace, target.name)
 
     async def _apply(
         self,
@@ -1335,9 +1336,7 @@ class APIServer(SubresourceHandlers):
             entry = await self.registry.create(kind, target.namespace, obj, user, dry_run=dry_run)
             warnings += _strategy_warnings(kind, entry.obj, None)
             return _warned(self._render(request, kind, entry, 201), warnings)
-        old = (
-            self.registry.get_object(kind, target.namespace, target.name) if kind.strategy.warnings else None
-        )
+        old = self._warning_base(target)
         entry = await self.registry.modify(
             kind,
             target.namespace,
