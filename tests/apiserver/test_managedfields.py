@@ -295,3 +295,59 @@ def test_malformed_or_reset_managed_fields_are_recognised() -> None:
     )
     assert mf.decode([{"manager": "m", "operation": "Update", "apiVersion": "v1"}]) is None
     assert mf.is_reset([]) and mf.is_reset([{}]) and not mf.is_reset(None)
+
+
+def test_a_crds_schema_gives_its_list_types_and_objectmeta_its_own(tree: FieldTree) -> None:
+    meta = mf.shape_of(tree.node("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"), tree.component_of)
+    schema = {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "replicas": {"type": "integer"},
+                    "ports": {
+                        "type": "array",
+                        "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["name"],
+                        "items": {"type": "object", "properties": {"name": {"type": "string"}}},
+                    },
+                    "sans": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                    "ref": {"type": "object", "x-kubernetes-map-type": "atomic", "properties": {}},
+                    "extra": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+            },
+        },
+    }
+    shape = mf.shape_of_schema(schema, meta)
+    config = {
+        "apiVersion": "x/v1",
+        "metadata": {"name": "n", "finalizers": ["f"]},
+        "spec": {
+            "replicas": 1,
+            "ports": [{"name": "http"}],
+            "sans": ["a"],
+            "args": ["x"],
+            "ref": {"name": "r"},
+            "extra": {"k": "v"},
+        },
+    }
+    assert mf.field_set(config, shape) == {
+        "f:apiVersion": {},
+        "f:metadata": {"f:name": {}, "f:finalizers": {'v:"f"': {}}},
+        "f:spec": {
+            "f:replicas": {},
+            "f:ports": {'k:{"name":"http"}': {".": {}, "f:name": {}}},
+            "f:sans": {'v:"a"': {}},
+            "f:args": {},
+            "f:ref": {},
+            "f:extra": {"f:k": {}},
+        },
+    }
+    # without a schema (a custom resource the lab has none for) objects are granular, lists atomic
+    assert mf.field_set({"spec": {"a": [1], "b": {"c": 1}}}, mf.DEDUCED) == {
+        "f:spec": {".": {}, "f:a": {}, "f:b": {".": {}, "f:c": {}}}
+    }

@@ -20,6 +20,7 @@ from typing import Any
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver import managedfields as mf
 from tenantgpu.apiserver.fieldtree import FieldTree
+from tenantgpu.apiserver.kamajischemas import crd_schema
 from tenantgpu.apiserver.kinds import Kind
 
 __all__ = ["FieldManager", "manager_name"]
@@ -55,7 +56,14 @@ class FieldManager:
         if found is None:
             component = self.fields.root(*key)
             node = self.fields.node(component) if component else None
-            found = mf.shape_of(node, self.fields.component_of) if node is not None else mf.DEDUCED
+            if node is not None:
+                found = mf.shape_of(node, self.fields.component_of)
+            else:
+                # Kamaji's kinds by their CRD's schema, with ObjectMeta's own shape for metadata
+                meta = self.fields.node("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+                found = mf.shape_of_schema(
+                    crd_schema(*key), mf.shape_of(meta, self.fields.component_of) if meta else None
+                )
             self._shapes[key] = found
         return found
 

@@ -22,7 +22,7 @@ the creator's set (`.: {}`); kube's empty object already holds the fields that a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from tenantgpu.apiserver.listtypes import (
 
 __all__ = [
     "BEFORE_FIRST_APPLY",
+    "DEDUCED",
     "ApplyConflict",
     "Manager",
     "Managers",
@@ -45,8 +46,13 @@ __all__ = [
     "decode",
     "encode",
     "field_set",
+    "has",
+    "is_reset",
     "merge",
     "path_strings",
+    "path_text",
+    "shape_of",
+    "shape_of_schema",
     "update",
 ]
 
@@ -149,6 +155,45 @@ def shape_of(node: Any, component_of: Callable[[Any], str | None], parent: str =
     if tag == ft.LEAF:
         return DEDUCED
     return SCALAR
+
+
+def shape_of_schema(schema: Any, metadata: Shape | None = None) -> Shape:
+    """The apply shape of a CRD's structural schema (`openAPIV3Schema`): declared properties, maps of
+    `additionalProperties`, `x-kubernetes-list-type` and `-map-type` as kube reads them; `metadata`
+    replaces the root's metadata (ObjectMeta's own shape)."""
+    if not isinstance(schema, Mapping):
+        return DEDUCED
+    kind = schema.get("type")
+    properties = schema.get("properties")
+    if kind == "object" or properties:
+        if schema.get("x-kubernetes-map-type") == "atomic":
+            return ATOMIC
+        if properties:
+            cache: dict[str, Shape] = {}
+
+            def resolve(key: str) -> Shape | None:
+                if key not in properties:
+                    return None
+                if key not in cache:
+                    given = metadata if key == "metadata" and metadata is not None else None
+                    cache[key] = given or shape_of_schema(properties[key])
+                return cache[key]
+
+            return Shape("struct", resolve=resolve)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            return Shape("map", item=shape_of_schema(extra))
+        return DEDUCED
+    if kind == "array":
+        items = schema.get("items")
+        list_type = schema.get("x-kubernetes-list-type")
+        if list_type == "map":
+            keys = tuple(schema.get("x-kubernetes-list-map-keys") or ())
+            return Shape("listmap", keys=keys, item=shape_of_schema(items))
+        if list_type == "set":
+            return Shape("set", item=SCALAR)
+        return ATOMIC
+    return SCALAR if kind or schema.get("x-kubernetes-int-or-string") else DEDUCED
 
 
 def _shape_for(value: Any, shape: Shape) -> Shape:
