@@ -351,3 +351,27 @@ def test_a_crds_schema_gives_its_list_types_and_objectmeta_its_own(tree: FieldTr
     assert mf.field_set({"spec": {"a": [1], "b": {"c": 1}}}, mf.DEDUCED) == {
         "f:spec": {".": {}, "f:a": {}, "f:b": {".": {}, "f:c": {}}}
     }
+
+
+def test_a_write_that_only_moves_managed_times_keeps_the_stored_ones() -> None:
+    """kube's IgnoreManagedFieldsTimestampsTransformer: re-applying a manifest whose values the server
+    normalises (`gpumem: 8000` stored as `8k`) changes nothing, in a later second too."""
+    from tenantgpu.apiserver.fieldmanager import keep_managed_times
+
+    entry = {"manager": "kubectl", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1"}
+    old = {
+        "metadata": {"name": "c", "managedFields": [{**entry, "time": "2026-12-07T10:00:00Z"}]},
+        "data": {"x": "1"},
+    }
+    new = {
+        "metadata": {"name": "c", "managedFields": [{**entry, "time": "2026-12-07T10:00:05Z"}]},
+        "data": {"x": "1"},
+    }
+    assert keep_managed_times(new, old) == old
+    changed = {**new, "data": {"x": "2"}}
+    assert keep_managed_times(changed, old) is changed
+    other = {
+        "metadata": {**new["metadata"], "managedFields": [{**entry, "manager": "other"}]},
+        "data": {"x": "1"},
+    }
+    assert keep_managed_times(other, old) is other

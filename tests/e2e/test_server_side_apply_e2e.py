@@ -182,3 +182,30 @@ def test_moving_from_client_side_to_server_side_apply_keeps_kubectls_fields(kube
     )
     assert refused.returncode == 1 and "Apply failed with 1 conflict" in refused.stderr
     assert ".data.x" in refused.stderr
+
+
+def test_an_applied_zero_value_undoes_a_stored_one_and_stays_owned(kubectl: Kubectl) -> None:
+    def deployment(paused: bool) -> str:
+        return json.dumps(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "ssa-paused"},
+                "spec": {
+                    "paused": paused,
+                    "selector": {"matchLabels": {"app": "p"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "p"}},
+                        "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]},
+                    },
+                },
+            }
+        )
+
+    kubectl("apply", "--server-side", "-f", "-", input=deployment(True))
+    assert _get(kubectl, "deployment", "ssa-paused")["spec"]["paused"] is True
+    kubectl("apply", "--server-side", "-f", "-", input=deployment(False))
+    stored = _get(kubectl, "deployment", "ssa-paused")
+    # Go's encoder leaves the omitempty false out; the applier still owns the field
+    assert "paused" not in stored["spec"]
+    assert "f:paused" in _owners(stored)["kubectl"]["fieldsV1"]["f:spec"]

@@ -23,7 +23,7 @@ from tenantgpu.apiserver.fieldtree import FieldTree
 from tenantgpu.apiserver.kamajischemas import crd_schema
 from tenantgpu.apiserver.kinds import Kind
 
-__all__ = ["FieldManager", "manager_name"]
+__all__ = ["LAST_APPLIED", "FieldManager", "keep_managed_times", "manager_name"]
 
 _MAX_MANAGER = 128
 _KUBECTL = "kubectl"
@@ -202,6 +202,23 @@ class FieldManager:
             meta["annotations"] = {**annotations, LAST_APPLIED: _last_applied_text(config)}
         _store(merged, managers)
         return merged
+
+
+def keep_managed_times(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """`new` with `old`'s managedFields when the two differ in nothing but the entries' times (kube's
+    IgnoreManagedFieldsTimestampsTransformer), so a write that changes nothing else stores nothing."""
+    fresh = new["metadata"].get("managedFields")
+    stored = (old.get("metadata") or {}).get("managedFields")
+    if not isinstance(fresh, list) or not isinstance(stored, list) or len(fresh) != len(stored):
+        return new
+    for a, b in zip(fresh, stored, strict=True):
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            return new
+        if {k: v for k, v in a.items() if k != "time"} != {k: v for k, v in b.items() if k != "time"}:
+            return new
+    if _without_managed(new) != _without_managed(old):
+        return new
+    return {**new, "metadata": {**new["metadata"], "managedFields": stored}}
 
 
 def _last_applied_fields(live: dict[str, Any], version: str, shape: mf.Shape) -> mf.FieldSet | None:

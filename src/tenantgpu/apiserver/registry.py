@@ -20,7 +20,7 @@ from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes, AdmissionChain
 from tenantgpu.apiserver.auth import UserInfo
 from tenantgpu.apiserver.disabledfields import DisabledFields
-from tenantgpu.apiserver.fieldmanager import FieldManager
+from tenantgpu.apiserver.fieldmanager import FieldManager, keep_managed_times
 from tenantgpu.apiserver.fieldtree import unmarshal_message
 from tenantgpu.apiserver.fieldversions import LATEST
 from tenantgpu.apiserver.jsoncodec import clone, loads
@@ -820,6 +820,9 @@ class Registry:
                 if self._allocates(kind) and subresource == "":
                     self._allocate(kind, obj, old)
                 obj["metadata"]["resourceVersion"] = str(current.revision)
+            if obj != old and obj["metadata"].get("managedFields"):
+                # kube's IgnoreManagedFieldsTimestampsTransformer: new times alone are no change
+                obj = keep_managed_times(obj, old)
             if obj == old:
                 return current  # a no-op update does not create a new revision, as in kube-apiserver
             meta = obj["metadata"]

@@ -1328,11 +1328,19 @@ class APIServer(SubresourceHandlers):
         kind = target.kind
         dry_run = self._dry_run(request)
         manager = request.query.get("fieldManager", "")
-        if kept_zeros:
-            self._drop_zeros(kind, config)
-        fields = self.field_manager
+
+        def applied(live: Obj | None) -> Obj:
+            obj = self.field_manager.apply(
+                kind, live, config, manager, force=force, subresource=target.subresource
+            )
+            if kept_zeros:
+                # the configuration's zero values apply (a `false` undoes a stored `true`), then go,
+                # as Go's encoder leaves them out; the applier still owns them
+                self._drop_zeros(kind, obj)
+            return obj
+
         if self.registry.get_object(kind, target.namespace, target.name) is None:
-            obj = fields.apply(kind, None, config, manager, force=force, subresource=target.subresource)
+            obj = applied(None)
             entry = await self.registry.create(kind, target.namespace, obj, user, dry_run=dry_run)
             warnings += _strategy_warnings(kind, entry.obj, None)
             return _warned(self._render(request, kind, entry, 201), warnings)
@@ -1341,9 +1349,7 @@ class APIServer(SubresourceHandlers):
             kind,
             target.namespace,
             target.name,
-            lambda live: fields.apply(
-                kind, live, config, manager, force=force, subresource=target.subresource
-            ),
+            applied,
             user,
             subresource=target.subresource,
             dry_run=dry_run,
