@@ -820,7 +820,7 @@ class Registry:
                 if self._allocates(kind) and subresource == "":
                     self._allocate(kind, obj, old)
                 obj["metadata"]["resourceVersion"] = str(current.revision)
-            if obj != old and obj["metadata"].get("managedFields"):
+            if obj["metadata"].get("managedFields") and obj != old:
                 # kube's IgnoreManagedFieldsTimestampsTransformer: new times alone are no change
                 obj = keep_managed_times(obj, old)
             if obj == old:
