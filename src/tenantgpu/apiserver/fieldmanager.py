@@ -68,10 +68,6 @@ class FieldManager:
         return found
 
     @staticmethod
-    def api_version(kind: Kind) -> str:
-        return f"{kind.group}/{kind.version}" if kind.group else kind.version
-
-    @staticmethod
     def _ignored(kind: Kind, subresource: str) -> mf.FieldSet:
         # The fields the kind's strategy resets for this (sub)resource: nobody owns them through it.
         if not kind.has_status:
@@ -83,30 +79,43 @@ class FieldManager:
     def on_create(self, kind: Kind, obj: dict[str, Any], manager: str) -> None:
         """Records the creator's fields on a new object (when creates are tracked); drops any
         `managedFields` the client sent otherwise."""
-        meta = obj.get("metadata") or {}
+        meta = obj["metadata"]
         sent = meta.get("managedFields")
         managers = mf.decode(sent) if sent and not mf.is_reset(sent) else None
         if managers is None and not self.track_creates:
             meta.pop("managedFields", None)
             return
+        self._record(kind, {}, obj, managers or {}, manager, "")
+
+    def _record(
+        self,
+        kind: Kind,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        managers: mf.Managers,
+        manager: str,
+        subresource: str,
+    ) -> None:
+        # the managers after `manager` changed `old` into `new`, stored on `new`
         managers = mf.update(
-            {},
-            _without_managed(obj),
-            managers or {},
+            _without_managed(old),
+            _without_managed(new),
+            managers,
             manager,
-            self.api_version(kind),
+            kind.api_version,
             self.shape(kind),
             now=_now(),
-            ignored=self._ignored(kind, ""),
+            subresource=subresource,
+            ignored=self._ignored(kind, subresource),
         )
-        _store(obj, managers)
+        _store(new, managers)
 
     def on_update(
         self, kind: Kind, old: dict[str, Any], new: dict[str, Any], manager: str, subresource: str
     ) -> None:
         """Records an update's manager on `new` when the object is tracked (kube's decodeLiveOrNew:
         the request's own `managedFields` win over the stored ones on the main resource)."""
-        new_meta = new.get("metadata") or {}
+        new_meta = new["metadata"]
         sent = new_meta.get("managedFields")
         live = (old.get("metadata") or {}).get("managedFields")
         if not sent and not live:
@@ -122,20 +131,7 @@ class FieldManager:
         if not managers:
             new_meta.pop("managedFields", None)
             return
-        managers = mf.update(
-            _without_managed(old),
-            _without_managed(new),
-            managers,
-            manager,
-            self.api_version(kind),
-            self.shape(kind),
-            now=_now(),
-            subresource=subresource,
-            ignored=self._ignored(kind, subresource),
-        )
-        if new_meta is not new.get("metadata"):
-            new["metadata"] = new_meta
-        _store(new, managers)
+        self._record(kind, old, new, managers, manager, subresource)
 
     # --- apply ------------------------------------------------------------------------------------
 
@@ -151,7 +147,7 @@ class FieldManager:
     ) -> dict[str, Any]:
         """The object after `manager` applied `config` to `live` (None: the object does not exist yet),
         with its managedFields. Raises kube's 400s for a malformed configuration and 409 for conflicts."""
-        version = self.api_version(kind)
+        version = kind.api_version
         given = config.get("apiVersion")
         if given != version:
             raise errors.bad_request(
@@ -161,7 +157,7 @@ class FieldManager:
         if "managedFields" in (config.get("metadata") or {}):
             raise errors.bad_request("metadata.managedFields must be nil")
         base = _without_managed(live) if live is not None else {}
-        managers = (mf.decode((live or {}).get("metadata", {}).get("managedFields")) or {}) if live else {}
+        managers = (mf.decode(live["metadata"].get("managedFields")) or {}) if live else {}
         shape = self.shape(kind)
 
         def run(forced: bool) -> tuple[Any, mf.Managers]:
@@ -248,8 +244,7 @@ def _last_applied_text(config: dict[str, Any]) -> str:
         meta["annotations"] = annotations
     else:
         meta.pop("annotations", None)
-    body = json.dumps({**config, "metadata": meta}, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
-    return body.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") + "\n"
+    return mf.go_json({**config, "metadata": meta}) + "\n"
 
 
 def _without_managed(obj: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tenantgpu.apiserver.listtypes import (
@@ -46,6 +46,7 @@ __all__ = [
     "decode",
     "encode",
     "field_set",
+    "go_json",
     "has",
     "is_reset",
     "merge",
@@ -94,7 +95,8 @@ class Shape:
 
     kind: str
     keys: tuple[str, ...] = ()
-    # struct: field → shape, resolved on first use; map, listmap, set: the items' shape
+    # struct: field → shape, resolved on first use and kept in `_fields`; map, listmap, set: the items'
+    # shape
     resolve: Callable[[str], Shape | None] | None = None
     item: Shape | None = None
     _fields: dict[str, Shape | None] = field(default_factory=dict)
@@ -130,14 +132,9 @@ def shape_of(node: Any, component_of: Callable[[Any], str | None], parent: str =
         if component in ATOMIC_STRUCTS:
             return ATOMIC
         fields = node[1]
-        cache: dict[str, Shape] = {}
 
         def resolve(key: str) -> Shape | None:
-            if key not in fields:
-                return None
-            if key not in cache:
-                cache[key] = shape_of(fields[key], component_of, component, key)
-            return cache[key]
+            return shape_of(fields[key], component_of, component, key) if key in fields else None
 
         return Shape("struct", resolve=resolve)
     if tag == ft.LIST:
@@ -169,15 +166,13 @@ def shape_of_schema(schema: Any, metadata: Shape | None = None) -> Shape:
         if schema.get("x-kubernetes-map-type") == "atomic":
             return ATOMIC
         if properties:
-            cache: dict[str, Shape] = {}
 
             def resolve(key: str) -> Shape | None:
                 if key not in properties:
                     return None
-                if key not in cache:
-                    given = metadata if key == "metadata" and metadata is not None else None
-                    cache[key] = given or shape_of_schema(properties[key])
-                return cache[key]
+                if key == "metadata" and metadata is not None:
+                    return metadata
+                return shape_of_schema(properties[key])
 
             return Shape("struct", resolve=resolve)
         extra = schema.get("additionalProperties")
@@ -205,8 +200,8 @@ def _shape_for(value: Any, shape: Shape) -> Shape:
 # ---------------------------------------------------------------------------------------- path elements
 
 
-def _go_json(value: Any) -> str:
-    # Go's encoder: compact, HTML characters escaped
+def go_json(value: Any) -> str:
+    """JSON as Go's encoder writes it: compact, keys sorted, HTML characters escaped."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
@@ -221,8 +216,8 @@ def _item_element(item: Any, shape: Shape) -> str | None:
                 key[name] = item[name]
             elif name in _KEY_DEFAULTS:
                 key[name] = _KEY_DEFAULTS[name]
-        return "k:" + _go_json(key)
-    return "v:" + _go_json(item)
+        return "k:" + go_json(key)
+    return "v:" + go_json(item)
 
 
 def _element_text(element: str) -> str:
@@ -265,7 +260,7 @@ def _value_key(value: Any) -> tuple[int, Any]:
         return (1, value)
     if isinstance(value, str):
         return (3, value)
-    return (4, _go_json(value))
+    return (4, go_json(value))
 
 
 # ------------------------------------------------------------------------------------------ set algebra
@@ -407,19 +402,23 @@ def field_set(value: Any, shape: Shape) -> FieldSet:
     return out
 
 
+def _whole(value: Any, shape: Shape) -> FieldSet:
+    """A path holding `value`, as compare reports it when added or removed: a member with all it holds."""
+    return _node(True, _everything(value, shape)) or {}
+
+
 def _everything(value: Any, shape: Shape) -> FieldSet:
     """Every path under `value` as a member (what compare reports for an added or removed subtree)."""
     shape = _shape_for(value, shape)
     out: FieldSet = {}
     if shape.kind in ("struct", "deduced", "map") and isinstance(value, dict):
         for key, child in value.items():
-            out["f:" + key] = _node(True, _everything(child, shape.child(key)[0])) or {}
+            out["f:" + key] = _whole(child, shape.child(key)[0])
     elif shape.kind in ("listmap", "set") and isinstance(value, list):
         for item in value:
             element = _item_element(item, shape)
             if element is not None:
-                sub = _everything(item, shape.item or DEDUCED) if shape.kind == "listmap" else {}
-                out[element] = _node(True, sub) or {}
+                out[element] = _whole(item, shape.item or DEDUCED)
     return out
 
 
@@ -469,9 +468,9 @@ def _compare(
                 continue  # equal subtrees (most of an object, in the usual write) are not walked
             child_shape = shape.child(key)[0]
             if key not in old:
-                added[element] = _node(True, _everything(new[key], child_shape)) or {}
+                added[element] = _whole(new[key], child_shape)
             elif key not in new:
-                removed[element] = _node(True, _everything(old[key], child_shape)) or {}
+                removed[element] = _whole(old[key], child_shape)
             else:
                 _compare_child(old[key], new[key], child_shape, element, added, modified, removed)
         return
@@ -484,14 +483,12 @@ def _compare(
             if element is None:
                 continue
             if element not in olds:
-                sub = _everything(item, item_shape) if shape.kind == "listmap" else {}
-                added[element] = _node(True, sub) or {}
+                added[element] = _whole(item, item_shape)
             elif shape.kind == "listmap" and olds[element] != item:
                 _compare_child(olds[element], item, item_shape, element, added, modified, removed)
         for element, item in olds.items():
             if element is not None and element not in news:
-                sub = _everything(item, item_shape) if shape.kind == "listmap" else {}
-                removed[element] = _node(True, sub) or {}
+                removed[element] = _whole(item, item_shape)
 
 
 def _compare_child(
@@ -727,14 +724,7 @@ def _take(managers: Managers, cmp: Comparison, skip: str, force: bool) -> Manage
             continue
         remaining = difference(difference(manager.fields, clash), cmp.removed)
         if remaining:
-            out[identity] = Manager(
-                manager.manager,
-                manager.operation,
-                manager.api_version,
-                remaining,
-                manager.time,
-                manager.subresource,
-            )
+            out[identity] = replace(manager, fields=remaining)
     if conflicts:
         raise ApplyConflict(conflicts)
     return out
@@ -755,13 +745,14 @@ def update(
     """The managers after a non-apply write by `manager` changed `live` into `new`."""
     ignored = ignored or {}
     cmp = compare(live, new, shape).without(ignored)
-    me = Manager(manager or "unknown", "Update", api_version, {}, now, subresource)
     out = _take(managers, cmp, "", True)
     changed = difference(cmp.changed(), _STRIPPED)
     if changed:
+        me = Manager(manager or "unknown", "Update", api_version, changed, now, subresource)
         previous = out.get(me.identity)
-        fields = union(previous.fields, changed) if previous else changed
-        out[me.identity] = Manager(me.manager, "Update", api_version, fields, now, subresource)
+        if previous:
+            me.fields = union(previous.fields, changed)
+        out[me.identity] = me
     return _cap(out)
 
 
@@ -825,11 +816,11 @@ def apply(
             subresource=subresource,
             ignored=ignored,
         )
-    me = Manager(manager, "Apply", api_version, {}, None, subresource)
+    applied = difference(difference(field_set(config, shape), ignored, recursive=True), _STRIPPED)
+    me = Manager(manager, "Apply", api_version, applied, None, subresource)
     previous = managers.get(me.identity)
     merged = merge(live, config, shape)
-    applied = difference(difference(field_set(config, shape), ignored, recursive=True), _STRIPPED)
-    managers = {**managers, me.identity: Manager(manager, "Apply", api_version, applied, None, subresource)}
+    managers = {**managers, me.identity: me}
     if previous is not None and previous.fields:
         merged = _prune(merged, managers, previous.fields, shape)
     managers = _take(managers, compare(live, merged, shape).without(ignored), me.identity, force)

@@ -765,7 +765,7 @@ class Registry:
                     subresource,
                     dry_run,
                     manager,
-                    subresource if manager_subresource is None else manager_subresource,
+                    manager_subresource,
                 )
             except RevisionMismatch:
                 # The write that got there first may not be committed yet; the next attempt waits for
