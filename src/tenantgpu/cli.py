@@ -509,7 +509,13 @@ def node_group() -> None:
 )
 @click.option("--cpu", default="32", show_default=True, help="CPU capacity.")
 @click.option("--memory", default="256Gi", show_default=True, help="Memory capacity.")
-@click.option("--pods", default=110, show_default=True, help="Pod capacity.")
+@click.option(
+    "--pods",
+    type=int,
+    default=None,
+    help="Pod capacity (default: with --join, maxPods of the tenant's kubelet-config ConfigMap, which the "
+    "join writes to <cert-dir>/config.yaml; else 110).",
+)
 @click.option("--device-split-count", default=10, show_default=True, help="HAMi deviceSplitCount.")
 @click.option("--label", "labels", multiple=True, help="Extra node label KEY=VALUE.")
 @click.option("--host-ip", default="127.0.0.1", show_default=True, help="Address the kubelet serves logs on.")
@@ -535,7 +541,7 @@ def node_run(
     gpus: tuple[str, ...],
     cpu: str,
     memory: str,
-    pods: int,
+    pods: int | None,
     device_split_count: int,
     labels: tuple[str, ...],
     host_ip: str,

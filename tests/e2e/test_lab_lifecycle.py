@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from apiserver_harness import child_processes
 from apiserver_harness import process_alive as _alive
 
@@ -397,7 +398,23 @@ def test_kubectl_apply_makes_a_tenant_that_sleeps_wakes_and_goes(lab: LabDir) ->
 def test_a_worker_joins_with_the_command_token_create_prints(lab: LabDir, tmp_path: Path) -> None:
     """`tenantgpu token create TENANT --print-join-command` and the command it prints, as `kubeadm token
     create --print-join-command` and `kubeadm join` are used with a Kamaji tenant: the worker checks the
-    tenant by its CA's hash, asks for its certificate with the token, keeps it and acts as its node."""
+    tenant by its CA's hash, reads the tenant's kubeadm-config and kubelet-config with the token (Kamaji
+    uploaded them), asks for its certificate with the token, keeps it and acts as its node."""
+    # The kubelet configuration the join reads decides the node's pod capacity (`maxPods`), as it does
+    # for a kubelet that kubeadm configured: an operator's edit of the ConfigMap reaches the new node.
+    kubelet_config = json.loads(
+        lab.kubectl(
+            lab.tenant("tenant-b"), "get", "configmap", "kubelet-config", "-n", "kube-system", "-o", "json"
+        ).stdout
+    )
+    document = yaml.safe_load(kubelet_config["data"]["kubelet"])
+    assert document["kind"] == "KubeletConfiguration" and document["maxPods"] == 110
+    kubelet_config["data"]["kubelet"] = kubelet_config["data"]["kubelet"].replace(
+        "maxPods: 110", "maxPods: 40"
+    )
+    edited = tmp_path / "kubelet-config.json"
+    edited.write_text(json.dumps(kubelet_config))
+    lab.kubectl(lab.tenant("tenant-b"), "replace", "-f", str(edited))
     created = lab.tenantgpu("token", "create", "tenant-b", "--print-join-command")
     assert created.returncode == 0, created.stderr
     command = created.stdout.strip().split()
@@ -434,6 +451,7 @@ def test_a_worker_joins_with_the_command_token_create_prints(lab: LabDir, tmp_pa
             lab.kubectl(lab.tenant("tenant-b"), "get", "node", "joined-b2", "-o", "json").stdout
         )
         assert node["status"]["nodeInfo"]["kubeletVersion"]
+        assert node["status"]["capacity"]["pods"] == "40"
         return "".join(lines) + out
 
     first = run_until_ready()
@@ -442,6 +460,7 @@ def test_a_worker_joins_with_the_command_token_create_prints(lab: LabDir, tmp_pa
     mine = [r for r in requests if r["spec"]["username"] == f"system:bootstrap:{token.split('.')[0]}"]
     assert len(mine) == 1 and mine[0]["status"]["conditions"][0]["reason"] == "AutoApproved"
     assert (cert_dir / "kubelet-client-current.pem").exists()
+    assert yaml.safe_load((cert_dir / "config.yaml").read_text())["maxPods"] == 40
     # a second run uses the kept certificate: no second request
     second = run_until_ready()
     assert "joined https://" not in second

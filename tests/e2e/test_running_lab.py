@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 import yaml
 from apiserver_harness import RawClient
@@ -1151,6 +1152,39 @@ def test_each_worker_joins_as_kubeadm_join_does(lab: RunningLab) -> None:
     assert kubelet[0]["status"]["certificate"]
     pem = (lab.state / "nodes" / "tenant-b" / "worker-b1" / "pki" / "kubelet-client-current.pem").read_bytes()
     assert b"BEGIN CERTIFICATE" in pem and b"PRIVATE KEY" in pem
+
+    # Kamaji's upload-config phases: the official client, holding only the bootstrap token, reads the
+    # kubeadm and kubelet configurations `kubeadm join` needs, and nothing else in kube-system
+    secret = base64.b64decode(tokens[0]["data"]["token-secret"]).decode()
+    configuration = kubernetes.client.Configuration()
+    configuration.host = cluster["server"]
+    ca_file = lab.state / "tenant-b-ca.crt"
+    ca_file.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    configuration.ssl_ca_cert = str(ca_file)
+    configuration.api_key = {"authorization": f"Bearer {token_id}.{secret}"}
+    with kubernetes.client.ApiClient(configuration) as api_client:
+        core = kubernetes.client.CoreV1Api(api_client)
+        kubeadm = yaml.safe_load(
+            core.read_namespaced_config_map("kubeadm-config", "kube-system").data["ClusterConfiguration"]
+        )
+        kubelet = yaml.safe_load(
+            core.read_namespaced_config_map("kubelet-config", "kube-system").data["kubelet"]
+        )
+        with pytest.raises(kubernetes.client.ApiException) as refused:
+            core.read_namespaced_config_map("hami-scheduler", "kube-system")
+    assert refused.value.status == 403
+    assert kubeadm["kind"] == "ClusterConfiguration" and kubeadm["clusterName"] == "tenant-b"
+    assert f"https://{kubeadm['controlPlaneEndpoint']}" == cluster["server"]
+    version = json.loads(lab.kubectl("tenant-b", "version", "-o", "json").stdout)["serverVersion"][
+        "gitVersion"
+    ]
+    assert kubeadm["kubernetesVersion"] == version
+    assert kubelet["kind"] == "KubeletConfiguration" and kubelet["clusterDNS"] == ["10.96.0.10"]
+    assert kubelet["authentication"]["x509"]["clientCAFile"] == "/etc/kubernetes/pki/ca.crt"
+    admins = json.loads(
+        lab.kubectl("tenant-b", "get", "clusterrolebinding", "kubeadm:cluster-admins", "-o", "json").stdout
+    )
+    assert admins["roleRef"]["name"] == "cluster-admin"
 
 
 def test_hamis_components_act_as_the_charts_service_accounts_under_its_rbac(lab: RunningLab) -> None:

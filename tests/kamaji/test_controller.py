@@ -23,6 +23,13 @@ from tenantgpu.kamaji import inprocess, model, units
 from tenantgpu.kamaji.controller import TenantControlPlaneController
 from tenantgpu.kamaji.plane import ManagementPlane
 from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig
+from tenantgpu.node.join import (
+    DiscoveredCluster,
+    DiscoveryError,
+    bootstrap_client,
+    create_token,
+    fetch_kubelet_configuration,
+)
 
 Obj = dict[str, Any]
 
@@ -441,3 +448,60 @@ async def test_a_tcp_that_never_reconciles_is_named_with_its_error(
         assert second.controller.not_synced() == {"default/tenant-r": "refused by the test"}
     finally:
         await second.stop()
+
+
+async def test_kamajis_kubeadm_phases_let_a_joining_node_read_its_configuration(
+    plane: ManagementPlane,
+) -> None:
+    """Kamaji's upload-config phases: `kubeadm join` reads kube-system/kubeadm-config and kubelet-config
+    with nothing but its bootstrap token (kubeadm's roles for the bootstrappers' group), and the kubelet
+    configuration carries the TCP's network profile and JSON patches."""
+    body = model.tenant_control_plane("tenant-k", version="v1.33.0")
+    body["spec"]["networkProfile"] = {"serviceCidr": "10.112.0.0/16", "certSANs": ["k.example.com"]}
+    body["spec"]["kubernetes"]["kubelet"] = {
+        "cgroupfs": "systemd",
+        "configurationJSONPatches": [{"op": "replace", "path": "/maxPods", "value": 50}],
+    }
+    await plane.client.create(model.TENANT_CONTROL_PLANES, body)
+    tcp = await _wait_for(plane.client, "tenant-k", _state("Ready"))
+    text = await _admin_kubeconfig(plane, "tenant-k")
+    cluster = yaml.safe_load(text)["clusters"][0]["cluster"]
+    discovered = DiscoveredCluster(cluster["server"], base64.b64decode(cluster["certificate-authority-data"]))
+    async with _tenant_client(text) as admin:
+        token = await create_token(admin)
+        # the soot manager's phases run once the tenant API server is up, a moment after Ready; kubeadm's
+        # admins' binding is their last object
+        for _ in range(500):
+            try:
+                admins = await admin.get("clusterrolebindings", "kubeadm:cluster-admins")
+                break
+            except ApiError as err:
+                if err.code != 404:
+                    raise
+                await asyncio.sleep(0.02)
+        kubeadm = await admin.get("configmaps", "kubeadm-config", "kube-system")
+    assert admins["roleRef"]["name"] == "cluster-admin"
+    config = yaml.safe_load(kubeadm["data"]["ClusterConfiguration"])
+    assert config["controlPlaneEndpoint"] == tcp["status"]["controlPlaneEndpoint"]
+    assert config["apiServer"]["certSANs"][-1] == "k.example.com"
+    assert config["networking"]["serviceSubnet"] == "10.112.0.0/16"
+    bootstrap = bootstrap_client(discovered, token)
+    try:
+        kubelet = yaml.safe_load(await fetch_kubelet_configuration(bootstrap))
+    finally:
+        await bootstrap.close()
+    assert (kubelet["maxPods"], kubelet["cgroupDriver"], kubelet["clusterDNS"]) == (
+        50,
+        "systemd",
+        ["10.112.0.10"],
+    )
+    # without the token's group nobody may read them: kubeadm's words for the failure
+    anonymous = KubeClient(KubeConfig(server=cluster["server"], ca_data=discovered.ca_pem))
+    try:
+        with pytest.raises(
+            DiscoveryError,
+            match='unable to fetch the kubeadm-config ConfigMap: failed to get config map: configmaps "kubeadm-config" is forbidden',
+        ):
+            await fetch_kubelet_configuration(anonymous)
+    finally:
+        await anonymous.close()

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from tenantgpu.apiserver.serviceips import DEFAULT_SERVICE_CIDR
 from tenantgpu.kamaji.konnectivityagent import AgentSpec
+from tenantgpu.kamaji.kubeadmconfig import KubeadmParameters, dns_service_ips
 from tenantgpu.kamaji.pki import KeyPair
 
 
@@ -28,6 +29,18 @@ class ControlPlaneInstance:
     # The DataStore's endpoint (`sqlite://<path>`); empty means the host's own store.
     datastore: str = ""
     service_cidr: str = DEFAULT_SERVICE_CIDR  # `spec.networkProfile.serviceCidr`
+    # What Kamaji's kubeadm phases write into the tenant; None: the defaults for this name and version.
+    kubeadm: KubeadmParameters | None = None
+
+    def kubeadm_parameters(self) -> KubeadmParameters:
+        return self.kubeadm or KubeadmParameters(
+            name=self.name,
+            namespace=self.namespace,
+            version=self.kubernetes_version,
+            address=self.address,
+            service_cidrs=(self.service_cidr,),
+            dns_service_ips=tuple(dns_service_ips([self.service_cidr])),
+        )
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe form, to hand the instance to a control-plane process."""
@@ -46,7 +59,8 @@ class ControlPlaneInstance:
             name: KeyPair(base64.b64decode(data[name]["cert_pem"]), base64.b64decode(data[name]["key_pem"]))
             for name in ("ca", "serving", "service_account")
         }
-        return cls(**{**data, **pairs})
+        kubeadm = KubeadmParameters.from_json(data["kubeadm"]) if data.get("kubeadm") else None
+        return cls(**{**data, **pairs, "kubeadm": kubeadm})
 
 
 # Kamaji's annotation: a migration may replace what the target DataStore already holds for the schema.

@@ -27,7 +27,7 @@ from tenantgpu.kamaji.host import (
     schema_taken,
 )
 from tenantgpu.kamaji.konnectivityagent import AgentSpec, apply_agent, remove_agent
-from tenantgpu.kamaji.kubeadmphases import apply_bootstrap_token_phase
+from tenantgpu.kamaji.kubeadmphases import apply_kubeadm_phases
 from tenantgpu.konnectivity import ProxyServer
 from tenantgpu.kubeclient import KubeClient, KubeConfig
 from tenantgpu.node.kubeletclient import KubeletClient
@@ -350,9 +350,9 @@ async def _start_services(instance: ControlPlaneInstance, server: APIServer) -> 
     services = ControlPlaneServices(client, signing_ca=instance.ca)
     try:
         await services.start()
-        # Kamaji's soot manager then runs kubeadm's bootstrap-token phase inside the tenant (with the
-        # admin's rights; the loopback's system:masters here): what `kubeadm join` needs to find it.
-        await apply_bootstrap_token_phase(client, server.url, instance.ca.cert_pem)
+        # Kamaji's soot manager then runs kubeadm's phases inside the tenant (with the admin's rights; the
+        # loopback's system:masters here): what `kubeadm join` needs to find the cluster and configure a node.
+        await apply_kubeadm_phases(client, server.url, instance.ca.cert_pem, instance.kubeadm_parameters())
     except BaseException:
         with contextlib.suppress(Exception):
             await services.stop()

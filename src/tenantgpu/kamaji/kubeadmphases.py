@@ -1,8 +1,24 @@
-"""Kamaji's `PhaseBootstrapToken` inside a tenant: what lets a worker join with `kubeadm join`.
+"""Kamaji's kubeadm phases inside a tenant: what lets a worker join with `kubeadm join`.
 
-Kamaji (internal/resources/kubeadm_phases.go, internal/kubeadm/bootstraptoken.go) runs kubeadm's
-bootstrap-token phase against each tenant API server, without creating a token (the operator makes one
-with `kubeadm token create --print-join-command`). Facts from kubeadm 1.33
+Kamaji's soot manager (internal/resources/kubeadm_phases.go) runs four kubeadm phases against each tenant
+API server: `PhaseUploadConfigKubeadm`, `PhaseUploadConfigKubelet`, `PhaseBootstrapToken` (without creating a
+token: the operator makes one with `kubeadm token create --print-join-command`) and `PhaseClusterAdminRBAC`.
+
+The upload phases (kubeadm's phases/uploadconfig, Kamaji's internal/kubeadm/uploadconfig.go; the documents
+are built in `kubeadmconfig`):
+
+- ConfigMap `kube-system/kubeadm-config`, key `ClusterConfiguration`, and Role and RoleBinding
+  `kubeadm:nodes-kubeadm-config` (get that ConfigMap) for the groups
+  `system:bootstrappers:kubeadm:default-node-token` and `system:nodes`, in that order. An update sets
+  the key and keeps the ConfigMap's other keys (kubeadm's CreateOrMutate).
+- ConfigMap `kube-system/kubelet-config` (the name since kubeadm 1.24), key `kubelet`, and Role and
+  RoleBinding `kubeadm:kubelet-config` for `system:nodes` and the bootstrappers' group, in that order. An
+  update replaces the ConfigMap (CreateOrUpdate).
+- `PhaseClusterAdminRBAC` (kubeadm's EnsureAdminClusterRoleBinding): ClusterRoleBinding
+  `kubeadm:cluster-admins`, ClusterRole `cluster-admin` for the group `kubeadm:cluster-admins`; created
+  once, an existing one is left as it is.
+
+Facts of the bootstrap-token phase from kubeadm 1.33
 (cmd/kubeadm/app/phases/bootstraptoken/node/tlsbootstrap.go, clusterinfo/clusterinfo.go, constants.go):
 
 - ClusterRole `kubeadm:get-nodes` (get nodes) and ClusterRoleBindings for the group
@@ -21,17 +37,37 @@ with `kubeadm token create --print-join-command`). Facts from kubeadm 1.33
 from __future__ import annotations
 
 import base64
+import logging
 from typing import Any
 
 import yaml
 
 from tenantgpu.controlplane.bootstrapsigner import CLUSTER_INFO, KUBECONFIG_KEY
 from tenantgpu.controlplane.bootstrapsigner import PUBLIC_NAMESPACE as KUBE_PUBLIC
+from tenantgpu.kamaji.kubeadmconfig import (
+    KubeadmParameters,
+    KubeletConfigurationError,
+    cluster_configuration,
+    go_yaml,
+    kubelet_configuration,
+)
 from tenantgpu.kubeclient import ApiError, KubeClient
 
+log = logging.getLogger(__name__)
+
 RBAC = "rbac.authorization.k8s.io/v1"
+RBAC_GROUP = "rbac.authorization.k8s.io"
+KUBE_SYSTEM = "kube-system"
 BOOTSTRAP_GROUP = "system:bootstrappers:kubeadm:default-node-token"
+NODES_GROUP = "system:nodes"
 CLUSTER_INFO_ROLE = "kubeadm:bootstrap-signer-clusterinfo"
+KUBEADM_CONFIG = "kubeadm-config"
+KUBEADM_CONFIG_KEY = "ClusterConfiguration"
+KUBEADM_CONFIG_ROLE = "kubeadm:nodes-kubeadm-config"
+KUBELET_CONFIG = "kubelet-config"
+KUBELET_CONFIG_KEY = "kubelet"
+KUBELET_CONFIG_ROLE = "kubeadm:kubelet-config"
+CLUSTER_ADMINS = "kubeadm:cluster-admins"
 
 Obj = dict[str, Any]
 
@@ -156,27 +192,116 @@ def bootstrap_token_phase(server: str, ca_pem: bytes) -> list[tuple[str, Obj]]:
     ]
 
 
-async def apply_bootstrap_token_phase(client: KubeClient, server: str, ca_pem: bytes) -> None:
-    """Create or update the phase's objects (kubeadm's CreateOrUpdate: an update keeps what the phase does
-    not set, so the bootstrapsigner's signatures on cluster-info stay)."""
-    for resource, body in bootstrap_token_phase(server, ca_pem):
-        meta = body["metadata"]
-        try:
-            await client.create(resource, body, meta.get("namespace"))
-            continue
-        except ApiError as err:
-            if err.reason != "AlreadyExists":
-                raise
-        current = await client.get(resource, meta["name"], meta.get("namespace"))
-        if resource == "configmaps":
-            data = {**(current.get("data") or {}), **body["data"]}
-            if data == current.get("data"):
-                continue
-            updated = {**current, "data": data}
-        else:
-            # roleRef is immutable; rules and subjects are what an update may bring back
-            fields = {k: v for k, v in body.items() if k in ("rules", "subjects")}
-            if all(current.get(k) == v for k, v in fields.items()):
-                continue
-            updated = {**current, **fields}
-        await client.update(resource, updated)
+def _configmap_reader(name: str, configmap: str, groups: tuple[str, ...]) -> list[tuple[str, Obj]]:
+    """Role `name` that may get one kube-system ConfigMap, and its RoleBinding for `groups`."""
+    return [
+        (
+            "roles",
+            {
+                "apiVersion": RBAC,
+                "kind": "Role",
+                "metadata": {"name": name, "namespace": KUBE_SYSTEM},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "resources": ["configmaps"],
+                        "resourceNames": [configmap],
+                        "verbs": ["get"],
+                    }
+                ],
+            },
+        ),
+        (
+            "rolebindings",
+            {
+                "apiVersion": RBAC,
+                "kind": "RoleBinding",
+                "metadata": {"name": name, "namespace": KUBE_SYSTEM},
+                "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": name},
+                "subjects": [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": group} for group in groups],
+            },
+        ),
+    ]
+
+
+def _configmap(name: str, namespace: str, key: str, value: str) -> tuple[str, Obj]:
+    return (
+        "configmaps",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {key: value},
+        },
+    )
+
+
+def upload_config_kubeadm_phase(params: KubeadmParameters, endpoint: str) -> list[tuple[str, Obj]]:
+    """`PhaseUploadConfigKubeadm`: the ClusterConfiguration and who may read it."""
+    document = go_yaml(cluster_configuration(params, endpoint))
+    return [
+        _configmap(KUBEADM_CONFIG, KUBE_SYSTEM, KUBEADM_CONFIG_KEY, document),
+        *_configmap_reader(KUBEADM_CONFIG_ROLE, KUBEADM_CONFIG, (BOOTSTRAP_GROUP, NODES_GROUP)),
+    ]
+
+
+def upload_config_kubelet_phase(params: KubeadmParameters) -> list[tuple[str, Obj]]:
+    """`PhaseUploadConfigKubelet`: the KubeletConfiguration and who may read it; KubeletConfigurationError
+    when the TCP's JSON patches do not apply."""
+    document = go_yaml(kubelet_configuration(params))
+    return [
+        _configmap(KUBELET_CONFIG, KUBE_SYSTEM, KUBELET_CONFIG_KEY, document),
+        *_configmap_reader(KUBELET_CONFIG_ROLE, KUBELET_CONFIG, (NODES_GROUP, BOOTSTRAP_GROUP)),
+    ]
+
+
+def cluster_admin_rbac_phase() -> list[tuple[str, Obj]]:
+    """`PhaseClusterAdminRBAC`: kubeadm's binding of its admins' group to cluster-admin."""
+    return [("clusterrolebindings", _binding(CLUSTER_ADMINS, "cluster-admin", "Group", CLUSTER_ADMINS))]
+
+
+async def apply_kubeadm_phases(
+    client: KubeClient, server: str, ca_pem: bytes, params: KubeadmParameters
+) -> None:
+    """Kamaji's four phases, in its order; the endpoint is the advertised address at the server's port."""
+    port = server.rsplit(":", 1)[1].split("/")[0]
+    objects = upload_config_kubeadm_phase(params, f"{params.address}:{port}")
+    try:
+        objects += upload_config_kubelet_phase(params)
+    except KubeletConfigurationError as err:
+        # Kamaji's phase fails and is retried; the tenant has no kubelet-config until the TCP is fixed.
+        log.error("tenant %s: PhaseUploadConfigKubelet failed: %s", params.name, err)
+    objects += bootstrap_token_phase(server, ca_pem)
+    objects += cluster_admin_rbac_phase()
+    for resource, body in objects:
+        await _create_or_update(client, resource, body)
+
+
+async def _create_or_update(client: KubeClient, resource: str, body: Obj) -> None:
+    """kubeadm's CreateOrUpdate and CreateOrMutate: an update of a ConfigMap sets the phase's keys and keeps
+    the others (so the bootstrapsigner's signatures on cluster-info stay), except for kubelet-config,
+    which is replaced; a role's rules and a binding's subjects are brought back; kubeadm's admins' binding
+    is only created."""
+    meta = body["metadata"]
+    try:
+        await client.create(resource, body, meta.get("namespace"))
+        return
+    except ApiError as err:
+        if err.reason != "AlreadyExists":
+            raise
+    if meta["name"] == CLUSTER_ADMINS:
+        return
+    current = await client.get(resource, meta["name"], meta.get("namespace"))
+    if resource == "configmaps":
+        keep = {} if meta["name"] == KUBELET_CONFIG else current.get("data") or {}
+        data = {**keep, **body["data"]}
+        if data == current.get("data"):
+            return
+        updated = {**current, "data": data}
+    else:
+        # roleRef is immutable; rules and subjects are what an update may bring back
+        fields = {k: v for k, v in body.items() if k in ("rules", "subjects")}
+        if all(current.get(k) == v for k, v in fields.items()):
+            return
+        updated = {**current, **fields}
+    await client.update(resource, updated)

@@ -9,6 +9,13 @@ from enum import StrEnum
 from typing import Any
 
 from tenantgpu.apiserver.serviceips import DEFAULT_SERVICE_CIDR
+from tenantgpu.kamaji.kubeadmconfig import (
+    DEFAULT_CLUSTER_DOMAIN,
+    DEFAULT_POD_CIDR,
+    KINE_ENDPOINT,
+    KubeadmParameters,
+    dns_service_ips,
+)
 from tenantgpu.kubeclient import ResourceKind
 
 Obj = dict[str, Any]
@@ -136,6 +143,36 @@ def service_cidr(tcp: Obj) -> str:
 
 def cert_sans(tcp: Obj) -> list[str]:
     return [str(s) for s in _get(tcp, "spec", "networkProfile", "certSANs") or []]
+
+
+def kubeadm_parameters(tcp: Obj, datastore: Obj | None) -> KubeadmParameters:
+    """What Kamaji's kubeadm configuration takes from the TCP and its DataStore (see `kubeadmconfig`). The
+    plural CIDR fields win over the singular ones, as in Kamaji; an absent `networkProfile` counts as the
+    CRD's defaults, and absent DNS IPs as those Kamaji's webhook derives."""
+    network = _get(tcp, "spec", "networkProfile") or {}
+    service_cidrs = tuple(network.get("serviceCidrs") or [network.get("serviceCidr") or DEFAULT_SERVICE_CIDR])
+    pod_cidrs = tuple(network.get("podCidrs") or [network.get("podCidr") or DEFAULT_POD_CIDR])
+    try:
+        dns_ips = tuple(network.get("dnsServiceIPs") or dns_service_ips(service_cidrs))
+    except ValueError:
+        dns_ips = ()
+    store = (datastore or {}).get("spec") or {}
+    etcd = tuple(str(e) for e in store.get("endpoints") or []) if store.get("driver") == "etcd" else ()
+    kubelet = _get(tcp, "spec", "kubernetes", "kubelet") or {}
+    return KubeadmParameters(
+        name=str(_get(tcp, "metadata", "name")),
+        namespace=str(_get(tcp, "metadata", "namespace") or "default"),
+        version=kubernetes_version(tcp),
+        address=advertised_address(tcp),
+        service_cidrs=service_cidrs,
+        pod_cidrs=pod_cidrs,
+        cluster_domain=str(network.get("clusterDomain") or DEFAULT_CLUSTER_DOMAIN),
+        dns_service_ips=dns_ips,
+        cert_sans=tuple(cert_sans(tcp)),
+        etcd_endpoints=etcd or (KINE_ENDPOINT,),
+        cgroup_driver=str(kubelet.get("cgroupfs") or ""),
+        kubelet_patches=tuple(kubelet.get("configurationJSONPatches") or ()),
+    )
 
 
 def previous_port(tcp: Obj) -> int:

@@ -471,6 +471,7 @@ class APIServerUnit:
             service_account=r.service_account,
             datastore="" if r.datastore is None else model.datastore_endpoint(r.datastore),
             service_cidr=model.service_cidr(r.tcp),
+            kubeadm=model.kubeadm_parameters(r.tcp, r.datastore),
         )
 
     async def clean_up(self, r: Reconciliation) -> None:

@@ -11,7 +11,6 @@ Of Kamaji's handlers it runs the ones that judge what a user writes, in Kamaji's
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from tenantgpu.apiserver.admission import AdmissionAttributes
 from tenantgpu.apiserver.dnsnames import dns1035_label_errors
 from tenantgpu.apiserver.errors import APIError
+from tenantgpu.kamaji.kubeadmconfig import dns_service_ips
 
 WEBHOOK_NAME = "vtenantcontrolplane.kb.io"
 # The newest tenant version Kamaji 26.3.2-edge supports (reference/versioning.md: v1.30.0..v1.35.0).
@@ -142,15 +142,6 @@ class TenantControlPlaneWebhook:
 
 
 MUTATING_WEBHOOK_NAME = "mtenantcontrolplane.kb.io"
-
-
-def dns_service_ips(cidrs: list[str]) -> list[str]:
-    """Kamaji's DNS Service IP of each service CIDR: its network address plus 10 (IPv4) or 16 (IPv6)."""
-    found = []
-    for cidr in cidrs:
-        network = ipaddress.ip_network(cidr, strict=False)
-        found.append(str(network.network_address + (10 if network.version == 4 else 16)))
-    return found
 
 
 class TenantControlPlaneDefaults:

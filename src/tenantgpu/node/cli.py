@@ -20,7 +20,17 @@ from tenantgpu.hami.install import DEVICE_PLUGIN, DEVICE_PLUGIN_CONTAINER
 from tenantgpu.klog import ComponentLog
 from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig, load_kubeconfig
 from tenantgpu.node.bootstrap import BootstrapError, keep_certificate, kept_certificate, request_certificate
-from tenantgpu.node.join import DiscoveryError, bootstrap_client, discover, insecure_endpoint, parse_token
+from tenantgpu.node.join import (
+    DEFAULT_MAX_PODS,
+    KUBELET_CONFIG_FILE,
+    DiscoveryError,
+    bootstrap_client,
+    configured_max_pods,
+    discover,
+    fetch_kubelet_configuration,
+    insecure_endpoint,
+    parse_token,
+)
 from tenantgpu.node.worker import Worker
 
 JOIN_TIMEOUT_SECONDS = 60.0
@@ -59,7 +69,7 @@ def run_node(
     *,
     cpu: str = "32",
     memory: str = "256Gi",
-    pods: int = 110,
+    pods: int | None = None,
     device_split_count: int = 10,
     labels: list[str] | None = None,
     host_ip: str = "127.0.0.1",
@@ -105,8 +115,13 @@ def run_node(
         connect = loaded
 
     async def main() -> None:
+        config = await connect()
+        # As a kubelet: --pods wins, then the configuration its join wrote (the tenant's kubelet-config)
+        capacity = pods if pods is not None else DEFAULT_MAX_PODS
+        if pods is None and isinstance(source, JoinSpec):
+            capacity = configured_max_pods(source.cert_dir)
         await _serve(
-            await connect(), plugin_config, name, specs, sharing, cpu, memory, pods, node_labels, host_ip,
+            config, plugin_config, name, specs, sharing, cpu, memory, capacity, node_labels, host_ip,
             kubelet_port, runtime_handlers, echo,
         )  # fmt: skip
 
@@ -123,6 +138,12 @@ async def _join(spec: JoinSpec, token: BootstrapToken, name: str, echo: Callable
     if pem is None:
         bootstrap = bootstrap_client(cluster, token)
         try:
+            try:
+                kubelet_config = await fetch_kubelet_configuration(bootstrap)
+            except DiscoveryError as err:
+                raise NodeRunError(f"cannot join {spec.endpoint}: {err}") from None
+            spec.cert_dir.mkdir(parents=True, exist_ok=True)
+            (spec.cert_dir / KUBELET_CONFIG_FILE).write_text(kubelet_config)
             pem = await request_certificate(bootstrap, name, timeout=JOIN_TIMEOUT_SECONDS)
         except (ApiError, BootstrapError, TimeoutError) as err:
             raise NodeRunError(f"node {name}: no client certificate: {err}") from None

@@ -12,6 +12,10 @@ cmd/kubeadm/app/discovery/token/token.go, staging/src/k8s.io/cluster-bootstrap/t
   bootstrapsigner's `jws-kubeconfig-<id>` key, and trusts the cluster only if that detached JWS (HS256,
   the token's secret as key, `kid` the token's id) signs the ConfigMap's `kubeconfig`; the CA in it must
   be the one it was told to expect (`--discovery-token-ca-cert-hash`; here the CA the lab holds).
+- Preflight then reads the cluster's configuration with the token (cmd/join.go, util/config/cluster.go):
+  `kube-system/kubeadm-config` (its `ClusterConfiguration` key) and the kubelet's `kube-system/kubelet-config`
+  (key `kubelet`), which kubeadm writes to the kubelet's `config.yaml`; on a Kamaji tenant its soot manager
+  uploaded both (`kamaji/kubeadmphases.py`). A failure reads `unable to fetch the kubeadm-config ConfigMap: …`.
 - Then the kubelet's TLS bootstrap (`node/bootstrap.py`) asks for its certificate with the token.
 """
 
@@ -182,6 +186,52 @@ async def discover(
         raise DiscoveryError(last or "timed out reading the cluster-info ConfigMap") from None
     finally:
         await anonymous.close()
+
+
+KUBE_SYSTEM = "kube-system"
+KUBEADM_CONFIG = "kubeadm-config"
+CLUSTER_CONFIGURATION_KEY = "ClusterConfiguration"
+KUBELET_CONFIG = "kubelet-config"
+KUBELET_CONFIG_KEY = "kubelet"
+KUBELET_CONFIG_FILE = "config.yaml"  # kubeadm writes /var/lib/kubelet/config.yaml
+DEFAULT_MAX_PODS = 110
+
+
+async def fetch_kubelet_configuration(bootstrap: KubeClient) -> str:
+    """kubeadm join's preflight read of the cluster's configuration, with the bootstrap token: the
+    kubelet's configuration text, or DiscoveryError in kubeadm's words."""
+    prefix = "unable to fetch the kubeadm-config ConfigMap"
+    try:
+        kubeadm = await bootstrap.get("configmaps", KUBEADM_CONFIG, KUBE_SYSTEM)
+    except ApiError as err:
+        raise DiscoveryError(f"{prefix}: failed to get config map: {err.message or err.reason}") from None
+    if CLUSTER_CONFIGURATION_KEY not in (kubeadm.get("data") or {}):
+        raise DiscoveryError(
+            f"{prefix}: unexpected error when reading kubeadm-config ConfigMap: "
+            f"{CLUSTER_CONFIGURATION_KEY} key value pair missing"
+        )
+    try:
+        kubelet = await bootstrap.get("configmaps", KUBELET_CONFIG, KUBE_SYSTEM)
+    except ApiError as err:
+        raise DiscoveryError(
+            f"{prefix}: failed to get component configs: {err.message or err.reason}"
+        ) from None
+    text = (kubelet.get("data") or {}).get(KUBELET_CONFIG_KEY)
+    if not text:
+        raise DiscoveryError(
+            f"{prefix}: failed to get component configs: the {KUBELET_CONFIG} ConfigMap has no {KUBELET_CONFIG_KEY!r} key"
+        )
+    return str(text)
+
+
+def configured_max_pods(cert_dir: Path) -> int:
+    """The kubelet's `maxPods` from the configuration a join wrote, else the kubelet's default."""
+    try:
+        config = yaml.safe_load((cert_dir / KUBELET_CONFIG_FILE).read_text())
+    except (OSError, yaml.YAMLError):
+        return DEFAULT_MAX_PODS
+    value = config.get("maxPods") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and value > 0 else DEFAULT_MAX_PODS
 
 
 def parse_token(text: str) -> BootstrapToken:
