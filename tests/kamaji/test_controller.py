@@ -505,3 +505,38 @@ async def test_kamajis_kubeadm_phases_let_a_joining_node_read_its_configuration(
             await fetch_kubelet_configuration(anonymous)
     finally:
         await anonymous.close()
+
+
+async def test_a_changed_tcp_writes_the_tenants_kubelet_configuration_again(plane: ManagementPlane) -> None:
+    """Kamaji's soot manager runs its kubeadm phases again when the TCP changes: new kubelet patches reach
+    kube-system/kubelet-config of the running tenant, without a restart."""
+    await _create(plane, "tenant-p")
+
+    async def kubelet_config(client: KubeClient, check: Callable[[Obj], bool]) -> Obj:
+        for _ in range(500):
+            try:
+                found = await client.get("configmaps", "kubelet-config", "kube-system")
+            except ApiError as err:
+                if err.code != 404:
+                    raise
+            else:
+                document = yaml.safe_load(found["data"]["kubelet"])
+                if check(document):
+                    return document
+            await asyncio.sleep(0.02)
+        raise AssertionError("kubelet-config never matched")
+
+    async with _tenant_client(await _admin_kubeconfig(plane, "tenant-p")) as tenant:
+        await kubelet_config(tenant, lambda d: d["maxPods"] == 110)
+        await plane.client.patch(
+            model.TENANT_CONTROL_PLANES,
+            "tenant-p",
+            {"spec": {"kubernetes": {"kubelet": {"configurationJSONPatches": [
+                {"op": "replace", "path": "/maxPods", "value": 64}
+            ]}}}},
+            "default",
+        )  # fmt: skip
+        document = await kubelet_config(tenant, lambda d: d["maxPods"] == 64)
+        assert document["kind"] == "KubeletConfiguration"
+        kubeadm = await tenant.get("configmaps", "kubeadm-config", "kube-system")
+        assert set(kubeadm["data"]) == {"ClusterConfiguration"}

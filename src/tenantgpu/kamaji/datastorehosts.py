@@ -28,6 +28,7 @@ from tenantgpu.kamaji.host import (
 )
 from tenantgpu.kamaji.inprocess import InProcessHost
 from tenantgpu.kamaji.konnectivityagent import AgentSpec
+from tenantgpu.kamaji.kubeadmconfig import KubeadmParameters
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,9 @@ class ProcessHost:
         if key in self._running:
             self._running[key] = replace(self._running[key], konnectivity_port=agent_port)
         return agent_port
+
+    async def apply_kubeadm(self, key: str, params: KubeadmParameters) -> None:
+        await self._call("apply_kubeadm", key=key, params=params.to_json())
 
     async def stop_konnectivity(self, key: str, *, remove_agent: bool = False) -> None:
         await self._call("stop_konnectivity", key=key, remove_agent=remove_agent)
@@ -213,6 +217,9 @@ class DataStoreHosts:
 
     async def stop_konnectivity(self, key: str, *, remove_agent: bool = False) -> None:
         await self._host_of(key).stop_konnectivity(key, remove_agent=remove_agent)
+
+    async def apply_kubeadm(self, key: str, params: KubeadmParameters) -> None:
+        await self._host_of(key).apply_kubeadm(key, params)
 
     async def purge(self, schema: str, datastore: str = "") -> None:
         await (await self._host_for(datastore)).purge(schema, datastore)

@@ -130,6 +130,10 @@ class ControlPlaneHost(Protocol):
         agent objects Kamaji wrote into the tenant."""
         ...
 
+    async def apply_kubeadm(self, key: str, params: KubeadmParameters) -> None:
+        """Write Kamaji's kubeadm phases into the running tenant again when their parameters changed."""
+        ...
+
     async def purge(self, schema: str, datastore: str = "") -> None:
         """Delete every key under the tenant's prefix in that DataStore (empty: the host's own store)."""
         ...

@@ -8,6 +8,7 @@ use more than one core. The lab's `DataStoreHosts` drives it with JSON lines (se
     {"id": 1, "op": "start", "instance": {...}}        -> {"id": 1, "ok": true, "result": {"port": ..., "konnectivity_port": ...}}
     {"id": 2, "op": "start_konnectivity", "key": "<uid>", "port": 0, "agent": {...}}   -> result {"port": ...}
     {"id": 3, "op": "stop_instance" | "stop_konnectivity", "key": "<uid>"}
+    {"id": 4, "op": "apply_kubeadm", "key": "<uid>", "params": {...}}   -> result {}
     {"id": 4, "op": "purge" | "export_tenant", "schema": "<prefix>"}     export: result {"revision", "rows"}
     {"id": 5, "op": "import_tenant", "schema": "<prefix>", "data": {"revision", "rows"}, "wipe": false}
     {"id": 6, "op": "trust", "ca": "<PEM>"}      another tenant's CA: its certificates get 401, not a TLS error
@@ -30,6 +31,7 @@ from tenantgpu.childprocess import Handler, Message, prepare_child, serve_comman
 from tenantgpu.kamaji.host import ControlPlaneInstance, TenantData
 from tenantgpu.kamaji.inprocess import InProcessHost, trust_directory
 from tenantgpu.kamaji.konnectivityagent import AgentSpec
+from tenantgpu.kamaji.kubeadmconfig import KubeadmParameters
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ class HostCommands:
             "stop_instance": self.stop,
             "start_konnectivity": self.start_konnectivity,
             "stop_konnectivity": self.stop_konnectivity,
+            "apply_kubeadm": self.apply_kubeadm,
             "purge": self.purge,
             "export_tenant": self.export_tenant,
             "import_tenant": self.import_tenant,
@@ -88,6 +91,10 @@ class HostCommands:
 
     async def stop_konnectivity(self, command: Message, _: Callable[[Message], None]) -> Message:
         await self.host.stop_konnectivity(str(command["key"]), remove_agent=bool(command.get("remove_agent")))
+        return {}
+
+    async def apply_kubeadm(self, command: Message, _: Callable[[Message], None]) -> Message:
+        await self.host.apply_kubeadm(str(command["key"]), KubeadmParameters.from_json(command["params"]))
         return {}
 
     async def purge(self, command: Message, _: Callable[[Message], None]) -> Message:

@@ -27,6 +27,7 @@ from tenantgpu.kamaji.host import (
     schema_taken,
 )
 from tenantgpu.kamaji.konnectivityagent import AgentSpec, apply_agent, remove_agent
+from tenantgpu.kamaji.kubeadmconfig import KubeadmParameters
 from tenantgpu.kamaji.kubeadmphases import apply_kubeadm_phases
 from tenantgpu.konnectivity import ProxyServer
 from tenantgpu.kubeclient import KubeClient, KubeConfig
@@ -61,6 +62,8 @@ class _Running:
     proxy: ProxyServer | None = None
     agent: AgentSpec | None = None  # the konnectivity agent last written into the tenant
     agent_task: asyncio.Task[None] | None = None
+    kubeadm: KubeadmParameters | None = None  # the configuration last written by Kamaji's kubeadm phases
+    kubeadm_task: asyncio.Task[None] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -153,6 +156,7 @@ class InProcessHost:
                 self._start_services(running), name=f"control-plane-services-{instance.name}"
             )
             self._running[instance.key] = running
+            self._write_kubeadm(running, instance.kubeadm_parameters())
             log.info("tenant %s/%s: API server on %s", instance.namespace, instance.name, server.url)
             return self._report(running)
 
@@ -235,6 +239,40 @@ class InProcessHost:
                 running, "writing the konnectivity agent", lambda: apply_agent(services.client, agent)
             )
 
+    async def apply_kubeadm(self, key: str, params: KubeadmParameters) -> None:
+        """Kamaji's soot manager runs its kubeadm phases again when the TCP changes; unchanged
+        parameters write nothing."""
+        async with self._lock(key):
+            running = self._running.get(key)
+            if running is not None:
+                self._write_kubeadm(running, params)
+
+    @staticmethod
+    def _write_kubeadm(running: _Running, params: KubeadmParameters) -> None:
+        if params == running.kubeadm:
+            return
+        running.kubeadm = params
+        if running.kubeadm_task is not None:
+            running.kubeadm_task.cancel()
+        running.kubeadm_task = asyncio.create_task(
+            InProcessHost._apply_kubeadm(running, params), name=f"kubeadm-phases-{running.instance.name}"
+        )
+
+    @staticmethod
+    async def _apply_kubeadm(running: _Running, params: KubeadmParameters) -> None:
+        """With the controller duties' client (the admin's rights), tried again after a failure as
+        Kamaji's reconciler requeues."""
+        if running.services_task is not None:
+            await asyncio.shield(running.services_task)
+        services = running.services
+        if services is not None:
+            server, ca_pem = running.server.url, running.instance.ca.cert_pem
+            await _until_done(
+                running,
+                "kubeadm's phases",
+                lambda: apply_kubeadm_phases(services.client, server, ca_pem, params),
+            )
+
     async def stop_konnectivity(self, key: str, *, remove_agent: bool = False) -> None:
         async with self._lock(key):
             running = self._running.get(key)
@@ -276,10 +314,11 @@ class InProcessHost:
             return
         await self._stop_proxy(running)
         running.stopping.set()
-        if running.agent_task is not None:
-            running.agent_task.cancel()
-            with contextlib.suppress(BaseException):
-                await running.agent_task
+        for task in (running.agent_task, running.kubeadm_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
         if running.services_task is not None:
             # Let a start in progress finish rather than cancel it: an informer cancelled half-way keeps
             # a watch open, and the API server's shutdown would wait for it.
@@ -350,9 +389,6 @@ async def _start_services(instance: ControlPlaneInstance, server: APIServer) -> 
     services = ControlPlaneServices(client, signing_ca=instance.ca)
     try:
         await services.start()
-        # Kamaji's soot manager then runs kubeadm's phases inside the tenant (with the admin's rights; the
-        # loopback's system:masters here): what `kubeadm join` needs to find the cluster and configure a node.
-        await apply_kubeadm_phases(client, server.url, instance.ca.cert_pem, instance.kubeadm_parameters())
     except BaseException:
         with contextlib.suppress(Exception):
             await services.stop()

@@ -437,6 +437,10 @@ class APIServerUnit:
         elif wanted == 0:
             await r.host.stop(ref.uid)
             r.running = None
+        if r.running is not None:
+            # Kamaji's soot manager: the kubeadm phases follow the TCP (a new network profile, kubelet
+            # patches); the host writes them only when they changed.
+            await r.host.apply_kubeadm(ref.uid, model.kubeadm_parameters(r.tcp, r.datastore))
         ready = 1 if r.running else 0
         deployment.update(readyReplicas=ready, availableReplicas=ready, updatedReplicas=ready)
         r.set_status("kubernetesResources.deployment", deployment)
