@@ -209,3 +209,40 @@ def test_an_applied_zero_value_undoes_a_stored_one_and_stays_owned(kubectl: Kube
     # Go's encoder leaves the omitempty false out; the applier still owns the field
     assert "paused" not in stored["spec"]
     assert "f:paused" in _owners(stored)["kubectl"]["fieldsV1"]["f:spec"]
+
+
+def test_a_field_manager_name_must_be_short_and_printable(
+    kubectl: Kubectl, apiserver: RunningAPIServer
+) -> None:
+    """kube's ValidateFieldManager on create, update and patch: at most 128 bytes, printable characters
+    only (a bad one named by its byte offset), each a 422 for the request's options."""
+    long_name = "m" * 129
+    created = kubectl("create", "configmap", "fm-long", f"--field-manager={long_name}", check=False)
+    assert created.returncode == 1
+    assert (
+        'error: failed to create configmap: CreateOptions.meta.k8s.io "" is invalid: fieldManager: Too long: must have at most 128 bytes'
+        in created.stderr
+    )
+    kubectl("create", "configmap", "fm-ok", f"--field-manager={'m' * 128}")
+    applied = kubectl(
+        "apply", "--server-side", "--field-manager=é\tx", "-f", "-",
+        input=_configmap("fm-tab", {"k": "v"}), check=False,
+    )  # fmt: skip
+    assert applied.returncode == 1
+    assert 'fieldManager: Invalid value: "é\\tx": invalid character U+0009 (at position 2)' in applied.stderr
+    api = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(str(apiserver.kubeconfig)))
+    current = api.read_namespaced_config_map("fm-ok", "default")
+    with pytest.raises(kubernetes.client.ApiException) as caught:
+        api.replace_namespaced_config_map("fm-ok", "default", current, field_manager="a\x00b")
+    status = json.loads(caught.value.body)
+    assert (status["code"], status["reason"], status["details"]["kind"]) == (422, "Invalid", "UpdateOptions")
+    assert status["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": 'Invalid value: "a\\x00b": invalid character U+0000 (at position 1)',
+            "field": "fieldManager",
+        }
+    ]
+    assert api.read_namespaced_config_map("fm-ok", "default").metadata.resource_version == (
+        current.metadata.resource_version
+    )

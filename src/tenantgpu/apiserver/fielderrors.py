@@ -38,6 +38,30 @@ def show(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def go_quote(text: str) -> str:
+    """`text` as Go's %q writes it: printable characters kept, others escaped (`\\x00`, `\\u200b`)."""
+    out = ['"']
+    for char in text:
+        code = ord(char)
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif char in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[char])
+        elif char.isprintable():
+            out.append(char)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
 def required(path: str, detail: str = "") -> Cause:
     return Cause("FieldValueRequired", "Required value" + (f": {detail}" if detail else ""), path)
 

@@ -27,7 +27,7 @@ from urllib.parse import unquote
 import yaml
 from aiohttp import web
 
-from tenantgpu.apiserver import discovery, errors, health, openapi, podexec
+from tenantgpu.apiserver import discovery, errors, fielderrors, health, openapi, podexec
 from tenantgpu.apiserver.admission import (
     AdmissionChain,
     AdmissionPlugin,
@@ -166,26 +166,52 @@ def _warning_value(text: str) -> str:
     return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _manager(request: web.Request) -> str:
-    return manager_name(request.query.get("fieldManager"), request.headers.get("User-Agent", ""))
+FIELD_MANAGER_MAX_LENGTH = 128  # kube's FieldManagerMaxLength, in bytes
+
+
+def _field_manager_causes(name: str) -> list[dict[str, str]]:
+    """kube's ValidateFieldManager: at most 128 bytes, and only printable characters (each named with
+    its byte offset, as Go's range over a string counts)."""
+    causes = []
+    if len(name.encode()) > FIELD_MANAGER_MAX_LENGTH:
+        causes.append(fielderrors.too_long("fieldManager", FIELD_MANAGER_MAX_LENGTH).to_status_cause())
+    offset = 0
+    for char in name:
+        if not char.isprintable():
+            detail = f"invalid character U+{ord(char):04X} (at position {offset})"
+            message = f"Invalid value: {fielderrors.go_quote(name)}: {detail}"
+            causes.append({"reason": "FieldValueInvalid", "message": message, "field": "fieldManager"})
+        offset += len(char.encode())
+    return causes
+
+
+def _manager(request: web.Request, options: str = "") -> str:
+    """The request's field manager; with `options` (CreateOptions, UpdateOptions), a bad `fieldManager`
+    is kube's 422 for those options."""
+    given = request.query.get("fieldManager") or ""
+    if options and given:
+        causes = _field_manager_causes(given)
+        if causes:
+            raise errors.invalid(options, "", "meta.k8s.io", causes)
+    return manager_name(given or None, request.headers.get("User-Agent", ""))
 
 
 def _patch_options(request: web.Request, applying: bool) -> bool:
-    """kube's PatchOptions checks: an apply needs a fieldManager; only an apply may force. The force."""
+    """kube's PatchOptions checks: an apply needs a fieldManager; only an apply may force; the field
+    manager's name. The force."""
     given = request.query.get("force")
+    causes = _field_manager_causes(request.query.get("fieldManager") or "")
     if applying and not request.query.get("fieldManager"):
-        raise errors.invalid(
-            "PatchOptions",
-            "",
-            "meta.k8s.io",
-            [
-                {
-                    "reason": "FieldValueRequired",
-                    "message": "Required value: is required for apply patch",
-                    "field": "fieldManager",
-                }
-            ],
+        causes.insert(
+            0,
+            {
+                "reason": "FieldValueRequired",
+                "message": "Required value: is required for apply patch",
+                "field": "fieldManager",
+            },
         )
+    if causes:
+        raise errors.invalid("PatchOptions", "", "meta.k8s.io", causes)
     if given is None:
         return False
     if not applying:
@@ -1200,23 +1226,25 @@ class APIServer(SubresourceHandlers):
             body = await self._decode_body(request)
             name = ((body or {}).get("metadata") or {}).get("name", "")
             return await self._bind(request, target.namespace, name, body, user)
+        manager = _manager(request, "CreateOptions")
         body = await self._decode_body(request)
         empty_overhead = _empty_pod_overhead(kind, body)
         warnings = self._check_fields(request, kind, body)
         if empty_overhead:
             body["spec"]["overhead"] = {}
         entry = await self.registry.create(
-            kind, target.namespace, body, user, dry_run=self._dry_run(request), manager=_manager(request)
+            kind, target.namespace, body, user, dry_run=self._dry_run(request), manager=manager
         )
         warnings += _strategy_warnings(kind, entry.obj, None)
         return _warned(self._render(request, kind, entry, 201), warnings)
 
     async def _verb_update(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
+        manager = _manager(request, "UpdateOptions")
         body = await self._decode_body(request)
         dry_run = self._dry_run(request)
         if target.subresource == "scale":
-            return await self._update_scale(target, lambda _scale: body, user, dry_run, _manager(request))
+            return await self._update_scale(target, lambda _scale: body, user, dry_run, manager)
         warnings = self._check_fields(request, kind, body)
         old = self._warning_base(target)
         entry = await self.registry.update(
@@ -1227,7 +1255,7 @@ class APIServer(SubresourceHandlers):
             user,
             subresource=target.subresource,
             dry_run=dry_run,
-            manager=_manager(request),
+            manager=manager,
         )
         if kind.strategy.warnings and not target.subresource:
             warnings += _strategy_warnings(kind, entry.obj, old)
