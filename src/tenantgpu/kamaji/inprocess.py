@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from ssl import SSLContext
@@ -216,28 +216,17 @@ class InProcessHost:
         running.egress.target = proxy.egress
         log.info("tenant %s/%s: konnectivity server on %s", instance.namespace, instance.name, proxy.address)
 
-    def _write_agent(self, running: _Running, agent: AgentSpec) -> None:
-        """Kamaji's agent objects into the tenant, in the background: they need the tenant's controller
-        duties' client, which comes up right behind the API server."""
+    @staticmethod
+    def _write_agent(running: _Running, agent: AgentSpec) -> None:
+        """Kamaji's agent objects into the tenant, in the background (see `_behind_services`)."""
         if agent == running.agent:
             return
         running.agent = agent
-        if running.agent_task is not None:
-            running.agent_task.cancel()
-        running.agent_task = asyncio.create_task(
-            self._apply_agent(running, agent), name=f"konnectivity-agent-{running.instance.name}"
+        running.agent_task = _replaced(
+            running.agent_task,
+            _behind_services(running, "writing the konnectivity agent", lambda c: apply_agent(c, agent)),
+            f"konnectivity-agent-{running.instance.name}",
         )
-
-    @staticmethod
-    async def _apply_agent(running: _Running, agent: AgentSpec) -> None:
-        """Written as Kamaji's reconciler writes it: tried again after a failure, 1 s doubling to 30 s."""
-        if running.services_task is not None:
-            await asyncio.shield(running.services_task)
-        services = running.services
-        if services is not None:
-            await _until_done(
-                running, "writing the konnectivity agent", lambda: apply_agent(services.client, agent)
-            )
 
     async def apply_kubeadm(self, key: str, params: KubeadmParameters) -> None:
         """Kamaji's soot manager runs its kubeadm phases again when the TCP changes; unchanged
@@ -252,26 +241,14 @@ class InProcessHost:
         if params == running.kubeadm:
             return
         running.kubeadm = params
-        if running.kubeadm_task is not None:
-            running.kubeadm_task.cancel()
-        running.kubeadm_task = asyncio.create_task(
-            InProcessHost._apply_kubeadm(running, params), name=f"kubeadm-phases-{running.instance.name}"
+        server, ca_pem = running.server.url, running.instance.ca.cert_pem
+        running.kubeadm_task = _replaced(
+            running.kubeadm_task,
+            _behind_services(
+                running, "kubeadm's phases", lambda c: apply_kubeadm_phases(c, server, ca_pem, params)
+            ),
+            f"kubeadm-phases-{running.instance.name}",
         )
-
-    @staticmethod
-    async def _apply_kubeadm(running: _Running, params: KubeadmParameters) -> None:
-        """With the controller duties' client (the admin's rights), tried again after a failure as
-        Kamaji's reconciler requeues."""
-        if running.services_task is not None:
-            await asyncio.shield(running.services_task)
-        services = running.services
-        if services is not None:
-            server, ca_pem = running.server.url, running.instance.ca.cert_pem
-            await _until_done(
-                running,
-                "kubeadm's phases",
-                lambda: apply_kubeadm_phases(services.client, server, ca_pem, params),
-            )
 
     async def stop_konnectivity(self, key: str, *, remove_agent: bool = False) -> None:
         async with self._lock(key):
@@ -356,6 +333,28 @@ class InProcessHost:
     async def stop_all(self) -> None:
         for key in list(self._running):
             await self.stop(key)
+
+
+def _replaced(
+    old: asyncio.Task[None] | None, work: Coroutine[Any, Any, None], name: str
+) -> asyncio.Task[None]:
+    """A newer write of the same objects supersedes one still in progress."""
+    if old is not None:
+        old.cancel()
+    return asyncio.create_task(work, name=name)
+
+
+async def _behind_services(
+    running: _Running, what: str, write: Callable[[KubeClient], Awaitable[None]]
+) -> None:
+    """What Kamaji writes into a tenant needs the tenant's controller duties' client (the admin's
+    rights), which comes up right behind the API server; written as Kamaji's reconciler writes it: tried
+    again after a failure, 1 s doubling to 30 s."""
+    if running.services_task is not None:
+        await asyncio.shield(running.services_task)
+    services = running.services
+    if services is not None:
+        await _until_done(running, what, lambda: write(services.client))
 
 
 async def _until_done(running: _Running, what: str, attempt: Callable[[], Awaitable[None]]) -> None:
