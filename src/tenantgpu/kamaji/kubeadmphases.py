@@ -39,6 +39,7 @@ from __future__ import annotations
 import base64
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -148,59 +149,23 @@ def bootstrap_token_phase(server: str, ca_pem: bytes) -> list[tuple[str, Obj]]:
                 "kube-apiserver-kubelet-client",
             ),
         ),
-        (
-            "configmaps",
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": CLUSTER_INFO, "namespace": KUBE_PUBLIC},
-                "data": {KUBECONFIG_KEY: cluster_info_kubeconfig(server, ca_pem)},
-            },
-        ),
-        (
-            "roles",
-            {
-                "apiVersion": RBAC,
-                "kind": "Role",
-                "metadata": {"name": CLUSTER_INFO_ROLE, "namespace": KUBE_PUBLIC},
-                "rules": [
-                    {
-                        "apiGroups": [""],
-                        "resources": ["configmaps"],
-                        "resourceNames": [CLUSTER_INFO],
-                        "verbs": ["get"],
-                    }
-                ],
-            },
-        ),
-        (
-            "rolebindings",
-            {
-                "apiVersion": RBAC,
-                "kind": "RoleBinding",
-                "metadata": {"name": CLUSTER_INFO_ROLE, "namespace": KUBE_PUBLIC},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "Role",
-                    "name": CLUSTER_INFO_ROLE,
-                },
-                "subjects": [
-                    {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:anonymous"}
-                ],
-            },
-        ),
+        _configmap(CLUSTER_INFO, KUBE_PUBLIC, KUBECONFIG_KEY, cluster_info_kubeconfig(server, ca_pem)),
+        *_configmap_reader(CLUSTER_INFO_ROLE, KUBE_PUBLIC, CLUSTER_INFO, [("User", "system:anonymous")]),
     ]
 
 
-def _configmap_reader(name: str, configmap: str, groups: tuple[str, ...]) -> list[tuple[str, Obj]]:
-    """Role `name` that may get one kube-system ConfigMap, and its RoleBinding for `groups`."""
+def _configmap_reader(
+    name: str, namespace: str, configmap: str, subjects: list[tuple[str, str]]
+) -> list[tuple[str, Obj]]:
+    """Role `name` that may get one ConfigMap of `namespace`, and its RoleBinding for `subjects`
+    ((kind, name) pairs)."""
     return [
         (
             "roles",
             {
                 "apiVersion": RBAC,
                 "kind": "Role",
-                "metadata": {"name": name, "namespace": KUBE_SYSTEM},
+                "metadata": {"name": name, "namespace": namespace},
                 "rules": [
                     {
                         "apiGroups": [""],
@@ -216,9 +181,9 @@ def _configmap_reader(name: str, configmap: str, groups: tuple[str, ...]) -> lis
             {
                 "apiVersion": RBAC,
                 "kind": "RoleBinding",
-                "metadata": {"name": name, "namespace": KUBE_SYSTEM},
+                "metadata": {"name": name, "namespace": namespace},
                 "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": name},
-                "subjects": [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": group} for group in groups],
+                "subjects": [{"apiGroup": RBAC_GROUP, "kind": kind, "name": who} for kind, who in subjects],
             },
         ),
     ]
@@ -241,7 +206,12 @@ def upload_config_kubeadm_phase(params: KubeadmParameters, endpoint: str) -> lis
     document = go_yaml(cluster_configuration(params, endpoint))
     return [
         _configmap(KUBEADM_CONFIG, KUBE_SYSTEM, KUBEADM_CONFIG_KEY, document),
-        *_configmap_reader(KUBEADM_CONFIG_ROLE, KUBEADM_CONFIG, (BOOTSTRAP_GROUP, NODES_GROUP)),
+        *_configmap_reader(
+            KUBEADM_CONFIG_ROLE,
+            KUBE_SYSTEM,
+            KUBEADM_CONFIG,
+            [("Group", BOOTSTRAP_GROUP), ("Group", NODES_GROUP)],
+        ),
     ]
 
 
@@ -251,7 +221,12 @@ def upload_config_kubelet_phase(params: KubeadmParameters) -> list[tuple[str, Ob
     document = go_yaml(kubelet_configuration(params))
     return [
         _configmap(KUBELET_CONFIG, KUBE_SYSTEM, KUBELET_CONFIG_KEY, document),
-        *_configmap_reader(KUBELET_CONFIG_ROLE, KUBELET_CONFIG, (NODES_GROUP, BOOTSTRAP_GROUP)),
+        *_configmap_reader(
+            KUBELET_CONFIG_ROLE,
+            KUBE_SYSTEM,
+            KUBELET_CONFIG,
+            [("Group", NODES_GROUP), ("Group", BOOTSTRAP_GROUP)],
+        ),
     ]
 
 
@@ -264,8 +239,7 @@ async def apply_kubeadm_phases(
     client: KubeClient, server: str, ca_pem: bytes, params: KubeadmParameters
 ) -> None:
     """Kamaji's four phases, in its order; the endpoint is the advertised address at the server's port."""
-    port = server.rsplit(":", 1)[1].split("/")[0]
-    objects = upload_config_kubeadm_phase(params, f"{params.address}:{port}")
+    objects = upload_config_kubeadm_phase(params, f"{params.address}:{urlsplit(server).port}")
     try:
         objects += upload_config_kubelet_phase(params)
     except KubeletConfigurationError as err:

@@ -54,6 +54,13 @@ from tenantgpu.controlplane.bootstrapsigner import (
     SIGNATURE_PREFIX,
     detached_signature,
 )
+from tenantgpu.kamaji.kubeadmphases import (
+    KUBE_SYSTEM,
+    KUBEADM_CONFIG,
+    KUBEADM_CONFIG_KEY,
+    KUBELET_CONFIG,
+    KUBELET_CONFIG_KEY,
+)
 from tenantgpu.kubeclient import ApiError, KubeClient, KubeConfig
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -188,11 +195,6 @@ async def discover(
         await anonymous.close()
 
 
-KUBE_SYSTEM = "kube-system"
-KUBEADM_CONFIG = "kubeadm-config"
-CLUSTER_CONFIGURATION_KEY = "ClusterConfiguration"
-KUBELET_CONFIG = "kubelet-config"
-KUBELET_CONFIG_KEY = "kubelet"
 KUBELET_CONFIG_FILE = "config.yaml"  # kubeadm writes /var/lib/kubelet/config.yaml
 DEFAULT_MAX_PODS = 110
 
@@ -205,10 +207,10 @@ async def fetch_kubelet_configuration(bootstrap: KubeClient) -> str:
         kubeadm = await bootstrap.get("configmaps", KUBEADM_CONFIG, KUBE_SYSTEM)
     except ApiError as err:
         raise DiscoveryError(f"{prefix}: failed to get config map: {err.message or err.reason}") from None
-    if CLUSTER_CONFIGURATION_KEY not in (kubeadm.get("data") or {}):
+    if KUBEADM_CONFIG_KEY not in (kubeadm.get("data") or {}):
         raise DiscoveryError(
             f"{prefix}: unexpected error when reading kubeadm-config ConfigMap: "
-            f"{CLUSTER_CONFIGURATION_KEY} key value pair missing"
+            f"{KUBEADM_CONFIG_KEY} key value pair missing"
         )
     try:
         kubelet = await bootstrap.get("configmaps", KUBELET_CONFIG, KUBE_SYSTEM)
