@@ -14,12 +14,12 @@ Role, ClusterRole or binding changes (the watch cache counts its changes).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenantgpu.apiserver.auth import SERVICE_ACCOUNT_PREFIX, Attributes, UserInfo
+from tenantgpu.apiserver.fielderrors import go_quote
 
 if TYPE_CHECKING:
     from tenantgpu.apiserver.registry import Registry
@@ -165,11 +165,6 @@ def compact_rules(rules: Sequence[Obj]) -> list[Obj]:
         else:
             held["verbs"] += _strings(rule.get("verbs"))
     return compacted + list(simple.values())
-
-
-def go_quote(text: str) -> str:
-    """Go's %q of a string (for the printable text kube's messages carry)."""
-    return json.dumps(text, ensure_ascii=False)
 
 
 def go_quote_list(values: Iterable[str]) -> str:

@@ -1257,9 +1257,7 @@ class APIServer(SubresourceHandlers):
             dry_run=dry_run,
             manager=manager,
         )
-        if kind.strategy.warnings and not target.subresource:
-            warnings += _strategy_warnings(kind, entry.obj, old)
-        return _warned(self._render(request, kind, entry), warnings)
+        return self._updated(request, target, entry, old, warnings)
 
     async def _verb_patch(self, request: web.Request, target: Target, user: UserInfo) -> web.StreamResponse:
         kind = target.kind
@@ -1331,6 +1329,14 @@ class APIServer(SubresourceHandlers):
             changes=patched_fields(patch, content_type),
             manager=_manager(request),
         )
+        return self._updated(request, target, entry, old, warnings)
+
+    def _updated(
+        self, request: web.Request, target: Target, entry: Entry, old: Obj | None, warnings: list[str]
+    ) -> web.Response:
+        """The answer to a write of a stored object, with the warnings of the kind's strategy about it
+        (`old` from `_warning_base`)."""
+        kind = target.kind
         if kind.strategy.warnings and not target.subresource:
             warnings += _strategy_warnings(kind, entry.obj, old)
         return _warned(self._render(request, kind, entry), warnings)
@@ -1382,9 +1388,7 @@ class APIServer(SubresourceHandlers):
             subresource=target.subresource,
             dry_run=dry_run,
         )
-        if kind.strategy.warnings and not target.subresource:
-            warnings += _strategy_warnings(kind, entry.obj, old)
-        return _warned(self._render(request, kind, entry), warnings)
+        return self._updated(request, target, entry, old, warnings)
 
     def _check_fields(
         self,
