@@ -1428,3 +1428,57 @@ def test_a_containers_environment_is_built_as_the_kubelet_builds_it(lab: Running
         timeout=40,
     )
     assert "LATER=now" in lab.kubectl("tenant-b", "logs", "waiting").stdout
+
+
+def test_kamajis_coredns_and_kube_proxy_addons_run_on_the_tenants_workers(lab: RunningLab) -> None:
+    """A TCP edited with kubectl to ask for Kamaji's CoreDNS and kube-proxy add-ons: kubeadm's workloads
+    run on the tenant's workers (kube-proxy in the node's network, with the node's address), and they
+    leave when the add-ons are switched off."""
+
+    def patch(body: str, patch_type: str = "merge") -> None:
+        lab.kubectl("management", "patch", "tcp", "tenant-a", "--type", patch_type, "-p", body)
+
+    def system(selector: str) -> list[dict[str, Any]]:
+        return lab.pods_in("tenant-a", "kube-system", selector)
+
+    def running(selector: str, count: int) -> Callable[[], list[dict[str, Any]]]:
+        def probe() -> list[dict[str, Any]]:
+            pods = system(selector)
+            return pods if len(pods) == count and all(phase(p) == "Running" for p in pods) else []
+
+        return probe
+
+    patch('{"spec":{"addons":{"coreDNS":{},"kubeProxy":{}}}}')
+    try:
+        dns = wait_for("two CoreDNS pods Running", running("k8s-app=kube-dns", 2), timeout=60)
+        assert {p["spec"]["containers"][0]["image"] for p in dns} == {
+            "registry.k8s.io/coredns/coredns:v1.14.2"
+        }
+        nodes = json.loads(lab.kubectl("tenant-a", "get", "nodes", "-o", "json").stdout)["items"]
+        proxies = wait_for(
+            "a kube-proxy on every node", running("k8s-app=kube-proxy", len(nodes)), timeout=60
+        )
+        for pod in proxies:
+            assert pod["status"]["podIP"] == pod["status"]["hostIP"]  # hostNetwork: the node's address
+        service = json.loads(
+            lab.kubectl("tenant-a", "get", "service", "kube-dns", "-n", "kube-system", "-o", "json").stdout
+        )
+        assert service["spec"]["clusterIP"] == "10.96.0.10"
+        status = json.loads(lab.kubectl("management", "get", "tcp", "tenant-a", "-o", "json").stdout)[
+            "status"
+        ]
+        assert status["addons"]["coreDNS"]["enabled"] and status["addons"]["kubeProxy"]["enabled"]
+    finally:
+        patch(
+            '[{"op":"remove","path":"/spec/addons/coreDNS"},{"op":"remove","path":"/spec/addons/kubeProxy"}]',
+            "json",
+        )
+    wait_for(
+        "the add-ons' pods gone",
+        lambda: not system("k8s-app=kube-dns") and not system("k8s-app=kube-proxy"),
+        timeout=60,
+    )
+    assert (
+        lab.kubectl("tenant-a", "get", "service", "kube-dns", "-n", "kube-system", check=False).returncode
+        != 0
+    )

@@ -220,3 +220,42 @@ def test_a_deployment_whose_account_is_missing_says_so_until_it_exists(
             and _failure(apps.read_namespaced_deployment("web", "apps").status.conditions) is None
         ),
     )
+
+
+def test_a_daemonset_refused_for_a_missing_account_gets_its_pods_once_it_exists(
+    kubectl: Kubectl, core: kubernetes.client.CoreV1Api, apiserver: RunningAPIServer
+) -> None:
+    """kube's DaemonSet controller queues the set again after a refused create (syncNodes returns the
+    errors): a workload written before its ServiceAccount, as Kamaji writes its kube-proxy add-on,
+    gets its pods once the account is there."""
+    apps = kubernetes.client.AppsV1Api(kubernetes.config.new_client_from_config(str(apiserver.kubeconfig)))
+    core.create_node({"metadata": {"name": "ds-node", "labels": {"kubernetes.io/hostname": "ds-node"}}})
+    kubectl("create", "namespace", "daemons")
+    apps.create_namespaced_daemon_set(
+        "daemons",
+        {
+            "metadata": {"name": "proxy"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "proxy"}},
+                "template": {
+                    "metadata": {"labels": {"app": "proxy"}},
+                    "spec": {
+                        "serviceAccountName": "proxy",
+                        "containers": [{"name": "main", "image": "proxy"}],
+                    },
+                },
+            },
+        },
+    )
+    refused = _wait_for(
+        "FailedCreate event",
+        lambda: core.list_namespaced_event("daemons", field_selector="reason=FailedCreate").items,
+    )
+    assert refused[0].involved_object.kind == "DaemonSet"
+    assert refused[0].message == (
+        'Error creating: pods "proxy-" is forbidden: error looking up service account daemons/proxy: '
+        'serviceaccount "proxy" not found'
+    )
+    kubectl("create", "serviceaccount", "proxy", "-n", "daemons")
+    pods = _wait_for("the daemon pod", lambda: core.list_namespaced_pod("daemons").items)
+    assert pods[0].spec.service_account_name == "proxy"

@@ -8,7 +8,7 @@ import base64
 import copy
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +36,6 @@ Obj = dict[str, Any]
 
 def _plane(root: Path) -> ManagementPlane:
     return ManagementPlane(root / "datastore.sqlite", root / "pki", root / "management.kubeconfig")
-
-
-@pytest.fixture
-async def plane(tmp_path: Path) -> AsyncIterator[ManagementPlane]:
-    p = _plane(tmp_path)
-    await p.start()
-    await p.client.create(model.DATASTORES, model.datastore())
-    yield p
-    await p.stop()
 
 
 async def _wait_for(

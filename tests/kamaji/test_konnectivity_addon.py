@@ -4,16 +4,14 @@ is switched off (facts: Kamaji's internal/resources/konnectivity/agent.go and it
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import tempfile
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes
-import pytest
 
+from kamaji_wire import eventually, tcp_matching
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.konnectivityagent import (
     AgentSpec,
@@ -115,37 +113,6 @@ def test_deployment_mode_takes_its_replicas_and_an_update_keeps_what_the_server_
 # ---- over the wire: the management plane's controller writes into a real tenant API server
 
 
-@pytest.fixture
-async def plane(tmp_path: Path) -> AsyncIterator[ManagementPlane]:
-    p = ManagementPlane(tmp_path / "datastore.sqlite", tmp_path / "pki", tmp_path / "management.kubeconfig")
-    await p.start()
-    await p.client.create(model.DATASTORES, model.datastore())
-    yield p
-    await p.stop()
-
-
-async def _tcp_matching(plane: ManagementPlane, check: Callable[[Obj], bool], timeout: float = 10.0) -> Obj:
-    deadline = asyncio.get_running_loop().time() + timeout
-    tcp: Obj = {}
-    while asyncio.get_running_loop().time() < deadline:
-        tcp = await plane.client.get(model.TENANT_CONTROL_PLANES, "tenant-a", "default")
-        if check(tcp):
-            return tcp
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"the TCP never matched; last status: {tcp.get('status')}")
-
-
-async def _eventually(probe: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        found = await asyncio.to_thread(probe)
-        if found:
-            return found
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"never: {what}")
-        await asyncio.sleep(0.05)
-
-
 class _Tenant:
     """The tenant as its admin sees it through the official client."""
 
@@ -199,11 +166,11 @@ async def test_a_ready_tenant_has_kamaji_s_agent_objects_and_they_follow_the_tcp
     await plane.client.create(
         model.TENANT_CONTROL_PLANES, model.tenant_control_plane("tenant-a", version="v1.31.4")
     )
-    tcp = await _tcp_matching(plane, lambda t: model.version_status(t) == "Ready")
+    tcp = await tcp_matching(plane, lambda t: model.version_status(t) == "Ready")
     secret = await plane.client.get(model.SECRETS, "tenant-a-admin-kubeconfig", "default")
     tenant = _Tenant(base64.b64decode(secret["data"]["admin.conf"]).decode())
 
-    ds = await _eventually(tenant.daemonset, "the agent DaemonSet")
+    ds = await eventually(tenant.daemonset, "the agent DaemonSet")
     port = tcp["status"]["addons"]["konnectivity"]["service"]["port"]
     args = ds.spec.template.spec.containers[0].args
     assert f"--proxy-server-port={port}" in args and "--proxy-server-host=127.0.0.1" in args
@@ -211,10 +178,10 @@ async def test_a_ready_tenant_has_kamaji_s_agent_objects_and_they_follow_the_tcp
         ds.spec.template.spec.containers[0].image == "registry.k8s.io/kas-network-proxy/proxy-agent:v0.31.0"
     )
     assert ds.metadata.labels["kamaji.clastix.io/name"] == "tenant-a"
-    binding = await _eventually(tenant.binding, "the ClusterRoleBinding")
+    binding = await eventually(tenant.binding, "the ClusterRoleBinding")
     assert binding.role_ref.name == "system:auth-delegator"
     assert [(s.kind, s.name) for s in binding.subjects] == [("User", "system:konnectivity-server")]
-    account = await _eventually(tenant.account, "the ServiceAccount")
+    account = await eventually(tenant.account, "the ServiceAccount")
     assert account.metadata.labels["kamaji.clastix.io/component"] == "konnectivity-sa"
     status = tcp["status"]["addons"]["konnectivity"]
     assert status["agent"] == {"name": "konnectivity-agent", "namespace": "kube-system", "mode": "DaemonSet"}
@@ -224,10 +191,10 @@ async def test_a_ready_tenant_has_kamaji_s_agent_objects_and_they_follow_the_tcp
     await _patch_agent(
         plane, {"spec": {"addons": {"konnectivity": {"agent": {"mode": "Deployment", "replicas": 2}}}}}
     )
-    deployment = await _eventually(tenant.deployment, "the agent Deployment")
+    deployment = await eventually(tenant.deployment, "the agent Deployment")
     assert deployment.spec.replicas == 2
-    await _eventually(lambda: tenant.daemonset() is None, "the DaemonSet gone")
-    await _tcp_matching(
+    await eventually(lambda: tenant.daemonset() is None, "the DaemonSet gone")
+    await tcp_matching(
         plane, lambda t: t["status"]["addons"]["konnectivity"]["agent"]["mode"] == "Deployment"
     )
 
@@ -239,11 +206,11 @@ async def test_a_ready_tenant_has_kamaji_s_agent_objects_and_they_follow_the_tcp
         "default",
         patch_type="json",
     )
-    await _eventually(
+    await eventually(
         lambda: tenant.deployment() is None and tenant.binding() is None and tenant.account() is None,
         "the add-on's objects gone",
     )
-    await _tcp_matching(plane, lambda t: t["status"]["addons"]["konnectivity"] == {"enabled": False})
+    await tcp_matching(plane, lambda t: t["status"]["addons"]["konnectivity"] == {"enabled": False})
     await _patch_agent(plane, {"spec": {"addons": {"konnectivity": {"server": {"port": 8132}}}}})
-    again = await _eventually(tenant.daemonset, "the DaemonSet back")
+    again = await eventually(tenant.daemonset, "the DaemonSet back")
     assert f"--proxy-server-port={port}" in again.spec.template.spec.containers[0].args

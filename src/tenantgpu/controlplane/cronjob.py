@@ -280,7 +280,7 @@ class CronJobController:
         except ApiError as error:
             if error.code == 409:
                 return None  # created by an earlier sync whose result the watch has not shown yet
-            events.append(("Warning", "FailedCreate", f"Error creating job: {error}"))
+            events.append(("Warning", "FailedCreate", f"Error creating job: {error.message}"))
             return None
         events.append(("Normal", "SuccessfulCreate", f"Created job {name}"))
         return job

@@ -199,14 +199,19 @@ class DaemonSetController:
         )
         for pod in {p["metadata"]["uid"]: p for p in to_delete}.values():
             await self._delete_pod(pod, events)
+        failed: ApiError | None = None
         for name in to_create:
-            await self._create_pod(ds, name, current_hash, events)
+            failed = await self._create_pod(ds, name, current_hash, events) or failed
         await self._write_status(ds, wanted, by_node, current_hash)
         for kind, reason, message in events:
             with contextlib.suppress(ApiError):
                 await self.client.create_event(
                     ds, reason=reason, message=message, type=kind, component=COMPONENT
                 )
+        if failed is not None:
+            # kube's syncNodes returns the refusals and the DaemonSet is queued again: a pod refused for
+            # want of its ServiceAccount comes once the account is there.
+            raise failed
 
     def _surging(self, ds: dict[str, Any], running: list[dict[str, Any]], current_hash: str) -> bool:
         """An old and a new pod side by side on one node is a surge in progress, not a duplicate."""
@@ -278,7 +283,7 @@ class DaemonSetController:
 
     async def _create_pod(
         self, ds: dict[str, Any], node: str, current_hash: str, events: list[Event]
-    ) -> None:
+    ) -> ApiError | None:
         body = pod_from_template(ds)
         body["metadata"]["labels"] = {
             **body["metadata"]["labels"],
@@ -292,11 +297,12 @@ class DaemonSetController:
         try:
             pod = await self.client.create("pods", body)
         except ApiError as error:
-            events.append(("Warning", "FailedCreate", f"Error creating: {error}"))
-            return
+            events.append(("Warning", "FailedCreate", f"Error creating: {error.message}"))
+            return error
         name = pod["metadata"]["name"]
         self._expected.setdefault(ds["metadata"]["uid"], Expectations()).expect(name, self.clock())
         events.append(("Normal", "SuccessfulCreate", f"Created pod: {name}"))
+        return None
 
     async def _delete_pod(self, pod: dict[str, Any], events: list[Event]) -> None:
         meta = pod["metadata"]

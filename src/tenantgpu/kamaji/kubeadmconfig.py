@@ -69,6 +69,9 @@ class KubeadmParameters:
     etcd_endpoints: tuple[str, ...] = (KINE_ENDPOINT,)
     cgroup_driver: str = ""  # `spec.kubernetes.kubelet.cgroupfs`
     kubelet_patches: tuple[Obj, ...] = field(default=())  # `spec.kubernetes.kubelet.configurationJSONPatches`
+    # `spec.addons.coreDNS` and `spec.addons.kubeProxy` as (imageRepository, imageTag); None when absent
+    coredns: tuple[str, str] | None = None
+    kube_proxy: tuple[str, str] | None = None
 
     def to_json(self) -> Obj:
         return asdict(self)

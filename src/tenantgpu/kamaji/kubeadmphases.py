@@ -45,6 +45,7 @@ import yaml
 
 from tenantgpu.controlplane.bootstrapsigner import CLUSTER_INFO, KUBECONFIG_KEY
 from tenantgpu.controlplane.bootstrapsigner import PUBLIC_NAMESPACE as KUBE_PUBLIC
+from tenantgpu.kamaji.kubeadmaddons import apply_addons
 from tenantgpu.kamaji.kubeadmconfig import (
     KubeadmParameters,
     KubeletConfigurationError,
@@ -238,8 +239,10 @@ def cluster_admin_rbac_phase() -> list[tuple[str, Obj]]:
 async def apply_kubeadm_phases(
     client: KubeClient, server: str, ca_pem: bytes, params: KubeadmParameters
 ) -> None:
-    """Kamaji's four phases, in its order; the endpoint is the advertised address at the server's port."""
-    objects = upload_config_kubeadm_phase(params, f"{params.address}:{urlsplit(server).port}")
+    """Kamaji's four phases, in its order, then the CoreDNS and kube-proxy add-ons (`kubeadmaddons`); the
+    endpoint is the advertised address at the server's port."""
+    endpoint = f"{params.address}:{urlsplit(server).port}"
+    objects = upload_config_kubeadm_phase(params, endpoint)
     try:
         objects += upload_config_kubelet_phase(params)
     except KubeletConfigurationError as err:
@@ -249,6 +252,7 @@ async def apply_kubeadm_phases(
     objects += cluster_admin_rbac_phase()
     for resource, body in objects:
         await _create_or_update(client, resource, body)
+    await apply_addons(client, params, endpoint)
 
 
 async def _create_or_update(client: KubeClient, resource: str, body: Obj) -> None:

@@ -172,7 +172,22 @@ def kubeadm_parameters(tcp: Obj, datastore: Obj | None) -> KubeadmParameters:
         etcd_endpoints=etcd or (KINE_ENDPOINT,),
         cgroup_driver=str(kubelet.get("cgroupfs") or ""),
         kubelet_patches=tuple(kubelet.get("configurationJSONPatches") or ()),
+        coredns=_addon_image(tcp, "coreDNS"),
+        kube_proxy=_addon_image(tcp, "kubeProxy"),
     )
+
+
+def addon_enabled(tcp: Obj, addon: str) -> bool:
+    """`spec.addons.coreDNS` or `spec.addons.kubeProxy` is present (Kamaji: presence enables)."""
+    return _addon_image(tcp, addon) is not None
+
+
+def _addon_image(tcp: Obj, addon: str) -> tuple[str, str] | None:
+    """`spec.addons.<addon>` as (imageRepository, imageTag): presence enables the add-on, as in Kamaji."""
+    spec = _get(tcp, "spec", "addons", addon)
+    if not isinstance(spec, dict):
+        return None
+    return (str(spec.get("imageRepository") or ""), str(spec.get("imageTag") or ""))
 
 
 def previous_port(tcp: Obj) -> int:

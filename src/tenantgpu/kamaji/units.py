@@ -23,6 +23,7 @@ from tenantgpu.kamaji.host import (
     schema_taken,
 )
 from tenantgpu.kamaji.konnectivityagent import AGENT_NAME, AGENT_NAMESPACE, CLUSTER_ROLE_BINDING, agent_spec
+from tenantgpu.kamaji.kubeadmaddons import COREDNS_ADDON, KUBE_PROXY_ADDON
 from tenantgpu.kamaji.kubeconfig import admin_kubeconfig, current_cluster, dump_kubeconfig
 from tenantgpu.kamaji.model import Obj, TenantRef
 from tenantgpu.kubeclient import ApiError, KubeClient
@@ -521,6 +522,30 @@ class KonnectivityUnit:
         await r.host.stop_konnectivity(r.ref.uid)
 
 
+class KubeadmAddonsUnit:
+    """Kamaji's CoreDNS and kube-proxy add-ons (`spec.addons.coreDNS`, `spec.addons.kubeProxy`). Their
+    objects go into the tenant with the kubeadm phases (`kubeadmaddons`), which follow the TCP; the
+    status says which add-ons are on and since when, as Kamaji's `AddonStatus` does. A tenant that does
+    not run keeps the status it had."""
+
+    name = "kubeadm-addons"
+
+    async def ensure(self, r: Reconciliation) -> None:
+        for addon in (COREDNS_ADDON, KUBE_PROXY_ADDON):
+            previous = _status_at(r.tcp, f"addons.{addon}") or {"enabled": False}
+            wanted = model.addon_enabled(r.tcp, addon)
+            if r.running is not None and bool(previous.get("enabled")) != wanted:
+                now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+                r.set_status(
+                    f"addons.{addon}", {"enabled": wanted, "lastUpdate": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
+                )
+            else:
+                r.set_status(f"addons.{addon}", previous)
+
+    async def clean_up(self, r: Reconciliation) -> None:
+        """The tenant's objects go with its data."""
+
+
 def default_units() -> list[Unit]:
     """The units in the order a tenant comes up; clean-up runs them in reverse."""
     return [
@@ -531,5 +556,6 @@ def default_units() -> list[Unit]:
         ServiceAccountKeyUnit(),
         APIServerUnit(),
         KonnectivityUnit(),
+        KubeadmAddonsUnit(),
         AdminKubeconfigUnit(),
     ]

@@ -210,15 +210,19 @@ class KubeClient:
         patch_type: PatchType = "merge",
         subresource: str | None = None,
         field_manager: str | None = None,
+        force: bool = False,
         decode: bool = True,
     ) -> dict[str, Any]:
-        """PATCH; returns the patched object ({} with `decode=False`, see `request`)."""
+        """PATCH; returns the patched object ({} with `decode=False`, see `request`). `force` takes the
+        fields a server-side apply would conflict on."""
         rk = resource_kind(resource)
-        params = {"fieldManager": field_manager} if field_manager else None
+        params = {"fieldManager": field_manager} if field_manager else {}
+        if force:
+            params["force"] = "true"
         return await self.request(
             "PATCH",
             rk.path(namespace, name, subresource),
-            params=params,
+            params=params or None,
             body=patch,
             content_type=_PATCH_CONTENT_TYPES[patch_type],
             decode=decode,

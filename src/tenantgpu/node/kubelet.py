@@ -954,7 +954,10 @@ class Kubelet:
                 return
             if self.container_start_seconds:
                 await asyncio.sleep(self.container_start_seconds)
-            self._claim_ip(record, self._allocate_ip())
+            if (pod.get("spec") or {}).get("hostNetwork"):
+                record.pod_ip = self.host_ip  # in the node's network namespace: the node's address
+            else:
+                self._claim_ip(record, self._allocate_ip())
             configured = await self._configure(pod, record)
             if configured is None:
                 return
