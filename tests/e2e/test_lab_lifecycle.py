@@ -400,21 +400,39 @@ def test_a_worker_joins_with_the_command_token_create_prints(lab: LabDir, tmp_pa
     create --print-join-command` and `kubeadm join` are used with a Kamaji tenant: the worker checks the
     tenant by its CA's hash, reads the tenant's kubeadm-config and kubelet-config with the token (Kamaji
     uploaded them), asks for its certificate with the token, keeps it and acts as its node."""
+
     # The kubelet configuration the join reads decides the node's pod capacity (`maxPods`), as it does
-    # for a kubelet that kubeadm configured: an operator's edit of the ConfigMap reaches the new node.
-    kubelet_config = json.loads(
-        lab.kubectl(
+    # for a kubelet that kubeadm configured. An operator's edit of the ConfigMap is written back at once,
+    # as Kamaji's soot controller does; the TCP's kubelet patches change it, and reach the new node.
+    def kubelet_config() -> dict:
+        found = lab.kubectl(
             lab.tenant("tenant-b"), "get", "configmap", "kubelet-config", "-n", "kube-system", "-o", "json"
         ).stdout
-    )
-    document = yaml.safe_load(kubelet_config["data"]["kubelet"])
+        return json.loads(found)
+
+    def max_pods() -> int:
+        return int(yaml.safe_load(kubelet_config()["data"]["kubelet"])["maxPods"])
+
+    edited_config = kubelet_config()
+    document = yaml.safe_load(edited_config["data"]["kubelet"])
     assert document["kind"] == "KubeletConfiguration" and document["maxPods"] == 110
-    kubelet_config["data"]["kubelet"] = kubelet_config["data"]["kubelet"].replace(
-        "maxPods: 110", "maxPods: 40"
-    )
+    edited_config["data"]["kubelet"] = edited_config["data"]["kubelet"].replace("maxPods: 110", "maxPods: 40")
     edited = tmp_path / "kubelet-config.json"
-    edited.write_text(json.dumps(kubelet_config))
+    edited.write_text(json.dumps(edited_config))
     lab.kubectl(lab.tenant("tenant-b"), "replace", "-f", str(edited))
+    _wait(lambda: max_pods() == 110, "the edit written back")
+    patches = '[{"op":"replace","path":"/maxPods","value":40}]'
+    lab.kubectl(
+        lab.management,
+        "patch",
+        "tcp",
+        "tenant-b",
+        "--type",
+        "merge",
+        "-p",
+        f'{{"spec":{{"kubernetes":{{"kubelet":{{"configurationJSONPatches":{patches}}}}}}}}}',
+    )
+    _wait(lambda: max_pods() == 40, "the TCP's kubelet patch in kubelet-config")
     created = lab.tenantgpu("token", "create", "tenant-b", "--print-join-command")
     assert created.returncode == 0, created.stderr
     command = created.stdout.strip().split()
@@ -467,6 +485,9 @@ def test_a_worker_joins_with_the_command_token_create_prints(lab: LabDir, tmp_pa
     again = json.loads(lab.kubectl(lab.tenant("tenant-b"), "get", "csr", "-o", "json").stdout)["items"]
     assert len(again) == len(requests)
     lab.kubectl(lab.tenant("tenant-b"), "delete", "node", "joined-b2")
+    unpatch = '[{"op":"remove","path":"/spec/kubernetes/kubelet/configurationJSONPatches"}]'
+    lab.kubectl(lab.management, "patch", "tcp", "tenant-b", "--type", "json", "-p", unpatch)
+    _wait(lambda: max_pods() == 110, "kubelet-config without the patch")
 
     # a worker told another CA's hash does not trust the tenant
     wrong = [*worker[: worker.index("--discovery-token-ca-cert-hash") + 1], "sha256:" + "0" * 64]

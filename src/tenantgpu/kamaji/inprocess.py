@@ -29,6 +29,7 @@ from tenantgpu.kamaji.host import (
 from tenantgpu.kamaji.konnectivityagent import AgentSpec, apply_agent, remove_agent
 from tenantgpu.kamaji.kubeadmconfig import KubeadmParameters
 from tenantgpu.kamaji.kubeadmphases import apply_kubeadm_phases
+from tenantgpu.kamaji.soot import WATCHED_KINDS, SootWatch
 from tenantgpu.konnectivity import ProxyServer
 from tenantgpu.kubeclient import KubeClient, KubeConfig
 from tenantgpu.node.kubeletclient import KubeletClient
@@ -64,6 +65,9 @@ class _Running:
     agent_task: asyncio.Task[None] | None = None
     kubeadm: KubeadmParameters | None = None  # the configuration last written by Kamaji's kubeadm phases
     kubeadm_task: asyncio.Task[None] | None = None
+    soot: SootWatch | None = None  # Kamaji's soot controllers' watch of what it wrote
+    rewrite_task: asyncio.Task[None] | None = None
+    rewrite_again: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -157,6 +161,7 @@ class InProcessHost:
             )
             self._running[instance.key] = running
             self._write_kubeadm(running, instance.kubeadm_parameters())
+            running.soot = SootWatch(_watched_caches(server), lambda: _rewrite_soon(running))
             log.info("tenant %s/%s: API server on %s", instance.namespace, instance.name, server.url)
             return self._report(running)
 
@@ -291,7 +296,9 @@ class InProcessHost:
             return
         await self._stop_proxy(running)
         running.stopping.set()
-        for task in (running.agent_task, running.kubeadm_task):
+        if running.soot is not None:
+            running.soot.close()
+        for task in (running.agent_task, running.kubeadm_task, running.rewrite_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(BaseException):
@@ -342,6 +349,54 @@ def _replaced(
     if old is not None:
         old.cancel()
     return asyncio.create_task(work, name=name)
+
+
+def _watched_caches(server: APIServer) -> dict[str, Any]:
+    """The tenant API server's caches of the kinds Kamaji's soot controllers watch, by resource."""
+    registry = server.registry
+    versions = {"": "v1", "apps": "v1"}
+    caches = {}
+    for group, plural in WATCHED_KINDS:
+        kind = registry.kinds.resource(group, versions.get(group, "v1"), plural)
+        if kind is not None:
+            caches[plural] = registry.cache(kind)
+    return caches
+
+
+def _rewrite_soon(running: _Running) -> None:
+    """A watched object was deleted or changed: write Kamaji's objects again, once for a burst of changes
+    (called from the API server's commit, so it only schedules)."""
+    if running.stopping.is_set():
+        return
+    running.rewrite_again = True
+    if running.rewrite_task is None or running.rewrite_task.done():
+        running.rewrite_task = asyncio.get_running_loop().create_task(
+            _rewrite(running), name=f"soot-{running.instance.name}"
+        )
+
+
+async def _rewrite(running: _Running) -> None:
+    """Kamaji's soot controllers' reconcile: the kubeadm phases with the add-ons, and the konnectivity
+    agent, as last asked for; after any first write still under way, and again while changes come."""
+    while running.rewrite_again and not running.stopping.is_set():
+        running.rewrite_again = False
+        pending = {t for t in (running.kubeadm_task, running.agent_task) if t is not None and not t.done()}
+        if pending:
+            await asyncio.wait(pending)
+        await _behind_services(running, "Kamaji's soot controllers", _soot_writes(running))
+
+
+def _soot_writes(running: _Running) -> Callable[[KubeClient], Awaitable[None]]:
+    params, agent = running.kubeadm, running.agent
+    server, ca_pem = running.server.url, running.instance.ca.cert_pem
+
+    async def write(client: KubeClient) -> None:
+        if params is not None:
+            await apply_kubeadm_phases(client, server, ca_pem, params)
+        if agent is not None:
+            await apply_agent(client, agent)
+
+    return write
 
 
 async def _behind_services(
