@@ -57,7 +57,12 @@ def test_deletions_and_changes_of_what_an_object_says_call_for_a_rewrite() -> No
     agent = _obj("konnectivity-agent", "kube-system", spec={"a": 1}, status={"ready": 0})
     assert not calls_for_rewrite("daemonsets", "MODIFIED", {**agent, "status": {"ready": 1}}, agent)
     assert calls_for_rewrite("daemonsets", "MODIFIED", {**agent, "spec": {"a": 2}}, agent)
-    # an object that stops being watched (its name is fixed, but its owner may go) still counts
+    # cluster-info signed for a token (the bootstrapsigner's key beside the phase's) is no change
+    info = _obj("cluster-info", "kube-public", data={"kubeconfig": "k"})
+    signed = {**info, "data": {"kubeconfig": "k", "jws-kubeconfig-abcdef": "sig"}}
+    assert not calls_for_rewrite("configmaps", "MODIFIED", signed, info)
+    assert calls_for_rewrite("configmaps", "MODIFIED", {**info, "data": {"kubeconfig": "x"}}, info)
+    # an object none of the controllers watches calls for nothing
     assert not calls_for_rewrite("configmaps", "DELETED", _obj("mine", "kube-system"), None)
 
 

@@ -383,6 +383,7 @@ async def _rewrite(running: _Running) -> None:
         pending = {t for t in (running.kubeadm_task, running.agent_task) if t is not None and not t.done()}
         if pending:
             await asyncio.wait(pending)
+        log.info("tenant %s: writing Kamaji's objects back after a change", running.instance.name)
         await _behind_services(running, "Kamaji's soot controllers", _soot_writes(running))
 
 

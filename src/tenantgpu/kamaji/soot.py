@@ -14,8 +14,9 @@ kubeproxy.go, konnectivity.go) and internal/resources/kubeadm_phases.go:
 
 The lab hears of those objects' changes from its API server's own caches, in its process, instead of
 through watches. Where it differs: it reacts to deletions and to changes of what an object says, not to
-creations and not to changes of status or bookkeeping (resourceVersion, managedFields), which Kamaji's
-reconcilers find to be no-ops anyway.
+creations and not to changes of status or bookkeeping (resourceVersion, managedFields), nor to keys of
+the phases' ConfigMaps other than the one each phase writes (the bootstrapsigner signs cluster-info
+beside its kubeconfig), all of which Kamaji's reconcilers find to be no-ops anyway.
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ from tenantgpu.apiserver.watchcache import Event, ResourceCache
 Obj = dict[str, Any]
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
-PHASE_CONFIGMAPS = frozenset(
-    {("kube-system", "kubeadm-config"), ("kube-system", "kubelet-config"), ("kube-public", "cluster-info")}
-)
+# each phase's ConfigMap and the key the phase writes: the bootstrapsigner's signatures beside
+# cluster-info's kubeconfig, or an operator's own keys, are no change to what Kamaji wrote
+PHASE_CONFIGMAPS = {
+    ("kube-system", "kubeadm-config"): "ClusterConfiguration",
+    ("kube-system", "kubelet-config"): "kubelet",
+    ("kube-public", "cluster-info"): "kubeconfig",
+}
 # each add-on's ClusterRoleBinding, and the kinds of what it controls that Kamaji watches
 ADDON_OWNED: dict[str, frozenset[str]] = {
     "system:coredns": frozenset({"clusterroles", "serviceaccounts", "services", "configmaps", "deployments"}),
@@ -80,10 +85,16 @@ def watched(resource: str, obj: Obj) -> bool:
     return False
 
 
-def said(obj: Obj) -> Obj:
-    """What an object says: without its status and the API server's bookkeeping."""
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _BOOKKEEPING}
-    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
+def said(resource: str, obj: Obj) -> Obj:
+    """What an object says: without its status and the API server's bookkeeping; of a phase's ConfigMap,
+    only the key the phase writes."""
+    meta = obj.get("metadata") or {}
+    if resource == "configmaps":
+        key = PHASE_CONFIGMAPS.get((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
+        if key is not None:
+            return {key: (obj.get("data") or {}).get(key)}
+    kept = {k: v for k, v in meta.items() if k not in _BOOKKEEPING}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": kept}
 
 
 def calls_for_rewrite(resource: str, event_type: str, obj: Obj, prev: Obj | None) -> bool:
@@ -93,7 +104,7 @@ def calls_for_rewrite(resource: str, event_type: str, obj: Obj, prev: Obj | None
         return watched(resource, obj)
     if event_type != "MODIFIED" or prev is None:
         return False
-    return (watched(resource, obj) or watched(resource, prev)) and said(obj) != said(prev)
+    return (watched(resource, obj) or watched(resource, prev)) and said(resource, obj) != said(resource, prev)
 
 
 class SootWatch:

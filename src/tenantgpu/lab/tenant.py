@@ -26,7 +26,7 @@ from tenantgpu.hami.install import NAMESPACE as HAMI_NAMESPACE
 from tenantgpu.hami.install import SERVICE as HAMI_SERVICE
 from tenantgpu.hami.scheduler import HamiScheduler
 from tenantgpu.hami.webhook import HamiWebhook
-from tenantgpu.kamaji.konnectivityagent import AGENT_NAME
+from tenantgpu.kamaji.konnectivityagent import AGENT_NAME, kamaji_labels
 from tenantgpu.klog import ComponentLog
 from tenantgpu.konnectivity import AgentIdentifiers, ProxyAgent
 from tenantgpu.konnectivity.agent import mapped_dial_policy
@@ -255,8 +255,11 @@ class TenantDataPlane:
     async def _ensure_agent_account(self, client: KubeClient) -> None:
         """Kamaji's controller writes this ServiceAccount too, but in the background once the tenant's
         controller duties are up; the agents ask for its tokens as soon as they start, so the operator
-        makes sure it is there (Kamaji then adds its labels)."""
-        account = {"metadata": {"name": AGENT_SERVICE_ACCOUNT, "namespace": AGENT_NAMESPACE}}
+        makes sure it is there, as Kamaji writes it (so that Kamaji's write changes nothing)."""
+        labels = kamaji_labels(self.spec.name, "konnectivity-sa")
+        account = {
+            "metadata": {"name": AGENT_SERVICE_ACCOUNT, "namespace": AGENT_NAMESPACE, "labels": labels}
+        }
         try:
             await client.create("serviceaccounts", account, AGENT_NAMESPACE)
         except ApiError as err:
