@@ -13,6 +13,8 @@ import kubernetes
 
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.plane import ManagementPlane
+from tenantgpu.kubeclient import ApiError
+from tenantgpu.kubeclient.client import PatchType
 
 Obj = dict[str, Any]
 
@@ -61,3 +63,18 @@ def found(read: Callable[[], Any]) -> Any:
         if err.status == 404:
             return None
         raise
+
+
+async def patch_tcp(
+    plane: ManagementPlane, patch: Any, patch_type: PatchType = "merge", name: str = "tenant-a"
+) -> None:
+    """Patch the TCP, again when the controller's status write raced the patch (409)."""
+    for _ in range(10):
+        try:
+            await plane.client.patch(
+                model.TENANT_CONTROL_PLANES, name, patch, "default", patch_type=patch_type
+            )
+            return
+        except ApiError as err:
+            if err.code != 409:
+                raise

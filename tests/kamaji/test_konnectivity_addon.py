@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import base64
 import tempfile
-from collections.abc import Callable
 from typing import Any
 
 import kubernetes
 
-from kamaji_wire import eventually, tcp_matching
+from kamaji_wire import eventually, found, patch_tcp, tcp_matching
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.konnectivityagent import (
     AgentSpec,
@@ -21,7 +20,6 @@ from tenantgpu.kamaji.konnectivityagent import (
     workload,
 )
 from tenantgpu.kamaji.plane import ManagementPlane
-from tenantgpu.kubeclient import ApiError
 
 Obj = dict[str, Any]
 
@@ -127,37 +125,16 @@ class _Tenant:
         self.rbac = kubernetes.client.RbacAuthorizationV1Api(api)
 
     def daemonset(self) -> Any:
-        return self._maybe(lambda: self.apps.read_namespaced_daemon_set("konnectivity-agent", "kube-system"))
+        return found(lambda: self.apps.read_namespaced_daemon_set("konnectivity-agent", "kube-system"))
 
     def deployment(self) -> Any:
-        return self._maybe(lambda: self.apps.read_namespaced_deployment("konnectivity-agent", "kube-system"))
+        return found(lambda: self.apps.read_namespaced_deployment("konnectivity-agent", "kube-system"))
 
     def binding(self) -> Any:
-        return self._maybe(lambda: self.rbac.read_cluster_role_binding("system:konnectivity-server"))
+        return found(lambda: self.rbac.read_cluster_role_binding("system:konnectivity-server"))
 
     def account(self) -> Any:
-        return self._maybe(
-            lambda: self.core.read_namespaced_service_account("konnectivity-agent", "kube-system")
-        )
-
-    @staticmethod
-    def _maybe(read: Callable[[], Any]) -> Any:
-        try:
-            return read()
-        except kubernetes.client.ApiException as err:
-            if err.status == 404:
-                return None
-            raise
-
-
-async def _patch_agent(plane: ManagementPlane, patch: Obj) -> None:
-    for _ in range(10):
-        try:
-            await plane.client.patch(model.TENANT_CONTROL_PLANES, "tenant-a", patch, "default")
-            return
-        except ApiError as err:  # the controller's status write may race a patch: try again
-            if err.code != 409:
-                raise
+        return found(lambda: self.core.read_namespaced_service_account("konnectivity-agent", "kube-system"))
 
 
 async def test_a_ready_tenant_has_kamaji_s_agent_objects_and_they_follow_the_tcp(
@@ -188,7 +165,7 @@ async def test_a_ready_tenant_has_kamaji_s_agent_objects_and_they_follow_the_tcp
     assert status["clusterrolebinding"] == {"name": "system:konnectivity-server"}
 
     # Deployment mode: the Deployment replaces the DaemonSet.
-    await _patch_agent(
+    await patch_tcp(
         plane, {"spec": {"addons": {"konnectivity": {"agent": {"mode": "Deployment", "replicas": 2}}}}}
     )
     deployment = await eventually(tenant.deployment, "the agent Deployment")
@@ -211,6 +188,6 @@ async def test_a_ready_tenant_has_kamaji_s_agent_objects_and_they_follow_the_tcp
         "the add-on's objects gone",
     )
     await tcp_matching(plane, lambda t: t["status"]["addons"]["konnectivity"] == {"enabled": False})
-    await _patch_agent(plane, {"spec": {"addons": {"konnectivity": {"server": {"port": 8132}}}}})
+    await patch_tcp(plane, {"spec": {"addons": {"konnectivity": {"server": {"port": 8132}}}}})
     again = await eventually(tenant.daemonset, "the DaemonSet back")
     assert f"--proxy-server-port={port}" in again.spec.template.spec.containers[0].args

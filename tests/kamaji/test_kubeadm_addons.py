@@ -27,7 +27,7 @@ from typing import Any
 import kubernetes
 import yaml
 
-from kamaji_wire import admin_api, eventually, found, tcp_matching
+from kamaji_wire import admin_api, eventually, found, patch_tcp, tcp_matching
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.kubeadmaddons import (
     coredns_image,
@@ -37,7 +37,6 @@ from tenantgpu.kamaji.kubeadmaddons import (
 )
 from tenantgpu.kamaji.kubeadmconfig import KubeadmParameters
 from tenantgpu.kamaji.plane import ManagementPlane
-from tenantgpu.kubeclient import ApiError
 
 Obj = dict[str, Any]
 
@@ -204,18 +203,6 @@ def test_the_tcp_model_reads_the_addons_as_kamaji_does() -> None:
 # ---- over the wire: the management plane's controller writes into a real tenant API server
 
 
-async def _patch_tcp(plane: ManagementPlane, patch: Any, patch_type: str = "merge") -> None:
-    for _ in range(10):
-        try:
-            await plane.client.patch(
-                model.TENANT_CONTROL_PLANES, "tenant-a", patch, "default", patch_type=patch_type
-            )  # type: ignore[arg-type]
-            return
-        except ApiError as err:  # the controller's status write may race a patch: try again
-            if err.code != 409:
-                raise
-
-
 async def test_the_addons_come_into_the_tenant_follow_the_tcp_and_leave_with_kamajis_label(
     plane: ManagementPlane,
 ) -> None:
@@ -268,7 +255,7 @@ async def test_the_addons_come_into_the_tenant_follow_the_tcp_and_leave_with_kam
     await asyncio.to_thread(
         apps.patch_namespaced_deployment_scale, "coredns", "kube-system", {"spec": {"replicas": 5}}
     )
-    await _patch_tcp(plane, {"spec": {"addons": {"coreDNS": {"imageRepository": "mirror.example"}}}})
+    await patch_tcp(plane, {"spec": {"addons": {"coreDNS": {"imageRepository": "mirror.example"}}}})
 
     def rewritten() -> Any:
         d = apps.read_namespaced_deployment("coredns", "kube-system")
@@ -289,7 +276,7 @@ async def test_the_addons_come_into_the_tenant_follow_the_tcp_and_leave_with_kam
         return "kamaji.clastix.io/project" not in labels
 
     await eventually(unlabelled, "kube-proxy's ConfigMap without Kamaji's label")
-    await _patch_tcp(
+    await patch_tcp(
         plane,
         [
             {"op": "remove", "path": "/spec/addons/coreDNS"},
