@@ -19,6 +19,7 @@ from tenantgpu.apiserver.hooks import Egress, NoEgress
 from tenantgpu.apiserver.pki import CertificateAuthority, ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import Datastore
+from tenantgpu.apiserver.watchcache import ResourceCache
 from tenantgpu.controlplane.manager import ControlPlaneServices
 from tenantgpu.kamaji.host import (
     ControlPlaneInstance,
@@ -351,13 +352,13 @@ def _replaced(
     return asyncio.create_task(work, name=name)
 
 
-def _watched_caches(server: APIServer) -> dict[str, Any]:
-    """The tenant API server's caches of the kinds Kamaji's soot controllers watch, by resource."""
+def _watched_caches(server: APIServer) -> dict[str, ResourceCache]:
+    """The tenant API server's caches of the kinds Kamaji's soot controllers watch, by resource (each
+    served at v1)."""
     registry = server.registry
-    versions = {"": "v1", "apps": "v1"}
     caches = {}
     for group, plural in WATCHED_KINDS:
-        kind = registry.kinds.resource(group, versions.get(group, "v1"), plural)
+        kind = registry.kinds.resource(group, "v1", plural)
         if kind is not None:
             caches[plural] = registry.cache(kind)
     return caches
