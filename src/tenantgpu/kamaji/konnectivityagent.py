@@ -252,8 +252,9 @@ def mutate_workload(current: Obj, spec: AgentSpec) -> Obj:
     return obj
 
 
-def _kamaji_owned(obj: Obj) -> bool:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(PROJECT_LABEL) == PROJECT
+def kamaji_owned(obj: Obj | None) -> bool:
+    """Whether Kamaji made the object: it carries Kamaji's project label."""
+    return obj is not None and ((obj.get("metadata") or {}).get("labels") or {}).get(PROJECT_LABEL) == PROJECT
 
 
 async def _create_or_update(client: KubeClient, resource: str, desired: Obj, current: Obj | None) -> None:
@@ -302,13 +303,13 @@ async def apply_agent(client: KubeClient, spec: AgentSpec) -> None:
     await _create_or_update(client, resource, desired, current)
     for other_kind, other in _RESOURCES.items():
         if other_kind != kind:
-            await _delete(client, other, AGENT_NAME, AGENT_NAMESPACE)
+            await delete_if_kamajis(client, other, AGENT_NAME, AGENT_NAMESPACE)
 
 
-async def _delete(client: KubeClient, resource: str, name: str, namespace: str | None) -> None:
+async def delete_if_kamajis(client: KubeClient, resource: str, name: str, namespace: str | None) -> None:
     """Delete the object if Kamaji made it (it carries Kamaji's label); leave anyone else's alone."""
     current = await client.get_if_found(resource, name, namespace)
-    if current is None or not _kamaji_owned(current):
+    if not kamaji_owned(current):
         return
     try:
         await client.delete(resource, name, namespace)
@@ -320,6 +321,6 @@ async def _delete(client: KubeClient, resource: str, name: str, namespace: str |
 async def remove_agent(client: KubeClient) -> None:
     """The add-on switched off: Kamaji deletes its objects, those that carry its label."""
     for resource in _RESOURCES.values():
-        await _delete(client, resource, AGENT_NAME, AGENT_NAMESPACE)
-    await _delete(client, "clusterrolebindings", CLUSTER_ROLE_BINDING, None)
-    await _delete(client, "serviceaccounts", AGENT_NAME, AGENT_NAMESPACE)
+        await delete_if_kamajis(client, resource, AGENT_NAME, AGENT_NAMESPACE)
+    await delete_if_kamajis(client, "clusterrolebindings", CLUSTER_ROLE_BINDING, None)
+    await delete_if_kamajis(client, "serviceaccounts", AGENT_NAME, AGENT_NAMESPACE)

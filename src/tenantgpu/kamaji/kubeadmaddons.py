@@ -36,7 +36,8 @@ import ipaddress
 import logging
 from typing import Any
 
-from tenantgpu.kamaji.konnectivityagent import PROJECT, PROJECT_LABEL
+from tenantgpu.apiserver.validation import is_ip
+from tenantgpu.kamaji.konnectivityagent import PROJECT, PROJECT_LABEL, delete_if_kamajis, kamaji_owned
 from tenantgpu.kamaji.kubeadmconfig import KubeadmParameters, go_yaml
 from tenantgpu.kubeclient import ApiError, KubeClient
 
@@ -305,7 +306,7 @@ def kube_proxy_configuration(params: KubeadmParameters) -> Obj:
     """kubeadm's KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) as the Go type writes it: kubeadm
     sets only the bind address, the cluster CIDR and the kubeconfig path; the rest stays at Go's zero
     values (pointers as null), since kube-proxy's defaulting runs in kube-proxy, not in kubeadm."""
-    ipv4 = ipaddress.ip_address(params.address).version == 4 if _is_ip(params.address) else True
+    ipv4 = ipaddress.ip_address(params.address).version == 4 if is_ip(params.address) else True
     return {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "bindAddress": "0.0.0.0" if ipv4 else "::",
@@ -376,14 +377,6 @@ def kube_proxy_configuration(params: KubeadmParameters) -> Obj:
             "sourceVip": "",
         },
     }
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 def kube_proxy_kubeconfig(server: str) -> str:
@@ -563,18 +556,10 @@ def addon_objects(addon: str, params: KubeadmParameters, endpoint: str) -> list[
     return coredns_objects(params) if addon == COREDNS_ADDON else kube_proxy_objects(params, endpoint)
 
 
-def wanted_addons(params: KubeadmParameters) -> list[str]:
-    return [
-        a
-        for a, on in ((COREDNS_ADDON, params.coredns), (KUBE_PROXY_ADDON, params.kube_proxy))
-        if on is not None
-    ]
-
-
 async def apply_addons(client: KubeClient, params: KubeadmParameters, endpoint: str) -> None:
     """Write the add-ons the TCP asks for; remove Kamaji's objects of the others."""
-    for addon in (COREDNS_ADDON, KUBE_PROXY_ADDON):
-        if addon in wanted_addons(params):
+    for addon, image in ((COREDNS_ADDON, params.coredns), (KUBE_PROXY_ADDON, params.kube_proxy)):
+        if image is not None:
             await _apply(client, addon, addon_objects(addon, params, endpoint))
         else:
             await remove_addon(client, addon, params, endpoint)
@@ -603,7 +588,7 @@ def _owned_by(obj: Obj, binding: Obj) -> Obj:
         "blockOwnerDeletion": True,
     }
     out = copy.deepcopy(obj)
-    out["metadata"]["ownerReferences"] = _upsert_reference(out["metadata"].get("ownerReferences") or [], ref)
+    out["metadata"]["ownerReferences"] = [ref]  # the objects built here have none of their own
     return out
 
 
@@ -675,22 +660,11 @@ async def remove_addon(client: KubeClient, addon: str, params: KubeadmParameters
     workload = _CLEAN_UP_ORDER[addon][-1]
     for resource in ("clusterrolebindings", workload):
         meta = names[resource]
-        if _kamaji_labelled(await client.get_if_found(resource, meta["name"], meta.get("namespace"))):
+        if kamaji_owned(await client.get_if_found(resource, meta["name"], meta.get("namespace"))):
             break
     else:
         return
     for resource in _CLEAN_UP_ORDER[addon]:
         meta = names[resource]
-        current = await client.get_if_found(resource, meta["name"], meta.get("namespace"))
-        if current is None or not _kamaji_labelled(current):
-            continue
-        try:
-            await client.delete(resource, meta["name"], meta.get("namespace"))
-        except ApiError as err:
-            if err.code != 404:
-                raise
+        await delete_if_kamajis(client, resource, meta["name"], meta.get("namespace"))
     log.info("tenant %s: removed the %s add-on", params.name, addon)
-
-
-def _kamaji_labelled(obj: Obj | None) -> bool:
-    return obj is not None and ((obj.get("metadata") or {}).get("labels") or {}).get(PROJECT_LABEL) == PROJECT

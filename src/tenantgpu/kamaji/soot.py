@@ -25,6 +25,17 @@ from collections.abc import Callable
 from typing import Any
 
 from tenantgpu.apiserver.watchcache import Event, ResourceCache
+from tenantgpu.controlplane.bootstrapsigner import CLUSTER_INFO, KUBECONFIG_KEY
+from tenantgpu.controlplane.bootstrapsigner import PUBLIC_NAMESPACE as KUBE_PUBLIC
+from tenantgpu.kamaji.konnectivityagent import AGENT_NAME, AGENT_NAMESPACE, CLUSTER_ROLE_BINDING
+from tenantgpu.kamaji.kubeadmaddons import COREDNS_BINDING, KUBE_PROXY_BINDING
+from tenantgpu.kamaji.kubeadmphases import (
+    KUBE_SYSTEM,
+    KUBEADM_CONFIG,
+    KUBEADM_CONFIG_KEY,
+    KUBELET_CONFIG,
+    KUBELET_CONFIG_KEY,
+)
 
 Obj = dict[str, Any]
 
@@ -32,22 +43,20 @@ RBAC_GROUP = "rbac.authorization.k8s.io"
 # each phase's ConfigMap and the key the phase writes: the bootstrapsigner's signatures beside
 # cluster-info's kubeconfig, or an operator's own keys, are no change to what Kamaji wrote
 PHASE_CONFIGMAPS = {
-    ("kube-system", "kubeadm-config"): "ClusterConfiguration",
-    ("kube-system", "kubelet-config"): "kubelet",
-    ("kube-public", "cluster-info"): "kubeconfig",
+    (KUBE_SYSTEM, KUBEADM_CONFIG): KUBEADM_CONFIG_KEY,
+    (KUBE_SYSTEM, KUBELET_CONFIG): KUBELET_CONFIG_KEY,
+    (KUBE_PUBLIC, CLUSTER_INFO): KUBECONFIG_KEY,
 }
 # each add-on's ClusterRoleBinding, and the kinds of what it controls that Kamaji watches
 ADDON_OWNED: dict[str, frozenset[str]] = {
-    "system:coredns": frozenset({"clusterroles", "serviceaccounts", "services", "configmaps", "deployments"}),
-    "kubeadm:node-proxier": frozenset(
-        {"serviceaccounts", "roles", "rolebindings", "configmaps", "daemonsets"}
-    ),
+    COREDNS_BINDING: frozenset({"clusterroles", "serviceaccounts", "services", "configmaps", "deployments"}),
+    KUBE_PROXY_BINDING: frozenset({"serviceaccounts", "roles", "rolebindings", "configmaps", "daemonsets"}),
 }
 AGENT_OBJECTS = frozenset(
     {
-        ("daemonsets", "kube-system", "konnectivity-agent"),
-        ("serviceaccounts", "kube-system", "konnectivity-agent"),
-        ("clusterrolebindings", "", "system:konnectivity-server"),
+        ("daemonsets", AGENT_NAMESPACE, AGENT_NAME),
+        ("serviceaccounts", AGENT_NAMESPACE, AGENT_NAME),
+        ("clusterrolebindings", "", CLUSTER_ROLE_BINDING),
     }
 )
 # (group, plural) of every kind the controllers above watch

@@ -7,7 +7,6 @@ wanted state and writes its fragment of the derived status; `clean_up` removes i
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -27,6 +26,7 @@ from tenantgpu.kamaji.kubeadmaddons import COREDNS_ADDON, KUBE_PROXY_ADDON
 from tenantgpu.kamaji.kubeconfig import admin_kubeconfig, current_cluster, dump_kubeconfig
 from tenantgpu.kamaji.model import Obj, TenantRef
 from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.kubeclient.client import now_rfc3339
 
 _LAST_UPDATE = "kamaji.clastix.io/last-update"
 
@@ -85,7 +85,7 @@ def secret_bytes(secret: Obj, key: str) -> bytes | None:
 
 def _secret_body(r: Reconciliation, suffix: str, data: dict[str, bytes]) -> Obj:
     ref = r.ref
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = now_rfc3339()
     metadata: Obj = {
         "name": ref.secret_name(suffix),
         "namespace": ref.namespace,
@@ -535,10 +535,7 @@ class KubeadmAddonsUnit:
             previous = _status_at(r.tcp, f"addons.{addon}") or {"enabled": False}
             wanted = model.addon_enabled(r.tcp, addon)
             if r.running is not None and bool(previous.get("enabled")) != wanted:
-                now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-                r.set_status(
-                    f"addons.{addon}", {"enabled": wanted, "lastUpdate": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
-                )
+                r.set_status(f"addons.{addon}", {"enabled": wanted, "lastUpdate": now_rfc3339()})
             else:
                 r.set_status(f"addons.{addon}", previous)
 
