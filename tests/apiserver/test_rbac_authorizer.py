@@ -128,6 +128,29 @@ async def test_a_service_account_subject_without_namespace_takes_the_bindings(se
     )
 
 
+async def test_the_quick_decision_is_the_one_the_reasoned_answer_gives(server: APIServer) -> None:
+    """Every request is decided by `allowed`, which skips describing the binding; a refusal and an
+    access review show `authorize`'s reason. The two must never disagree."""
+    authorizer = server.config.authorizer
+    users = [
+        SA,
+        ALICE,
+        UserInfo("system:kube-scheduler", ("system:authenticated",)),
+        UserInfo("system:kube-controller-manager", ("system:authenticated",)),
+        UserInfo("system:node:w1", ("system:nodes", "system:authenticated")),
+        UserInfo("system:serviceaccount:kube-system:hami-scheduler", SA.groups),
+    ]
+    asked = [
+        Attributes(verb, "", resource, namespace=namespace)
+        for verb in ("get", "list", "create", "patch", "delete")
+        for resource in ("pods", "pods/binding", "events", "nodes", "secrets", "configmaps")
+        for namespace in ("", "default", "kube-system")
+    ] + [Attributes("get", path=path) for path in ("/version", "/metrics", "/openid/v1/jwks", "/api")]
+    decisions = {(u.name, repr(a)): authorizer.allowed(u, a) for u in users for a in asked}
+    assert decisions == {(u.name, repr(a)): authorizer.authorize(u, a)[0] for u in users for a in asked}
+    assert any(decisions.values()) and not all(decisions.values())
+
+
 def test_each_release_has_its_own_policy() -> None:
     newest, oldest = policy(33), policy(27)
     assert "system:controller:service-cidrs-controller" in newest.cluster_roles

@@ -46,7 +46,7 @@ class Authorizer:
             return True
         if NODES in groups and self.node.authorize(user, attributes)[0]:
             return True
-        return self.rbac.authorize(user, attributes)[0]
+        return self.rbac.allows(user, attributes)
 
     def authorize(self, user: UserInfo, attributes: Attributes) -> tuple[bool, str]:
         """The decision and its reason: the allowing authorizer's (`RBAC: allowed by …`; none from the

@@ -305,6 +305,11 @@ class RBACAuthorizer:
 
     # --- decisions ----------------------------------------------------------------------------
 
+    def allows(self, user: UserInfo, attributes: Attributes) -> bool:
+        """The decision alone: every request asks it, and only an answer that shows the reason (a
+        refusal, a SubjectAccessReview) needs the binding described."""
+        return any(grant.rule.allows(attributes) for grant in self._resolve(user, attributes.namespace)[0])
+
     def authorize(self, user: UserInfo, attributes: Attributes) -> tuple[bool, str]:
         """The decision and kube's reason: `RBAC: allowed by …` naming the binding that allowed it, or for
         a denial the errors met on the way (a binding to a role that does not exist), else ""."""
@@ -333,7 +338,9 @@ class RBACAuthorizer:
                 self._caches = tuple(self._registry.cache(k) for k in found if k is not None)
             except KeyError:  # not loaded yet: nothing is granted
                 self._caches = ()
-        version = sum(c.changes for c in self._caches)
+        version = 0
+        for cache in self._caches:  # a loop, not sum() over a generator: this runs on every request
+            version += cache.changes
         if version != self._version or self._index is None:
             self._version = version
             self._grants.clear()

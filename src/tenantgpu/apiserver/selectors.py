@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,13 @@ _LABEL_VALUE_HINT = (
 
 def qualified_name_errors(name: str) -> list[str]:
     """Why `name` is not a Kubernetes qualified name (`[prefix/]name`), empty when it is one."""
+    return list(_qualified_name_errors(name))
+
+
+# Label and annotation keys repeat across every object of a kind (HAMi's keys on each GPU pod): their
+# answers are kept rather than matched again on each write.
+@functools.lru_cache(maxsize=4096)
+def _qualified_name_errors(name: str) -> tuple[str, ...]:
     errors: list[str] = []
     parts = name.split("/")
     if len(parts) == 1:
@@ -68,19 +76,19 @@ def qualified_name_errors(name: str) -> list[str]:
                 "characters, '-' or '.', and must start and end with an alphanumeric character"
             )
     else:
-        return [
+        return (
             "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start "
             "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex "
             "used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS "
-            "subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
+            "subdomain prefix and '/' (e.g. 'example.com/MyName')",
+        )
     if not local:
         errors.append("name part must be non-empty")
     elif len(local) > 63:
         errors.append("name part must be no more than 63 characters")
     elif not _QUALIFIED_NAME_PART.match(local):
         errors.append(_QUALIFIED_NAME_HINT)
-    return errors
+    return tuple(errors)
 
 
 def is_qualified_name(name: str) -> bool:

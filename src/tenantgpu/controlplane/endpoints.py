@@ -50,10 +50,17 @@ def _queue_pod_services(
 ) -> None:
     """Both controllers' pod handler: queue the Services a pod's change concerns (kube's
     GetServicesToUpdateOnPodChange), looking only at the pod's namespace."""
-    in_namespace = _in_namespace(services, (pod.get("metadata") or {}).get("namespace") or "")
-    if not in_namespace:
+    namespace = (pod.get("metadata") or {}).get("namespace") or ""
+    # Only a Service with a selector can count the pod as a member; most pod events (a namespace
+    # with `kubernetes` alone, or none) end here, before any comparison of the pod's versions.
+    selecting = [
+        s
+        for s in services.cache.values()
+        if (s.get("metadata") or {}).get("namespace") == namespace and (s.get("spec") or {}).get("selector")
+    ]
+    if not selecting:
         return
-    for key in services_for_pod_change(in_namespace, old if event == "MODIFIED" else None, pod):
+    for key in services_for_pod_change(selecting, old if event == "MODIFIED" else None, pod):
         queue.add(key)
 
 
