@@ -21,12 +21,13 @@ pod's way; the newest `capacity` entries are kept, plus the lines of the compone
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from tenantgpu.goquote import go_quote
 
 __all__ = ["ComponentLog", "Entry", "go_map", "kobj"]
 
@@ -53,16 +54,11 @@ class Entry:
         header = f"{self.severity}{moment:%m%d %H:%M:%S}.{moment.microsecond:06d} {_PID:>7} {self.source}] "
         if self.values is None:
             return header + self.message
-        return header + _quote(self.message) + "".join(f" {k}={_value(v)}" for k, v in self.values)
+        return header + go_quote(self.message) + "".join(f" {k}={_value(v)}" for k, v in self.values)
 
     def stamp(self) -> str:
         """The time the container runtime records for the line (`kubectl logs --timestamps`)."""
         return datetime.fromtimestamp(self.at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _quote(text: str) -> str:
-    # strconv.Quote and JSON agree on everything a log message holds but non-ASCII, which Go keeps
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _value(value: object) -> str:
@@ -70,7 +66,7 @@ def _value(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return str(value)
-    return _quote(str(value))
+    return go_quote(str(value))
 
 
 def kobj(namespace: str, name: str) -> str:

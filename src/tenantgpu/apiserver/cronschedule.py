@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from croniter import croniter
 
+from tenantgpu.goquote import go_quote, time_quote
+
 __all__ = ["CronSchedule", "ScheduleError", "parse_schedule", "time_zone_error", "zone"]
 
 _DESCRIPTORS = {
@@ -75,10 +77,6 @@ class CronSchedule:
         return following.astimezone(dt.UTC)
 
 
-def _go_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def parse_go_duration(text: str) -> float:
     """Seconds, as Go's time.ParseDuration reads `text` (`1h30m`, `.5s`, `-2m`), or ScheduleError
     with its words (`time: unknown unit "d" in duration "1d"`)."""
@@ -88,18 +86,18 @@ def parse_go_duration(text: str) -> float:
     if rest == "0":
         return 0.0
     if rest == "":
-        raise ScheduleError(f"time: invalid duration {_go_quote(original)}")
+        raise ScheduleError(f"time: invalid duration {time_quote(original)}")
     total = 0.0
     while rest:
         match = _DURATION_PART.match(rest)
         assert match is not None  # every group may be empty
         whole, fraction, unit = match[1], match[2], match[3]
         if not whole and not fraction:
-            raise ScheduleError(f"time: invalid duration {_go_quote(original)}")
+            raise ScheduleError(f"time: invalid duration {time_quote(original)}")
         if not unit:
-            raise ScheduleError(f"time: missing unit in duration {_go_quote(original)}")
+            raise ScheduleError(f"time: missing unit in duration {time_quote(original)}")
         if unit not in _UNIT_SECONDS:
-            raise ScheduleError(f"time: unknown unit {_go_quote(unit)} in duration {_go_quote(original)}")
+            raise ScheduleError(f"time: unknown unit {time_quote(unit)} in duration {time_quote(original)}")
         total += float(f"{whole or 0}.{fraction or 0}") * _UNIT_SECONDS[unit]
         rest = rest[match.end() :]
     return sign * total
@@ -114,7 +112,7 @@ def _number(text: str) -> int:
         reason = "value out of range"
     if reason:
         raise ScheduleError(
-            f"failed to parse int from {text}: strconv.Atoi: parsing {_go_quote(text)}: {reason}"
+            f"failed to parse int from {text}: strconv.Atoi: parsing {go_quote(text)}: {reason}"
         )
     number = int(text)
     if number < 0:

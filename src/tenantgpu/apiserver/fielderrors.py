@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from tenantgpu.goquote import go_quote
+
 
 @dataclass(frozen=True)
 class Cause:
@@ -28,38 +30,14 @@ ROOT = "[]"
 
 
 def show(value: Any) -> str:
-    """Render a bad value the way field.Invalid does: strings quoted, numbers bare."""
+    """Render a bad value the way field.Invalid does: strings as `%q` quotes them, numbers bare."""
     if isinstance(value, str):
-        return json.dumps(value)
+        return go_quote(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float, Decimal)):
         return str(value)
     return json.dumps(value, separators=(",", ":"), default=str)
-
-
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
-def go_quote(text: str) -> str:
-    """`text` as Go's %q writes it: printable characters kept, others escaped (`\\x00`, `\\u200b`)."""
-    out = ['"']
-    for char in text:
-        code = ord(char)
-        if char in ('"', "\\"):
-            out.append("\\" + char)
-        elif char in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[char])
-        elif char.isprintable():
-            out.append(char)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
 
 
 def required(path: str, detail: str = "") -> Cause:

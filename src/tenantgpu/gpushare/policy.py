@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
-import json
 import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tenantgpu.goquote import go_quote
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.gpushare.config import SharingConfig
 from tenantgpu.gpushare.device import DeviceUsage
@@ -46,17 +46,12 @@ class PolicyError(ValueError):
     """A pod annotation HAMi refuses (the filter fails with this message)."""
 
 
-def _go_quote(text: str) -> str:
-    """Go's %q for the texts HAMi quotes in its errors (close to strconv.Quote)."""
-    return json.dumps(text, ensure_ascii=False)
-
-
 _GO_INT64 = re.compile(r"[+-]?[0-9]+")
 
 
 def parse_scoring_weights(value: str) -> ScoringWeights:
     """`slot=<int>,core=<int>,memory=<int>`: all three, non-negative, one positive at least."""
-    bad = f"invalid {ann.DEVICE_SCORING_WEIGHTS} annotation {_go_quote(value)}"
+    bad = f"invalid {ann.DEVICE_SCORING_WEIGHTS} annotation {go_quote(value)}"
     parts = value.split(",")
     if len(parts) != 3:
         raise PolicyError(f"{bad}: expected slot, core, and memory weights")
@@ -67,15 +62,15 @@ def parse_scoring_weights(value: str) -> ScoringWeights:
             raise PolicyError(f"{bad}: expected key=value entries")
         name = pair[0].strip()
         if name in found:
-            raise PolicyError(f"{bad}: duplicate {_go_quote(name)} weight")
+            raise PolicyError(f"{bad}: duplicate {go_quote(name)} weight")
         text = pair[1].strip()
         if not _GO_INT64.fullmatch(text) or not -(2**63) <= int(text) < 2**63:
-            raise PolicyError(f"{bad}: {_go_quote(name)} weight must be an integer")
+            raise PolicyError(f"{bad}: {go_quote(name)} weight must be an integer")
         weight = int(text)
         if weight < 0:
-            raise PolicyError(f"{bad}: {_go_quote(name)} weight must not be negative")
+            raise PolicyError(f"{bad}: {go_quote(name)} weight must not be negative")
         if name not in ("slot", "core", "memory"):
-            raise PolicyError(f"{bad}: unknown weight {_go_quote(name)}")
+            raise PolicyError(f"{bad}: unknown weight {go_quote(name)}")
         found[name] = weight
     if not any(found.values()):
         raise PolicyError(f"{bad}: at least one weight must be positive")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from tenantgpu.goquote import go_quote
 from tenantgpu.gpushare.quantity import parse_quantity
 
 Obj = dict[str, Any]
@@ -278,12 +279,7 @@ def field_value(pod: Mapping[str, Any], path: str, runtime: PodRuntime) -> str:
 
 def _format_map(values: Mapping[str, Any]) -> str:
     # kube's FormatMap: `key="value"` lines in key order, values quoted as Go's %q quotes them
-    return "\n".join(f"{k}={_go_quote(str(values[k]))}" for k in sorted(values))
-
-
-def _go_quote(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    return f'"{escaped}"'
+    return "\n".join(f"{k}={go_quote(str(values[k]))}" for k in sorted(values))
 
 
 def resource_value(
