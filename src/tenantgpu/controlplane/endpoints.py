@@ -42,7 +42,7 @@ STALE_RETRY = 0.5
 
 
 def _in_namespace(informer: Informer, namespace: str) -> list[dict[str, Any]]:
-    return [o for o in informer.items() if (o.get("metadata") or {}).get("namespace") == namespace]
+    return [o for o in informer.cache.values() if (o.get("metadata") or {}).get("namespace") == namespace]
 
 
 def _queue_pod_services(
@@ -53,11 +53,7 @@ def _queue_pod_services(
     namespace = (pod.get("metadata") or {}).get("namespace") or ""
     # Only a Service with a selector can count the pod as a member; most pod events (a namespace
     # with `kubernetes` alone, or none) end here, before any comparison of the pod's versions.
-    selecting = [
-        s
-        for s in services.cache.values()
-        if (s.get("metadata") or {}).get("namespace") == namespace and (s.get("spec") or {}).get("selector")
-    ]
+    selecting = [s for s in _in_namespace(services, namespace) if (s.get("spec") or {}).get("selector")]
     if not selecting:
         return
     for key in services_for_pod_change(selecting, old if event == "MODIFIED" else None, pod):
