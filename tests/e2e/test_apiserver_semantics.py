@@ -341,6 +341,11 @@ def test_health_endpoints_list_kubes_checks_with_verbose(
             env={**os.environ, "HOME": str(kubectl_home)},
         )
 
+    # A server serves before its post-start hooks (rbac/bootstrap-roles) finish, and /readyz says so
+    # with a 500 until they have; wait for it, as a user of a fresh server would.
+    deadline = time.monotonic() + 30
+    while raw_get("/readyz").returncode != 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
     ready = raw_get("/readyz?verbose").stdout.splitlines()
     assert ready[:5] == [
         "[+]ping ok",
