@@ -9,6 +9,7 @@ from tenantgpu.gpushare.device import ContainerDevice
 from tenantgpu.hami.device_plugin import Allocation, DevicePlugin, GPUSpec
 from tenantgpu.kubeclient import KubeClient, KubeConfig
 from tenantgpu.node import gpu_runtime as rt
+from tenantgpu.node.admission import NodeUsage, Rejection, admit
 from tenantgpu.node.kubelet import Kubelet
 
 
@@ -130,4 +131,60 @@ async def test_a_gpu_sidecar_takes_its_part_of_the_card_beside_the_app_container
             kubelet._on_pod("DELETED", pod, None)  # its card is free again
         else:
             assert kubelet._share(record, "a") == 1.0
+    await client.close()
+
+
+def _walk_admitted(kubelet: Kubelet) -> NodeUsage:
+    """The node's usage as defined: every pod the kubelet admitted and has not finished."""
+    charged = [r for r in kubelet.pods.values() if r.requests is not None and not r.finished]
+    return NodeUsage.of(
+        (r.requests for r in charged if r.requests is not None), (p for r in charged for p in r.host_ports)
+    )
+
+
+async def test_node_usage_follows_pods_admitted_finished_resized_and_deleted() -> None:
+    """The totals the kubelet's admission reads stay those of the pods it runs, whatever they do; and
+    a pod that no longer fits beside them is refused with kube's reason and figures."""
+    cfg = SharingConfig()
+    client = KubeClient(KubeConfig(server="http://127.0.0.1:9"))  # never contacted here
+    kubelet = Kubelet(client, "w", cfg, DevicePlugin(client, "w", [], cfg))
+    rng = random.Random(11)
+    live: list[str] = []
+    for step in range(400):
+        uid = f"p{step}"
+        pod = _pod(uid)
+        cpu = rng.choice(["100m", "250m", "1"])
+        pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "example.com/dongle": "1"}}
+        if rng.random() < 0.3:
+            pod["spec"]["containers"][1]["ports"] = [{"containerPort": 80, "hostPort": rng.choice([80, 81])}]
+        pod["status"]["phase"] = rng.choice(["Pending", "Running"])
+        kubelet._on_pod("ADDED", pod, None)
+        record = kubelet.pods[uid]
+        if record.task is not None:
+            record.task.cancel()
+        if record.requests is None and rng.random() < 0.9:
+            kubelet._charge(record, pod)  # admitted
+        live.append(uid)
+        roll = rng.random()
+        if roll < 0.15:
+            kubelet._finish(kubelet.pods[rng.choice(live)])
+        elif roll < 0.3:
+            gone = live.pop(rng.randrange(len(live)))
+            kubelet._on_pod("DELETED", _pod(gone), None)
+        elif roll < 0.4:
+            resized = kubelet.pods[rng.choice(live)]
+            if resized.requests is not None:
+                resized.requests = {**resized.requests, "cpu": rng.choice([50, 2000])}
+                kubelet._recount(resized)
+        assert kubelet._usage == _walk_admitted(kubelet)
+    used = kubelet._usage.requested["cpu"]
+    node = {"metadata": {"name": "w"}, "status": {"allocatable": {"cpu": f"{used + 500}m", "pods": "1000"}}}
+    big = _pod("big")
+    big["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "600m"}}
+    assert admit(big, node, kubelet._usage) == Rejection(
+        "OutOfcpu",
+        f"Node didn't have enough resource: cpu, requested: 600, used: {used}, capacity: {used + 500}",
+    )
+    big["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "500m"}}
+    assert admit(big, node, kubelet._usage) is None
     await client.close()

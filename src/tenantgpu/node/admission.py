@@ -10,14 +10,17 @@ failure rejects the pod with kube's reason and text (`OutOfcpu`, `Node didn't ha
 cpu, requested: 4000, used: 500, capacity: 2000`, `Predicate NodeAffinity failed: …`), unless the pod
 is critical and only short of resources: then `criticalpods` chooses pods to evict for it.
 
-Pure functions: the kubelet passes the node and what the pods it admitted request.
+Pure functions: the kubelet passes the node and what the pods it admitted charge it, either as a list
+of their requests or as the running totals it keeps (`NodeUsage`), so that admitting one more pod costs
+the same beside ten pods or two hundred.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tenantgpu.gpushare import reasons
@@ -39,6 +42,51 @@ _NODE_PORTS_REASON = "node(s) didn't have free ports for the requested pod ports
 _TAINTS_REASON = "node(s) had taints that the pod didn't tolerate"
 
 Requests = dict[str, int]
+HostPort = tuple[str, str, int]  # (address, protocol, port)
+
+
+@dataclass
+class NodeUsage:
+    """What the admitted pods charge a node, as kube's NodeInfo totals it: how many there are, their
+    requests summed per resource, and the host ports they hold (a multiset: two pods may name the same
+    port on different addresses)."""
+
+    pods: int = 0
+    requested: dict[str, int] = field(default_factory=dict)
+    ports: Counter[HostPort] = field(default_factory=Counter)
+
+    @classmethod
+    def of(cls, admitted: Iterable[Requests], ports: Iterable[HostPort] = ()) -> NodeUsage:
+        usage = cls()
+        for requests in admitted:
+            usage.add(requests)
+        usage.ports.update(ports)
+        return usage
+
+    def add(self, requests: Requests, ports: Iterable[HostPort] = ()) -> None:
+        self.pods += 1
+        for name, value in requests.items():
+            self.requested[name] = self.requested.get(name, 0) + value
+        self.ports.update(ports)
+
+    def remove(self, requests: Requests, ports: Iterable[HostPort] = ()) -> None:
+        self.pods -= 1
+        for name, value in requests.items():
+            left = self.requested.get(name, 0) - value
+            if left:
+                self.requested[name] = left
+            else:
+                self.requested.pop(name, None)
+        self.ports.subtract(ports)
+        for port in [p for p, n in self.ports.items() if n <= 0]:
+            del self.ports[port]
+
+    def without(self, requests: Requests | None, ports: Iterable[HostPort] = ()) -> NodeUsage:
+        """A copy without one pod's charge (None: nothing to take out)."""
+        copy = NodeUsage(self.pods, dict(self.requested), Counter(self.ports))
+        if requests is not None:
+            copy.remove(requests, ports)
+        return copy
 
 
 @dataclass(frozen=True)
@@ -111,20 +159,20 @@ def _insufficient(name: str, requested: int, used: int, capacity: int) -> Failur
     )
 
 
-def _fit(wanted: Requests, node: Mapping[str, Any], admitted: list[Requests]) -> list[Failure]:
+def _fit(wanted: Requests, node: Mapping[str, Any], usage: NodeUsage) -> list[Failure]:
     """NodeResourcesFit's failures, in its order: pods, cpu, memory, ephemeral storage, scalars."""
     allocatable = _allocatable(node)
     found = []
     if "pods" in allocatable:
         allowed = math.floor(parse_quantity(allocatable["pods"]))
-        if len(admitted) + 1 > allowed:
-            found.append(_insufficient("pods", 1, len(admitted), allowed))
+        if usage.pods + 1 > allowed:
+            found.append(_insufficient("pods", 1, usage.pods, allowed))
     # An extended resource the node does not advertise is a cluster-level one: the kubelet leaves it out.
     wanted = {n: v for n, v in wanted.items() if n in allocatable or not _is_extended(n)}
     scalars = sorted(n for n in wanted if n not in _NAMED and n != "pods")
     for name in (*(n for n in _NAMED if n in wanted), *scalars):
         capacity = whole(name, allocatable[name]) if name in allocatable else 0
-        used = sum(requests.get(name, 0) for requests in admitted)
+        used = usage.requested.get(name, 0)
         if wanted[name] > capacity - used:
             found.append(_insufficient(name, wanted[name], used, capacity))
     return found
@@ -143,7 +191,7 @@ def host_ports(pod: Mapping[str, Any]) -> list[tuple[str, str, int]]:
     return ports
 
 
-def _ports_conflict(wanted: list[tuple[str, str, int]], taken: Iterable[tuple[str, str, int]]) -> bool:
+def _ports_conflict(wanted: list[HostPort], taken: Iterable[HostPort]) -> bool:
     """NodePorts: the same protocol and port, on the same address or where either binds every address."""
     for ip, protocol, port in taken:
         for want_ip, want_protocol, want_port in wanted:
@@ -161,18 +209,20 @@ def _predicate(name: str, reason: str) -> Rejection:
 def failures(
     pod: Mapping[str, Any],
     node: Mapping[str, Any],
-    admitted: list[Requests],
+    admitted: list[Requests] | NodeUsage,
     *,
-    ports_in_use: Iterable[tuple[str, str, int]] = (),
+    ports_in_use: Iterable[HostPort] = (),
     static: bool = False,
 ) -> list[Failure]:
     """kube's generalFilter: every reason the node cannot take `pod` beside the pods it admitted (what
-    each requests, see `pod_requests`, and the host ports they hold), in its order."""
-    found = _fit(pod_requests(pod), node, admitted)
+    each requests, see `pod_requests`, and the host ports they hold; or their totals, `NodeUsage`, which
+    carry the ports), in its order."""
+    usage = admitted if isinstance(admitted, NodeUsage) else NodeUsage.of(admitted, ports_in_use)
+    found = _fit(pod_requests(pod), node, usage)
     if not selector_matches(dict(pod), dict(node)):
         found.append(Failure(_predicate("NodeAffinity", reasons.NODE_SELECTOR_MISMATCH)))
     wanted_ports = host_ports(pod)
-    if wanted_ports and _ports_conflict(wanted_ports, ports_in_use):
+    if wanted_ports and _ports_conflict(wanted_ports, usage.ports):
         found.append(Failure(_predicate("NodePorts", _NODE_PORTS_REASON)))
     if not static and untolerated_taint(dict(pod), dict(node), effects=("NoExecute",)) is not None:
         found.append(Failure(_predicate("TaintToleration", _TAINTS_REASON)))
@@ -197,9 +247,9 @@ def os_rejection(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Rejection |
 def admit(
     pod: Mapping[str, Any],
     node: Mapping[str, Any],
-    admitted: list[Requests],
+    admitted: list[Requests] | NodeUsage,
     *,
-    ports_in_use: Iterable[tuple[str, str, int]] = (),
+    ports_in_use: Iterable[HostPort] = (),
     static: bool = False,
 ) -> Rejection | None:
     """None when the kubelet admits `pod` beside the pods it admitted before; otherwise kube's first

@@ -205,6 +205,10 @@ class Kubelet:
         # (namespace, links) → the variables, worked out once until a Service changes
         self._service_envs: dict[tuple[str, bool], dict[str, str]] = {}
         self.pods: dict[str, PodRecord] = {}
+        # what the admitted pods charge the node, kept as they come and go (`_recount`): the predicate
+        # admission of each new pod then reads totals instead of walking every pod on the node
+        self._usage = admission.NodeUsage()
+        self._charged: dict[str, tuple[admission.Requests, tuple[admission.HostPort, ...]]] = {}
         self._by_key: dict[tuple[str, str], str] = {}
         self._seen = 0
         # GPU UUID → the pods whose containers use it (by uid), so a GPU's sharers are found without
@@ -233,6 +237,8 @@ class Kubelet:
     async def start(self) -> None:
         """Sync with the API; pods already running here are adopted (also after a `stop()`)."""
         self.pods.clear()
+        self._usage = admission.NodeUsage()
+        self._charged.clear()
         self._by_key.clear()
         self._gpu_users.clear()
         self._ip_users.clear()
@@ -400,6 +406,7 @@ class Kubelet:
                 for task in list(record.ephemeral_tasks):
                     task.cancel()
                 self.pods.pop(uid, None)
+                self._recount(record)
                 if self._by_key.get((record.namespace, record.name)) == uid:
                     self._by_key.pop((record.namespace, record.name), None)
                 self._forget_gpus(record)
@@ -419,7 +426,7 @@ class Kubelet:
                 self._charge(record, pod)  # it holds its room until it is gone
                 record.task = asyncio.create_task(self._terminate(pod, record))
             elif phase in ("Succeeded", "Failed"):
-                record.finished = True
+                self._finish(record)
             elif phase == "Running":
                 self._charge(record, pod)  # admitted by this kubelet before it restarted, or static
                 record.task = asyncio.create_task(self._adopt(pod, record))
@@ -558,10 +565,25 @@ class Kubelet:
         except Exception as err:  # a lost event must not stop the status it tells of from being written
             log.debug("event %s on %s: %s", reason, _meta(involved).get("name"), err)
 
-    @staticmethod
-    def _charge(record: PodRecord, pod: dict[str, Any]) -> None:
+    def _charge(self, record: PodRecord, pod: dict[str, Any]) -> None:
         record.requests = admission.pod_requests(pod)
         record.host_ports = admission.host_ports(pod)
+        self._recount(record)
+
+    def _finish(self, record: PodRecord) -> None:
+        record.finished = True  # its room is free from here
+        self._recount(record)
+
+    def _recount(self, record: PodRecord) -> None:
+        """Keep the node's usage in step with what `record` charges: its requests and host ports while it
+        is admitted, not finished, and one of this kubelet's pods."""
+        old = self._charged.pop(record.uid, None)
+        if old is not None:
+            self._usage.remove(*old)
+        if record.requests is not None and not record.finished and self.pods.get(record.uid) is record:
+            charge = (record.requests, tuple(record.host_ports))
+            self._charged[record.uid] = charge
+            self._usage.add(*charge)
 
     async def _admit(self, pod: dict[str, Any], record: PodRecord) -> Allocation | None:
         """kube's admit handlers in their order: the device plugin's Allocate for a GPU pod, then the
@@ -590,16 +612,12 @@ class Kubelet:
         refused = admission.os_rejection(pod, node)
         if refused is not None:
             return refused
-        others = self._admitted_others(record)
-        found = admission.failures(
-            pod,
-            node,
-            [r.requests for r in others if r.requests is not None],
-            ports_in_use=(port for r in others for port in r.host_ports),
-            static=_is_static(pod),
-        )
+        charged = self._charged.get(record.uid)
+        usage = self._usage if charged is None else self._usage.without(*charged)
+        found = admission.failures(pod, node, usage, static=_is_static(pod))
         if not found:
             return None
+        others = self._admitted_others(record)
         candidates, running = [], []
         for other in others:
             current = self.informer.get(other.namespace, other.name) or {"spec": other.spec}
@@ -679,7 +697,7 @@ class Kubelet:
             codes,
             phase=phase,
         )
-        record.finished = True  # its room is free from here
+        self._finish(record)
         self._stop_remaining(record, status)
         return status
 
@@ -716,7 +734,7 @@ class Kubelet:
 
     async def _reject(self, pod: dict[str, Any], record: PodRecord, reason: str, message: str) -> None:
         """kube's rejectPod: a Warning event from the kubelet, then the Failed status."""
-        record.finished = True
+        self._finish(record)
         await self.record_event(pod, reason, message, warning=True)
         await self._patch_status(record, podstatus.rejected_status(reason, message))
 
@@ -1177,6 +1195,7 @@ class Kubelet:
             }
             record.spec = resize.with_resources(record.spec, allocated)
             record.requests = admission.pod_requests({"spec": record.spec})
+            self._recount(record)
             record.resize_conditions = {
                 c["type"]: c
                 for c in status.get("conditions") or ()
@@ -1229,7 +1248,7 @@ class Kubelet:
         status = podstatus.terminated_status(
             pod, self.host_ip, record.pod_ip, record.start_time or "", record.started_at or "", codes
         )
-        record.finished = True
+        self._finish(record)
         self._stop_remaining(record, status)
         await self._patch_status(record, status)
 
@@ -1353,7 +1372,7 @@ class Kubelet:
         )
         for entry in status["containerStatuses"]:
             entry["restartCount"] = record.container_states.get(entry["name"], {}).get("restartCount", 0)
-        record.finished = True
+        self._finish(record)
         self._stop_remaining(record, status)
         await self._patch_status(record, status)
 
@@ -1471,6 +1490,7 @@ class Kubelet:
         applied = record.spec
         record.spec = resize.with_resources(record.spec, wanted)
         record.requests = admission.pod_requests({"spec": record.spec})
+        self._recount(record)
         record.resize_conditions = {resize.IN_PROGRESS: resize.condition(resize.IN_PROGRESS, now)}
         await self._write_resize(record, applied)
         restarted: list[tuple[str, str]] = []  # (group, container)
@@ -1734,7 +1754,7 @@ class Kubelet:
                         record.name,
                         err,
                     )
-            record.finished = True
+            self._finish(record)
             await self._remove(record, _meta(pod).get("uid"))
         except asyncio.CancelledError:
             raise
