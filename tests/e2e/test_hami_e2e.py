@@ -186,6 +186,50 @@ def test_worker_registers_node_with_hami_resources(lab: GpuLab, kubectl: Kubectl
     assert mwc["webhooks"][0]["name"] == "vgpu.hami.io" and mwc["webhooks"][0]["failurePolicy"] == "Ignore"
 
 
+_CHART_RESOURCES = ("deployments", "daemonsets", "services", "configmaps", "secrets",
+                    "mutatingwebhookconfigurations")  # fmt: skip
+
+
+def _chart_writes(kubectl: Kubectl) -> int:
+    """Writes the API server counted (`apiserver_request_total`) on the kinds HAMi's chart is made of."""
+    total = 0
+    for line in kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        written = any(f'verb="{verb}"' in line for verb in ("create", "update", "patch", "apply"))
+        if written and any(f'resource="{resource}"' in line for resource in _CHART_RESOURCES):
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+def test_installing_hami_again_leaves_an_unchanged_install_alone(lab: GpuLab, kubectl: Kubectl) -> None:
+    """A lab that starts again installs HAMi again; like `helm upgrade` with nothing to change, that
+    writes nothing (a tenant whose writes are limited would refuse even a write that changes nothing),
+    and it writes back what was changed by hand."""
+
+    async def again() -> None:
+        await install_hami(
+            lab.client,
+            lab.webhook.port,
+            lab.webhook.ca_bundle,
+            webhook_url=lab.webhook.url,
+            metrics_port=lab.scheduler.metrics_port,
+            sharing=SharingConfig(),
+            cert=lab.webhook.cert,
+        )
+
+    before = _chart_writes(kubectl)
+    assert before >= 6  # the fixture's install
+    lab.loop.run(again())
+    assert _chart_writes(kubectl) == before
+    kubectl("patch", "mutatingwebhookconfiguration", "hami-webhook", "--type=json",
+            "-p", '[{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Fail"}]')  # fmt: skip
+    lab.loop.run(again())
+    mwc = _get(kubectl, "mutatingwebhookconfiguration", "hami-webhook")
+    assert mwc["webhooks"][0]["failurePolicy"] == "Ignore"
+    assert _chart_writes(kubectl) == before + 2  # the patch by hand, and the install's update
+
+
 def test_fractional_pod_runs_with_hami_annotations_env_and_logs(lab: GpuLab, kubectl: Kubectl) -> None:
     kubectl(
         "create",

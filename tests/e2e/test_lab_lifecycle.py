@@ -542,6 +542,64 @@ def test_down_and_up_resume_the_same_lab_even_after_kill_9(
     assert "pod/gpu-pod" in pods
 
 
+WRITE_LIMITED = (
+    'admission webhook "catchall.write-permissions.kamaji.clastix.io" denied the request: the current '
+    "Control Plane has limited write permissions, current changes are blocked: removing the webhook may "
+    "lead to an inconsistent state upon its completion"
+)
+
+
+def _refused_as_limited(lab: LabDir, kubeconfig: Path, name: str) -> bool:
+    made = lab.kubectl(kubeconfig, "create", "configmap", name, "--from-literal=k=v", check=False)
+    if made.returncode == 0:
+        lab.kubectl(kubeconfig, "delete", "configmap", name, check=False)
+        return False
+    assert WRITE_LIMITED in made.stderr, made.stderr
+    return True
+
+
+def test_a_write_limited_tenant_comes_back_limited_after_down_and_up(lab: LabDir) -> None:
+    """Kamaji's `spec.writePermissions`: the tenant (in a control-plane process of its own) refuses the
+    blocked writes; the lab stops and starts again around it without writing anything it would refuse,
+    shows it `WriteLimited`, keeps its node and its running pod; lifting the limits gives writes back."""
+    kubeconfig = lab.tenant("tenant-b")
+    manifest = lab.root / "limited-pod.yaml"
+    manifest.write_text(GPU_POD.replace("name: gpu-pod", "name: before-limits"))
+    lab.kubectl(kubeconfig, "create", "-f", str(manifest))
+    _wait(
+        lambda: (
+            lab.kubectl(kubeconfig, "get", "pod", "before-limits", "-o", "jsonpath={.status.phase}").stdout
+            == "Running"
+        ),
+        "the pod Running before the limits",
+    )
+    blocks = {"blockCreation": True, "blockUpdate": True, "blockDeletion": True}
+    lab.kubectl(lab.management, "patch", "tcp", "tenant-b", "--type=merge",
+                "-p", json.dumps({"spec": {"writePermissions": blocks}}))  # fmt: skip
+    limited = lab.wait_tcp("tenant-b", _state_is("WriteLimited"))
+    assert limited["status"]["kubernetesResources"]["version"]["version"] == "v1.31.4"
+    _wait(lambda: _refused_as_limited(lab, kubeconfig, "refused"), "Kamaji's webhook refusing a create")
+
+    assert lab.tenantgpu("down").returncode == 0
+    restarted = lab.tenantgpu("up", "-d")
+    assert restarted.returncode == 0, restarted.stderr + restarted.stdout
+    assert "tenant tenant-b WriteLimited" in restarted.stdout
+    assert _refused_as_limited(lab, kubeconfig, "still-refused")
+    deleted = lab.kubectl(kubeconfig, "delete", "pod", "before-limits", "--wait=false", check=False)
+    assert deleted.returncode == 1 and WRITE_LIMITED in deleted.stderr
+    tenant_b = next(t for t in _status(lab)["tenants"] if t["name"] == "tenant-b")
+    assert tenant_b["state"] == "WriteLimited"
+    assert all(n["ready"] for n in tenant_b["nodes"])
+    phase = lab.kubectl(kubeconfig, "get", "pod", "before-limits", "-o", "jsonpath={.status.phase}").stdout
+    assert phase == "Running"
+
+    lab.kubectl(lab.management, "patch", "tcp", "tenant-b", "--type=json",
+                "-p", '[{"op": "remove", "path": "/spec/writePermissions"}]')  # fmt: skip
+    lab.wait_tcp("tenant-b", _state_is("Ready"))
+    _wait(lambda: not _refused_as_limited(lab, kubeconfig, "allowed"), "creates allowed again")
+    lab.kubectl(kubeconfig, "delete", "pod", "before-limits", "--wait=false")
+
+
 def _children(pid: int, module: str) -> list[int]:
     return [c for c in child_processes(pid) if module in Path(f"/proc/{c}/cmdline").read_text()]
 

@@ -142,6 +142,8 @@ class APIServerConfig:
     port: int = 0
     extra_kinds: Sequence[Kind] = ()
     egress: Egress = field(default_factory=NoEgress)
+    # where `url` webhooks are dialled from (None: straight from this process)
+    control_plane_egress: Egress | None = None
     log_source: PodLogSource | None = None
     exec_source: PodExecSource | None = None
     # Other CAs accepted at the TLS layer, so their certificates get a clean 401 rather than a failed
@@ -337,7 +339,9 @@ class APIServer(SubresourceHandlers):
             tokens=(BootstrapTokenAuthenticator(self._token_secret),),
         )
         self._webhook_lists: dict[bool, tuple[int, list[Obj]]] = {}
-        self.webhooks = WebhookAdmission(self._webhook_configurations, self._namespace_object, config.egress)
+        self.webhooks = WebhookAdmission(
+            self._webhook_configurations, self._namespace_object, config.egress, config.control_plane_egress
+        )
         # kube's order: LimitRanger's defaults come before the mutating webhooks (HAMi's sees them), its
         # limits are checked on what the webhooks left, before the validating webhooks and the quota.
         # RuntimeClass likewise: its overhead and scheduling go in before the mutating webhooks, its check

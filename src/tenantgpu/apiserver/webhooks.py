@@ -29,6 +29,18 @@ Obj = dict[str, Any]
 ConfigurationSource = Callable[[bool], list[Obj]]
 NamespaceLookup = Callable[[str], Obj | None]
 
+ADMISSION_GROUP = "admissionregistration.k8s.io"
+# what kube never sends to a webhook (rules.IsExemptAdmissionConfigurationResource)
+EXEMPT_KINDS = frozenset(
+    {
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+    }
+)
 _MAX_RESPONSE = 8 * 1024 * 1024
 # Idle keep-alive connections kept per webhook endpoint (a burst of admissions reuses them).
 _MAX_IDLE_PER_ENDPOINT = 32
@@ -385,12 +397,18 @@ class WebhookAdmission:
     """Calls the webhooks registered in this API server's webhook configurations."""
 
     def __init__(
-        self, configurations: ConfigurationSource, namespace: NamespaceLookup, egress: Egress
+        self,
+        configurations: ConfigurationSource,
+        namespace: NamespaceLookup,
+        egress: Egress,
+        control_plane_egress: Egress | None = None,
     ) -> None:
         self._configurations = configurations
         self._namespace = namespace
         self._egress = egress
-        self._direct = DirectEgress()
+        # kube-apiserver dials a `url` webhook through its ControlPlane egress: from where the API server
+        # runs (Kamaji's management cluster), not through the tunnel into the tenant.
+        self._direct = control_plane_egress or DirectEgress()
         self._http = _HTTPClient()
         self._indexes: dict[bool, _RuleIndex] = {}
         self._uids = UidSource()
@@ -432,6 +450,8 @@ class WebhookAdmission:
         return index
 
     async def run(self, attributes: AdmissionAttributes, mutating: bool) -> None:
+        if attributes.kind.group == ADMISSION_GROUP and attributes.kind.kind in EXEMPT_KINDS:
+            return  # no webhook can lock the cluster's webhooks and policies away (kube's exemption)
         # Configurations in name order, webhooks in their order within each, as kube-apiserver calls them.
         for webhook in self._index(mutating).candidates(attributes):
             if not self._selected(webhook, attributes):

@@ -26,6 +26,7 @@ import yaml
 from tenantgpu.gpushare.config import SharingConfig
 from tenantgpu.hami.tls import ServingCert
 from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.kubeclient.ensure import ensure
 
 NAMESPACE = "kube-system"
 SERVICE = "hami-scheduler"
@@ -729,21 +730,22 @@ def chart_workloads(
     return objects
 
 
+def _keeping_service_spec(wanted: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    # a Service keeps what the API server allocated (clusterIP, ipFamilies, …) under the chart's fields
+    body = {
+        **wanted,
+        "metadata": {**wanted["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
+    }
+    body["spec"] = {**current.get("spec", {}), **wanted["spec"]}
+    return body
+
+
 async def _apply(client: KubeClient, resource: str, body: dict[str, Any]) -> dict[str, Any]:
-    """Create, or replace an existing object (keeping its resourceVersion)."""
-    meta = body["metadata"]
-    try:
-        return await client.create(resource, body, meta.get("namespace"))
-    except ApiError as err:
-        if err.reason != "AlreadyExists":
-            raise
-    if resource == "pods":
-        return await client.get(resource, meta["name"], meta.get("namespace"))
-    current = await client.get(resource, meta["name"], meta.get("namespace"))
-    body = {**body, "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}}
+    """Create, or replace an existing object that differs (keeping its resourceVersion); an object that
+    already says what the chart says is left alone, as `helm upgrade` leaves it."""
     if resource == "services":
-        body["spec"] = {**current.get("spec", {}), **body["spec"]}
-    return await client.update(resource, body)
+        return await ensure(client, resource, body, merge=_keeping_service_spec)
+    return await ensure(client, resource, body)
 
 
 async def install_hami(

@@ -187,10 +187,18 @@ class TenantControlPlaneController:
             running=r.running is not None,
             ready=r.running is not None,
             failed=r.failure is not None,
+            write_limited=any(model.blocks_of(r.tcp)),
         )
         version: Obj = {"status": str(state)}
+        installed = (((r.tcp.get("status") or {}).get("kubernetesResources") or {}).get("version") or {}).get(
+            "version"
+        )
         if state in (VersionStatus.READY, VersionStatus.SLEEPING):
             version["version"] = model.kubernetes_version(r.tcp)
+        elif installed:
+            # Kamaji writes the installed version only when Ready or Sleeping and keeps it otherwise
+            # (`kubectl get tcp`'s INSTALLED VERSION while it upgrades or is WriteLimited)
+            version["version"] = installed
         if r.failure:
             version["message"] = r.failure
         status.setdefault("kubernetesResources", {})["version"] = version

@@ -31,6 +31,7 @@ from tenantgpu.kamaji.konnectivityagent import AgentSpec, apply_agent, remove_ag
 from tenantgpu.kamaji.kubeadmconfig import KubeadmParameters
 from tenantgpu.kamaji.kubeadmphases import apply_kubeadm_phases
 from tenantgpu.kamaji.soot import WATCHED_KINDS, SootWatch
+from tenantgpu.kamaji.writepermissions import ManagementNetwork
 from tenantgpu.konnectivity import ProxyServer
 from tenantgpu.kubeclient import KubeClient, KubeConfig
 from tenantgpu.node.kubeletclient import KubeletClient
@@ -59,6 +60,7 @@ class _Running:
     instance: ControlPlaneInstance
     server: APIServer
     egress: SwitchableEgress
+    webhook_ca: bytes = b""  # the CA of Kamaji's webhook as this process serves it
     services: ControlPlaneServices | None = None
     services_task: asyncio.Task[None] | None = None
     proxy: ProxyServer | None = None
@@ -110,6 +112,8 @@ class InProcessHost:
         self.client_trust = client_trust or SharedClientTrust()
         self._running: dict[str, _Running] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        # the management cluster's network, where Kamaji's write-permission webhook answers
+        self.network = ManagementNetwork()
 
     def _lock(self, key: str) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
@@ -145,6 +149,7 @@ class InProcessHost:
                 host=instance.address,
                 port=instance.port,
                 egress=egress,
+                control_plane_egress=self.network,
                 log_source=kubelets,
                 exec_source=kubelets,
                 client_trust=self.client_trust,
@@ -154,7 +159,7 @@ class InProcessHost:
             server = APIServer(config)
             kubelets.node_lookup = _node_lookup(server)
             await server.start()
-            running = _Running(instance, server, egress)
+            running = _Running(instance, server, egress, webhook_ca=self.network.ca.cert_pem)
             # The API server answering is what makes the tenant Ready; its scheduler and controller-manager
             # come up right behind it, as they do in Kamaji's control-plane pod.
             running.services_task = asyncio.create_task(
@@ -247,11 +252,13 @@ class InProcessHost:
         if params == running.kubeadm:
             return
         running.kubeadm = params
-        server, ca_pem = running.server.url, running.instance.ca.cert_pem
+        server, ca_pem, webhook_ca = running.server.url, running.instance.ca.cert_pem, running.webhook_ca
         running.kubeadm_task = _replaced(
             running.kubeadm_task,
             _behind_services(
-                running, "kubeadm's phases", lambda c: apply_kubeadm_phases(c, server, ca_pem, params)
+                running,
+                "kubeadm's phases",
+                lambda c: apply_kubeadm_phases(c, server, ca_pem, params, webhook_ca),
             ),
             f"kubeadm-phases-{running.instance.name}",
         )
@@ -394,7 +401,7 @@ def _soot_writes(running: _Running) -> Callable[[KubeClient], Awaitable[None]]:
 
     async def write(client: KubeClient) -> None:
         if params is not None:
-            await apply_kubeadm_phases(client, server, ca_pem, params)
+            await apply_kubeadm_phases(client, server, ca_pem, params, running.webhook_ca)
         if agent is not None:
             await apply_agent(client, agent)
 

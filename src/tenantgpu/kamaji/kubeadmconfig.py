@@ -72,6 +72,8 @@ class KubeadmParameters:
     # `spec.addons.coreDNS` and `spec.addons.kubeProxy` as (imageRepository, imageTag); None when absent
     coredns: tuple[str, str] | None = None
     kube_proxy: tuple[str, str] | None = None
+    # `spec.writePermissions` as (blockCreation, blockUpdate, blockDeletion)
+    write_permissions: tuple[bool, bool, bool] = (False, False, False)
 
     def to_json(self) -> Obj:
         return asdict(self)

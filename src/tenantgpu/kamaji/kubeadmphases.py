@@ -53,6 +53,7 @@ from tenantgpu.kamaji.kubeadmconfig import (
     go_yaml,
     kubelet_configuration,
 )
+from tenantgpu.kamaji.writepermissions import apply_write_permissions
 from tenantgpu.kubeclient import ApiError, KubeClient
 
 log = logging.getLogger(__name__)
@@ -237,11 +238,15 @@ def cluster_admin_rbac_phase() -> list[tuple[str, Obj]]:
 
 
 async def apply_kubeadm_phases(
-    client: KubeClient, server: str, ca_pem: bytes, params: KubeadmParameters
+    client: KubeClient, server: str, ca_pem: bytes, params: KubeadmParameters, webhook_ca: bytes = b""
 ) -> None:
-    """Kamaji's four phases, in its order, then the CoreDNS and kube-proxy add-ons (`kubeadmaddons`); the
+    """The write permissions' webhook configuration (`writepermissions`, trusting `webhook_ca`), then
+    Kamaji's four phases, in its order, then the CoreDNS and kube-proxy add-ons (`kubeadmaddons`); the
     endpoint is the advertised address at the server's port."""
     endpoint = f"{params.address}:{urlsplit(server).port}"
+    # Kamaji's write-permissions controller is a reconciler of its own: the phases' creates, which a
+    # limited tenant refuses (kubeadm creates first), must not keep the webhook from coming or going.
+    await apply_write_permissions(client, params.write_permissions, webhook_ca)
     objects = upload_config_kubeadm_phase(params, endpoint)
     try:
         objects += upload_config_kubelet_phase(params)
@@ -259,17 +264,21 @@ async def _create_or_update(client: KubeClient, resource: str, body: Obj) -> Non
     """kubeadm's CreateOrUpdate and CreateOrMutate: an update of a ConfigMap sets the phase's keys and keeps
     the others (so the bootstrapsigner's signatures on cluster-info stay), except for kubelet-config,
     which is replaced; a role's rules and a binding's subjects are brought back; kubeadm's admins' binding
-    is only created."""
+    is only created. Read first: Kamaji runs a phase again only when its checksum changed, so a
+    restarted lab whose objects stand as they should writes nothing (nor is refused by a tenant whose
+    writes are limited)."""
     meta = body["metadata"]
-    try:
-        await client.create(resource, body, meta.get("namespace"))
-        return
-    except ApiError as err:
-        if err.reason != "AlreadyExists":
-            raise
+    current = await client.get_if_found(resource, meta["name"], meta.get("namespace"))
+    if current is None:
+        try:
+            await client.create(resource, body, meta.get("namespace"))
+            return
+        except ApiError as err:
+            if err.reason != "AlreadyExists":
+                raise
+        current = await client.get(resource, meta["name"], meta.get("namespace"))
     if meta["name"] == CLUSTER_ADMINS:
         return
-    current = await client.get(resource, meta["name"], meta.get("namespace"))
     if resource == "configmaps":
         keep = {} if meta["name"] == KUBELET_CONFIG else current.get("data") or {}
         data = {**keep, **body["data"]}

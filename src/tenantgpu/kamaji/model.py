@@ -16,6 +16,7 @@ from tenantgpu.kamaji.kubeadmconfig import (
     KubeadmParameters,
     dns_service_ips,
 )
+from tenantgpu.kamaji.writepermissions import blocks_of
 from tenantgpu.kubeclient import ResourceKind
 
 Obj = dict[str, Any]
@@ -174,6 +175,7 @@ def kubeadm_parameters(tcp: Obj, datastore: Obj | None) -> KubeadmParameters:
         kubelet_patches=tuple(kubelet.get("configurationJSONPatches") or ()),
         coredns=_addon_image(tcp, "coreDNS"),
         kube_proxy=_addon_image(tcp, "kubeProxy"),
+        write_permissions=blocks_of(tcp),
     )
 
 
@@ -223,16 +225,27 @@ def version_status(tcp: Obj) -> str:
     return str(_get(tcp, "status", "kubernetesResources", "version", "status") or "")
 
 
+def serving(tcp: Obj) -> bool:
+    """The tenant's API server answers: `Ready`, or `WriteLimited` (it answers, and refuses the writes
+    its TCP blocks)."""
+    return version_status(tcp) in (VersionStatus.READY, VersionStatus.WRITE_LIMITED)
+
+
 def endpoint(tcp: Obj) -> str:
     return str(_get(tcp, "status", "controlPlaneEndpoint") or "")
 
 
-def derive_version_status(*, replicas: int, running: bool, ready: bool, failed: bool) -> VersionStatus:
-    """Readiness in the order Kamaji derives it from the control-plane Deployment."""
+def derive_version_status(
+    *, replicas: int, running: bool, ready: bool, failed: bool, write_limited: bool = False
+) -> VersionStatus:
+    """Readiness in the order Kamaji derives it from the control-plane Deployment: a TCP whose writes are
+    limited is `WriteLimited` whenever it is neither asleep nor failed."""
     if replicas == 0:
         return VersionStatus.SLEEPING if not running else VersionStatus.PROVISIONING
     if failed:
         return VersionStatus.NOT_READY
+    if write_limited:
+        return VersionStatus.WRITE_LIMITED
     if running and ready:
         return VersionStatus.READY
     return VersionStatus.PROVISIONING

@@ -10,7 +10,8 @@ kubeproxy.go, konnectivity.go) and internal/resources/kubeadm_phases.go:
   `kubeadm:node-proxier`) and the objects it controls (CoreDNS: ClusterRole, ServiceAccount, Service,
   ConfigMap, Deployment; kube-proxy: ServiceAccount, Role, RoleBinding, ConfigMap, DaemonSet);
 - the konnectivity agent's controller watches DaemonSet and ServiceAccount `kube-system/konnectivity-agent`
-  and ClusterRoleBinding `system:konnectivity-server`.
+  and ClusterRoleBinding `system:konnectivity-server`;
+- the write permissions' controller watches ValidatingWebhookConfiguration `kamaji-write-permissions`.
 
 The lab hears of those objects' changes from its API server's own caches, in its process, instead of
 through watches. Where it differs: it reacts to deletions and to changes of what an object says, not to
@@ -36,6 +37,8 @@ from tenantgpu.kamaji.kubeadmphases import (
     KUBELET_CONFIG,
     KUBELET_CONFIG_KEY,
 )
+from tenantgpu.kamaji.writepermissions import CONFIGURATION as WRITE_PERMISSIONS
+from tenantgpu.kamaji.writepermissions import RESOURCE as WRITE_PERMISSIONS_RESOURCE
 
 Obj = dict[str, Any]
 
@@ -70,6 +73,7 @@ WATCHED_KINDS = (
     (RBAC_GROUP, "clusterroles"),
     (RBAC_GROUP, "roles"),
     (RBAC_GROUP, "rolebindings"),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
 )
 _BOOKKEEPING = ("resourceVersion", "managedFields", "generation")
 
@@ -84,6 +88,8 @@ def watched(resource: str, obj: Obj) -> bool:
         return True
     if (resource, namespace, name) in AGENT_OBJECTS:
         return True
+    if resource == WRITE_PERMISSIONS_RESOURCE:
+        return name == WRITE_PERMISSIONS
     for ref in meta.get("ownerReferences") or ():
         if (
             ref.get("controller")

@@ -41,7 +41,7 @@ class ProgressView:
     def __call__(self, step: Progress) -> None:
         if step.state == "ready":
             detail = f"  [dim]{step.detail}[/dim]" if step.detail else ""
-            self.console.print(f"[green]✔[/green] {step.what} [bold]Ready[/bold]{detail}")
+            self.console.print(f"[green]✔[/green] {step.what} [bold]{step.shown}[/bold]{detail}")
         elif self._status is not None:
             self._status.update(f"{step.what}: {step.state}")
 

@@ -57,9 +57,11 @@ class Progress:
     what: str
     state: str
     detail: str = ""
+    # how a thing that is ready shows it: a tenant as its TCP's status says (`Ready`, `WriteLimited`)
+    shown: str = "Ready"
 
     def as_dict(self) -> dict[str, str]:
-        return {"what": self.what, "state": self.state, "detail": self.detail}
+        return {"what": self.what, "state": self.state, "detail": self.detail, "shown": self.shown}
 
 
 ProgressSink = Callable[[Progress], None]

@@ -49,7 +49,10 @@ async def _tenant_status(state: StateDir, tcp: Obj) -> Obj:
         "nodes": [],
         "pods": [],
     }
-    if tenant["state"] != model.VersionStatus.READY or not path.exists():
+    if (
+        tenant["state"] not in (model.VersionStatus.READY, model.VersionStatus.WRITE_LIMITED)
+        or not path.exists()
+    ):
         return tenant
     try:
         async with KubeClient.from_kubeconfig(path, user_agent="tenantgpu-status") as client:

@@ -197,7 +197,7 @@ class LabRuntime:
                 path.unlink()
             self._ready.pop(ref.key, None)
             return
-        if model.version_status(tcp) != model.VersionStatus.READY:
+        if not model.serving(tcp):
             self._ready.pop(ref.key, None)
             return
         endpoint = model.endpoint(tcp)
@@ -209,7 +209,7 @@ class LabRuntime:
             return
         _write_private(path, secret)
         self._ready[ref.key] = endpoint
-        self.progress(Progress(f"tenant {ref.name}", "ready", endpoint))
+        self.progress(Progress(f"tenant {ref.name}", "ready", endpoint, shown=model.version_status(tcp)))
         # Wake every waiter at once: they hold the old event, later waiters get a fresh one.
         self._changed.set()
         self._changed = asyncio.Event()

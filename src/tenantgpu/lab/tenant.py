@@ -361,21 +361,26 @@ def quota_object(quota: QuotaSpec, sharing: SharingConfig) -> dict:
 async def apply_quotas(client: KubeClient, tenant: TenantSpec, sharing: SharingConfig) -> None:
     """The lab file's quotas as ResourceQuota objects (namespaces created as needed); the file wins."""
     for quota in tenant.quotas:
-        try:
-            await client.create("namespaces", {"metadata": {"name": quota.namespace}})
-        except ApiError as err:
-            if err.code != 409:
-                raise
+        # read first: a lab resumed with its quotas in place writes nothing (also where writes are limited)
+        if await client.get_if_found("namespaces", quota.namespace) is None:
+            try:
+                await client.create("namespaces", {"metadata": {"name": quota.namespace}})
+            except ApiError as err:
+                if err.code != 409:
+                    raise
         body = quota_object(quota, sharing)
-        try:
-            await client.create("resourcequotas", body, quota.namespace)
-        except ApiError as err:
-            if err.code != 409:
-                raise
+        current = await client.get_if_found("resourcequotas", QUOTA_NAME, quota.namespace)
+        if current is None:
+            try:
+                await client.create("resourcequotas", body, quota.namespace)
+                continue
+            except ApiError as err:
+                if err.code != 409:
+                    raise
             current = await client.get("resourcequotas", QUOTA_NAME, quota.namespace)
-            if (current.get("spec") or {}).get("hard") != body["spec"]["hard"]:
-                current["spec"] = body["spec"]
-                await client.update("resourcequotas", current)
+        if (current.get("spec") or {}).get("hard") != body["spec"]["hard"]:
+            current["spec"] = body["spec"]
+            await client.update("resourcequotas", current)
 
 
 def _node_ready(node: dict) -> bool:

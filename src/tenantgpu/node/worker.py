@@ -19,6 +19,7 @@ from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import DevicePlugin, GPUSpec
 from tenantgpu.klog import ComponentLog
 from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.kubeclient.ensure import covers
 from tenantgpu.node import nodeconditions, sandbox
 from tenantgpu.node.kubelet import Kubelet
 from tenantgpu.node.logserver import KubeletServer
@@ -266,10 +267,21 @@ class Worker:
         try:
             node = await self.client.create("nodes", body)
         except ApiError as err:
-            if err.reason != "AlreadyExists":
+            existing = None
+            if err.code == 403:
+                # A tenant whose writes are limited (Kamaji's writePermissions) refuses the create before
+                # the storage could say the Node exists; a worker restarted there takes its Node over.
+                existing = await self.client.get_if_found("nodes", self.name)
+            if err.reason != "AlreadyExists" and existing is None:
                 raise
             meta = {"labels": body["metadata"]["labels"], "annotations": body["metadata"]["annotations"]}
-            node = await self.client.patch("nodes", self.name, {"metadata": meta})
+            existing = existing or await self.client.get("nodes", self.name)
+            # written only when they differ: an unchanged Node is not an update a limited tenant refuses
+            node = (
+                existing
+                if covers(existing["metadata"], meta)
+                else await self.client.patch("nodes", self.name, {"metadata": meta})
+            )
             previous = _conditions_of(node)
         self.node_uid = node["metadata"].get("uid")
         # Status on create is not guaranteed to be kept by every API server: post it explicitly.
