@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import kubernetes
 import pytest
 from apiserver_harness import BackgroundLoop, Kubectl, RawClient, RunningAPIServer, release_server
 
@@ -302,3 +303,48 @@ def test_a_1_27_tenant_refuses_a_sidecar_as_its_release_does(
         kubectl("apply", "-f", str(manifest), kubeconfig=newer, version="1.29")
         pod = json.loads(kubectl("get", "pod", "sidecar", "-o", "json", kubeconfig=newer).stdout)
         assert pod["spec"]["initContainers"][0]["restartPolicy"] == "Always"
+
+
+def test_too_long_is_worded_as_each_release_words_it(
+    kubectl: Kubectl, background_loop: BackgroundLoop, tmp_path: Path
+) -> None:
+    """kube 1.32 reworded field.TooLong: `must have at most 262144 bytes` up to 1.31, `may not be more
+    than 262144 bytes` from 1.32 (apimachinery v0.31.0 against v0.32.0). Each tenant answers in its own
+    release's words, in the Status message kubectl prints and in its cause."""
+    manifest = tmp_path / "big.yaml"
+    big = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "big", "annotations": {"a": "x" * 262144}},
+    }
+    manifest.write_text(json.dumps(big))
+    refused = kubectl("create", "-f", str(manifest), check=False)  # the module's v1.31 server
+    assert refused.returncode == 1
+    assert (
+        'The ConfigMap "big" is invalid: metadata.annotations: Too long: must have at most 262144 bytes'
+        in refused.stderr
+    ), refused.stderr
+    with release_server(background_loop, tmp_path / "v132", "v1.32.4") as newer:
+        refused = kubectl("create", "-f", str(manifest), kubeconfig=newer, version="1.32", check=False)
+        assert (
+            'The ConfigMap "big" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes'
+            in refused.stderr
+        ), refused.stderr
+        long_manager = kubectl(
+            "create", "configmap", "fm", f"--field-manager={'m' * 129}", kubeconfig=newer, version="1.32",
+            check=False,
+        )  # fmt: skip
+        assert "fieldManager: Too long: may not be more than 128 bytes" in long_manager.stderr
+        # the official client sees the same words in the Status cause
+        api = kubernetes.config.new_client_from_config(str(newer))
+        with pytest.raises(kubernetes.client.ApiException) as caught:
+            kubernetes.client.CoreV1Api(api).create_namespaced_config_map("default", big)
+        api.close()
+        status = json.loads(caught.value.body)
+        assert status["details"]["causes"] == [
+            {
+                "reason": "FieldValueTooLong",
+                "message": "Too long: may not be more than 262144 bytes",
+                "field": "metadata.annotations",
+            }
+        ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 
@@ -79,6 +80,35 @@ def invalid(kind: str, name: str, group: str, causes: list[dict[str, str]]) -> A
         details["group"] = group
     subject = f"{kind}.{group}" if group else kind
     return APIError(422, "Invalid", f"{subject} {json.dumps(name)} is invalid: {summary}", details)
+
+
+# kube 1.32 reworded field.TooLong (`must have at most N bytes`) and field.TooLongMaxLength (`may not be
+# longer than N`, a custom resource's maxLength) alike as `may not be more than N bytes` (apimachinery
+# v0.31.0 against v0.32.0, util/validation/field/errors.go). Causes are written in the older wording.
+_TOO_LONG_BEFORE_132 = re.compile(r"Too long: (?:must have at most (\d+) bytes|may not be longer than (\d+))")
+_REWORDED_MINOR = 32
+
+
+def worded_for(error: APIError, minor: int | None) -> APIError:
+    """`error` in the wording of the tenant's release (None: the newest): an Invalid status's too-long
+    causes, and its message, as that release's kube-apiserver words them."""
+    if error.reason != "Invalid" or not error.details or (minor is not None and minor < _REWORDED_MINOR):
+        return error
+    causes = error.details.get("causes") or []
+    if not any(c.get("reason") == "FieldValueTooLong" for c in causes):
+        return error
+    message, reworded = error.message, []
+    for cause in causes:
+        text = cause.get("message", "")
+        if cause.get("reason") == "FieldValueTooLong" and (found := _TOO_LONG_BEFORE_132.fullmatch(text)):
+            new = f"Too long: may not be more than {found.group(1) or found.group(2)} bytes"
+            field = cause.get("field")
+            message = message.replace(
+                f"{field}: {text}" if field else text, f"{field}: {new}" if field else new, 1
+            )
+            cause = {**cause, "message": new}
+        reworded.append(cause)
+    return APIError(error.code, error.reason, message, {**error.details, "causes": reworded})
 
 
 def bad_request(message: str) -> APIError:

@@ -723,7 +723,7 @@ class APIServer(SubresourceHandlers):
                 user = ANONYMOUS_USER
             response, verb, resource = await self._route(request, path, user)
         except errors.APIError as error:
-            response = status_response(error)
+            response = status_response(errors.worded_for(error, self._minor))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must not take the server down; the client gets a Status
@@ -956,7 +956,7 @@ class APIServer(SubresourceHandlers):
         try:
             response = await handler(request, target, user)
         except errors.APIError as error:  # kube warns on refusals too: the warning belongs to the route
-            response = status_response(error)
+            response = status_response(errors.worded_for(error, self._minor))
         if isinstance(response, web.Response) and not response.prepared:
             # the route's warning comes before those of the request (kube's AddWarningsHandler)
             later = response.headers.getall("Warning", [])
