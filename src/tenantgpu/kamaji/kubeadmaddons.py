@@ -39,7 +39,8 @@ from typing import Any
 from tenantgpu.apiserver.validation import is_ip
 from tenantgpu.kamaji.konnectivityagent import PROJECT, PROJECT_LABEL, delete_if_kamajis, kamaji_owned
 from tenantgpu.kamaji.kubeadmconfig import KubeadmParameters, go_yaml
-from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.kubeclient import KubeClient
+from tenantgpu.kubeclient.ensure import read_or_create
 
 log = logging.getLogger(__name__)
 
@@ -607,14 +608,9 @@ def _upsert_reference(refs: list[Obj], ref: Obj) -> list[Obj]:
 async def _write(client: KubeClient, resource: str, desired: Obj) -> Obj:
     meta = desired["metadata"]
     namespace = meta.get("namespace")
-    current = await client.get_if_found(resource, meta["name"], namespace)
-    if current is None:
-        try:
-            return await client.create(resource, desired, namespace)
-        except ApiError as err:
-            if err.reason != "AlreadyExists":
-                raise
-            current = await client.get(resource, meta["name"], namespace)
+    current, created = await read_or_create(client, resource, desired)
+    if created:
+        return current
     if resource in _APPLIED:
         return await client.patch(
             resource,

@@ -54,7 +54,8 @@ from tenantgpu.kamaji.kubeadmconfig import (
     kubelet_configuration,
 )
 from tenantgpu.kamaji.writepermissions import apply_write_permissions
-from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.kubeclient import KubeClient
+from tenantgpu.kubeclient.ensure import read_or_create
 
 log = logging.getLogger(__name__)
 
@@ -268,16 +269,8 @@ async def _create_or_update(client: KubeClient, resource: str, body: Obj) -> Non
     restarted lab whose objects stand as they should writes nothing (nor is refused by a tenant whose
     writes are limited)."""
     meta = body["metadata"]
-    current = await client.get_if_found(resource, meta["name"], meta.get("namespace"))
-    if current is None:
-        try:
-            await client.create(resource, body, meta.get("namespace"))
-            return
-        except ApiError as err:
-            if err.reason != "AlreadyExists":
-                raise
-        current = await client.get(resource, meta["name"], meta.get("namespace"))
-    if meta["name"] == CLUSTER_ADMINS:
+    current, created = await read_or_create(client, resource, body)
+    if created or meta["name"] == CLUSTER_ADMINS:
         return
     if resource == "configmaps":
         keep = {} if meta["name"] == KUBELET_CONFIG else current.get("data") or {}

@@ -39,6 +39,7 @@ from tenantgpu.apiserver.hooks import DirectEgress
 from tenantgpu.apiserver.pki import CertificateAuthority
 from tenantgpu.kubeclient import ApiError, KubeClient
 from tenantgpu.kubeclient.config import load_cert_chain
+from tenantgpu.kubeclient.ensure import read_or_create
 
 Obj = dict[str, Any]
 
@@ -153,13 +154,9 @@ async def apply_write_permissions(client: KubeClient, blocks: Blocks, ca_pem: by
             "metadata": {"name": CONFIGURATION},
             "webhooks": webhooks,
         }
-        try:
-            await client.create(RESOURCE, body)
+        current, created = await read_or_create(client, RESOURCE, body)
+        if created:
             return
-        except ApiError as err:
-            if err.reason != "AlreadyExists":
-                raise
-        current = await client.get(RESOURCE, CONFIGURATION)
     if _comparable(current.get("webhooks") or []) == _comparable(webhooks):
         return
     await client.update(RESOURCE, {**current, "webhooks": webhooks})

@@ -49,20 +49,30 @@ def _replacing(wanted: Obj, current: Obj) -> Obj:
     return {**wanted, "metadata": {**wanted["metadata"], "resourceVersion": meta.get("resourceVersion")}}
 
 
+async def read_or_create(client: KubeClient, resource: str, wanted: Obj) -> tuple[Obj, bool]:
+    """The object as it stands, read first and created from `wanted` when it is missing (also when a
+    create races another writer's); True when this call created it."""
+    meta = wanted["metadata"]
+    namespace = meta.get("namespace")
+    current = await client.get_if_found(resource, meta["name"], namespace)
+    if current is not None:
+        return current, False
+    try:
+        return await client.create(resource, wanted, namespace), True
+    except ApiError as err:
+        if err.reason != "AlreadyExists":
+            raise
+    return await client.get(resource, meta["name"], namespace), False
+
+
 async def ensure(client: KubeClient, resource: str, wanted: Obj, *, merge: Merge = _replacing) -> Obj:
     """The object as it stands once it says what `wanted` says: read first; created when missing;
     rewritten (`merge`, by default the wanted body at the current resourceVersion) when it differs;
     left alone otherwise."""
+    current, created = await read_or_create(client, resource, wanted)
+    if created:
+        return current
     meta = wanted["metadata"]
-    namespace = meta.get("namespace")
-    current = await client.get_if_found(resource, meta["name"], namespace)
-    if current is None:
-        try:
-            return await client.create(resource, wanted, namespace)
-        except ApiError as err:
-            if err.reason != "AlreadyExists":
-                raise
-        current = await client.get(resource, meta["name"], namespace)
     comparable = {**wanted, "metadata": {k: v for k, v in meta.items() if k not in _SERVER_METADATA}}
     if covers(current, comparable):
         return current
