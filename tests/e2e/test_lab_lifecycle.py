@@ -600,6 +600,48 @@ def test_a_write_limited_tenant_comes_back_limited_after_down_and_up(lab: LabDir
     lab.kubectl(kubeconfig, "delete", "pod", "before-limits", "--wait=false")
 
 
+def test_a_gpu_pod_waits_while_updates_are_blocked_and_runs_once_they_are_not(lab: LabDir) -> None:
+    """`blockUpdate` alone: a pod may be created, but HAMi's scheduler cannot take its node lock (an
+    update of the Node), so the pod stays Pending with HAMi's BindingFailed and Kamaji's sentence; once
+    the limits are lifted, HAMi's retry places it."""
+    kubeconfig = lab.tenant("tenant-a")
+    manifest = lab.root / "blocked-pod.yaml"
+    manifest.write_text(GPU_POD.replace("name: gpu-pod", "name: while-blocked"))
+    lab.kubectl(lab.management, "patch", "tcp", "tenant-a", "--type=merge",
+                "-p", '{"spec": {"writePermissions": {"blockUpdate": true}}}')  # fmt: skip
+    lab.wait_tcp("tenant-a", _state_is("WriteLimited"))
+    _wait(
+        lambda: (
+            lab.kubectl(
+                kubeconfig, "get", "validatingwebhookconfiguration", "kamaji-write-permissions", check=False
+            ).returncode
+            == 0
+        ),
+        "Kamaji's webhook configuration",
+    )
+    lab.kubectl(kubeconfig, "create", "-f", str(manifest))
+
+    def binding_failed() -> str:
+        events = lab.kubectl(kubeconfig, "get", "events", "--field-selector",
+                             "involvedObject.name=while-blocked,reason=BindingFailed", "-o", "json").stdout  # fmt: skip
+        return next((e["message"] for e in json.loads(events)["items"]), "")
+
+    message = _wait(binding_failed, "HAMi's BindingFailed")
+    assert message.startswith("failed to set node lock (node=worker-a1") and WRITE_LIMITED in message, message
+    phase = lab.kubectl(kubeconfig, "get", "pod", "while-blocked", "-o", "jsonpath={.status.phase}").stdout
+    assert phase == "Pending"
+    lab.kubectl(lab.management, "patch", "tcp", "tenant-a", "--type=json",
+                "-p", '[{"op": "remove", "path": "/spec/writePermissions"}]')  # fmt: skip
+    _wait(
+        lambda: (
+            lab.kubectl(kubeconfig, "get", "pod", "while-blocked", "-o", "jsonpath={.status.phase}").stdout
+            == "Running"
+        ),
+        "the pod Running once the limits are lifted",
+    )
+    lab.kubectl(kubeconfig, "delete", "pod", "while-blocked", "--wait=false")
+
+
 def _children(pid: int, module: str) -> list[int]:
     return [c for c in child_processes(pid) if module in Path(f"/proc/{c}/cmdline").read_text()]
 
