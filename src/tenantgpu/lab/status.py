@@ -49,10 +49,7 @@ async def _tenant_status(state: StateDir, tcp: Obj) -> Obj:
         "nodes": [],
         "pods": [],
     }
-    if (
-        tenant["state"] not in (model.VersionStatus.READY, model.VersionStatus.WRITE_LIMITED)
-        or not path.exists()
-    ):
+    if not model.serving(tcp) or not path.exists():
         return tenant
     try:
         async with KubeClient.from_kubeconfig(path, user_agent="tenantgpu-status") as client:

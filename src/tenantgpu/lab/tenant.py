@@ -31,6 +31,7 @@ from tenantgpu.klog import ComponentLog
 from tenantgpu.konnectivity import AgentIdentifiers, ProxyAgent
 from tenantgpu.konnectivity.agent import mapped_dial_policy
 from tenantgpu.kubeclient import ApiError, KubeClient
+from tenantgpu.kubeclient.ensure import read_or_create
 from tenantgpu.kubeclient.serviceaccounttoken import ServiceAccountClient
 from tenantgpu.lab.control import LabControl, Switch
 from tenantgpu.lab.process import Progress, ProgressSink
@@ -362,22 +363,11 @@ async def apply_quotas(client: KubeClient, tenant: TenantSpec, sharing: SharingC
     """The lab file's quotas as ResourceQuota objects (namespaces created as needed); the file wins."""
     for quota in tenant.quotas:
         # read first: a lab resumed with its quotas in place writes nothing (also where writes are limited)
-        if await client.get_if_found("namespaces", quota.namespace) is None:
-            try:
-                await client.create("namespaces", {"metadata": {"name": quota.namespace}})
-            except ApiError as err:
-                if err.code != 409:
-                    raise
+        await read_or_create(client, "namespaces", {"metadata": {"name": quota.namespace}})
         body = quota_object(quota, sharing)
-        current = await client.get_if_found("resourcequotas", QUOTA_NAME, quota.namespace)
-        if current is None:
-            try:
-                await client.create("resourcequotas", body, quota.namespace)
-                continue
-            except ApiError as err:
-                if err.code != 409:
-                    raise
-            current = await client.get("resourcequotas", QUOTA_NAME, quota.namespace)
+        current, created = await read_or_create(client, "resourcequotas", body)
+        if created:
+            continue
         if (current.get("spec") or {}).get("hard") != body["spec"]["hard"]:
             current["spec"] = body["spec"]
             await client.update("resourcequotas", current)

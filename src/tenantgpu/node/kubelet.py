@@ -612,9 +612,7 @@ class Kubelet:
         refused = admission.os_rejection(pod, node)
         if refused is not None:
             return refused
-        charged = self._charged.get(record.uid)
-        usage = self._usage if charged is None else self._usage.without(*charged)
-        found = admission.failures(pod, node, usage, static=_is_static(pod))
+        found = admission.failures(pod, node, self._usage_beside(record), static=_is_static(pod))
         if not found:
             return None
         others = self._admitted_others(record)
@@ -1419,6 +1417,11 @@ class Kubelet:
                 record.resizing = True
                 self._side_task(self._resize(record))
 
+    def _usage_beside(self, record: PodRecord) -> admission.NodeUsage:
+        """What the other admitted pods charge the node: the running totals, less `record`'s own charge."""
+        charged = self._charged.get(record.uid)
+        return self._usage if charged is None else self._usage.without(*charged)
+
     def _admitted_others(self, record: PodRecord) -> list[PodRecord]:
         return [
             r for r in self.pods.values() if r is not record and r.requests is not None and not r.finished
@@ -1449,17 +1452,7 @@ class Kubelet:
                 else:
                     node = self.node_informer.get(None, self.node_name)
                     target = {**pod, "spec": resize.with_resources(record.spec, wanted)}
-                    others = self._admitted_others(record)
-                    waits = (
-                        None
-                        if node is None
-                        else resize.verdict(
-                            target,
-                            node,
-                            [r.requests for r in others if r.requests is not None],
-                            ports_in_use=[port for r in others for port in r.host_ports],
-                        )
-                    )
+                    waits = None if node is None else resize.verdict(target, node, self._usage_beside(record))
                     if waits is not None:
                         record.pending_resize = wanted
                         if waits.reason == resize.DEFERRED:

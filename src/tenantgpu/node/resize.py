@@ -113,12 +113,12 @@ def _allocatable(node: Mapping[str, Any], name: str) -> int | None:
 def verdict(
     pod: Mapping[str, Any],
     node: Mapping[str, Any],
-    others: list[admission.Requests],
+    others: list[admission.Requests] | admission.NodeUsage,
     *,
     ports_in_use: list[tuple[str, str, int]] | None = None,
 ) -> Verdict | None:
     """None when the resized `pod` can be allocated beside `others` (what the other admitted pods
-    request); otherwise why it waits."""
+    request, or their totals); otherwise why it waits."""
     requests = admission.pod_requests(pod)
     for name in ("memory", "cpu"):
         capacity = _allocatable(node, name)
