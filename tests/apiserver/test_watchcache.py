@@ -112,9 +112,9 @@ async def test_a_waiting_watch_hands_events_to_its_sink_and_queues_what_it_refus
     accepting = [True]
 
     class Sink:
-        def hold(self, data: bytes) -> bool:
+        def take(self, event: Event) -> bool:
             if accepting[0]:
-                written.append(int(json.loads(data)["object"]["metadata"]["resourceVersion"]))
+                written.append(int(json.loads(event.line())["object"]["metadata"]["resourceVersion"]))
             return accepting[0]
 
     watcher.sink = Sink()

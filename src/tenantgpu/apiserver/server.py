@@ -121,8 +121,9 @@ from tenantgpu.apiserver.storage import Datastore
 from tenantgpu.apiserver.structural import prune, prune_at
 from tenantgpu.apiserver.subresources import SubresourceHandlers
 from tenantgpu.apiserver.tables import to_table, watch_event_table
-from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, encode
+from tenantgpu.apiserver.watchcache import Entry, Event, Predicate, Watcher, encode
 from tenantgpu.apiserver.webhooks import WebhookAdmission
+from tenantgpu.inprocesswatch import IN_PROCESS_HEADER, InProcessWatch, InProcessWatches
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,30 @@ class APIServerConfig:
     # kube's ServiceAccount admission plugin, which refuses pods until a controller-manager has made their
     # namespace's `default` account: on for tenants, off for a bare server that runs no controllers.
     service_account_admission: bool = False
+
+
+class _StreamSink:
+    """A watch's events written straight to its streamed response, as lines of JSON."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: ChunkedStream) -> None:
+        self.stream = stream
+
+    def take(self, event: Event) -> bool:
+        return self.stream.hold(event.line())
+
+
+class _InProcessSink:
+    """A watch's events handed to a client of this process, as the stored objects themselves."""
+
+    __slots__ = ("watch",)
+
+    def __init__(self, watch: InProcessWatch) -> None:
+        self.watch = watch
+
+    def take(self, event: Event) -> bool:
+        return self.watch.put(event.type, event.entry.obj)
 
 
 def _warning_value(text: str) -> str:
@@ -404,6 +429,8 @@ class APIServer(SubresourceHandlers):
         # for a component of this process by `loopback_config`.
         self._loopback_port = 0
         self._loopback_users: dict[str, UserInfo] = {}
+        # The watches of this process's own components that take the stored objects as they are.
+        self.in_process_watches = InProcessWatches()
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self._kubernetes_service: KubernetesService | None = None
         self._stopping = False
@@ -1106,6 +1133,15 @@ class APIServer(SubresourceHandlers):
             await response.write_eof()
             return response
 
+        local = self._in_process_watch(request) if not table else None
+        if local is not None:
+            try:
+                return await self._watch_in_process(
+                    request, kind, watcher, backlog, local, timeout, bookmarks, initial_events
+                )
+            finally:
+                self.registry.unwatch(kind, watcher)
+
         def line(event: Event) -> bytes:
             if not table:
                 return event.line()
@@ -1141,7 +1177,9 @@ class APIServer(SubresourceHandlers):
             last_sent = time.monotonic()
             stream = response if isinstance(response, ChunkedStream) else None
             if stream is not None and not table:
-                watcher.sink = stream  # events go straight to the connection while this task waits
+                watcher.sink = _StreamSink(
+                    stream
+                )  # events go straight to the connection while this task waits
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -1173,6 +1211,70 @@ class APIServer(SubresourceHandlers):
         finally:
             self.registry.unwatch(kind, watcher)
         return response if response is not None else web.Response(status=200)  # the client left first
+
+    def _in_process_watch(self, request: web.Request) -> InProcessWatch | None:
+        """The in-process watch a component of this process opened for this request, if any."""
+        key = request.headers.get(IN_PROCESS_HEADER)
+        return self.in_process_watches.claim(key) if key else None
+
+    async def _watch_in_process(
+        self,
+        request: web.Request,
+        kind: Kind,
+        watcher: Watcher,
+        backlog: list[Event],
+        local: InProcessWatch,
+        timeout: int,
+        bookmarks: bool,
+        initial_events: bool,
+    ) -> web.StreamResponse | ChunkedStream:
+        """The watch of a component of this process: the same events, as the stored objects themselves,
+        handed over beside the connection, which carries only the response's start and end."""
+
+        def mark() -> Obj:
+            return {
+                "kind": kind.kind,
+                "apiVersion": kind.api_version,
+                "metadata": {"resourceVersion": str(self.registry.revision)},
+            }
+
+        def put(events: list[Event]) -> bool:
+            return all(local.put(e.type, e.entry.obj) for e in events)
+
+        # accepted before the headers go out: the client looks at it when they arrive
+        local.accept(watcher.close)
+        response = None
+        try:
+            response = await start_stream(request, 200, self._stream_headers(kind))
+            going = put(backlog)
+            if going and initial_events:
+                end = mark()
+                end["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+                going = local.put("BOOKMARK", end)
+            watcher.sink = _InProcessSink(local)
+            deadline = last_sent = time.monotonic()
+            deadline += timeout
+            while going and not local.closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                batch, ended = await watcher.next_batch(min(remaining, 10.0))
+                # a client too far behind is let go, as a connection's is: it watches again
+                going = put(batch) and not ended
+                if batch:
+                    last_sent = time.monotonic()
+                elif request.transport is None or request.transport.is_closing():
+                    break
+                elif bookmarks and time.monotonic() - last_sent >= 10.0:
+                    going = local.put("BOOKMARK", mark())
+                    last_sent = time.monotonic()
+            watcher.sink = None
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            pass
+        finally:
+            local.finish()
+        return response if response is not None else web.Response(status=200)
 
     async def _read_body(self, request: web.Request) -> bytes:
         length = request.content_length

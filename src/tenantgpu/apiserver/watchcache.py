@@ -8,6 +8,7 @@ DELETED (or ADDED), and a resume from a revision older than the window gets 410 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -17,6 +18,11 @@ from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.jsoncodec import clone, dumps_kept, loads
 
 Obj = dict[str, Any]
+
+# A stored object is shared with every reader in the process (in-process watches, listeners, the
+# copies a patch takes): none may change it. Set (the test suite does), every object a write replaces or
+# removes is checked against the JSON it was stored with.
+VERIFY_UNCHANGED = os.environ.get("TENANTGPU_VERIFY_STORED", "") == "1"
 
 
 def encode(obj: Obj) -> bytes:
@@ -80,10 +86,11 @@ class TriggerField:
 
 
 class EventSink(Protocol):
-    """Where a waiting watch's events can be written outside its task (a server's streamed response)."""
+    """Where a waiting watch's events can go outside its task (a server's streamed response, or an
+    in-process watch)."""
 
-    def hold(self, data: bytes) -> bool:
-        """Take one event's line to send, or refuse it (then it is queued for the watch's task)."""
+    def take(self, event: Event) -> bool:
+        """Take one event to send, or refuse it (then it is queued for the watch's task)."""
         ...
 
 
@@ -154,7 +161,7 @@ class Watcher:
         # the commit that recorded it, a loop turn sooner, and with no task to wake for it. Anything
         # queued goes first, so the order holds.
         sink = self.sink
-        if sink is not None and self._waiter is not None and not self._pending and sink.hold(seen.line()):
+        if sink is not None and self._waiter is not None and not self._pending and sink.take(seen):
             return
         if len(self._pending) >= self.limit:
             # A watcher that cannot keep up is closed, as kube-apiserver does; the client re-watches.
@@ -212,6 +219,8 @@ class ResourceCache:
         self.changes += 1
 
     def record(self, key: str, event: Event) -> None:
+        if VERIFY_UNCHANGED:
+            _verify_unchanged(key, self.objects.get(key))
         self.changes += 1
         if event.type == "DELETED":
             self.objects.pop(key, None)
@@ -294,3 +303,8 @@ class ResourceCache:
     @property
     def watcher_count(self) -> int:
         return len(self._watchers) + sum(len(ws) for ws in self._by_value.values())
+
+
+def _verify_unchanged(key: str, entry: Entry | None) -> None:
+    if entry is not None and encode(entry.obj) != entry.raw:
+        raise RuntimeError(f"the stored object {key} was changed in place after it was stored")

@@ -105,6 +105,9 @@ class ControlPlaneServices:
             deployments.deployments,
         ):
             informer.transform = share_workload_object
+        # The pod and node events are most of what the controllers read, and nothing here changes a pod
+        # or node it read in place: a server of this process hands over its own objects (no JSON).
+        scheduler.pods.read_only = scheduler.nodes.read_only = True
         # Services, Endpoints and EndpointSlices: one watch each, shared by the two controllers and the
         # garbage collector of the slices.
         endpoints = EndpointsController(self.client, pods=scheduler.pods)

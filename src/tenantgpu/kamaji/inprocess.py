@@ -447,7 +447,8 @@ async def _start_services(instance: ControlPlaneInstance, server: APIServer) -> 
     url, token = server.loopback("system:kube-controller-manager", ["system:masters"])
     # the CA goes along: the root CA publisher hands it to every namespace (kube-root-ca.crt)
     config = KubeConfig(server=url, token=token, ca_data=instance.ca.cert_pem)
-    client = KubeClient(config, user_agent="kube-controller-manager")
+    # The informers that only read take the server's own pod and node objects (inprocesswatch.py).
+    client = KubeClient(config, user_agent="kube-controller-manager", in_process=server.in_process_watches)
     # the tenant's CA signs approved CertificateSigningRequests (kube-controller-manager's csrsigning)
     services = ControlPlaneServices(client, signing_ca=instance.ca)
     try:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import orjson
 
+from tenantgpu.inprocesswatch import IN_PROCESS_HEADER, InProcessWatch, InProcessWatches
 from tenantgpu.kubeclient.config import KubeConfig, load_kubeconfig
 from tenantgpu.kubeclient.errors import ApiError
 from tenantgpu.kubeclient.events import EventCorrelator
@@ -35,6 +36,8 @@ class WatchEvent:
 
     type: str
     object: dict[str, Any]
+    # The object is the API server's own (an in-process watch): it must never be changed in place.
+    shared: bool = False
 
 
 def now_rfc3339() -> str:
@@ -48,8 +51,17 @@ def now_micro() -> str:
 class KubeClient:
     """A thin client for one API server; create inside a running event loop, `await close()` when done."""
 
-    def __init__(self, config: KubeConfig, *, user_agent: str = "tenantgpu", pool_size: int = 64) -> None:
+    def __init__(
+        self,
+        config: KubeConfig,
+        *,
+        user_agent: str = "tenantgpu",
+        pool_size: int = 64,
+        in_process: InProcessWatches | None = None,
+    ) -> None:
+        """`in_process`: the server's hand-over of watch events, for a client in the server's process."""
         self.config = config
+        self.in_process = in_process
         self._ssl = config.ssl_context()
         self._user_agent = user_agent
         self._pool_size = pool_size
@@ -258,8 +270,12 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeout_seconds: int | None = None,
+        shared: bool = False,
     ) -> AsyncIterator[WatchEvent]:
-        """Yield events until the server ends the stream; an ERROR event raises ApiError (410 = relist)."""
+        """Yield events until the server ends the stream; an ERROR event raises ApiError (410 = relist).
+
+        `shared`: the caller never changes the objects, so a server in this process may hand over its
+        own (the events are then marked `shared`) instead of encoding them for this client to decode."""
         rk = resource_kind(resource)
         params = _selectors(label_selector, field_selector)
         params["watch"] = "1"
@@ -268,28 +284,29 @@ class KubeClient:
             params["resourceVersion"] = resource_version
         # Like client-go, end each watch after 5-10 minutes so stale connections cannot linger forever.
         params["timeoutSeconds"] = str(timeout_seconds or random.randint(300, 600))
+        if shared and self.in_process is not None:
+            key, local = self.in_process.open()
+            try:
+                async with self.pool.stream(
+                    "GET", rk.path(namespace), params=params, headers={IN_PROCESS_HEADER: key}
+                ) as (status, body):
+                    if status >= 400:
+                        raise ApiError.from_response(status, await body.read())
+                    if local.accepted:
+                        async for event in _in_process_events(local):
+                            yield event
+                        return
+                    async for event in _stream_events(body, rk):
+                        yield event
+            finally:
+                local.close()
+                self.in_process.release(key)
+            return
         async with self.pool.stream("GET", rk.path(namespace), params=params) as (status, body):
             if status >= 400:
                 raise ApiError.from_response(status, await body.read())
-            buffer = b""
-            async for chunk in body:
-                if b"\n" not in chunk:
-                    buffer += chunk
-                    continue
-                # one split per chunk: a chunk often carries several events, or the end of a big one
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                # An idle watch waits for its next chunk in this frame: it must not hold on to the bytes
-                # of the events it has handed on (a lab keeps some thirty watches per tenant).
-                del chunk
-                while lines:
-                    line = lines.pop(0)
-                    if line and not line.isspace():
-                        event = _decode_event(line, rk)
-                        del line
-                        yield event
-                        del event
-            if buffer.strip():
-                yield _decode_event(buffer, rk)
+            async for event in _stream_events(body, rk):
+                yield event
 
     # --- conveniences -------------------------------------------------------------------------
 
@@ -415,6 +432,39 @@ def _selectors(label_selector: str | None, field_selector: str | None) -> dict[s
     if field_selector:
         params["fieldSelector"] = field_selector
     return params
+
+
+async def _stream_events(body: AsyncIterator[bytes], rk: ResourceKind) -> AsyncIterator[WatchEvent]:
+    """The events of a watch's response body, one JSON object per line."""
+    buffer = b""
+    async for chunk in body:
+        if b"\n" not in chunk:
+            buffer += chunk
+            continue
+        # one split per chunk: a chunk often carries several events, or the end of a big one
+        *lines, buffer = (buffer + chunk).split(b"\n")
+        # An idle watch waits for its next chunk in this frame: it must not hold on to the bytes
+        # of the events it has handed on (a lab keeps some thirty watches per tenant).
+        del chunk
+        while lines:
+            line = lines.pop(0)
+            if line and not line.isspace():
+                event = _decode_event(line, rk)
+                del line
+                yield event
+                del event
+    if buffer.strip():
+        yield _decode_event(buffer, rk)
+
+
+async def _in_process_events(local: InProcessWatch) -> AsyncIterator[WatchEvent]:
+    """The events a server of this process hands over: its stored objects, shared."""
+    while True:
+        for item in await local.next_batch():
+            if item is None:
+                return
+            kind, obj = item
+            yield WatchEvent(kind, obj, shared=True)
 
 
 def _decode_event(line: bytes, rk: ResourceKind) -> WatchEvent:

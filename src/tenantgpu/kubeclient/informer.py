@@ -39,10 +39,14 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.client = client
         # client-go's SetTransform: applied to each object before it is cached and handed on
         self.transform = transform
+        # Whoever reads this informer's objects never changes them in place (client-go's rule for every
+        # informer cache), so a server of this process may hand over its own (inprocesswatch.py).
+        self.read_only = read_only
         self.resource = resource_kind(resource)
         self.namespace = namespace
         self.label_selector = label_selector
@@ -107,9 +111,10 @@ class Informer:
                     resource_version=self.resource_version,
                     label_selector=self.label_selector,
                     field_selector=self.field_selector,
+                    shared=self.read_only,
                 ):
                     attempt = 0
-                    await self._apply(event.type, event.object)
+                    await self._apply(event.type, event.object, event.shared)
             except asyncio.CancelledError:
                 raise
             except ApiError as err:
@@ -155,13 +160,15 @@ class Informer:
             self._sync_waiter.set_result(None)
             self._sync_waiter = None
 
-    async def _apply(self, kind: str, obj: dict[str, Any]) -> None:
+    async def _apply(self, kind: str, obj: dict[str, Any], shared: bool = False) -> None:
         rv = _rv(obj)
         if kind == "BOOKMARK":
             if rv:
                 self.resource_version = rv
             return
-        if self.transform is not None:
+        # The server's own objects are not transformed: they may not be changed, and they are kept
+        # once already (the transforms here share equal parts, as the server's cache does).
+        if self.transform is not None and not shared:
             obj = self.transform(obj)
         key = object_key(obj)
         old = self.cache.get(key)

@@ -272,10 +272,13 @@ class Http1Pool:
         params: dict[str, str] | None,
         body: bytes | None,
         content_type: str | None,
+        headers: dict[str, str] | None = None,
     ) -> bytes:
         # %20 rather than +: set-based label selectors have spaces, and not every server reads + as one.
         target = self._base + path + ("?" + urlencode(params, quote_via=quote) if params else "")
         head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._head
+        if headers:
+            head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
         if body is None:
             return head + b"\r\n"
         return (
@@ -292,10 +295,12 @@ class Http1Pool:
         *,
         params: dict[str, str] | None = None,
         connect_timeout: float = 30.0,
+        headers: dict[str, str] | None = None,
     ) -> AsyncIterator[tuple[int, _Stream]]:
         """A request on a connection of its own whose body is read as it comes (a watch): yields the
-        status and the body's chunks; the connection is closed when the block ends."""
-        message = self._message(method, path, params, None, None)
+        status and the body's chunks; the connection is closed when the block ends. `headers` go with
+        this request only."""
+        message = self._message(method, path, params, None, None, headers)
         async with asyncio.timeout(connect_timeout):
             connection = await self._connection(fresh=True)
             try:
