@@ -1115,7 +1115,6 @@ class APIServer(SubresourceHandlers):
         include = query.get("includeObject", "Metadata")
         if include not in ("None", "Metadata", "Object"):
             raise errors.bad_request(f"includeObject must be one of None, Metadata, Object, not {include!r}")
-        first_table = [True]
         predicate = self._predicate(request, kind)
         field_text = query.get("fieldSelector", "")
         # the selector parsed already in _predicate; what it requires exactly indexes the watcher
@@ -1135,15 +1134,58 @@ class APIServer(SubresourceHandlers):
 
         local = self._in_process_watch(request) if not table else None
         if local is not None:
-            try:
-                return await self._watch_in_process(
-                    request, kind, watcher, backlog, local, timeout, bookmarks, initial_events
+            # accepted before the headers go out: the client looks at it when they arrive
+            local.accept(watcher.close)
+        deadline = time.monotonic() + timeout
+        response = None
+        try:
+            response = await start_stream(request, 200, self._stream_headers(kind))
+            if local is not None:
+                await self._hand_over(
+                    request, kind, watcher, backlog, local, deadline, bookmarks, initial_events
                 )
-            finally:
-                self.registry.unwatch(kind, watcher)
+            else:
+                await self._write_events(
+                    request,
+                    kind,
+                    watcher,
+                    backlog,
+                    response,
+                    deadline,
+                    bookmarks,
+                    initial_events,
+                    include if table else None,
+                )
+            watcher.sink = None
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            pass
+        finally:
+            watcher.sink = None
+            if local is not None:
+                local.finish()
+            self.registry.unwatch(kind, watcher)
+        return response if response is not None else web.Response(status=200)  # the client left first
+
+    async def _write_events(
+        self,
+        request: web.Request,
+        kind: Kind,
+        watcher: Watcher,
+        backlog: list[Event],
+        response: Any,
+        deadline: float,
+        bookmarks: bool,
+        initial_events: bool,
+        include: str | None,
+    ) -> None:
+        """A watch's events written to its streamed response, as lines of JSON (`include`: as a table's
+        rows, with that much of each object)."""
+        table = include is not None
+        first_table = [True]
 
         def line(event: Event) -> bytes:
-            if not table:
+            if include is None:
                 return event.line()
             # kube-apiserver sends the column definitions with the first event of a stream only.
             columns, first_table[0] = first_table[0], False
@@ -1158,123 +1200,85 @@ class APIServer(SubresourceHandlers):
             )
             return encode(rows) + b"\n"
 
-        deadline = time.monotonic() + timeout
-        response = None
-        try:
-            response = await start_stream(request, 200, self._stream_headers(kind))
-            chunk = b"".join(line(e) for e in backlog)
-            if initial_events and not table:
-                mark = {
-                    "kind": kind.kind,
-                    "apiVersion": kind.api_version,
-                    "metadata": {
-                        "resourceVersion": str(self.registry.revision),
-                        "annotations": {"k8s.io/initial-events-end": "true"},
-                    },
-                }
-                chunk += encode({"type": "BOOKMARK", "object": mark}) + b"\n"
-            await response.write(chunk)
-            last_sent = time.monotonic()
-            stream = response if isinstance(response, ChunkedStream) else None
-            if stream is not None and not table:
-                watcher.sink = _StreamSink(
-                    stream
-                )  # events go straight to the connection while this task waits
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                batch, ended = await watcher.next_batch(min(remaining, 10.0))
-                if batch:
-                    await response.write(b"".join(line(e) for e in batch))
-                    last_sent = time.monotonic()
-                if ended:
-                    break
-                if batch:
-                    continue
-                if request.transport is None or request.transport.is_closing():
-                    break
-                if stream is not None:
-                    last_sent = max(last_sent, stream.last_write)
-                if bookmarks and not table and time.monotonic() - last_sent >= 10.0:
-                    mark = {
-                        "kind": kind.kind,
-                        "apiVersion": kind.api_version,
-                        "metadata": {"resourceVersion": str(self.registry.revision)},
-                    }
-                    await response.write(encode({"type": "BOOKMARK", "object": mark}) + b"\n")
-                    last_sent = time.monotonic()
-            watcher.sink = None
-            await response.write_eof()
-        except (ConnectionResetError, ConnectionError):
-            pass
-        finally:
-            self.registry.unwatch(kind, watcher)
-        return response if response is not None else web.Response(status=200)  # the client left first
+        chunk = b"".join(line(e) for e in backlog)
+        if initial_events and not table:
+            mark = self._bookmark(kind, initial_events_end=True)
+            chunk += encode({"type": "BOOKMARK", "object": mark}) + b"\n"
+        await response.write(chunk)
+        last_sent = time.monotonic()
+        stream = response if isinstance(response, ChunkedStream) else None
+        if stream is not None and not table:
+            # events go straight to the connection while this task waits
+            watcher.sink = _StreamSink(stream)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            batch, ended = await watcher.next_batch(min(remaining, 10.0))
+            if batch:
+                await response.write(b"".join(line(e) for e in batch))
+                last_sent = time.monotonic()
+            if ended:
+                return
+            if batch:
+                continue
+            if request.transport is None or request.transport.is_closing():
+                return
+            if stream is not None:
+                last_sent = max(last_sent, stream.last_write)
+            if bookmarks and not table and time.monotonic() - last_sent >= 10.0:
+                mark = self._bookmark(kind)
+                await response.write(encode({"type": "BOOKMARK", "object": mark}) + b"\n")
+                last_sent = time.monotonic()
+
+    def _bookmark(self, kind: Kind, *, initial_events_end: bool = False) -> Obj:
+        """A watch's BOOKMARK object at the current revision (the end of a streaming list's objects)."""
+        meta: Obj = {"resourceVersion": str(self.registry.revision)}
+        if initial_events_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": meta}
 
     def _in_process_watch(self, request: web.Request) -> InProcessWatch | None:
         """The in-process watch a component of this process opened for this request, if any."""
         key = request.headers.get(IN_PROCESS_HEADER)
         return self.in_process_watches.claim(key) if key else None
 
-    async def _watch_in_process(
+    async def _hand_over(
         self,
         request: web.Request,
         kind: Kind,
         watcher: Watcher,
         backlog: list[Event],
         local: InProcessWatch,
-        timeout: int,
+        deadline: float,
         bookmarks: bool,
         initial_events: bool,
-    ) -> web.StreamResponse | ChunkedStream:
+    ) -> None:
         """The watch of a component of this process: the same events, as the stored objects themselves,
         handed over beside the connection, which carries only the response's start and end."""
-
-        def mark() -> Obj:
-            return {
-                "kind": kind.kind,
-                "apiVersion": kind.api_version,
-                "metadata": {"resourceVersion": str(self.registry.revision)},
-            }
 
         def put(events: list[Event]) -> bool:
             return all(local.put(e.type, e.entry.obj) for e in events)
 
-        # accepted before the headers go out: the client looks at it when they arrive
-        local.accept(watcher.close)
-        response = None
-        try:
-            response = await start_stream(request, 200, self._stream_headers(kind))
-            going = put(backlog)
-            if going and initial_events:
-                end = mark()
-                end["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
-                going = local.put("BOOKMARK", end)
-            watcher.sink = _InProcessSink(local)
-            deadline = last_sent = time.monotonic()
-            deadline += timeout
-            while going and not local.closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                batch, ended = await watcher.next_batch(min(remaining, 10.0))
-                # a client too far behind is let go, as a connection's is: it watches again
-                going = put(batch) and not ended
-                if batch:
-                    last_sent = time.monotonic()
-                elif request.transport is None or request.transport.is_closing():
-                    break
-                elif bookmarks and time.monotonic() - last_sent >= 10.0:
-                    going = local.put("BOOKMARK", mark())
-                    last_sent = time.monotonic()
-            watcher.sink = None
-            await response.write_eof()
-        except (ConnectionResetError, ConnectionError):
-            pass
-        finally:
-            local.finish()
-        return response if response is not None else web.Response(status=200)
+        going = put(backlog)
+        if going and initial_events:
+            going = local.put("BOOKMARK", self._bookmark(kind, initial_events_end=True))
+        watcher.sink = _InProcessSink(local)
+        last_sent = time.monotonic()
+        while going and not local.closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            batch, ended = await watcher.next_batch(min(remaining, 10.0))
+            # a client too far behind is let go, as a connection's is: it watches again
+            going = put(batch) and not ended
+            if batch:
+                last_sent = time.monotonic()
+            elif request.transport is None or request.transport.is_closing():
+                return
+            elif bookmarks and time.monotonic() - last_sent >= 10.0:
+                going = local.put("BOOKMARK", self._bookmark(kind))
+                last_sent = time.monotonic()
 
     async def _read_body(self, request: web.Request) -> bytes:
         length = request.content_length
