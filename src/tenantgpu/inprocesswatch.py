@@ -33,20 +33,22 @@ class InProcessWatch:
 
     __slots__ = ("_items", "_on_close", "_waiter", "accepted", "closed", "limit")
 
-    def __init__(self, limit: int = 50_000) -> None:
+    def __init__(self) -> None:
         self.accepted = False
         self.closed = False
         # A watcher that falls this far behind is ended, as the server ends a slow connection's watch.
-        self.limit = limit
+        self.limit = 0
         self._items: list[Item] = []
         self._waiter: asyncio.Future[None] | None = None
         self._on_close: Callable[[], None] | None = None
 
     # the server's side
 
-    def accept(self, on_close: Callable[[], None]) -> None:
-        """The server will put this watch's events here; `on_close` ends its watch when the client leaves."""
+    def accept(self, on_close: Callable[[], None], limit: int) -> None:
+        """The server will put this watch's events here, at most `limit` unread (its watcher's bound);
+        `on_close` ends its watch when the client leaves."""
         self.accepted = True
+        self.limit = limit
         self._on_close = on_close
 
     def put(self, kind: str, obj: dict[str, Any]) -> bool:

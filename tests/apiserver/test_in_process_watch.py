@@ -160,9 +160,9 @@ async def test_a_read_only_informer_keeps_the_servers_objects_and_a_relist_survi
 
 
 async def test_a_client_too_far_behind_is_let_go() -> None:
-    watch = InProcessWatch(limit=2)
+    watch = InProcessWatch()
     closed: list[bool] = []
-    watch.accept(lambda: closed.append(True))
+    watch.accept(lambda: closed.append(True), limit=2)
     assert watch.put("ADDED", {"a": 1}) and watch.put("MODIFIED", {"a": 2})
     assert not watch.put("MODIFIED", {"a": 3})  # the server then ends the watch; the client watches again
     watch.finish()

@@ -1135,7 +1135,7 @@ class APIServer(SubresourceHandlers):
         local = self._in_process_watch(request) if not table else None
         if local is not None:
             # accepted before the headers go out: the client looks at it when they arrive
-            local.accept(watcher.close)
+            local.accept(watcher.close, watcher.limit)
         deadline = time.monotonic() + timeout
         response = None
         try:
@@ -1161,7 +1161,6 @@ class APIServer(SubresourceHandlers):
         except (ConnectionResetError, ConnectionError):
             pass
         finally:
-            watcher.sink = None
             if local is not None:
                 local.finish()
             self.registry.unwatch(kind, watcher)
@@ -1257,13 +1256,11 @@ class APIServer(SubresourceHandlers):
         """The watch of a component of this process: the same events, as the stored objects themselves,
         handed over beside the connection, which carries only the response's start and end."""
 
-        def put(events: list[Event]) -> bool:
-            return all(local.put(e.type, e.entry.obj) for e in events)
-
-        going = put(backlog)
+        sink = _InProcessSink(local)
+        going = all(map(sink.take, backlog))
         if going and initial_events:
             going = local.put("BOOKMARK", self._bookmark(kind, initial_events_end=True))
-        watcher.sink = _InProcessSink(local)
+        watcher.sink = sink
         last_sent = time.monotonic()
         while going and not local.closed:
             remaining = deadline - time.monotonic()
@@ -1271,7 +1268,7 @@ class APIServer(SubresourceHandlers):
                 return
             batch, ended = await watcher.next_batch(min(remaining, 10.0))
             # a client too far behind is let go, as a connection's is: it watches again
-            going = put(batch) and not ended
+            going = all(map(sink.take, batch)) and not ended
             if batch:
                 last_sent = time.monotonic()
             elif request.transport is None or request.transport.is_closing():

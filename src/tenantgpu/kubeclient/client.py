@@ -284,29 +284,26 @@ class KubeClient:
             params["resourceVersion"] = resource_version
         # Like client-go, end each watch after 5-10 minutes so stale connections cannot linger forever.
         params["timeoutSeconds"] = str(timeout_seconds or random.randint(300, 600))
-        if shared and self.in_process is not None:
-            key, local = self.in_process.open()
-            try:
-                async with self.pool.stream(
-                    "GET", rk.path(namespace), params=params, headers={IN_PROCESS_HEADER: key}
-                ) as (status, body):
-                    if status >= 400:
-                        raise ApiError.from_response(status, await body.read())
-                    if local.accepted:
-                        async for event in _in_process_events(local):
-                            yield event
-                        return
-                    async for event in _stream_events(body, rk):
-                        yield event
-            finally:
+        hand_over = self.in_process if shared else None
+        key, local = hand_over.open() if hand_over is not None else ("", None)
+        try:
+            async with self.pool.stream(
+                "GET", rk.path(namespace), params=params, headers={IN_PROCESS_HEADER: key} if key else None
+            ) as (status, body):
+                if status >= 400:
+                    raise ApiError.from_response(status, await body.read())
+                # a server of this process took the hand-over: the connection carries no events
+                events = (
+                    _in_process_events(local)
+                    if local is not None and local.accepted
+                    else _stream_events(body, rk)
+                )
+                async for event in events:
+                    yield event
+        finally:
+            if hand_over is not None and local is not None:
                 local.close()
-                self.in_process.release(key)
-            return
-        async with self.pool.stream("GET", rk.path(namespace), params=params) as (status, body):
-            if status >= 400:
-                raise ApiError.from_response(status, await body.read())
-            async for event in _stream_events(body, rk):
-                yield event
+                hand_over.release(key)
 
     # --- conveniences -------------------------------------------------------------------------
 
