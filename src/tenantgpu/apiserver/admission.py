@@ -55,7 +55,11 @@ class AdmissionAttributes:
 
 
 class AdmissionPlugin(Protocol):
-    """One admission step. `mutating` plugins run in the first phase, others in the second."""
+    """One admission step. `mutating` plugins run in the first phase, others in the second.
+
+    A plugin may also say which writes it looks at, by their operation, kind and subresource alone:
+    `handles(operation, kind, subresource) -> bool`, as kube's `admission.Interface.Handles`. The chain
+    then skips it for every other write."""
 
     name: str
     mutating: bool
@@ -64,19 +68,55 @@ class AdmissionPlugin(Protocol):
         """Raise an `APIError` to reject; a mutating plugin may change `attributes.obj`."""
 
 
+# What decides which plugins look at a write: its operation, the kind (group, plural, name, scope) and
+# the subresource.
+_WriteKey = tuple[str, str, str, str, bool, str]
+
+
 class AdmissionChain:
+    """The plugins in their order. Most writes concern a few of them (a pod's patch, an Event), so the
+    plugins that handle each kind of write are picked once, at its first write, and kept."""
+
     def __init__(self, plugins: Sequence[AdmissionPlugin] = ()) -> None:
-        self.plugins = list(plugins)
+        self._plugins = list(plugins)
+        self._picked: dict[_WriteKey, tuple[list[AdmissionPlugin], list[AdmissionPlugin]]] = {}
+
+    @property
+    def plugins(self) -> tuple[AdmissionPlugin, ...]:
+        return tuple(self._plugins)
+
+    @plugins.setter
+    def plugins(self, plugins: Sequence[AdmissionPlugin]) -> None:
+        self._plugins = list(plugins)
+        self._picked.clear()
+
+    def append(self, plugin: AdmissionPlugin) -> None:
+        self.plugins = [*self._plugins, plugin]
+
+    def _phases(self, attributes: AdmissionAttributes) -> tuple[list[AdmissionPlugin], list[AdmissionPlugin]]:
+        kind, operation, subresource = attributes.kind, attributes.operation, attributes.subresource
+        key = (operation, kind.group, kind.plural, kind.kind, kind.namespaced, subresource)
+        picked = self._picked.get(key)
+        if picked is None:
+            handling = [p for p in self._plugins if _handles(p, operation, kind, subresource)]
+            picked = self._picked[key] = (
+                [p for p in handling if p.mutating],
+                [p for p in handling if not p.mutating],
+            )
+        return picked
 
     async def mutate(self, attributes: AdmissionAttributes) -> None:
-        for plugin in self.plugins:
-            if plugin.mutating:
-                await plugin.admit(attributes)
+        for plugin in self._phases(attributes)[0]:
+            await plugin.admit(attributes)
 
     async def validate(self, attributes: AdmissionAttributes) -> None:
-        for plugin in self.plugins:
-            if not plugin.mutating:
-                await plugin.admit(attributes)
+        for plugin in self._phases(attributes)[1]:
+            await plugin.admit(attributes)
+
+
+def _handles(plugin: AdmissionPlugin, operation: str, kind: Kind, subresource: str) -> bool:
+    handles = getattr(plugin, "handles", None)
+    return handles is None or bool(handles(operation, kind, subresource))
 
 
 NamespaceLookup = Callable[[str], Obj | None]
@@ -91,10 +131,17 @@ class NamespaceLifecycle:
     def __init__(self, namespace: NamespaceLookup) -> None:
         self._namespace = namespace
 
+    @staticmethod
+    def handles(operation: str, kind: Kind, subresource: str) -> bool:
+        return (
+            operation == "CREATE"
+            and kind.namespaced
+            and not subresource
+            and kind.group not in ("authorization.k8s.io", "authentication.k8s.io")
+        )
+
     async def admit(self, attributes: AdmissionAttributes) -> None:
-        if attributes.operation != "CREATE" or not attributes.kind.namespaced or attributes.subresource:
-            return
-        if attributes.kind.group in ("authorization.k8s.io", "authentication.k8s.io"):
+        if not self.handles(attributes.operation, attributes.kind, attributes.subresource):
             return
         ns = self._namespace(attributes.namespace)
         if ns is None:
@@ -135,9 +182,12 @@ class PriorityAdmission:
         self._lookup = lookup
         self._global_default = global_default
 
+    @staticmethod
+    def handles(operation: str, kind: Kind, subresource: str) -> bool:
+        return operation == "CREATE" and not kind.group and kind.kind == "Pod" and not subresource
+
     async def admit(self, attributes: AdmissionAttributes) -> None:
-        kind = attributes.kind
-        if attributes.operation != "CREATE" or kind.group or kind.kind != "Pod" or attributes.subresource:
+        if not self.handles(attributes.operation, attributes.kind, attributes.subresource):
             return
         spec = (attributes.obj or {}).setdefault("spec", {})
         class_name = spec.get("priorityClassName") or ""
@@ -157,9 +207,8 @@ class PriorityAdmission:
 StorageClassLookup = Callable[[str], Obj | None]
 
 
-def _is_claim(attributes: AdmissionAttributes) -> bool:
-    kind = attributes.kind
-    return not kind.group and kind.kind == "PersistentVolumeClaim" and not attributes.subresource
+def _is_claim(kind: Kind, subresource: str) -> bool:
+    return not kind.group and kind.kind == "PersistentVolumeClaim" and not subresource
 
 
 class DefaultStorageClass:
@@ -173,8 +222,12 @@ class DefaultStorageClass:
     def __init__(self, classes: Callable[[], Iterable[Obj]]) -> None:
         self._classes = classes
 
+    @staticmethod
+    def handles(operation: str, kind: Kind, subresource: str) -> bool:
+        return operation == "CREATE" and _is_claim(kind, subresource)
+
     async def admit(self, attributes: AdmissionAttributes) -> None:
-        if attributes.operation != "CREATE" or not _is_claim(attributes):
+        if not self.handles(attributes.operation, attributes.kind, attributes.subresource):
             return
         claim = attributes.obj or {}
         annotations = (claim.get("metadata") or {}).get("annotations") or {}
@@ -187,6 +240,9 @@ class DefaultStorageClass:
             attributes.mutated = True
 
 
+_PROTECTED = {"PersistentVolumeClaim": PVC_PROTECTION, "PersistentVolume": PV_PROTECTION}
+
+
 class StorageObjectInUseProtection:
     """kube's StorageObjectInUseProtection plugin: a new claim or volume carries the finalizer that keeps
     it while in use (the controllers that remove it are kube-controller-manager's)."""
@@ -194,15 +250,15 @@ class StorageObjectInUseProtection:
     name = "StorageObjectInUseProtection"
     mutating = True
 
+    @staticmethod
+    def handles(operation: str, kind: Kind, subresource: str) -> bool:
+        return operation == "CREATE" and not kind.group and not subresource and kind.kind in _PROTECTED
+
     async def admit(self, attributes: AdmissionAttributes) -> None:
         kind = attributes.kind
-        if attributes.operation != "CREATE" or kind.group or attributes.subresource:
+        if not self.handles(attributes.operation, kind, attributes.subresource):
             return
-        finalizer = {"PersistentVolumeClaim": PVC_PROTECTION, "PersistentVolume": PV_PROTECTION}.get(
-            kind.kind
-        )
-        if finalizer is None:
-            return
+        finalizer = _PROTECTED[kind.kind]
         meta = (attributes.obj or {}).setdefault("metadata", {})
         finalizers = meta.get("finalizers") or []
         if finalizer not in finalizers:
@@ -220,8 +276,14 @@ class PersistentVolumeClaimResize:
     def __init__(self, lookup: StorageClassLookup) -> None:
         self._lookup = lookup
 
+    @staticmethod
+    def handles(operation: str, kind: Kind, subresource: str) -> bool:
+        return operation == "UPDATE" and _is_claim(kind, subresource)
+
     async def admit(self, attributes: AdmissionAttributes) -> None:
-        if attributes.operation != "UPDATE" or not _is_claim(attributes) or attributes.old is None:
+        if not self.handles(attributes.operation, attributes.kind, attributes.subresource):
+            return
+        if attributes.old is None:
             return
         claim, old = attributes.obj or {}, attributes.old
         if _requested(claim) <= _requested(old):
@@ -344,9 +406,12 @@ class RuntimeClassAdmission:
         self._lookup = lookup
         self.mutating = mutating
 
+    @staticmethod
+    def handles(operation: str, kind: Kind, subresource: str) -> bool:
+        return operation == "CREATE" and not subresource and not kind.group and kind.plural == "pods"
+
     async def admit(self, attributes: AdmissionAttributes) -> None:
-        kind = attributes.kind
-        if attributes.operation != "CREATE" or attributes.subresource or kind.group or kind.plural != "pods":
+        if not self.handles(attributes.operation, attributes.kind, attributes.subresource):
             return
         pod = attributes.obj or {}
         spec = pod.setdefault("spec", {})

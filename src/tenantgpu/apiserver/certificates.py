@@ -466,8 +466,8 @@ def authorized_for_signer(
     return allowed(user, verb, signer) or allowed(user, verb, signer.split("/")[0] + "/*")
 
 
-def _is_csr(attributes: Any) -> bool:
-    return attributes.kind.group == GROUP and attributes.kind.plural == PLURAL
+def _is_csr(kind: Any) -> bool:
+    return bool(kind.group == GROUP and kind.plural == PLURAL)
 
 
 def _refuse(attributes: Any, why: str) -> errors.APIError:
@@ -483,12 +483,12 @@ class CertificateApproval:
     def __init__(self, allowed: Allowed) -> None:
         self._allowed = allowed
 
+    @staticmethod
+    def handles(operation: str, kind: Any, subresource: str) -> bool:
+        return operation == "UPDATE" and subresource == "approval" and _is_csr(kind)
+
     async def admit(self, attributes: Any) -> None:
-        if (
-            attributes.operation != "UPDATE"
-            or attributes.subresource != "approval"
-            or not _is_csr(attributes)
-        ):
+        if not self.handles(attributes.operation, attributes.kind, attributes.subresource):
             return
         signer = str(((attributes.old or {}).get("spec") or {}).get("signerName") or "")
         if not authorized_for_signer(self._allowed, attributes.user, "approve", signer):
@@ -504,8 +504,12 @@ class CertificateSigning:
     def __init__(self, allowed: Allowed) -> None:
         self._allowed = allowed
 
+    @staticmethod
+    def handles(operation: str, kind: Any, subresource: str) -> bool:
+        return operation == "UPDATE" and subresource == "status" and _is_csr(kind)
+
     async def admit(self, attributes: Any) -> None:
-        if attributes.operation != "UPDATE" or attributes.subresource != "status" or not _is_csr(attributes):
+        if not self.handles(attributes.operation, attributes.kind, attributes.subresource):
             return
         old, new = attributes.old or {}, attributes.obj or {}
         old_status, new_status = old.get("status") or {}, new.get("status") or {}
@@ -524,8 +528,12 @@ class CertificateSubjectRestriction:
     name = "CertificateSubjectRestriction"
     mutating = False
 
+    @staticmethod
+    def handles(operation: str, kind: Any, subresource: str) -> bool:
+        return operation == "CREATE" and not subresource and _is_csr(kind)
+
     async def admit(self, attributes: Any) -> None:
-        if attributes.operation != "CREATE" or attributes.subresource or not _is_csr(attributes):
+        if not self.handles(attributes.operation, attributes.kind, attributes.subresource):
             return
         spec = (attributes.obj or {}).get("spec") or {}
         if spec.get("signerName") != KUBE_APISERVER_CLIENT:

@@ -21,6 +21,7 @@ from typing import Any
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes
+from tenantgpu.apiserver.kinds import Kind
 from tenantgpu.apiserver.quantity import QuantityError, canonical_or_same, parse_quantity
 from tenantgpu.apiserver.quota import pod_resources
 
@@ -154,18 +155,6 @@ def violations(limit_range: Obj, pod: Obj) -> list[str]:
     return found
 
 
-def _applies(attributes: AdmissionAttributes) -> bool:
-    kind = attributes.kind
-    # A pod's create, and from 1.33 its in-place resize (`pods/resize`), which kube's plugin handles too.
-    resize = attributes.operation == "UPDATE" and attributes.subresource == "resize"
-    return (
-        (resize or (attributes.operation == "CREATE" and not attributes.subresource))
-        and kind.group == ""
-        and kind.kind == "Pod"
-        and attributes.obj is not None
-    )
-
-
 class LimitRanger:
     """One half of the plugin: the mutating half gives container defaults before the webhooks, the
     validating half checks the pod as admitted against every LimitRange of its namespace."""
@@ -176,8 +165,18 @@ class LimitRanger:
         self._limit_ranges = limit_ranges
         self.mutating = mutating
 
+    @staticmethod
+    def handles(operation: str, kind: Kind, subresource: str) -> bool:
+        # A pod's create, and from 1.33 its in-place resize (`pods/resize`), which kube's plugin handles too.
+        resize = operation == "UPDATE" and subresource == "resize"
+        return (
+            (resize or (operation == "CREATE" and not subresource)) and not kind.group and kind.kind == "Pod"
+        )
+
     async def admit(self, attributes: AdmissionAttributes) -> None:
-        if not _applies(attributes):
+        if attributes.obj is None or not self.handles(
+            attributes.operation, attributes.kind, attributes.subresource
+        ):
             return
         pod = attributes.obj or {}
         found: list[str] = []

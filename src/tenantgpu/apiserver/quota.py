@@ -206,6 +206,16 @@ def _increase(after: Mapping[str, Decimal], before: Mapping[str, Decimal]) -> di
     }
 
 
+def _is_resize(operation: str, subresource: str) -> bool:
+    return operation == "UPDATE" and subresource == "resize"
+
+
+def _is_expansion(operation: str, kind: Kind, subresource: str) -> bool:
+    return (
+        operation == "UPDATE" and not subresource and not kind.group and kind.kind == "PersistentVolumeClaim"
+    )
+
+
 class ResourceQuotaAdmission:
     """Refuses a create that would take a namespace over one of its quotas (kube's ResourceQuota plugin)."""
 
@@ -215,26 +225,28 @@ class ResourceQuotaAdmission:
     def __init__(self, usage: QuotaUsage) -> None:
         self._usage = usage
 
-    async def admit(self, attributes: AdmissionAttributes) -> None:
-        # A pod's in-place resize (1.33) is charged what it adds, as kube's pod evaluator handles
-        # updates through `pods/resize`.
-        resize = attributes.subresource == "resize" and attributes.operation == "UPDATE"
-        # A claim's expansion is charged what it adds, as kube's claim evaluator handles updates.
-        expansion = (
-            attributes.kind.kind == "PersistentVolumeClaim"
-            and not attributes.kind.group
-            and attributes.operation == "UPDATE"
-            and not attributes.subresource
+    @staticmethod
+    def handles(operation: str, kind: Kind, subresource: str) -> bool:
+        if not kind.namespaced:
+            return False
+        return (
+            (operation == "CREATE" and not subresource)
+            or _is_resize(operation, subresource)
+            or _is_expansion(operation, kind, subresource)
         )
-        if (attributes.operation != "CREATE" or attributes.subresource) and not resize and not expansion:
+
+    async def admit(self, attributes: AdmissionAttributes) -> None:
+        operation, kind, subresource = attributes.operation, attributes.kind, attributes.subresource
+        if not self.handles(operation, kind, subresource):
             return
-        if not attributes.kind.namespaced:
-            return
+        # A pod's in-place resize (1.33) is charged what it adds, as kube's pod evaluator handles
+        # updates through `pods/resize`; a claim's expansion likewise, as kube's claim evaluator does.
+        resize = _is_resize(operation, subresource)
+        expansion = _is_expansion(operation, kind, subresource)
         obj = attributes.obj or {}
         quotas = self._usage.quotas_in(attributes.namespace)
         if not quotas:
             return
-        kind = attributes.kind
         if kind.kind == "Pod":
             if not _counts_pod(obj):
                 return

@@ -17,6 +17,7 @@ from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes
 from tenantgpu.apiserver.auth import MASTERS, Attributes
 from tenantgpu.apiserver.authorization import Authorizer
+from tenantgpu.apiserver.kinds import Kind
 from tenantgpu.apiserver.rbac import GROUP, covers, escalation_message
 
 Obj = dict[str, Any]
@@ -54,9 +55,13 @@ class RBACEscalation:
     def __init__(self, authorizer: Authorizer) -> None:
         self.authorizer = authorizer
 
+    @staticmethod
+    def handles(operation: str, kind: Kind, subresource: str) -> bool:
+        return kind.group == GROUP and operation in ("CREATE", "UPDATE") and not subresource
+
     async def admit(self, attributes: AdmissionAttributes) -> None:
         kind = attributes.kind
-        if kind.group != GROUP or attributes.operation not in ("CREATE", "UPDATE") or attributes.subresource:
+        if not self.handles(attributes.operation, kind, attributes.subresource):
             return
         user = attributes.user
         obj = attributes.obj or {}

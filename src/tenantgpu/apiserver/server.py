@@ -417,7 +417,7 @@ class APIServer(SubresourceHandlers):
             )
         }
         quota_usage = QuotaUsage(self.registry)
-        self.admission.plugins.append(ResourceQuotaAdmission(quota_usage))
+        self.admission.append(ResourceQuotaAdmission(quota_usage))
         self._quota_controller = QuotaController(self.registry, quota_usage)
         self.metrics = APIMetrics(self._storage_counts)
         self._http: HTTPServer | None = None

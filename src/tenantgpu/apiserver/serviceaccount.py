@@ -23,6 +23,7 @@ from typing import Any
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.admission import AdmissionAttributes
+from tenantgpu.apiserver.kinds import Kind
 from tenantgpu.apiserver.podreferences import secret_names
 from tenantgpu.apiserver.validation import MIRROR_POD_ANNOTATION
 
@@ -138,18 +139,24 @@ class ServiceAccountAdmission:
         self.mutating = mutating
         self._sleep = sleep
 
+    @staticmethod
+    def handles(operation: str, kind: Kind, subresource: str) -> bool:
+        # a pod's create, and an update of its ephemeral containers
+        if kind.group or kind.kind != "Pod":
+            return False
+        return (operation == "CREATE" and not subresource) or (
+            operation == "UPDATE" and subresource == "ephemeralcontainers"
+        )
+
     async def admit(self, attributes: AdmissionAttributes) -> None:
-        kind = attributes.kind
-        if kind.group or kind.kind != "Pod" or attributes.obj is None:
-            return
-        if attributes.subresource not in ("", "ephemeralcontainers"):
+        if attributes.obj is None or not self.handles(
+            attributes.operation, attributes.kind, attributes.subresource
+        ):
             return
         pod = attributes.obj
         if attributes.operation == "UPDATE" and attributes.subresource == "ephemeralcontainers":
             if not self.mutating:
                 await self._check_ephemeral(attributes, pod)
-            return
-        if attributes.operation != "CREATE" or attributes.subresource:
             return
         spec = pod.setdefault("spec", {})
         if MIRROR_POD_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {}):
