@@ -6,9 +6,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import pytest
+
 from tenantgpu.controlplane import endpointsbuild as eb
-from tenantgpu.controlplane.endpoints import _queue_pod_services
-from tenantgpu.controlplane.workqueue import WorkQueue
+from tenantgpu.controlplane.endpoints import EndpointsController, EndpointSliceController
 from tenantgpu.kubeclient import Informer
 
 NODE = {"metadata": {"name": "node-a", "labels": {eb.ZONE_LABEL: "zone-1"}}}
@@ -392,35 +393,50 @@ def test_which_services_a_pod_change_concerns() -> None:
     assert eb.services_for_pod_change([web, db], before, unready) == {("default", "web")}
 
 
-def test_a_pod_event_queues_only_the_services_that_select_in_its_namespace() -> None:
+@pytest.mark.parametrize("controller", ["endpoints", "endpointslices"])
+def test_a_pod_event_queues_only_the_services_that_select_in_its_namespace(controller: str) -> None:
     """Both controllers' pod handler: a Service without a selector (`default/kubernetes`) or in another
     namespace never counts the pod, so a pod's change queues nothing for it; one that selects the pod
-    is queued when what the endpoints show changes, and when the pod stops being selected."""
-
-    async def sync(key: tuple[str, str]) -> None:
-        return None
-
+    (here added after the first pod events) is queued when what the endpoints show changes, and when the
+    pod stops being selected."""
     services = Informer(None, "services")  # type: ignore[arg-type]
+    pods = Informer(None, "pods")  # type: ignore[arg-type]
+    found: EndpointsController | EndpointSliceController = (
+        EndpointsController(None, pods=pods, services=services)  # type: ignore[arg-type]
+        if controller == "endpoints"
+        else EndpointSliceController(None, pods=pods, nodes=Informer(None, "nodes"), services=services)  # type: ignore[arg-type]
+    )
+    queue = found.queue
     bare = service("kubernetes", selector={})
     elsewhere = service("web-b")
     elsewhere["metadata"]["namespace"] = "team-b"
     services.cache = {("default", "kubernetes"): bare, ("team-b", "web-b"): elsewhere}
-    queue: WorkQueue[tuple[str, str]] = WorkQueue("endpoint-controller", sync)
     old, new = pod("p", "10.0.0.1", ready=False), pod("p", "10.0.0.1")
     old["metadata"]["resourceVersion"], new["metadata"]["resourceVersion"] = "1", "2"
-    _queue_pod_services(services, queue, "MODIFIED", new, old)
-    _queue_pod_services(services, queue, "ADDED", new, None)
+    found._pod_changed("MODIFIED", new, old)
+    found._pod_changed("ADDED", new, None)
     assert not queue._queued
 
+    # the Service informer stores the new Service, then tells its handlers
     services.cache[("default", "web")] = service("web")
-    _queue_pod_services(services, queue, "MODIFIED", new, old)
+    found._service_changed("ADDED", service("web"), None)
+    queue._queued.clear()
+    found._pod_changed("MODIFIED", new, old)
     assert queue._queued == {("default", "web")}
     queue._queued.clear()
     unchanged = pod("p", "10.0.0.1")
     unchanged["metadata"]["resourceVersion"] = "3"
-    _queue_pod_services(services, queue, "MODIFIED", unchanged, new)  # nothing the endpoints show
+    found._pod_changed("MODIFIED", unchanged, new)  # nothing the endpoints show
     assert not queue._queued
     relabelled = pod("p", "10.0.0.1", labels={"app": "other"})
     relabelled["metadata"]["resourceVersion"] = "4"
-    _queue_pod_services(services, queue, "MODIFIED", relabelled, unchanged)
+    found._pod_changed("MODIFIED", relabelled, unchanged)
     assert queue._queued == {("default", "web")}
+
+    # and when the Service goes, its pods' events queue nothing more
+    queue._queued.clear()
+    del services.cache[("default", "web")]
+    found._service_changed("DELETED", service("web"), service("web"))
+    queue._queued.clear()
+    found._pod_changed("MODIFIED", new, relabelled)
+    assert not queue._queued

@@ -45,15 +45,41 @@ def _in_namespace(informer: Informer, namespace: str) -> list[dict[str, Any]]:
     return [o for o in informer.cache.values() if (o.get("metadata") or {}).get("namespace") == namespace]
 
 
+class _SelectingServices:
+    """The Services with a selector, by namespace, from a Service informer. Every pod event asks for its
+    namespace's; they change only when a Service does (`forget`), so they are gathered once per change."""
+
+    def __init__(self, services: Informer) -> None:
+        self._services = services
+        self._by_namespace: dict[str, list[dict[str, Any]]] | None = None
+
+    def forget(self) -> None:
+        self._by_namespace = None
+
+    def in_namespace(self, namespace: str) -> list[dict[str, Any]]:
+        found = self._by_namespace
+        if found is None:
+            found = self._by_namespace = {}
+            for service in self._services.cache.values():
+                if (service.get("spec") or {}).get("selector"):
+                    namespace_of = (service.get("metadata") or {}).get("namespace") or ""
+                    found.setdefault(namespace_of, []).append(service)
+        return found.get(namespace, [])
+
+
 def _queue_pod_services(
-    services: Informer, queue: WorkQueue[Key], event: str, pod: dict[str, Any], old: dict[str, Any] | None
+    services: _SelectingServices,
+    queue: WorkQueue[Key],
+    event: str,
+    pod: dict[str, Any],
+    old: dict[str, Any] | None,
 ) -> None:
     """Both controllers' pod handler: queue the Services a pod's change concerns (kube's
     GetServicesToUpdateOnPodChange), looking only at the pod's namespace."""
     namespace = (pod.get("metadata") or {}).get("namespace") or ""
     # Only a Service with a selector can count the pod as a member; most pod events (a namespace
     # with `kubernetes` alone, or none) end here, before any comparison of the pod's versions.
-    selecting = [s for s in _in_namespace(services, namespace) if (s.get("spec") or {}).get("selector")]
+    selecting = services.in_namespace(namespace)
     if not selecting:
         return
     for key in services_for_pod_change(selecting, old if event == "MODIFIED" else None, pod):
@@ -74,6 +100,7 @@ class EndpointsController:
         self.client = client
         self.pods = pods
         self.services = services or Informer(client, "services")
+        self._selecting = _SelectingServices(self.services)
         self.endpoints = endpoints or Informer(client, "endpoints")
         self.queue: WorkQueue[Key] = WorkQueue("endpoint-controller", self.sync)
         self.trigger_times = TriggerTimes()
@@ -101,10 +128,11 @@ class EndpointsController:
         await self.services.stop()
 
     def _service_changed(self, event: str, service: dict[str, Any], old: dict[str, Any] | None) -> None:
+        self._selecting.forget()
         self.queue.add(object_key(service))
 
     def _pod_changed(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
-        _queue_pod_services(self.services, self.queue, event, pod, old)
+        _queue_pod_services(self._selecting, self.queue, event, pod, old)
 
     def _endpoints_changed(self, event: str, endpoints: dict[str, Any], old: dict[str, Any] | None) -> None:
         if event == "DELETED":
@@ -190,6 +218,7 @@ class EndpointSliceController:
         self.pods = pods
         self.nodes = nodes
         self.services = services
+        self._selecting = _SelectingServices(services)
         self.slices = slices or Informer(client, "endpointslices")
         self.queue: WorkQueue[Key] = WorkQueue("endpointslice-controller", self.sync)
         self.trigger_times = TriggerTimes()
@@ -212,10 +241,11 @@ class EndpointSliceController:
         await self.slices.stop()
 
     def _service_changed(self, event: str, service: dict[str, Any], old: dict[str, Any] | None) -> None:
+        self._selecting.forget()
         self.queue.add(object_key(service))
 
     def _pod_changed(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
-        _queue_pod_services(self.services, self.queue, event, pod, old)
+        _queue_pod_services(self._selecting, self.queue, event, pod, old)
 
     def _slice_changed(self, event: str, slice_: dict[str, Any], old: dict[str, Any] | None) -> None:
         for changed in self.tracker.changed(event, slice_, old):
