@@ -29,6 +29,7 @@ import yaml
 
 from kamaji_wire import admin_api, eventually, found, patch_tcp, tcp_matching
 from tenantgpu.kamaji import model
+from tenantgpu.kamaji.inprocess import InProcessHost
 from tenantgpu.kamaji.kubeadmaddons import (
     coredns_image,
     coredns_objects,
@@ -45,6 +46,23 @@ def _params(**kw: Any) -> KubeadmParameters:
     return KubeadmParameters(
         name="tenant-a", namespace="default", version="v1.33.1", address="127.0.0.1", **kw
     )
+
+
+async def _kamaji_writes_done(plane: ManagementPlane, uid: str, limit: float = 30.0) -> None:
+    """Until what the management plane writes into the tenant (its TCP's uid) after a change (kubeadm's phases with the
+    add-ons, the soot controllers' rewrite) is written: a test that edits those objects by hand then
+    races none of it."""
+    host = plane.host
+    assert isinstance(host, InProcessHost)
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        running = host._running.get(uid)
+        assert running is not None
+        pending = {t for t in (running.kubeadm_task, running.rewrite_task) if t is not None and not t.done()}
+        if not pending and not running.rewrite_again:
+            return
+        await asyncio.wait(pending or {asyncio.ensure_future(asyncio.sleep(0.05))}, timeout=1.0)
+    raise AssertionError(f"the management plane still writing into {uid} after {limit:g} s")
 
 
 def _by_kind(objects: list[tuple[str, Obj]]) -> dict[str, Obj]:
@@ -267,8 +285,11 @@ async def test_the_addons_come_into_the_tenant_follow_the_tcp_and_leave_with_kam
     assert "kamaji" in managers
 
     # Switched off: what carries Kamaji's label goes; an object whose label the operator removed stays.
+    # The phases still running for the last TCP change merge Kamaji's label back, as Kamaji does: the
+    # label is taken off once they are done.
+    await _kamaji_writes_done(plane, ready["metadata"]["uid"])
+
     def unlabelled() -> bool:
-        # the phases still running for the last TCP change merge Kamaji's label back, as Kamaji does
         unlabel = {"metadata": {"labels": {"kamaji.clastix.io/project": None}}}
         core.patch_namespaced_config_map("kube-proxy", "kube-system", unlabel)
         time.sleep(0.3)
@@ -276,6 +297,11 @@ async def test_the_addons_come_into_the_tenant_follow_the_tcp_and_leave_with_kam
         return "kamaji.clastix.io/project" not in labels
 
     await eventually(unlabelled, "kube-proxy's ConfigMap without Kamaji's label")
+    await _kamaji_writes_done(plane, ready["metadata"]["uid"])
+    labels = (
+        await asyncio.to_thread(core.read_namespaced_config_map, "kube-proxy", "kube-system")
+    ).metadata.labels
+    assert "kamaji.clastix.io/project" not in (labels or {})
     await patch_tcp(
         plane,
         [
