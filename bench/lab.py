@@ -146,6 +146,25 @@ class Observations:
             self.lock_held[name].append(now - self.lock_since.pop(name))
 
 
+@dataclass(frozen=True)
+class Ceilings:
+    """The two pods/s a burst cannot pass, from the CPU each process took per pod: the busiest process
+    on one core of its own (the event loop is one thread), and all of them, this one included, on every
+    core the machine gives them. A run's pods/s sits under the lower one; which one binds says whether
+    cutting the busiest process alone could help."""
+
+    one_core: float
+    all_cores: float
+
+    @classmethod
+    def of(cls, process_ms: list[float], client_ms: float, cores: int) -> Ceilings:
+        busiest, total = max(process_ms), sum(process_ms) + client_ms
+        return cls(
+            round(1000 / busiest, 1) if busiest > 0 else float("inf"),
+            round(1000 * cores / total, 1) if total > 0 else float("inf"),
+        )
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -298,6 +317,9 @@ async def _load(
     summary["lab_cpu_ms_per_pod"] = round(sum(per_process), 2)
     summary["lab_cpu_ms_per_pod_by_process"] = [round(ms, 2) for ms in per_process]
     summary["lab_process_roles"] = [process_role(p) for p in pids]
+    ceilings = Ceilings.of(per_process, summary["bench_client_cpu_ms_per_pod"], summary["cores"])
+    summary["ceiling_busiest_process_one_core_pods_per_second"] = ceilings.one_core
+    summary["ceiling_all_processes_all_cores_pods_per_second"] = ceilings.all_cores
     if paced_pods:
         # Kubernetes measures its startup SLO under a steady pod creation rate, not a burst (its
         # density tests create pods at a fixed rate): this run shows the latency the pipeline
@@ -683,6 +705,9 @@ def _print(result: dict[str, Any]) -> None:
         ("bench client CPU per pod (this process)", f"{result['bench_client_cpu_ms_per_pod']} ms"),
         ("Events written, after the last pod Running", f"{result['events_settled_after_running_s']} s"),
         ("cores busy during the burst (lab + this process)", f"{result['cores_busy']} of {result['cores']}"),
+        ("pods/s ceilings: busiest process on 1 core, all on every core",
+         f"{result['ceiling_busiest_process_one_core_pods_per_second']} / "
+         f"{result['ceiling_all_processes_all_cores_pods_per_second']}"),
         ("tenantgpu up -d, this lab", f"{result['up_detached_bench_lab_s']} s"),
     ]  # fmt: skip
     if "paced" in result:
