@@ -49,9 +49,9 @@ def _params(**kw: Any) -> KubeadmParameters:
 
 
 async def _kamaji_writes_done(plane: ManagementPlane, uid: str, limit: float = 30.0) -> None:
-    """Until what the management plane writes into the tenant (its TCP's uid) after a change (kubeadm's phases with the
-    add-ons, the soot controllers' rewrite) is written: a test that edits those objects by hand then
-    races none of it."""
+    """Waits until the management plane has written what a TCP change asks of the tenant (the TCP's
+    `uid`): kubeadm's phases with the add-ons and the soot controllers' rewrite. A test that edits those
+    objects by hand afterwards races none of it."""
     host = plane.host
     assert isinstance(host, InProcessHost)
     deadline = time.monotonic() + limit
