@@ -61,7 +61,6 @@ RESOURCE = "validatingwebhookconfigurations"
 
 # (blockCreation, blockUpdate, blockDeletion)
 Blocks = tuple[bool, bool, bool]
-NO_BLOCKS: Blocks = (False, False, False)
 
 
 def blocks_of(tcp: Obj) -> Blocks:
