@@ -487,7 +487,8 @@ def node_group() -> None:
     metavar="HOST:PORT",
     help="Join like `kubeadm join HOST:PORT`: with --token and --discovery-token-ca-cert-hash (from "
     "`tenantgpu token create TENANT --print-join-command`) instead of --kubeconfig; the kubelet then asks "
-    "for its own certificate and acts as system:node:<name>.",
+    "for its own certificate and acts as system:node:<name>, and its HTTPS port (logs, exec) serves only "
+    "clients with a certificate of the cluster CA whom the cluster's RBAC allows.",
 )
 @click.option("--token", "token", metavar="ID.SECRET", help="The bootstrap token, with --join.")
 @click.option(

@@ -9,11 +9,13 @@ seed lab (test_validate_lab.py); HAMi's components against one API server (test_
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -29,6 +31,9 @@ import yaml
 from apiserver_harness import RawClient
 from apiserver_harness import process_alive as _alive
 from apiserver_harness import wait_for as harness_wait_for
+
+from tenantgpu.kamaji import pki
+from tenantgpu.kubeclient.config import load_cert_chain
 
 pytestmark = pytest.mark.slow
 
@@ -1185,6 +1190,112 @@ def test_each_worker_joins_as_kubeadm_join_does(lab: RunningLab) -> None:
         lab.kubectl("tenant-b", "get", "clusterrolebinding", "kubeadm:cluster-admins", "-o", "json").stdout
     )
     assert admins["roleRef"]["name"] == "cluster-admin"
+
+
+def _kubelet_request(
+    host: str, port: int, path: str, cert: pki.KeyPair | None, method: str = "GET"
+) -> tuple[int, str]:
+    """One request straight to a kubelet's HTTPS port (its serving certificate is self-signed)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    if cert is not None:
+        load_cert_chain(context, cert.cert_pem, cert.key_pem)
+    connection = http.client.HTTPSConnection(host, port, context=context, timeout=15)
+    try:
+        connection.request(method, path)
+        response = connection.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        connection.close()
+
+
+def test_the_kubelet_serves_the_api_server_and_whom_the_tenants_rbac_lets_through(lab: RunningLab) -> None:
+    """Kamaji's `<tcp>-api-server-kubelet-client-certificate` is what the tenant API server shows the
+    kubelets for `kubectl logs` and `exec`; the kubelets, configured as Kamaji's kubelet-config says (no
+    anonymous access, the tenant CA's clients, webhook authorization), refuse everyone else."""
+    tcp = json.loads(lab.kubectl("management", "get", "tcp", "tenant-b", "-o", "json").stdout)
+    namespace = tcp["metadata"]["namespace"]
+    name = "tenant-b-api-server-kubelet-client-certificate"
+    assert tcp["status"]["certificates"]["apiServerKubeletClient"]["secretName"] == name
+    secret = json.loads(
+        lab.kubectl("management", "get", "secret", "-n", namespace, name, "-o", "json").stdout
+    )
+    assert set(secret["data"]) == {"apiserver-kubelet-client.crt", "apiserver-kubelet-client.key"}
+    assert secret["metadata"]["labels"] == {
+        "kamaji.clastix.io/name": "tenant-b",
+        "kamaji.clastix.io/component": "api-server-kubelet-client-certificate",
+    }
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == tcp["metadata"]["uid"]
+    client = pki.KeyPair(
+        base64.b64decode(secret["data"]["apiserver-kubelet-client.crt"]),
+        base64.b64decode(secret["data"]["apiserver-kubelet-client.key"]),
+    )
+    assert pki.certificate_subject(client.cert_pem) == (
+        "kube-apiserver-kubelet-client",
+        ("kubeadm:cluster-admins",),
+    )
+
+    def ca_of(tenant: str) -> pki.KeyPair:
+        data = json.loads(
+            lab.kubectl("management", "get", "secret", "-n", namespace, f"{tenant}-ca", "-o", "json").stdout
+        )["data"]
+        return pki.KeyPair(base64.b64decode(data["ca.crt"]), base64.b64decode(data["ca.key"]))
+
+    ca = ca_of("tenant-b")
+    assert pki.is_signed_by(client.cert_pem, ca)
+
+    agent = next(
+        p
+        for p in json.loads(lab.kubectl("tenant-b", "get", "pods", "-n", "kube-system", "-o", "json").stdout)[
+            "items"
+        ]
+        if p["metadata"]["name"].startswith("konnectivity-agent-") and p["spec"]["nodeName"] == "worker-b1"
+    )
+    container = agent["spec"]["containers"][0]["name"]
+    logs_path = f"/containerLogs/kube-system/{agent['metadata']['name']}/{container}?tailLines=1"
+    exec_path = f"/exec/kube-system/{agent['metadata']['name']}/{container}?command=hostname"
+    # the tenant's own users go through the API server, which shows its certificate to the kubelet
+    assert lab.kubectl("tenant-b", "logs", "-n", "kube-system", agent["metadata"]["name"]).stdout
+
+    node = lab.node("tenant-b", "worker-b1")
+    host = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+    port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+    assert _kubelet_request(host, port, logs_path, None) == (401, "Unauthorized")
+    status, text = _kubelet_request(host, port, logs_path, client)
+    assert status == 200 and text
+    assert _kubelet_request(host, port, exec_path, client, "POST")[0] == 200
+
+    # A user of the tenant CA is asked about through a SubjectAccessReview: nothing granted, refused
+    # with the kubelet's words; `get nodes/proxy` granted, logs (GET) pass and exec (POST, create) not.
+    alice = pki.issue_client_certificate(ca, "alice-kubelet-e2e")
+    assert _kubelet_request(host, port, logs_path, alice) == (
+        403,
+        "Forbidden (user=alice-kubelet-e2e, verb=get, resource=nodes, subresource=proxy)",
+    )
+    lab.kubectl(
+        "tenant-b", "create", "clusterrole", "kubelet-e2e-logs", "--verb=get", "--resource=nodes/proxy"
+    )
+    lab.kubectl(
+        "tenant-b", "create", "clusterrolebinding", "kubelet-e2e-logs", "--clusterrole=kubelet-e2e-logs",
+        "--user=dave-kubelet-e2e",
+    )  # fmt: skip
+    try:
+        dave = pki.issue_client_certificate(ca, "dave-kubelet-e2e")
+        status, text = _kubelet_request(host, port, logs_path, dave)
+        assert status == 200 and text
+        assert _kubelet_request(host, port, exec_path, dave, "POST") == (
+            403,
+            "Forbidden (user=dave-kubelet-e2e, verb=create, resource=nodes, subresource=proxy)",
+        )
+    finally:
+        lab.kubectl("tenant-b", "delete", "clusterrolebinding,clusterrole", "kubelet-e2e-logs")
+
+    # tenant-a's CA signs nothing tenant-b's kubelets take: the TLS handshake itself fails
+    stranger = pki.issue_client_certificate(
+        ca_of("tenant-a"), "kube-apiserver-kubelet-client", ("kubeadm:cluster-admins",)
+    )
+    with pytest.raises((ssl.SSLError, ConnectionResetError)):
+        _kubelet_request(host, port, logs_path, stranger)
 
 
 def test_hamis_components_act_as_the_charts_service_accounts_under_its_rbac(lab: RunningLab) -> None:

@@ -31,6 +31,8 @@ class ControlPlaneInstance:
     service_cidr: str = DEFAULT_SERVICE_CIDR  # `spec.networkProfile.serviceCidr`
     # What Kamaji's kubeadm phases write into the tenant; None: the defaults for this name and version.
     kubeadm: KubeadmParameters | None = None
+    # What the API server presents to the kubelets (`<tcp>-api-server-kubelet-client-certificate`).
+    kubelet_client: KeyPair | None = None
 
     def kubeadm_parameters(self) -> KubeadmParameters:
         return self.kubeadm or KubeadmParameters(
@@ -45,8 +47,10 @@ class ControlPlaneInstance:
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe form, to hand the instance to a control-plane process."""
         data = asdict(self)
-        for name in ("ca", "serving", "service_account"):
-            pair: KeyPair = getattr(self, name)
+        for name in ("ca", "serving", "service_account", "kubelet_client"):
+            pair: KeyPair | None = getattr(self, name)
+            if pair is None:
+                continue
             data[name] = {
                 "cert_pem": base64.b64encode(pair.cert_pem).decode(),
                 "key_pem": base64.b64encode(pair.key_pem).decode(),
@@ -57,7 +61,8 @@ class ControlPlaneInstance:
     def from_json(cls, data: dict[str, Any]) -> ControlPlaneInstance:
         pairs = {
             name: KeyPair(base64.b64decode(data[name]["cert_pem"]), base64.b64decode(data[name]["key_pem"]))
-            for name in ("ca", "serving", "service_account")
+            for name in ("ca", "serving", "service_account", "kubelet_client")
+            if data.get(name) is not None
         }
         kubeadm = KubeadmParameters.from_json(data["kubeadm"]) if data.get("kubeadm") else None
         return cls(**{**data, **pairs, "kubeadm": kubeadm})

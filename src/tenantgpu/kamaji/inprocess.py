@@ -138,7 +138,12 @@ class InProcessHost:
             egress = SwitchableEgress()
             # `kubectl logs` and `kubectl exec` reach the kubelet the way kube-apiserver does: through the
             # cluster egress.
-            kubelets = KubeletClient(egress=egress, error=api_errors.bad_request)
+            client = instance.kubelet_client
+            kubelets = KubeletClient(
+                egress=egress,
+                error=api_errors.bad_request,
+                client_certificate=None if client is None else (client.cert_pem, client.key_pem),
+            )
             config = APIServerConfig(
                 name=instance.name,
                 datastore=self.datastore,
@@ -486,6 +491,7 @@ def _same_identity(a: ControlPlaneInstance, b: ControlPlaneInstance) -> bool:
         a.ca == b.ca
         and a.serving == b.serving
         and a.service_account == b.service_account
+        and a.kubelet_client == b.kubelet_client
         and a.schema == b.schema
         and (b.port in (0, a.port) or a.port == 0)
     )

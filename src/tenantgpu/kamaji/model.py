@@ -43,6 +43,7 @@ SECRETS = ResourceKind("", "v1", "secrets", "Secret", True)
 # Secret name suffixes, as Kamaji's `utilities.AddTenantPrefix` names them.
 CA_SECRET = "ca"
 API_SERVER_CERT_SECRET = "api-server-certificate"
+API_SERVER_KUBELET_CLIENT_SECRET = "api-server-kubelet-client-certificate"
 SA_SECRET = "sa-certificate"
 ADMIN_KUBECONFIG_SECRET = "admin-kubeconfig"
 DATASTORE_CONFIG_SECRET = "datastore-config"

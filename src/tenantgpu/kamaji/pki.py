@@ -19,11 +19,16 @@ CA_CERT_KEY = "ca.crt"
 CA_KEY_KEY = "ca.key"
 APISERVER_CERT_KEY = "apiserver.crt"
 APISERVER_KEY_KEY = "apiserver.key"
+APISERVER_KUBELET_CLIENT_CERT_KEY = "apiserver-kubelet-client.crt"
+APISERVER_KUBELET_CLIENT_KEY_KEY = "apiserver-kubelet-client.key"
 SA_PUBLIC_KEY = "sa.pub"
 SA_PRIVATE_KEY = "sa.key"
 
 ADMIN_USER = "kubernetes-admin"
 ADMIN_GROUP = "system:masters"
+# kubeadm's apiserver-kubelet-client certificate (certlist.go), which Kamaji issues with kubeadm's code
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+KUBELET_CLIENT_GROUP = "kubeadm:cluster-admins"
 
 
 @dataclass(frozen=True)

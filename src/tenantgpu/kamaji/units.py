@@ -44,6 +44,7 @@ class Reconciliation:
     status: Obj = field(default_factory=dict)
     ca: pki.KeyPair | None = None
     serving: pki.KeyPair | None = None
+    kubelet_client: pki.KeyPair | None = None
     service_account: pki.KeyPair | None = None
     running: RunningInstance | None = None
     datastore: Obj | None = None
@@ -222,25 +223,56 @@ def _serving_names(r: Reconciliation) -> tuple[list[str], list[str]]:
     return ips, dns
 
 
-class APIServerCertificateUnit(SecretUnit):
+class TenantCertificateUnit(SecretUnit):
+    """A Secret holding one certificate the tenant CA signed, and its key (kubeadm's file names as keys):
+    re-issued when missing or signed by another CA, then handed on as `r.<loads_into>`."""
+
+    cert_key: ClassVar[str]
+    key_key: ClassVar[str]
+    loads_into: ClassVar[str]  # the Reconciliation's attribute
+
+    def issue(self, r: Reconciliation, ca: pki.KeyPair) -> pki.KeyPair:
+        raise NotImplementedError
+
+    def valid(self, r: Reconciliation, secret: Obj) -> bool:
+        pair = _pair(secret, self.cert_key, self.key_key)
+        return pair is not None and r.ca is not None and pki.is_signed_by(pair.cert_pem, r.ca)
+
+    def build(self, r: Reconciliation) -> dict[str, bytes]:
+        assert r.ca is not None
+        pair = self.issue(r, r.ca)
+        return {self.cert_key: pair.cert_pem, self.key_key: pair.key_pem}
+
+    def load(self, r: Reconciliation, secret: Obj) -> None:
+        setattr(r, self.loads_into, _pair(secret, self.cert_key, self.key_key))
+
+
+class APIServerCertificateUnit(TenantCertificateUnit):
     """The API server's serving certificate (`<tcp>-api-server-certificate`), signed by the tenant CA."""
 
     name = "api-server-certificate"
     suffix = model.API_SERVER_CERT_SECRET
     status_path = "certificates.apiServer"
+    cert_key, key_key, loads_into = pki.APISERVER_CERT_KEY, pki.APISERVER_KEY_KEY, "serving"
 
-    def valid(self, r: Reconciliation, secret: Obj) -> bool:
-        pair = _pair(secret, pki.APISERVER_CERT_KEY, pki.APISERVER_KEY_KEY)
-        return pair is not None and r.ca is not None and pki.is_signed_by(pair.cert_pem, r.ca)
-
-    def build(self, r: Reconciliation) -> dict[str, bytes]:
-        assert r.ca is not None
+    def issue(self, r: Reconciliation, ca: pki.KeyPair) -> pki.KeyPair:
         ips, dns = _serving_names(r)
-        pair = pki.issue_serving_certificate(r.ca, "kube-apiserver", ips=ips, dns_names=dns)
-        return {pki.APISERVER_CERT_KEY: pair.cert_pem, pki.APISERVER_KEY_KEY: pair.key_pem}
+        return pki.issue_serving_certificate(ca, "kube-apiserver", ips=ips, dns_names=dns)
 
-    def load(self, r: Reconciliation, secret: Obj) -> None:
-        r.serving = _pair(secret, pki.APISERVER_CERT_KEY, pki.APISERVER_KEY_KEY)
+
+class APIServerKubeletClientCertificateUnit(TenantCertificateUnit):
+    """`<tcp>-api-server-kubelet-client-certificate`: what the tenant API server presents to its kubelets
+    (for `kubectl logs` and `exec`), kubeadm's `kube-apiserver-kubelet-client` of `kubeadm:cluster-admins`,
+    signed by the tenant CA."""
+
+    name = "api-server-kubelet-client-certificate"
+    suffix = model.API_SERVER_KUBELET_CLIENT_SECRET
+    status_path = "certificates.apiServerKubeletClient"
+    cert_key, key_key = pki.APISERVER_KUBELET_CLIENT_CERT_KEY, pki.APISERVER_KUBELET_CLIENT_KEY_KEY
+    loads_into = "kubelet_client"
+
+    def issue(self, r: Reconciliation, ca: pki.KeyPair) -> pki.KeyPair:
+        return pki.issue_client_certificate(ca, pki.KUBELET_CLIENT_USER, (pki.KUBELET_CLIENT_GROUP,))
 
 
 class ServiceAccountKeyUnit(SecretUnit):
@@ -474,6 +506,7 @@ class APIServerUnit:
             ca=r.ca,
             serving=r.serving,
             service_account=r.service_account,
+            kubelet_client=r.kubelet_client,
             datastore="" if r.datastore is None else model.datastore_endpoint(r.datastore),
             service_cidr=model.service_cidr(r.tcp),
             kubeadm=model.kubeadm_parameters(r.tcp, r.datastore),
@@ -550,6 +583,7 @@ def default_units() -> list[Unit]:
         DataStoreConfigUnit(),
         CertificateAuthorityUnit(),
         APIServerCertificateUnit(),
+        APIServerKubeletClientCertificateUnit(),
         ServiceAccountKeyUnit(),
         APIServerUnit(),
         KonnectivityUnit(),

@@ -160,6 +160,8 @@ class TenantDataPlane:
                 device_plugin_client=device_plugin_client,
                 component_logs=component_logs,
                 device_plugin_log=plugin_log,
+                # a worker joined the kubeadm way trusts the tenant CA's clients only (the kubelet-config)
+                client_ca_pem=self.ca_pem if self.kubelet_pki is not None else None,
             )
             await node.start()
             self.workers.append(node)

@@ -120,9 +120,12 @@ def run_node(
         capacity = pods if pods is not None else DEFAULT_MAX_PODS
         if pods is None and isinstance(source, JoinSpec):
             capacity = configured_max_pods(source.cert_dir)
+        # kubeadm's kubelet takes only the cluster CA's clients (`x509.clientCAFile`, no anonymous access);
+        # a kubelet given a kubeconfig alone knows no client CA and serves everyone, as before a join.
+        client_ca = config.ca_data if isinstance(source, JoinSpec) else None
         await _serve(
             config, plugin_config, name, specs, sharing, cpu, memory, capacity, node_labels, host_ip,
-            kubelet_port, runtime_handlers, echo,
+            kubelet_port, runtime_handlers, echo, client_ca,
         )  # fmt: skip
 
     eventloop.run(main())
@@ -177,6 +180,7 @@ async def _serve(
     kubelet_port: int,
     runtime_handlers: list[str] | None,
     echo: Callable[[str], None],
+    client_ca: bytes | None = None,
 ) -> None:
     # the clients are made inside the loop they serve
     client = KubeClient(config)
@@ -187,6 +191,7 @@ async def _serve(
         client, name, specs, sharing, cpu=cpu, memory=memory, pods=pods, labels=labels, host_ip=host_ip,
         kubelet_port=kubelet_port, runtime_handlers=runtime_handlers, device_plugin_client=plugin,
         component_logs={(DEVICE_PLUGIN, DEVICE_PLUGIN_CONTAINER): plugin_log}, device_plugin_log=plugin_log,
+        client_ca_pem=client_ca,
     )  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 
 import orjson
 
+from tenantgpu.kubeclient.config import load_cert_chain
 from tenantgpu.node.execresult import ExecResult
 from tenantgpu.node.logserver import kubelet_endpoint
 
@@ -53,7 +54,8 @@ class KubeletClient:
 
     `node_lookup(name)` returns the Node object (may be set after construction); `egress` dials the
     kubelet (default: directly); `error(message)` builds the exception the API server turns into a
-    Status (default ValueError).
+    Status (default ValueError); `client_certificate` (certificate and key, PEM) is presented to the
+    kubelet.
     """
 
     def __init__(
@@ -61,11 +63,16 @@ class KubeletClient:
         node_lookup: NodeLookup | None = None,
         egress: _Egress | None = None,
         error: ErrorFactory | None = None,
+        client_certificate: tuple[bytes, bytes] | None = None,
     ) -> None:
         self.node_lookup = node_lookup
         self.egress: _Egress = egress or _Direct()
         self.error: ErrorFactory = error or ValueError
         self._tls = _insecure_context()
+        if client_certificate is not None:
+            # kube-apiserver's --kubelet-client-certificate/--kubelet-client-key: the kubelets' x509
+            # authenticator knows the API server by it
+            load_cert_chain(self._tls, *client_certificate)
 
     async def stream(self, pod: dict[str, Any], options: Any) -> AsyncIterator[bytes]:
         meta = pod.get("metadata") or {}

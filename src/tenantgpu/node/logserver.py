@@ -18,6 +18,7 @@ from aiohttp import web
 
 from tenantgpu.hami.tls import ServingCert
 from tenantgpu.node.execresult import ExecResult
+from tenantgpu.node.kubeletauth import KubeletAuth
 
 # (namespace, pod, container | None, tail_lines, timestamps) -> text, or None when unknown
 LogReader = Callable[[str, str, str | None, int | None, bool], str | None]
@@ -43,15 +44,18 @@ class KubeletServer:
         follow_log: LogFollower | None = None,
         run_command: ExecRunner | None = None,
         read_previous: LogReader | None = None,
+        auth: KubeletAuth | None = None,
     ) -> None:
         self.read_log = read_log
+        # Without it every caller is served, as a kubelet with anonymous access and AlwaysAllow.
+        self.auth = auth
         self.read_previous = read_previous  # the log of a container's run before its last restart
         self.follow_log = follow_log
         self.run_command = run_command
         self.host = host
         self.port = port
         self._runner: web.AppRunner | None = None
-        app = web.Application()
+        app = web.Application(middlewares=[self._authenticate] if auth is not None else [])
         app.router.add_get("/containerLogs/{ns}/{pod}/{container}", self._logs)
         app.router.add_get("/containerLogs/{ns}/{pod}", self._logs)
         app.router.add_post("/exec/{ns}/{pod}/{container}", self._exec)
@@ -61,7 +65,10 @@ class KubeletServer:
     async def start(self) -> None:
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self_signed_context(self.host))
+        context = self_signed_context(self.host)
+        if self.auth is not None:
+            context = self.auth.server_context(context)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=context)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
@@ -69,6 +76,16 @@ class KubeletServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    @web.middleware
+    async def _authenticate(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        assert self.auth is not None
+        tls = request.transport.get_extra_info("ssl_object") if request.transport is not None else None
+        der = tls.getpeercert(binary_form=True) if tls is not None else None
+        verdict = await self.auth.check(der, request.method, request.path)
+        if verdict.status is not None:
+            return web.Response(status=verdict.status, text=verdict.text)
+        return await handler(request)  # type: ignore[no-any-return]
 
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -22,6 +22,7 @@ from tenantgpu.kubeclient import ApiError, KubeClient
 from tenantgpu.kubeclient.ensure import covers
 from tenantgpu.node import nodeconditions, sandbox
 from tenantgpu.node.kubelet import Kubelet
+from tenantgpu.node.kubeletauth import KubeletAuth
 from tenantgpu.node.logserver import KubeletServer
 from tenantgpu.node.podstatus import rfc3339
 from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
@@ -45,7 +46,8 @@ class Worker:
 
     `kubeconfig` is a path to a kubeconfig or a ready KubeClient (which the worker then does not close).
     The kubelet is of its API server's release (read from `/version` at start) unless `kubelet_version`
-    names another.
+    names another. With `client_ca_pem` its HTTPS endpoint serves only clients with a certificate of that
+    CA, authorised by SubjectAccessReviews (kubeadm's kubelet configuration); without it, everyone.
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class Worker:
         device_plugin_client: KubeClient | None = None,
         component_logs: Mapping[tuple[str, str], ComponentLog] | None = None,
         device_plugin_log: ComponentLog | None = None,
+        client_ca_pem: bytes | None = None,
     ) -> None:
         if isinstance(kubeconfig, KubeClient):
             self.client, self._owns_client = kubeconfig, False
@@ -120,6 +123,7 @@ class Worker:
             follow_log=self._follow_log,
             run_command=self.kubelet.exec_in_container,
             read_previous=self._read_previous,
+            auth=None if client_ca_pem is None else KubeletAuth(name, client_ca_pem, self._review),
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._boot_id = str(uuid.uuid4())
@@ -144,6 +148,13 @@ class Worker:
         return self.kubelet.container_log(
             ns, pod, container, tail_lines=tail, timestamps=stamps, previous=True
         )
+
+    async def _review(self, body: dict[str, Any]) -> dict[str, Any]:
+        # the kubelet's webhook authorizer asks with the kubelet's own credentials
+        answer = await self.client.request(
+            "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body
+        )
+        return dict(answer.get("status") or {})
 
     def _read_log(
         self, ns: str, pod: str, container: str | None, tail: int | None, stamps: bool

@@ -1,0 +1,152 @@
+"""Who may use the kubelet's HTTPS endpoint: x509 authentication and webhook authorization, as kubeadm's
+kubelet is configured (the KubeletConfiguration Kamaji uploads: `authentication.anonymous.enabled: false`,
+`x509.clientCAFile: /etc/kubernetes/pki/ca.crt`, `authorization.mode: Webhook`).
+
+Facts from kube's kubelet (pkg/kubelet/server/auth.go and server.go):
+- a request without a client certificate the cluster CA signed is answered `401 Unauthorized`;
+- the certificate's CN is the user and its O entries the groups, with `system:authenticated` added;
+- each request is authorised as the verb of its HTTP method (GET get, POST create, PUT update, PATCH
+  patch, DELETE delete) on `nodes/<subresource>` of this node, the subresource `proxy` unless the path is
+  one of those the kubelet subdivides (`/stats` stats, `/metrics` metrics, `/logs` log, `/spec` spec,
+  `/checkpoint` checkpoint). Kubelet 1.33's fine-grained subresources (`configz`, `healthz`, `pods`, each
+  falling back to `proxy`; KubeletFineGrainedAuthz) are not modelled: those paths are `proxy` here, as
+  up to 1.32;
+- the decision comes from a SubjectAccessReview the kubelet creates with its own credentials; allowed
+  answers are kept 5 minutes and denied ones 30 seconds (`cacheAuthorizedTTL`, `cacheUnauthorizedTTL`);
+- a denial is `403 Forbidden (user=U, verb=V, resource=nodes, subresource=S)`.
+
+The tenant API server reaches `/containerLogs` and `/exec` as `kube-apiserver-kubelet-client` of the group
+`kubeadm:cluster-admins`, with the certificate Kamaji keeps in `<tcp>-api-server-kubelet-client-certificate`.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from tenantgpu.kubeclient import ApiError
+
+AUTHENTICATED = "system:authenticated"
+AUTHORIZED_TTL_SECONDS = 300.0
+UNAUTHORIZED_TTL_SECONDS = 30.0
+
+_VERBS = {
+    "GET": "get",
+    "HEAD": "get",
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "patch",
+    "DELETE": "delete",
+}
+_SUBPATHS = (
+    ("/stats", "stats"),
+    ("/metrics", "metrics"),
+    ("/logs", "log"),
+    ("/spec", "spec"),
+    ("/checkpoint", "checkpoint"),
+)
+
+# (SubjectAccessReview body) -> its status
+ReviewSender = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The user a client certificate names."""
+
+    user: str
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the kubelet answers: None to serve the request, else the status and text to send."""
+
+    status: int | None = None
+    text: str = ""
+
+
+def subresource_of(path: str) -> str:
+    """The `nodes` subresource a kubelet path is authorised as."""
+    for prefix, subresource in _SUBPATHS:
+        if path == prefix or path.startswith(prefix + "/"):
+            return subresource
+    return "proxy"
+
+
+def caller_of(der: bytes | None) -> Caller | None:
+    """The user of a verified peer certificate (DER), or None without one."""
+    if not der:
+        return None
+    cert = x509.load_der_x509_certificate(der)
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    if not names:
+        return None
+    groups = tuple(str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME))
+    return Caller(str(names[0].value), (*groups, AUTHENTICATED))
+
+
+@dataclass
+class KubeletAuth:
+    """The kubelet's authenticator and authorizer for one node, with its cluster's CA."""
+
+    node_name: str
+    client_ca_pem: bytes
+    review: ReviewSender
+    clock: Callable[[], float] = time.monotonic
+    _decisions: dict[tuple[Caller, str, str], tuple[bool, float]] = field(default_factory=dict)
+
+    def server_context(self, ctx: ssl.SSLContext) -> ssl.SSLContext:
+        """`ctx` asking clients for a certificate of the cluster CA (one without is still let in, to be
+        answered 401, as the kubelet's TLS config does with `VerifyClientCertIfGiven`)."""
+        ctx.load_verify_locations(cadata=self.client_ca_pem.decode())
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        return ctx
+
+    async def check(self, der: bytes | None, method: str, path: str) -> Verdict:
+        caller = caller_of(der)
+        if caller is None:
+            return Verdict(401, "Unauthorized")
+        verb, subresource = _VERBS.get(method.upper(), "*"), subresource_of(path)
+        if not await self._allowed(caller, verb, subresource):
+            return Verdict(
+                403, f"Forbidden (user={caller.user}, verb={verb}, resource=nodes, subresource={subresource})"
+            )
+        return Verdict()
+
+    async def _allowed(self, caller: Caller, verb: str, subresource: str) -> bool:
+        key = (caller, verb, subresource)
+        now = self.clock()
+        kept = self._decisions.get(key)
+        if kept is not None and kept[1] > now:
+            return kept[0]
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": caller.user,
+                "groups": list(caller.groups),
+                "resourceAttributes": {
+                    "verb": verb,
+                    "version": "v1",
+                    "resource": "nodes",
+                    "subresource": subresource,
+                    "name": self.node_name,
+                },
+            },
+        }
+        try:
+            status = await self.review(body)
+        except (ApiError, OSError, TimeoutError, aiohttp.ClientError):
+            return False  # an API server out of reach denies, and the denial is not kept
+        allowed = bool(status.get("allowed"))
+        ttl = AUTHORIZED_TTL_SECONDS if allowed else UNAUTHORIZED_TTL_SECONDS
+        self._decisions[key] = (allowed, now + ttl)
+        return allowed

@@ -1,0 +1,159 @@
+"""The kubelet's x509 authentication and webhook authorization (node/kubeletauth.py), as kube's kubelet
+decides (pkg/kubelet/server/auth.go): who a certificate names, which `nodes` subresource a path is
+authorised as, the 401 and 403 texts, and how long a SubjectAccessReview's answer is kept."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from tenantgpu.kamaji import pki
+from tenantgpu.kubeclient import ApiError
+from tenantgpu.node.kubeletauth import (
+    AUTHORIZED_TTL_SECONDS,
+    UNAUTHORIZED_TTL_SECONDS,
+    Caller,
+    KubeletAuth,
+    Verdict,
+    caller_of,
+    subresource_of,
+)
+
+
+def _der(pem: bytes) -> bytes:
+    return x509.load_pem_x509_certificate(pem).public_bytes(Encoding.DER)
+
+
+class _Reviews:
+    """A SubjectAccessReview endpoint that allows what `allow` holds, and counts what it is asked."""
+
+    def __init__(self, allow: set[tuple[str, str, str]], fail: bool = False) -> None:
+        self.allow, self.fail = allow, fail
+        self.asked: list[dict[str, Any]] = []
+
+    async def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.asked.append(body)
+        if self.fail:
+            raise ApiError({"code": 503, "reason": "ServiceUnavailable", "message": "down"})
+        spec = body["spec"]
+        attributes = spec["resourceAttributes"]
+        return {"allowed": (spec["user"], attributes["verb"], attributes["subresource"]) in self.allow}
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("path", "subresource"),
+    [
+        ("/containerLogs/default/p/c", "proxy"),
+        ("/exec/default/p/c", "proxy"),
+        ("/run/default/p/c", "proxy"),
+        ("/stats/summary", "stats"),
+        ("/metrics/cadvisor", "metrics"),
+        ("/metrics", "metrics"),
+        ("/logs/syslog", "log"),
+        ("/spec/", "spec"),
+        ("/checkpoint/default/p/c", "checkpoint"),
+        ("/checkpointx", "proxy"),  # a subpath, not a prefix of the name
+        ("/healthz", "proxy"),  # kubelet 1.33's fine-grained `healthz` is not modelled
+        ("/pods", "proxy"),
+    ],
+)
+def test_a_kubelet_path_is_authorised_as_the_nodes_subresource_kube_names(
+    path: str, subresource: str
+) -> None:
+    assert subresource_of(path) == subresource
+
+
+def test_the_certificate_names_the_user_its_organisations_the_groups_and_everyone_is_authenticated() -> None:
+    ca = pki.generate_ca("tenant-ca")
+    pair = pki.issue_client_certificate(ca, "kube-apiserver-kubelet-client", ("kubeadm:cluster-admins",))
+    assert caller_of(_der(pair.cert_pem)) == Caller(
+        "kube-apiserver-kubelet-client", ("kubeadm:cluster-admins", "system:authenticated")
+    )
+    assert caller_of(None) is None and caller_of(b"") is None
+
+
+def test_no_certificate_is_401_and_a_denial_names_user_verb_and_subresource_as_the_kubelet_does() -> None:
+    ca = pki.generate_ca("tenant-ca")
+    alice = _der(pki.issue_client_certificate(ca, "alice").cert_pem)
+    reviews = _Reviews(allow={("alice", "get", "stats")})
+    auth = KubeletAuth("worker-1", ca.cert_pem, reviews)
+
+    async def run() -> list[Verdict]:
+        return [
+            await auth.check(None, "GET", "/containerLogs/default/p/c"),
+            await auth.check(alice, "GET", "/containerLogs/default/p/c"),
+            await auth.check(alice, "POST", "/exec/default/p/c"),
+            await auth.check(alice, "GET", "/stats/summary"),
+        ]
+
+    anonymous, logs, exec_, stats = asyncio.run(run())
+    assert anonymous == Verdict(401, "Unauthorized")
+    assert logs == Verdict(403, "Forbidden (user=alice, verb=get, resource=nodes, subresource=proxy)")
+    assert exec_ == Verdict(403, "Forbidden (user=alice, verb=create, resource=nodes, subresource=proxy)")
+    assert stats == Verdict()
+    # the anonymous request asked nothing; each review names this node's `nodes` subresource
+    assert len(reviews.asked) == 3
+    assert reviews.asked[0]["spec"] == {
+        "user": "alice",
+        "groups": ["system:authenticated"],
+        "resourceAttributes": {
+            "verb": "get",
+            "version": "v1",
+            "resource": "nodes",
+            "subresource": "proxy",
+            "name": "worker-1",
+        },
+    }
+
+
+def test_answers_are_kept_five_minutes_when_allowed_and_thirty_seconds_when_denied() -> None:
+    ca = pki.generate_ca("tenant-ca")
+    bob = _der(pki.issue_client_certificate(ca, "bob").cert_pem)
+    reviews = _Reviews(allow={("bob", "get", "proxy")})
+    clock = _Clock()
+    auth = KubeletAuth("worker-1", ca.cert_pem, reviews, clock=clock)
+
+    async def check(method: str) -> Verdict:
+        return await auth.check(bob, method, "/containerLogs/default/p/c")
+
+    assert asyncio.run(check("GET")) == Verdict()
+    assert asyncio.run(check("POST")).status == 403
+    assert len(reviews.asked) == 2
+    reviews.allow = {("bob", "create", "proxy")}  # RBAC changes; the kubelet goes on with what it kept
+
+    clock.now += UNAUTHORIZED_TTL_SECONDS - 1
+    assert asyncio.run(check("GET")) == Verdict() and asyncio.run(check("POST")).status == 403
+    assert len(reviews.asked) == 2
+    clock.now += 2  # the denial expired, the permission not yet
+    assert asyncio.run(check("POST")) == Verdict() and asyncio.run(check("GET")) == Verdict()
+    assert len(reviews.asked) == 3
+    clock.now += AUTHORIZED_TTL_SECONDS
+    assert asyncio.run(check("GET")).status == 403
+    assert len(reviews.asked) == 4
+
+
+def test_an_api_server_out_of_reach_denies_without_keeping_the_denial() -> None:
+    ca = pki.generate_ca("tenant-ca")
+    carol = _der(pki.issue_client_certificate(ca, "carol").cert_pem)
+    reviews = _Reviews(allow={("carol", "get", "proxy")}, fail=True)
+    auth = KubeletAuth("worker-1", ca.cert_pem, reviews)
+
+    async def check() -> Verdict:
+        return await auth.check(carol, "GET", "/containerLogs/default/p/c")
+
+    assert asyncio.run(check()).status == 403
+    reviews.fail = False
+    assert asyncio.run(check()) == Verdict()
+    assert len(reviews.asked) == 2
