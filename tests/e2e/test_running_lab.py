@@ -1224,6 +1224,7 @@ def test_the_kubelet_serves_the_api_server_and_whom_the_tenants_rbac_lets_throug
     assert secret["metadata"]["labels"] == {
         "kamaji.clastix.io/name": "tenant-b",
         "kamaji.clastix.io/component": "api-server-kubelet-client-certificate",
+        "kamaji.clastix.io/certificate_lifecycle_controller": "x509",
     }
     assert secret["metadata"]["ownerReferences"][0]["uid"] == tcp["metadata"]["uid"]
     client = pki.KeyPair(
@@ -1296,6 +1297,66 @@ def test_the_kubelet_serves_the_api_server_and_whom_the_tenants_rbac_lets_throug
     )
     with pytest.raises((ssl.SSLError, ConnectionResetError)):
         _kubelet_request(host, port, logs_path, stranger)
+
+
+def test_kamajis_certificate_rotation_renews_tenant_bs_certificates_and_its_kubeconfig(
+    lab: RunningLab,
+) -> None:
+    """`kubectl annotate secret -l kamaji.clastix.io/certificate_lifecycle_controller
+    certs.kamaji.clastix.io/rotate=""`, as Kamaji's certificate-lifecycle guide has it: each labelled
+    Secret is renewed and says when; the lab's kubeconfig file follows the renewed admin certificate, and
+    the tenant, its logs path to the kubelet included, works on."""
+    selector = "kamaji.clastix.io/name=tenant-b,kamaji.clastix.io/certificate_lifecycle_controller"
+
+    def labelled() -> dict[str, dict[str, Any]]:
+        out = lab.kubectl("management", "get", "secrets", "-A", "-l", selector, "-o", "json").stdout
+        return {s["metadata"]["name"]: s for s in json.loads(out)["items"]}
+
+    before = labelled()
+    assert sorted(before) == [
+        "tenant-b-admin-kubeconfig",
+        "tenant-b-api-server-certificate",
+        "tenant-b-api-server-kubelet-client-certificate",
+    ]
+    kubeconfig = lab.state / "kubeconfigs" / "tenant-b.kubeconfig"
+    old_file = kubeconfig.read_bytes()
+    lab.kubectl("management", "annotate", "secret", "-A", "-l", selector, "certs.kamaji.clastix.io/rotate=")
+
+    def renewed() -> dict[str, dict[str, Any]] | None:
+        now = labelled()
+        stamps = [
+            s["metadata"]["annotations"].get("certs.kamaji.clastix.io/rotate", "") for s in now.values()
+        ]
+        done = all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", t) for t in stamps)
+        return now if done and kubeconfig.read_bytes() != old_file else None
+
+    after = wait_for("the renewed certificates and kubeconfig", renewed)
+    for name, secret in after.items():
+        assert secret["data"] != before[name]["data"], name
+    assert (
+        yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["client-certificate-data"]
+        == (
+            yaml.safe_load(base64.b64decode(after["tenant-b-admin-kubeconfig"]["data"]["admin.conf"]))[
+                "users"
+            ][0]["user"]["client-certificate-data"]
+        )
+    )
+    # the control plane rolled onto the new certificates: kubectl (with the new kubeconfig) and the
+    # API server's way to the kubelets (with its new client certificate) both work
+    wait_for(
+        "the tenant to answer", lambda: lab.kubectl("tenant-b", "get", "nodes", check=False).returncode == 0
+    )
+    agent = next(
+        p["metadata"]["name"]
+        for p in json.loads(lab.kubectl("tenant-b", "get", "pods", "-n", "kube-system", "-o", "json").stdout)[
+            "items"
+        ]
+        if p["metadata"]["name"].startswith("konnectivity-agent-")
+    )
+    wait_for(
+        "the agent's log through the kubelet",
+        lambda: lab.kubectl("tenant-b", "logs", "-n", "kube-system", agent, check=False).returncode == 0,
+    )
 
 
 def test_hamis_components_act_as_the_charts_service_accounts_under_its_rbac(lab: RunningLab) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import re
 import ssl
 import tempfile
 from collections.abc import Callable
@@ -108,10 +109,13 @@ async def test_tcp_becomes_ready_with_kamaji_status_and_secrets(plane: Managemen
     assert {
         "tenant-a-ca",
         "tenant-a-api-server-certificate",
+        "tenant-a-api-server-kubelet-client-certificate",
         "tenant-a-sa-certificate",
         "tenant-a-admin-kubeconfig",
         "tenant-a-datastore-config",
     } <= names
+    kubelet_client = status["certificates"]["apiServerKubeletClient"]
+    assert kubelet_client["secretName"] == "tenant-a-api-server-kubelet-client-certificate"
     config = next(s for s in secrets["items"] if s["metadata"]["name"] == "tenant-a-datastore-config")
     assert base64.b64decode(config["data"]["DB_SCHEMA"]).decode() == status["storage"]["setup"]["schema"]
     assert status["storage"]["config"]["secretName"] == "tenant-a-datastore-config"
@@ -531,3 +535,119 @@ async def test_a_changed_tcp_writes_the_tenants_kubelet_configuration_again(plan
         assert document["kind"] == "KubeletConfiguration"
         kubeadm = await tenant.get("configmaps", "kubeadm-config", "kube-system")
         assert set(kubeadm["data"]) == {"ClusterConfiguration"}
+
+
+async def _secret(plane: ManagementPlane, name: str) -> Obj:
+    return await plane.client.get(model.SECRETS, name, "default")
+
+
+async def _served_certificate(endpoint: str) -> bytes:
+    host, port = endpoint.rsplit(":", 1)
+    return (await asyncio.to_thread(ssl.get_server_certificate, (host, int(port)))).encode()
+
+
+async def test_a_certificate_secret_annotated_for_rotation_is_renewed_as_kamaji_does(
+    plane: ManagementPlane,
+) -> None:
+    """Kamaji's certificate lifecycle: its certificate Secrets carry the label
+    `kamaji.clastix.io/certificate_lifecycle_controller` (`x509`, or `kubeconfig` for a kubeconfig's client
+    certificate); `certs.kamaji.clastix.io/rotate: ""` renews one, writes the renewal's time into that
+    annotation, and rolls the control plane onto it."""
+    tcp = await _create(plane, "tenant-a")
+    labelled = await plane.client.list(model.SECRETS, "default", label_selector=model.LIFECYCLE_LABEL)
+    assert {
+        s["metadata"]["name"]: s["metadata"]["labels"][model.LIFECYCLE_LABEL] for s in labelled["items"]
+    } == {
+        "tenant-a-api-server-certificate": "x509",
+        "tenant-a-api-server-kubelet-client-certificate": "x509",
+        "tenant-a-admin-kubeconfig": "kubeconfig",
+    }
+    endpoint = tcp["status"]["controlPlaneEndpoint"]
+    before = await _secret(plane, "tenant-a-api-server-certificate")
+    served = base64.b64decode(before["data"]["apiserver.crt"])
+    assert _same_certificate(await _served_certificate(endpoint), served)
+    ca = await _secret(plane, "tenant-a-ca")
+    authority = units.pki.KeyPair(
+        base64.b64decode(ca["data"]["ca.crt"]), base64.b64decode(ca["data"]["ca.key"])
+    )
+
+    await plane.client.patch(
+        model.SECRETS,
+        "tenant-a-api-server-certificate",
+        {"metadata": {"annotations": {model.ROTATE_ANNOTATION: ""}}},
+        "default",
+    )
+    renewed = await _wait_secret(plane, "tenant-a-api-server-certificate", _rotated)
+    cert = base64.b64decode(renewed["data"]["apiserver.crt"])
+    assert cert != served and units.pki.is_signed_by(cert, authority)
+    tcp = await _wait_for(
+        plane.client,
+        "tenant-a",
+        lambda t: t["status"]["certificates"]["apiServer"]["checksum"] == model.checksum(renewed["data"]),
+    )
+    assert tcp["status"]["controlPlaneEndpoint"] == endpoint  # the same endpoint, the new certificate
+    await _until(lambda: _served_matches(endpoint, cert))
+
+    old_admin = await _admin_kubeconfig(plane, "tenant-a")
+    await plane.client.patch(
+        model.SECRETS,
+        "tenant-a-admin-kubeconfig",
+        {"metadata": {"annotations": {model.ROTATE_ANNOTATION: ""}}},
+        "default",
+    )
+    await _wait_secret(plane, "tenant-a-admin-kubeconfig", _rotated)
+    new_admin = await _admin_kubeconfig(plane, "tenant-a")
+    assert new_admin != old_admin
+    api = _official_client(new_admin)
+    assert "kube-system" in {ns.metadata.name for ns in (await asyncio.to_thread(api.list_namespace)).items}
+
+    # A Secret kept from before the label (an older lab's) gets it at its tenant's next reconciliation.
+    await plane.client.patch(
+        model.SECRETS,
+        "tenant-a-api-server-kubelet-client-certificate",
+        {"metadata": {"labels": {model.LIFECYCLE_LABEL: None}}},
+        "default",
+    )
+    await plane.client.patch(
+        model.TENANT_CONTROL_PLANES, "tenant-a", {"metadata": {"labels": {"touched": "yes"}}}, "default"
+    )
+    relabelled = await _wait_secret(
+        plane,
+        "tenant-a-api-server-kubelet-client-certificate",
+        lambda s: s["metadata"].get("labels", {}).get(model.LIFECYCLE_LABEL) == "x509",
+    )
+    assert model.ROTATE_ANNOTATION not in relabelled["metadata"].get("annotations", {})
+
+
+def _rotated(secret: Obj) -> bool:
+    value = (secret["metadata"].get("annotations") or {}).get(model.ROTATE_ANNOTATION, "")
+    return bool(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", value))
+
+
+async def _wait_secret(plane: ManagementPlane, name: str, check: Callable[[Obj], bool]) -> Obj:
+    secret: Obj = {}
+    for _ in range(1000):
+        secret = await _secret(plane, name)
+        if check(secret):
+            return secret
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"Secret {name} never matched: {secret.get('metadata')}")
+
+
+def _same_certificate(pem_a: bytes, pem_b: bytes) -> bool:
+    return ssl.PEM_cert_to_DER_cert(pem_a.decode()) == ssl.PEM_cert_to_DER_cert(pem_b.decode())
+
+
+async def _served_matches(endpoint: str, cert: bytes) -> bool:
+    try:
+        return _same_certificate(await _served_certificate(endpoint), cert)
+    except OSError:
+        return False  # the control plane is rolling onto the new certificate
+
+
+async def _until(check: Callable[[], Any], timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("never happened")
+        await asyncio.sleep(0.02)

@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from tenantgpu.kamaji import model
 from tenantgpu.kamaji.host import ControlPlaneHost
 from tenantgpu.kamaji.model import Obj, VersionStatus
-from tenantgpu.kamaji.units import Reconciliation, Unit, default_units
+from tenantgpu.kamaji.units import Reconciliation, Unit, default_units, rotation_requested
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,10 @@ class TenantControlPlaneController:
         # reconciles the TCPs that name one when it appears or changes.
         self._datastores = Informer(client, model.DATASTORES)
         self._datastores.add_handler(self._on_datastore)
+        # Kamaji's certificate lifecycle controller: a labelled Secret annotated for rotation has its
+        # TenantControlPlane reconciled, which renews the certificate (and rolls the control plane).
+        self._certificates = Informer(client, model.SECRETS, label_selector=model.LIFECYCLE_LABEL)
+        self._certificates.add_handler(self._on_certificate)
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
         self._active: set[str] = set()
@@ -62,6 +66,7 @@ class TenantControlPlaneController:
             asyncio.create_task(self._work(), name=f"tcp-controller-{i}") for i in range(self._concurrency)
         ]
         await self._datastores.start()
+        await self._certificates.start()
         await self._informer.start()
         # A restarted lab finds the Ready status its last run derived; until every TCP was reconciled once
         # by this run, that status is a memory, not an observation.
@@ -89,6 +94,7 @@ class TenantControlPlaneController:
     async def stop(self) -> None:
         await self._informer.stop()
         await self._datastores.stop()
+        await self._certificates.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -111,6 +117,14 @@ class TenantControlPlaneController:
         for tcp in self._informer.items():
             if model.datastore_name(tcp) == name or model.current_datastore_name(tcp) == name:
                 self._enqueue(model.TenantRef.of(tcp).key)
+
+    def _on_certificate(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        if kind == "DELETED" or not rotation_requested(obj):
+            return
+        meta = obj.get("metadata") or {}
+        for owner in meta.get("ownerReferences") or []:
+            if owner.get("kind") == "TenantControlPlane":
+                self._enqueue(f"{meta.get('namespace', '')}/{owner.get('name', '')}")
 
     def requeue(self, key: str) -> None:
         """Reconcile "<namespace>/<name>" again, e.g. after the process that served it was lost."""

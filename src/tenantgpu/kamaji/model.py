@@ -35,6 +35,13 @@ KAMAJI_KONNECTIVITY_PORT = 8132
 DEFAULT_ADDRESS = "127.0.0.1"
 NAME_LABEL = "kamaji.clastix.io/name"
 COMPONENT_LABEL = "kamaji.clastix.io/component"
+# Kamaji's certificate lifecycle: the label marks the Secrets whose certificates it renews (`x509`, or a
+# kubeconfig's client certificate), the annotation with an empty value asks for a renewal now, and the
+# renewal writes its time (RFC 3339) there (internal/utilities/certs_rotation.go).
+LIFECYCLE_LABEL = "kamaji.clastix.io/certificate_lifecycle_controller"
+LIFECYCLE_X509 = "x509"
+LIFECYCLE_KUBECONFIG = "kubeconfig"
+ROTATE_ANNOTATION = "certs.kamaji.clastix.io/rotate"
 
 TENANT_CONTROL_PLANES = ResourceKind(GROUP, VERSION, "tenantcontrolplanes", "TenantControlPlane", True)
 DATASTORES = ResourceKind(GROUP, VERSION, "datastores", "DataStore", False)

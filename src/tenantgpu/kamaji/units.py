@@ -84,14 +84,35 @@ def secret_bytes(secret: Obj, key: str) -> bytes | None:
     return pki.unb64(value) if value else None
 
 
-def _secret_body(r: Reconciliation, suffix: str, data: dict[str, bytes]) -> Obj:
+def _secret_labels(r: Reconciliation, suffix: str, lifecycle: str | None) -> dict[str, str]:
+    labels = {model.NAME_LABEL: r.ref.name, model.COMPONENT_LABEL: suffix}
+    if lifecycle is not None:
+        labels[model.LIFECYCLE_LABEL] = lifecycle
+    return labels
+
+
+def rotation_requested(secret: Obj) -> bool:
+    """Kamaji's `certs.kamaji.clastix.io/rotate` set to the empty string: renew the certificate now."""
+    return (secret.get("metadata", {}).get("annotations") or {}).get(model.ROTATE_ANNOTATION) == ""
+
+
+def _secret_body(
+    r: Reconciliation,
+    suffix: str,
+    data: dict[str, bytes],
+    lifecycle: str | None = None,
+    rotated: bool = False,
+) -> Obj:
     ref = r.ref
     now = now_rfc3339()
+    annotations = {_LAST_UPDATE: now}
+    if rotated:
+        annotations[model.ROTATE_ANNOTATION] = now
     metadata: Obj = {
         "name": ref.secret_name(suffix),
         "namespace": ref.namespace,
-        "labels": {model.NAME_LABEL: ref.name, model.COMPONENT_LABEL: suffix},
-        "annotations": {_LAST_UPDATE: now},
+        "labels": _secret_labels(r, suffix, lifecycle),
+        "annotations": annotations,
         "ownerReferences": [
             {
                 "apiVersion": model.API_VERSION,
@@ -114,6 +135,8 @@ class SecretUnit:
     suffix: ClassVar[str]
     status_path: ClassVar[str]
     reports_last_update: ClassVar[bool] = True  # the status entry has `lastUpdate` in Kamaji's types
+    # Kamaji's certificate lifecycle label (`x509`, `kubeconfig`): such a Secret is renewed on request
+    lifecycle: ClassVar[str | None] = None
 
     def wanted(self, r: Reconciliation) -> bool:
         return True
@@ -135,22 +158,22 @@ class SecretUnit:
         if _status_at(r.tcp, self.status_path) is None:
             # Never reported: most likely a new tenant, so create at once and skip a read.
             try:
-                secret = await r.client.create(
-                    model.SECRETS, _secret_body(r, self.suffix, self.build(r)), r.ref.namespace
-                )
+                secret = await r.client.create(model.SECRETS, self._body(r, self.build(r)), r.ref.namespace)
             except ApiError as err:
                 if err.code != 409:
                     raise
         if secret is None:
             secret = await read_secret(r.client, r.ref.namespace, name)
             if secret is None:
-                secret = await r.client.create(
-                    model.SECRETS, _secret_body(r, self.suffix, self.build(r)), r.ref.namespace
-                )
-            elif not self.valid(r, secret):
-                body = _secret_body(r, self.suffix, self.build(r))
-                body["metadata"]["resourceVersion"] = secret["metadata"].get("resourceVersion")
-                secret = await r.client.update(model.SECRETS, body)
+                secret = await r.client.create(model.SECRETS, self._body(r, self.build(r)), r.ref.namespace)
+            else:
+                rotate = self.lifecycle is not None and rotation_requested(secret)
+                if rotate or not self.valid(r, secret):
+                    body = self._body(r, self.build(r), rotated=rotate)
+                    body["metadata"]["resourceVersion"] = secret["metadata"].get("resourceVersion")
+                    secret = await r.client.update(model.SECRETS, body)
+                else:
+                    secret = await self._label(r, secret)
         self.load(r, secret)
         reported = {
             "secretName": secret["metadata"]["name"],
@@ -161,6 +184,18 @@ class SecretUnit:
                 _LAST_UPDATE
             ) or secret["metadata"].get("creationTimestamp")
         r.set_status(self.status_path, reported)
+
+    def _body(self, r: Reconciliation, data: dict[str, bytes], rotated: bool = False) -> Obj:
+        return _secret_body(r, self.suffix, data, self.lifecycle, rotated)
+
+    async def _label(self, r: Reconciliation, secret: Obj) -> Obj:
+        """Kamaji merges its labels into a Secret it keeps (one written before a label was added, say)."""
+        labels = secret["metadata"].get("labels") or {}
+        wanted = _secret_labels(r, self.suffix, self.lifecycle)
+        if all(labels.get(k) == v for k, v in wanted.items()):
+            return secret
+        patch = {"metadata": {"labels": wanted}}
+        return await r.client.patch(model.SECRETS, secret["metadata"]["name"], patch, r.ref.namespace)
 
     async def clean_up(self, r: Reconciliation) -> None:
         try:
@@ -230,6 +265,7 @@ class TenantCertificateUnit(SecretUnit):
     cert_key: ClassVar[str]
     key_key: ClassVar[str]
     loads_into: ClassVar[str]  # the Reconciliation's attribute
+    lifecycle = model.LIFECYCLE_X509
 
     def issue(self, r: Reconciliation, ca: pki.KeyPair) -> pki.KeyPair:
         raise NotImplementedError
@@ -299,6 +335,7 @@ class AdminKubeconfigUnit(SecretUnit):
     name = "admin-kubeconfig"
     suffix = model.ADMIN_KUBECONFIG_SECRET
     status_path = "kubeconfig.admin"
+    lifecycle = model.LIFECYCLE_KUBECONFIG
 
     def _server(self, r: Reconciliation) -> str:
         return f"https://{r.status.get('controlPlaneEndpoint') or model.endpoint(r.tcp)}"

@@ -47,6 +47,7 @@ class LabRuntime:
     data_planes: list[Any] = field(default_factory=list)
     workers: WorkerPool | None = None
     _ready: dict[str, str] = field(default_factory=dict)
+    _written: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     _stores: list[model.Obj] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -196,19 +197,28 @@ class LabRuntime:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             self._ready.pop(ref.key, None)
+            self._written.pop(ref.key, None)
             return
         if not model.serving(tcp):
             self._ready.pop(ref.key, None)
             return
         endpoint = model.endpoint(tcp)
-        if self._ready.get(ref.key) == endpoint and path.exists():
+        # a renewed admin certificate (Kamaji's rotation) changes the Secret's checksum: write it again
+        admin = ((tcp.get("status") or {}).get("kubeconfig") or {}).get("admin") or {}
+        written = self._written.get(ref.key) == (endpoint, admin.get("checksum")) and path.exists()
+        if written and self._ready.get(ref.key) == endpoint:
             return
-        assert self.plane is not None
-        secret = await _read_admin_kubeconfig(self.plane.client, ref)
-        if secret is None:
-            return
-        _write_private(path, secret)
+        if not written:
+            assert self.plane is not None
+            secret = await _read_admin_kubeconfig(self.plane.client, ref)
+            if secret is None:
+                return
+            _write_private(path, secret)
+            self._written[ref.key] = (endpoint, admin.get("checksum"))
+        fresh = self._ready.get(ref.key) != endpoint
         self._ready[ref.key] = endpoint
+        if not fresh:
+            return
         self.progress(Progress(f"tenant {ref.name}", "ready", endpoint, shown=model.version_status(tcp)))
         # Wake every waiter at once: they hold the old event, later waiters get a fresh one.
         self._changed.set()
