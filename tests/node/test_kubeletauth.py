@@ -5,14 +5,15 @@ authorised as, the 401 and 403 texts, and how long a SubjectAccessReview's answe
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ssl
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
 
 from tenantgpu.kamaji import pki
 from tenantgpu.kubeclient import ApiError
+from tenantgpu.kubeclient.config import load_cert_chain
 from tenantgpu.node.kubeletauth import (
     AUTHORIZED_TTL_SECONDS,
     UNAUTHORIZED_TTL_SECONDS,
@@ -24,8 +25,28 @@ from tenantgpu.node.kubeletauth import (
 )
 
 
-def _der(pem: bytes) -> bytes:
-    return x509.load_pem_x509_certificate(pem).public_bytes(Encoding.DER)
+def _peercert(ca: pki.KeyPair, client: pki.KeyPair | None) -> dict[str, Any] | None:
+    """What the kubelet's TLS layer (`KubeletAuth.server_context`) makes of a client's certificate: a TLS
+    handshake in memory, then the server side's `getpeercert()`."""
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    serving = pki.issue_serving_certificate(ca, "kubelet", ips=["127.0.0.1"], dns_names=[])
+    load_cert_chain(server_ctx, serving.cert_pem, serving.key_pem)
+    KubeletAuth("worker-1", ca.cert_pem, _Reviews(set())).server_context(server_ctx)
+    client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client_ctx.check_hostname, client_ctx.verify_mode = False, ssl.CERT_NONE
+    if client is not None:
+        load_cert_chain(client_ctx, client.cert_pem, client.key_pem)
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    server_in, server_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    server = server_ctx.wrap_bio(server_in, server_out, server_side=True)
+    other = client_ctx.wrap_bio(to_client, to_server)
+    for _ in range(10):
+        for end in (other, server):
+            with contextlib.suppress(ssl.SSLWantReadError):
+                end.do_handshake()
+        server_in.write(to_server.read())
+        to_client.write(server_out.read())
+    return server.getpeercert()
 
 
 class _Reviews:
@@ -78,15 +99,15 @@ def test_a_kubelet_path_is_authorised_as_the_nodes_subresource_kube_names(
 def test_the_certificate_names_the_user_its_organisations_the_groups_and_everyone_is_authenticated() -> None:
     ca = pki.generate_ca("tenant-ca")
     pair = pki.issue_client_certificate(ca, "kube-apiserver-kubelet-client", ("kubeadm:cluster-admins",))
-    assert caller_of(_der(pair.cert_pem)) == Caller(
+    assert caller_of(_peercert(ca, pair)) == Caller(
         "kube-apiserver-kubelet-client", ("kubeadm:cluster-admins", "system:authenticated")
     )
-    assert caller_of(None) is None and caller_of(b"") is None
+    assert caller_of(_peercert(ca, None)) is None and caller_of(None) is None
 
 
 def test_no_certificate_is_401_and_a_denial_names_user_verb_and_subresource_as_the_kubelet_does() -> None:
     ca = pki.generate_ca("tenant-ca")
-    alice = _der(pki.issue_client_certificate(ca, "alice").cert_pem)
+    alice = _peercert(ca, pki.issue_client_certificate(ca, "alice"))
     reviews = _Reviews(allow={("alice", "get", "stats")})
     auth = KubeletAuth("worker-1", ca.cert_pem, reviews)
 
@@ -120,7 +141,7 @@ def test_no_certificate_is_401_and_a_denial_names_user_verb_and_subresource_as_t
 
 def test_answers_are_kept_five_minutes_when_allowed_and_thirty_seconds_when_denied() -> None:
     ca = pki.generate_ca("tenant-ca")
-    bob = _der(pki.issue_client_certificate(ca, "bob").cert_pem)
+    bob = _peercert(ca, pki.issue_client_certificate(ca, "bob"))
     reviews = _Reviews(allow={("bob", "get", "proxy")})
     clock = _Clock()
     auth = KubeletAuth("worker-1", ca.cert_pem, reviews, clock=clock)
@@ -146,7 +167,7 @@ def test_answers_are_kept_five_minutes_when_allowed_and_thirty_seconds_when_deni
 
 def test_an_api_server_out_of_reach_denies_without_keeping_the_denial() -> None:
     ca = pki.generate_ca("tenant-ca")
-    carol = _der(pki.issue_client_certificate(ca, "carol").cert_pem)
+    carol = _peercert(ca, pki.issue_client_certificate(ca, "carol"))
     reviews = _Reviews(allow={("carol", "get", "proxy")}, fail=True)
     auth = KubeletAuth("worker-1", ca.cert_pem, reviews)
 

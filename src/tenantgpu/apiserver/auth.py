@@ -149,7 +149,9 @@ class TokenSigner:
         return user
 
 
-def _subject_parts(subject: Iterable[Iterable[tuple[str, str]]]) -> tuple[str, list[str]]:
+def subject_parts(subject: Iterable[Iterable[tuple[str, str]]]) -> tuple[str, list[str]]:
+    """A verified peer certificate's user (CN) and groups (O entries), from `getpeercert()["subject"]`:
+    kube's x509 authenticator, which the kubelet's uses too."""
     common_name = ""
     organizations: list[str] = []
     for rdn in subject:
@@ -215,7 +217,7 @@ class Authenticator:
             return None
         if self._check_issuer and not self._issued_by_us(der):
             return False
-        name, groups = _subject_parts(peercert.get("subject", ()))
+        name, groups = subject_parts(peercert.get("subject", ()))
         if not name:
             return False
         return UserInfo(name, (*groups, AUTHENTICATED))

@@ -124,7 +124,10 @@ class TenantControlPlaneController:
         meta = obj.get("metadata") or {}
         for owner in meta.get("ownerReferences") or []:
             if owner.get("kind") == "TenantControlPlane":
-                self._enqueue(f"{meta.get('namespace', '')}/{owner.get('name', '')}")
+                tcp = model.TenantRef(
+                    meta.get("namespace") or "default", owner.get("name", ""), owner.get("uid", "")
+                )
+                self._enqueue(tcp.key)
 
     def requeue(self, key: str) -> None:
         """Reconcile "<namespace>/<name>" again, e.g. after the process that served it was lost."""

@@ -28,12 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-from cryptography import x509
-from cryptography.x509.oid import NameOID
 
+from tenantgpu.apiserver.auth import AUTHENTICATED, subject_parts
 from tenantgpu.kubeclient import ApiError
 
-AUTHENTICATED = "system:authenticated"
 AUTHORIZED_TTL_SECONDS = 300.0
 UNAUTHORIZED_TTL_SECONDS = 30.0
 
@@ -81,16 +79,12 @@ def subresource_of(path: str) -> str:
     return "proxy"
 
 
-def caller_of(der: bytes | None) -> Caller | None:
-    """The user of a verified peer certificate (DER), or None without one."""
-    if not der:
+def caller_of(peercert: dict[str, Any] | None) -> Caller | None:
+    """The user of a verified peer certificate (`getpeercert()`), or None without one."""
+    if not peercert:
         return None
-    cert = x509.load_der_x509_certificate(der)
-    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    if not names:
-        return None
-    groups = tuple(str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME))
-    return Caller(str(names[0].value), (*groups, AUTHENTICATED))
+    user, groups = subject_parts(peercert.get("subject", ()))
+    return Caller(user, (*groups, AUTHENTICATED)) if user else None
 
 
 @dataclass
@@ -110,8 +104,8 @@ class KubeletAuth:
         ctx.verify_mode = ssl.CERT_OPTIONAL
         return ctx
 
-    async def check(self, der: bytes | None, method: str, path: str) -> Verdict:
-        caller = caller_of(der)
+    async def check(self, peercert: dict[str, Any] | None, method: str, path: str) -> Verdict:
+        caller = caller_of(peercert)
         if caller is None:
             return Verdict(401, "Unauthorized")
         verb, subresource = _VERBS.get(method.upper(), "*"), subresource_of(path)

@@ -81,8 +81,8 @@ class KubeletServer:
     async def _authenticate(self, request: web.Request, handler: Any) -> web.StreamResponse:
         assert self.auth is not None
         tls = request.transport.get_extra_info("ssl_object") if request.transport is not None else None
-        der = tls.getpeercert(binary_form=True) if tls is not None else None
-        verdict = await self.auth.check(der, request.method, request.path)
+        peercert = tls.getpeercert() if tls is not None else None
+        verdict = await self.auth.check(peercert, request.method, request.path)
         if verdict.status is not None:
             return web.Response(status=verdict.status, text=verdict.text)
         return await handler(request)  # type: ignore[no-any-return]
