@@ -21,8 +21,9 @@ from tenantgpu.node.kubeletauth import (
     KubeletAuth,
     Verdict,
     caller_of,
-    subresource_of,
+    subresources_of,
 )
+from tenantgpu.node.release import KubeletRelease
 
 
 def _peercert(ca: pki.KeyPair, client: pki.KeyPair | None) -> dict[str, Any] | None:
@@ -73,6 +74,9 @@ class _Clock:
         return self.now
 
 
+V131, V132, V133 = (KubeletRelease.parse(v) for v in ("v1.31.4", "v1.32.2", "v1.33.1"))
+
+
 @pytest.mark.parametrize(
     ("path", "subresource"),
     [
@@ -83,17 +87,38 @@ class _Clock:
         ("/metrics/cadvisor", "metrics"),
         ("/metrics", "metrics"),
         ("/logs/syslog", "log"),
-        ("/spec/", "spec"),
+        ("/spec/", "proxy"),  # `spec` is gone from the kubelet's list long before 1.27
         ("/checkpoint/default/p/c", "checkpoint"),
         ("/checkpointx", "proxy"),  # a subpath, not a prefix of the name
-        ("/healthz", "proxy"),  # kubelet 1.33's fine-grained `healthz` is not modelled
+        ("/healthz", "proxy"),
         ("/pods", "proxy"),
     ],
 )
 def test_a_kubelet_path_is_authorised_as_the_nodes_subresource_kube_names(
     path: str, subresource: str
 ) -> None:
-    assert subresource_of(path) == subresource
+    assert subresources_of(path, V131) == subresources_of(path, V132) == (subresource,)
+
+
+@pytest.mark.parametrize(
+    ("path", "subresources"),
+    [
+        ("/pods", ("pods", "proxy")),
+        ("/pods/", ("pods", "proxy")),
+        ("/runningpods/", ("pods", "proxy")),
+        ("/healthz", ("healthz", "proxy")),
+        ("/healthz/ping", ("healthz", "proxy")),
+        ("/configz", ("configz", "proxy")),
+        ("/podsx", ("proxy",)),
+        ("/stats/summary", ("stats",)),  # no fallback to `proxy` for the subdivided paths
+        ("/metrics/resource", ("metrics",)),
+        ("/containerLogs/default/p/c", ("proxy",)),
+    ],
+)
+def test_kubelet_1_33_asks_the_fine_grained_subresource_first_and_then_proxy(
+    path: str, subresources: tuple[str, ...]
+) -> None:
+    assert subresources_of(path, V133) == subresources
 
 
 def test_the_certificate_names_the_user_its_organisations_the_groups_and_everyone_is_authenticated() -> None:
@@ -178,3 +203,37 @@ def test_an_api_server_out_of_reach_denies_without_keeping_the_denial() -> None:
     reviews.fail = False
     assert asyncio.run(check()) == Verdict()
     assert len(reviews.asked) == 2
+
+
+_DENIED_131 = "Forbidden (user=dave, verb=get, resource=nodes, subresource=proxy)"
+_DENIED_132 = "Forbidden (user=dave, verb=get, resource=nodes, subresource(s)=[proxy])"
+_DENIED_133 = "Forbidden (user=dave, verb=get, resource=nodes, subresource(s)=[pods proxy])"
+
+
+@pytest.mark.parametrize(
+    ("release", "allowed", "expected", "asked"),
+    [
+        # up to 1.31 one attribute and kube's single-subresource text
+        (V131, set(), _DENIED_131, ["proxy"]),
+        (V131, {("dave", "get", "pods")}, _DENIED_131, ["proxy"]),
+        (V131, {("dave", "get", "proxy")}, None, ["proxy"]),
+        # 1.32: the list's text, the gate still off
+        (V132, set(), _DENIED_132, ["proxy"]),
+        (V132, {("dave", "get", "pods")}, _DENIED_132, ["proxy"]),
+        # 1.33: `nodes/pods` is enough and answers first; `nodes/proxy` still is enough
+        (V133, set(), _DENIED_133, ["pods", "proxy"]),
+        (V133, {("dave", "get", "pods")}, None, ["pods"]),
+        (V133, {("dave", "get", "proxy")}, None, ["pods", "proxy"]),
+        (V133, {("dave", "list", "pods")}, _DENIED_133, ["pods", "proxy"]),
+    ],
+)
+def test_the_kubelets_release_decides_what_pods_needs_and_how_a_denial_reads(
+    release: KubeletRelease, allowed: set[tuple[str, str, str]], expected: str | None, asked: list[str]
+) -> None:
+    ca = pki.generate_ca("tenant-ca")
+    dave = _peercert(ca, pki.issue_client_certificate(ca, "dave"))
+    reviews = _Reviews(allow=allowed)
+    auth = KubeletAuth("worker-1", ca.cert_pem, reviews, release=lambda: release)
+    verdict = asyncio.run(auth.check(dave, "GET", "/pods"))
+    assert verdict == (Verdict() if expected is None else Verdict(403, expected))
+    assert [body["spec"]["resourceAttributes"]["subresource"] for body in reviews.asked] == asked

@@ -70,3 +70,29 @@ class PodExecSource(Protocol):
         """The finished command: an object with `stdout`, `stderr` (str) and `exit_code` (int);
         raise `APIError` when the kubelet cannot run it."""
         ...
+
+
+@dataclass(frozen=True)
+class ProxyAnswer:
+    """What a node's kubelet answered a proxied request: passed on to the client as it is."""
+
+    status: int
+    content_type: str | None
+    body: bytes
+
+
+class NodeProxySource(Protocol):
+    """Where `nodes/proxy` goes: the node's kubelet (through the tunnel), as kube-apiserver's node proxy."""
+
+    async def proxy(
+        self,
+        node: dict[str, Any],
+        port: int | None,
+        method: str,
+        path: str,
+        body: bytes,
+        content_type: str | None,
+    ) -> ProxyAnswer:
+        """Send one request to the kubelet (`port`: another than its own); raise `OSError` when it cannot
+        be reached."""
+        ...

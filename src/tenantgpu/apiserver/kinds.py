@@ -353,7 +353,10 @@ NODE = Kind(
     "nodes",
     False,
     ("no",),
-    subresources=(_status("Node"),),
+    subresources=(
+        Subresource("proxy", "NodeProxyOptions", ("create", "delete", "get", "patch", "update")),
+        _status("Node"),
+    ),
     strategy=Strategy(_STATUS, _node_on_create, keep_status_on_create=True),
     storage_name="minions",
 )

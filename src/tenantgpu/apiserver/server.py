@@ -73,7 +73,7 @@ from tenantgpu.apiserver.fieldtree import (
     unknown_fields_message,
 )
 from tenantgpu.apiserver.fieldversions import LATEST
-from tenantgpu.apiserver.hooks import Egress, NoEgress, PodExecSource, PodLogSource
+from tenantgpu.apiserver.hooks import Egress, NodeProxySource, NoEgress, PodExecSource, PodLogSource
 from tenantgpu.apiserver.http1 import ChunkedStream, HTTPServer, start_stream
 from tenantgpu.apiserver.httputil import (
     ACCEPTED_BODY_TYPES,
@@ -147,6 +147,7 @@ class APIServerConfig:
     control_plane_egress: Egress | None = None
     log_source: PodLogSource | None = None
     exec_source: PodExecSource | None = None
+    node_proxy: NodeProxySource | None = None
     # Other CAs accepted at the TLS layer, so their certificates get a clean 401 rather than a failed
     # handshake (the lab passes every tenant's CA); users always come from this server's own CA.
     trusted_client_cas: Sequence[bytes] = ()
@@ -913,7 +914,8 @@ class APIServer(SubresourceHandlers):
             nested = self.kinds.resource(group, version, rest[2])
             if nested is not None and nested.namespaced:
                 namespace, rest = rest[1], rest[2:]
-        if not rest or len(rest) > 3:
+        # `<name>/proxy/<path on the node>`: the rest of the path is the proxied one
+        if not rest or (len(rest) > 3 and rest[2] != "proxy"):
             raise errors.unknown_path()
         kind = self.kinds.resource(group, version, rest[0])
         if kind is None:
@@ -976,6 +978,8 @@ class APIServer(SubresourceHandlers):
             raise errors.forbidden_request(
                 user.name, verb, kind.plural, kind.group, target.namespace, name, target.subresource, reason
             )
+        if target.subresource == "proxy":
+            return await self._node_proxy(request, target), verb, kind.plural
         handler = getattr(self, f"_verb_{verb}")
         deprecation = kind.deprecation_warnings(self._minor)
         if not deprecation:

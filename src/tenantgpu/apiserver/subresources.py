@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tenantgpu.apiserver import errors, eviction, podexec, spdy
+from tenantgpu.apiserver import errors, eviction, nodeproxy, podexec, spdy
 from tenantgpu.apiserver.auth import Attributes, UserInfo
 from tenantgpu.apiserver.hooks import LogOptions
 from tenantgpu.apiserver.http1 import ChunkedStream, start_stream
@@ -469,6 +469,31 @@ class SubresourceHandlers:
             raise errors.bad_request("Upgrade request required")
         result = await source.exec(pod, options.container, options.command)
         return await stream_result(request, options, result)
+
+    async def _node_proxy(self, request: web.Request, target: Target) -> web.Response:
+        wanted = nodeproxy.proxy_request(target.name, request.path, request.query_string)
+        node = self.registry.get(target.kind, "", wanted.node).obj
+        host, kubelet_port = nodeproxy.kubelet_endpoint(node)
+        if wanted.port is not None and wanted.port != kubelet_port:
+            # kube proxies another port of a node only to an address it may reach; the simulated nodes'
+            # addresses are all loopback ones
+            raise errors.bad_request("address not allowed")
+        source = self.config.node_proxy
+        if source is None:
+            raise nodeproxy.unreachable(f"dial tcp {host}:{kubelet_port}: connect: connection refused")
+        body = await self._read_body(request) if request.method in ("POST", "PUT", "PATCH") else b""
+        try:
+            answer = await source.proxy(
+                node, None, request.method, wanted.path, body, request.headers.get("Content-Type")
+            )
+        except OSError as err:
+            raise nodeproxy.unreachable(
+                str(err) or f"dial tcp {host}:{kubelet_port}: {type(err).__name__}"
+            ) from err
+        response = web.Response(status=answer.status, body=answer.body)
+        if answer.content_type:
+            response.headers["Content-Type"] = answer.content_type
+        return response
 
     async def _pod_log(self, request: web.Request, entry: Entry) -> web.StreamResponse | ChunkedStream:
         pod = entry.obj

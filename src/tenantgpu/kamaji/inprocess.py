@@ -136,8 +136,8 @@ class InProcessHost:
                 instance.service_account.key_pem,
             )
             egress = SwitchableEgress()
-            # `kubectl logs` and `kubectl exec` reach the kubelet the way kube-apiserver does: through the
-            # cluster egress.
+            # `kubectl logs`, `kubectl exec` and `nodes/proxy` reach the kubelet the way kube-apiserver does:
+            # through the cluster egress.
             client = instance.kubelet_client
             kubelets = KubeletClient(
                 egress=egress,
@@ -157,6 +157,7 @@ class InProcessHost:
                 control_plane_egress=self.network,
                 log_source=kubelets,
                 exec_source=kubelets,
+                node_proxy=kubelets,
                 client_trust=self.client_trust,
                 # kube-apiserver runs it by default; Kamaji's admissionControllers only add to that set.
                 service_account_admission=True,

@@ -7,13 +7,15 @@ Facts from kube's kubelet (pkg/kubelet/server/auth.go and server.go):
 - the certificate's CN is the user and its O entries the groups, with `system:authenticated` added;
 - each request is authorised as the verb of its HTTP method (GET get, POST create, PUT update, PATCH
   patch, DELETE delete) on `nodes/<subresource>` of this node, the subresource `proxy` unless the path is
-  one of those the kubelet subdivides (`/stats` stats, `/metrics` metrics, `/logs` log, `/spec` spec,
-  `/checkpoint` checkpoint). Kubelet 1.33's fine-grained subresources (`configz`, `healthz`, `pods`, each
-  falling back to `proxy`; KubeletFineGrainedAuthz) are not modelled: those paths are `proxy` here, as
-  up to 1.32;
+  one of those the kubelet subdivides (`/stats` stats, `/metrics` metrics, `/logs` log, `/checkpoint`
+  checkpoint; `/spec` had its own until the kubelet stopped serving it, before 1.27). From 1.33, where
+  KubeletFineGrainedAuthz is beta and on, `/pods` and `/runningpods` are first asked as `pods`, `/healthz`
+  as `healthz` and `/configz` as `configz`, then as `proxy`: either permission lets the request in
+  (`/statusz` behind the alpha ComponentStatusz gate is not served, so not modelled);
 - the decision comes from a SubjectAccessReview the kubelet creates with its own credentials; allowed
   answers are kept 5 minutes and denied ones 30 seconds (`cacheAuthorizedTTL`, `cacheUnauthorizedTTL`);
-- a denial is `403 Forbidden (user=U, verb=V, resource=nodes, subresource=S)`.
+- a denial is `403 Forbidden (user=U, verb=V, resource=nodes, subresource=S)` up to 1.31; from 1.32,
+  where the kubelet builds a list of attributes, `… subresource(s)=[S1 S2])` (Go's `%v` of the list).
 
 The tenant API server reaches `/containerLogs` and `/exec` as `kube-apiserver-kubelet-client` of the group
 `kubeadm:cluster-admins`, with the certificate Kamaji keeps in `<tcp>-api-server-kubelet-client-certificate`.
@@ -31,6 +33,7 @@ import aiohttp
 
 from tenantgpu.apiserver.auth import AUTHENTICATED, subject_parts
 from tenantgpu.kubeclient import ApiError
+from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
 
 AUTHORIZED_TTL_SECONDS = 300.0
 UNAUTHORIZED_TTL_SECONDS = 30.0
@@ -47,8 +50,14 @@ _SUBPATHS = (
     ("/stats", "stats"),
     ("/metrics", "metrics"),
     ("/logs", "log"),
-    ("/spec", "spec"),
     ("/checkpoint", "checkpoint"),
+)
+# KubeletFineGrainedAuthz: asked before `proxy`
+_FINE_GRAINED_SUBPATHS = (
+    ("/pods", "pods"),
+    ("/healthz", "healthz"),
+    ("/configz", "configz"),
+    ("/runningpods", "pods"),
 )
 
 # (SubjectAccessReview body) -> its status
@@ -71,12 +80,17 @@ class Verdict:
     text: str = ""
 
 
-def subresource_of(path: str) -> str:
-    """The `nodes` subresource a kubelet path is authorised as."""
-    for prefix, subresource in _SUBPATHS:
-        if path == prefix or path.startswith(prefix + "/"):
-            return subresource
-    return "proxy"
+def _is_subpath(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def subresources_of(path: str, release: KubeletRelease) -> tuple[str, ...]:
+    """The `nodes` subresources a kubelet path is authorised as, in the order the kubelet asks."""
+    asked: tuple[str, ...] = ()
+    if release.fine_grained_kubelet_authz:
+        asked = next((sub for prefix, sub in _FINE_GRAINED_SUBPATHS if _is_subpath(path, prefix)), ())
+        asked = (asked,) if asked else ()
+    return (*asked, next((sub for prefix, sub in _SUBPATHS if _is_subpath(path, prefix)), "proxy"))
 
 
 def caller_of(peercert: dict[str, Any] | None) -> Caller | None:
@@ -94,6 +108,8 @@ class KubeletAuth:
     node_name: str
     client_ca_pem: bytes
     review: ReviewSender
+    # the kubelet's release, known once the worker has asked its API server
+    release: Callable[[], KubeletRelease] = lambda: KubeletRelease.parse(FALLBACK_VERSION)
     clock: Callable[[], float] = time.monotonic
     _decisions: dict[tuple[Caller, str, str], tuple[bool, float]] = field(default_factory=dict)
 
@@ -108,12 +124,17 @@ class KubeletAuth:
         caller = caller_of(peercert)
         if caller is None:
             return Verdict(401, "Unauthorized")
-        verb, subresource = _VERBS.get(method.upper(), "*"), subresource_of(path)
-        if not await self._allowed(caller, verb, subresource):
-            return Verdict(
-                403, f"Forbidden (user={caller.user}, verb={verb}, resource=nodes, subresource={subresource})"
-            )
-        return Verdict()
+        release = self.release()
+        verb, subresources = _VERBS.get(method.upper(), "*"), subresources_of(path, release)
+        for subresource in subresources:
+            if await self._allowed(caller, verb, subresource):
+                return Verdict()
+        named = (
+            f"subresource(s)=[{' '.join(subresources)}]"
+            if release.lists_kubelet_authz_attributes
+            else f"subresource={subresources[0]}"
+        )
+        return Verdict(403, f"Forbidden (user={caller.user}, verb={verb}, resource=nodes, {named})")
 
     async def _allowed(self, caller: Caller, verb: str, subresource: str) -> bool:
         key = (caller, verb, subresource)

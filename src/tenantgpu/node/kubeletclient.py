@@ -4,23 +4,27 @@ Give it to the API server as its `log_source` and `exec_source`. It finds the no
 Node object (`status.addresses` InternalIP, `status.daemonEndpoints.kubeletEndpoint.Port`), opens a
 stream with the egress (direct, or the tenant's tunnel) and speaks HTTPS to it, as kube-apiserver does
 with the real kubelet on :10250: GET `/containerLogs/<ns>/<pod>/<container>` for logs, POST
-`/exec/<ns>/<pod>/<container>?command=…` for a command (answered as JSON by the simulated kubelet).
+`/exec/<ns>/<pod>/<container>?command=…` for a command (answered as JSON by the simulated kubelet), and
+any request of `nodes/<node>/proxy/<path>` passed on as it is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from ssl import SSLContext
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
 import orjson
 
+from tenantgpu.apiserver.hooks import ProxyAnswer
+from tenantgpu.apiserver.nodeproxy import kubelet_endpoint
 from tenantgpu.kubeclient.config import load_cert_chain
 from tenantgpu.node.execresult import ExecResult
-from tenantgpu.node.logserver import kubelet_endpoint
 
 NodeLookup = Callable[[str], Awaitable[dict[str, Any] | None]]
 ErrorFactory = Callable[[str], Exception]
@@ -92,7 +96,8 @@ class KubeletClient:
             path += "?" + urlencode(query)
         reader, writer, authority = await self._open(pod)
         try:
-            code, length, chunked = await self._send(reader, writer, "GET", path, authority)
+            head = await self._send(reader, writer, "GET", path, authority)
+            code, length, chunked = head.status, head.length, head.chunked
             if code != 200:
                 text = (await _read_body(reader, length, chunked)).decode("utf-8", "replace").strip()
                 if code == 400:  # the kubelet's own explanation, as kube passes it on
@@ -124,8 +129,8 @@ class KubeletClient:
         )
         reader, writer, authority = await self._open(pod)
         try:
-            code, length, chunked = await self._send(reader, writer, "POST", path, authority)
-            body = await _read_body(reader, length, chunked)
+            head = await self._send(reader, writer, "POST", path, authority)
+            code, body = head.status, await _read_body(reader, head.length, head.chunked)
         finally:
             writer.close()
         if code != 200:
@@ -133,6 +138,31 @@ class KubeletClient:
             raise self.error(f"unable to upgrade connection: {text}")
         answer = orjson.loads(body)
         return ExecResult(str(answer["stdout"]), str(answer["stderr"]), int(answer["exitCode"]))
+
+    async def proxy(
+        self,
+        node: dict[str, Any],
+        port: int | None,
+        method: str,
+        path: str,
+        body: bytes,
+        content_type: str | None,
+    ) -> ProxyAnswer:
+        """One request of `nodes/<node>/proxy` to the node's kubelet; `OSError` when it is out of reach."""
+        host, kubelet_port = kubelet_endpoint(node)
+        port = port or kubelet_port
+        try:
+            reader, writer = await self.egress.open_connection(
+                host, port, ssl=self._tls, server_hostname=host
+            )
+        except OSError as err:
+            raise OSError(_dial_error(host, port, err)) from err
+        try:
+            head = await self._send(reader, writer, method, path, f"{host}:{port}", body, content_type)
+            answer = await _read_body(reader, head.length, head.chunked)
+        finally:
+            writer.close()
+        return ProxyAnswer(head.status, head.content_type, answer)
 
     async def _open(self, pod: dict[str, Any]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
         node_name = (pod.get("spec") or {}).get("nodeName") or ""
@@ -152,26 +182,51 @@ class KubeletClient:
 
     @staticmethod
     async def _send(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, path: str, authority: str
-    ) -> tuple[int, int | None, bool]:
-        """Send a bodiless request; returns the status code, Content-Length and whether it is chunked."""
-        request = (
-            f"{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        writer.write(request.encode())
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        method: str,
+        path: str,
+        authority: str,
+        body: bytes = b"",
+        content_type: str | None = None,
+    ) -> _Head:
+        """Send a request; returns the head of the kubelet's answer."""
+        request = f"{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {len(body)}\r\n"
+        if content_type:
+            request += f"Content-Type: {content_type}\r\n"
+        writer.write((request + "Connection: close\r\n\r\n").encode() + body)
         await writer.drain()
         status_line = await reader.readline()
         parts = status_line.decode("latin-1").split(" ", 2)
-        code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 502
-        length: int | None = None
-        chunked = False
+        head = _Head(int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 502)
         while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
             name, _, value = line.decode("latin-1").partition(":")
-            if name.strip().lower() == "content-length":
-                length = int(value.strip())
-            elif name.strip().lower() == "transfer-encoding" and "chunked" in value.lower():
-                chunked = True
-        return code, length, chunked
+            name, value = name.strip().lower(), value.strip()
+            if name == "content-length":
+                head.length = int(value)
+            elif name == "transfer-encoding" and "chunked" in value.lower():
+                head.chunked = True
+            elif name == "content-type":
+                head.content_type = value
+        return head
+
+
+@dataclass
+class _Head:
+    """The status line and the headers of a kubelet's answer that matter here."""
+
+    status: int
+    length: int | None = None
+    chunked: bool = False
+    content_type: str | None = None
+
+
+def _dial_error(host: str, port: int, err: OSError) -> str:
+    """A failed dial in Go's words (`dial tcp 10.0.0.5:10250: connect: connection refused`); the tunnel's
+    own errors (`No agent available`) keep theirs."""
+    if err.errno:  # asyncio's own text names the call, not the cause
+        return f"dial tcp {host}:{port}: connect: {os.strerror(err.errno).lower()}"
+    return str(err)
 
 
 async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:

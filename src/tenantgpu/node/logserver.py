@@ -14,8 +14,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
+import orjson
 from aiohttp import web
 
+from tenantgpu.apiserver.nodeproxy import kubelet_endpoint
 from tenantgpu.hami.tls import ServingCert
 from tenantgpu.node.execresult import ExecResult
 from tenantgpu.node.kubeletauth import KubeletAuth
@@ -26,6 +28,8 @@ LogReader = Callable[[str, str, str | None, int | None, bool], str | None]
 LogFollower = Callable[[str, str, str | None, int | None, bool], AsyncIterator[str]]
 # (namespace, pod, container, command) -> the finished command, or None when no such container runs
 ExecRunner = Callable[[str, str, str, list[str]], ExecResult | None]
+# the pods bound to this node, as the kubelet last received them from its API server
+PodLister = Callable[[], list[dict[str, Any]]]
 
 
 def self_signed_context(host: str) -> ssl.SSLContext:
@@ -34,7 +38,8 @@ def self_signed_context(host: str) -> ssl.SSLContext:
 
 
 class KubeletServer:
-    """Serves container logs and /healthz over HTTPS on `host:port` (port 0 = pick a free one)."""
+    """Serves container logs, exec, `/pods` and `/healthz` over HTTPS on `host:port` (port 0 = pick a free
+    one)."""
 
     def __init__(
         self,
@@ -45,8 +50,10 @@ class KubeletServer:
         run_command: ExecRunner | None = None,
         read_previous: LogReader | None = None,
         auth: KubeletAuth | None = None,
+        list_pods: PodLister | None = None,
     ) -> None:
         self.read_log = read_log
+        self.list_pods = list_pods
         # Without it every caller is served, as a kubelet with anonymous access and AlwaysAllow.
         self.auth = auth
         self.read_previous = read_previous  # the log of a container's run before its last restart
@@ -60,6 +67,8 @@ class KubeletServer:
         app.router.add_get("/containerLogs/{ns}/{pod}", self._logs)
         app.router.add_post("/exec/{ns}/{pod}/{container}", self._exec)
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/pods", self._pods)
+        app.router.add_get("/pods/", self._pods)
         self.app = app
 
     async def start(self) -> None:
@@ -89,6 +98,17 @@ class KubeletServer:
 
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok")
+
+    async def _pods(self, _: web.Request) -> web.Response:
+        # kube's kubelet encodes its pod manager's pods as one v1 PodList: the list has the type, its
+        # items (typed in Go) do not
+        items = [
+            {k: v for k, v in pod.items() if k not in ("kind", "apiVersion")}
+            for pod in (self.list_pods() if self.list_pods is not None else [])
+        ]
+        items.sort(key=lambda pod: (pod["metadata"].get("namespace", ""), pod["metadata"].get("name", "")))
+        body = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
+        return web.Response(body=orjson.dumps(body), content_type="application/json")
 
     async def _exec(self, request: web.Request) -> web.Response:
         command = request.query.getall("command", [])
@@ -136,17 +156,6 @@ class KubeletServer:
                     await response.write(chunk.encode())
             await response.write_eof()
         return response
-
-
-def kubelet_endpoint(node: dict[str, Any]) -> tuple[str, int]:
-    """(address, port) of a node's kubelet from its status, as kube-apiserver finds it."""
-    status = node.get("status") or {}
-    port = int(((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port") or 10250)
-    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
-    host = (
-        addresses.get("InternalIP") or addresses.get("ExternalIP") or addresses.get("Hostname") or "127.0.0.1"
-    )
-    return host, port
 
 
 async def fetch_container_log(

@@ -70,6 +70,17 @@ class KubeletRelease:
         from 1.33 (alpha and off before)."""
         return self.minor >= 33
 
+    @property
+    def lists_kubelet_authz_attributes(self) -> bool:
+        """Whether the kubelet's API authorises a request as a list of attributes (from 1.32, where
+        KubeletFineGrainedAuthz came in as alpha), which its 403 text shows as `subresource(s)=[…]`."""
+        return self.minor >= 32
+
+    @property
+    def fine_grained_kubelet_authz(self) -> bool:
+        """KubeletFineGrainedAuthz: alpha and off in 1.32, beta and on from 1.33."""
+        return self.minor >= 33
+
     def pod_status(self, status: dict[str, Any]) -> dict[str, Any]:
         """A pod status as this release's kubelet writes it (the builders write the newest shape).
 

@@ -123,7 +123,10 @@ class Worker:
             follow_log=self._follow_log,
             run_command=self.kubelet.exec_in_container,
             read_previous=self._read_previous,
-            auth=None if client_ca_pem is None else KubeletAuth(name, client_ca_pem, self._review),
+            list_pods=self.kubelet.informer.items,
+            auth=None
+            if client_ca_pem is None
+            else KubeletAuth(name, client_ca_pem, self._review, release=lambda: self.kubelet.release),
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._boot_id = str(uuid.uuid4())
