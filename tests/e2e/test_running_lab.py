@@ -1257,6 +1257,12 @@ def test_the_kubelet_serves_the_api_server_and_whom_the_tenants_rbac_lets_throug
     exec_path = f"/exec/kube-system/{agent['metadata']['name']}/{container}?command=hostname"
     # the tenant's own users go through the API server, which shows its certificate to the kubelet
     assert lab.kubectl("tenant-b", "logs", "-n", "kube-system", agent["metadata"]["name"]).stdout
+    # and so does its node proxy, through the tunnel: the kubelet's pods as one PodList
+    pods = json.loads(lab.kubectl("tenant-b", "get", "--raw", "/api/v1/nodes/worker-b1/proxy/pods").stdout)
+    assert pods["kind"] == "PodList" and agent["metadata"]["name"] in {
+        p["metadata"]["name"] for p in pods["items"]
+    }
+    assert all(p["spec"]["nodeName"] == "worker-b1" for p in pods["items"])
 
     node = lab.node("tenant-b", "worker-b1")
     host = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
