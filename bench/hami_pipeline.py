@@ -61,7 +61,7 @@ async def _tenant(index: int, root: Path, cfg: SharingConfig) -> dict[str, Any]:
     await scheduler.start()
     webhook = HamiWebhook(cfg, quotas=lambda: scheduler.state.quotas)
     await webhook.start()
-    await install_hami(client, webhook.port, webhook.ca_bundle, webhook_url=webhook.url, sharing=cfg)
+    await install_hami(client, webhook.ca_bundle, webhook_url=webhook.url, sharing=cfg)
     return {"server": server, "store": store, "client": client, "workers": workers,
             "scheduler": scheduler, "webhook": webhook}  # fmt: skip
 

@@ -74,10 +74,8 @@ def lab(apiserver: RunningAPIServer, background_loop: BackgroundLoop) -> Iterato
         await webhook.start()
         await install_hami(
             client,
-            webhook.port,
             webhook.ca_bundle,
             webhook_url=webhook.url,
-            metrics_port=scheduler.metrics_port,
             sharing=cfg,
             cert=webhook.cert,
         )
@@ -210,10 +208,8 @@ def test_installing_hami_again_leaves_an_unchanged_install_alone(lab: GpuLab, ku
     async def again() -> None:
         await install_hami(
             lab.client,
-            lab.webhook.port,
             lab.webhook.ca_bundle,
             webhook_url=lab.webhook.url,
-            metrics_port=lab.scheduler.metrics_port,
             sharing=SharingConfig(),
             cert=lab.webhook.cert,
         )

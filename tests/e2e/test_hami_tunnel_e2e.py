@@ -77,7 +77,7 @@ async def tenant(tmp_path: Path) -> AsyncIterator[dict]:
     webhook = HamiWebhook(cfg, quotas=lambda: scheduler.state.quotas)
     await webhook.start()
     # The service-addressed webhook (no URL): only the tunnel leads to it.
-    await install_hami(client, webhook.port, webhook.ca_bundle)
+    await install_hami(client, webhook.ca_bundle)
     agent = ProxyAgent(
         proxy.address,
         pki.ca.cert_pem,

@@ -1,7 +1,9 @@
 """`nodes/<node>/proxy/<path>`: the API server passes a request on to the node's kubelet with its kubelet
 client certificate, as kube-apiserver does (`kubectl get --raw /api/v1/nodes/N/proxy/pods`), and the
 kubelet authorises its callers as its release does: from 1.33 (KubeletFineGrainedAuthz) `nodes/pods` or
-`nodes/healthz` is enough for `/pods` or `/healthz`, before that only `nodes/proxy`."""
+`nodes/healthz` is enough for `/pods` or `/healthz`, before that only `nodes/proxy`. Pods' and services'
+proxies refuse what they cannot reach with kube's words (their way through the tunnel is in
+test_running_lab.py)."""
 
 from __future__ import annotations
 
@@ -199,3 +201,32 @@ def test_a_kubelet_out_of_reach_is_a_status_with_the_dials_error(
     finally:
         background_loop.run(tenant.worker.server.start())
     assert kubectl_of("get", "--raw", f"/api/v1/nodes/{NODE}/proxy/healthz").stdout == "ok"  # type: ignore[attr-defined]
+
+
+def test_pod_and_service_proxies_refuse_as_kube_apiserver_does(tenant: Tenant, kubectl_of: Kubectl) -> None:
+    """What needs no reachable pod: kube's 400 and 503 answers, through kubectl."""
+
+    def error(path: str) -> str:
+        result = kubectl_of("get", "--raw", path, check=False)
+        assert result.returncode == 1  # type: ignore[attr-defined]
+        return result.stderr.strip()  # type: ignore[attr-defined,no-any-return]
+
+    kubectl_of("create", "service", "clusterip", "lonely", "--tcp=80:8080", check=False)
+    assert error("/api/v1/namespaces/default/services/lonely/proxy/") == (
+        'Error from server (ServiceUnavailable): no endpoints available for service "lonely"'
+    )
+    assert error("/api/v1/namespaces/default/services/lonely:81/proxy/") == (
+        'Error from server (ServiceUnavailable): no service port 81 found for service "lonely"'
+    )
+    assert error("/api/v1/namespaces/default/services/nowhere/proxy/") == (
+        'Error from server (NotFound): services "nowhere" not found'
+    )
+    assert error("/api/v1/namespaces/default/pods/ftp:probe:1/proxy/") == (
+        'Error from server (BadRequest): invalid pod request "ftp:probe:1"'
+    )
+    kubectl_of("run", "unplaced", "--image=busybox", "--restart=Never", "--overrides",
+               '{"spec": {"nodeName": "elsewhere"}}', check=False)  # fmt: skip
+    # a pod without an address is not proxied
+    assert error("/api/v1/namespaces/default/pods/unplaced/proxy/") == (
+        "Error from server (BadRequest): address not allowed"
+    )

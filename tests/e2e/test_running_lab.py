@@ -1660,3 +1660,108 @@ def test_kamajis_coredns_and_kube_proxy_addons_run_on_the_tenants_workers(lab: R
         lab.kubectl("tenant-a", "get", "service", "kube-dns", "-n", "kube-system", check=False).returncode
         != 0
     )
+
+
+def _metric(text: str, name: str, **labels: str) -> float | None:
+    """The value of the sample `name` whose labels include `labels`, from a Prometheus text page."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', line[len(name) : line.rindex("}") + 1]))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_hamis_metrics_are_read_through_the_api_servers_service_and_pod_proxy(lab: RunningLab) -> None:
+    """The chart's Services (`hami-scheduler` `monitor`, `hami-device-plugin-monitor`) reach the scheduler's
+    and the vGPU monitor's metrics the way a cluster's users read them without a NodePort: `services/…/proxy`
+    through the tunnel to the pod's port."""
+    lab.create("tenant-b", gpu_pod("metered-0", "metered", gpumem=3000, gpucores=25))
+    pod = wait_for("a metered pod Running", all_running(lab, "tenant-b", "app=metered", 1))[0]
+    card = card_of(pod)
+    try:
+        scheduler = lab.kubectl(
+            "tenant-b",
+            "get",
+            "--raw",
+            "/api/v1/namespaces/kube-system/services/hami-scheduler:monitor/proxy/metrics",
+        ).stdout
+        assert (
+            _metric(
+                scheduler,
+                "hami_vgpu_memory_allocated_bytes",
+                namespace="default",
+                pod="metered-0",
+                zone="vGPU",
+            )
+            == 3000 * 1024 * 1024
+        )
+        # the card's sharers: every pod HAMi placed on it that has not ended (other tests' pods too)
+        everyone = json.loads(lab.kubectl("tenant-b", "get", "pods", "-A", "-o", "json").stdout)["items"]
+        sharers = [
+            p
+            for p in everyone
+            if ALLOCATED in annotations(p) and card_of(p) == card and phase(p) in ("Pending", "Running")
+        ]
+        assert _metric(scheduler, "hami_gpu_shared_count", device_uuid=card, node="worker-b1") == len(sharers)
+        # a service port by number is the same port
+        by_number = lab.kubectl(
+            "tenant-b",
+            "get",
+            "--raw",
+            "/api/v1/namespaces/kube-system/services/hami-scheduler:31993/proxy/metrics",
+        ).stdout
+        assert "hami_gpu_memory_limit_bytes" in by_number
+
+        # the vGPU monitor of worker-b1's device plugin: the container's limit from its shared region
+        configuration = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(
+            config_file=str(lab.state / "kubeconfigs" / "tenant-b.kubeconfig"),
+            client_configuration=configuration,
+        )
+        with kubernetes.client.ApiClient(configuration) as api_client:
+            core = kubernetes.client.CoreV1Api(api_client)
+            monitor = core.connect_get_namespaced_service_proxy_with_path(
+                "hami-device-plugin-monitor:monitorport", "kube-system", "metrics"
+            )
+        labels = {"namespace": "default", "pod": "metered-0", "container": "cuda", "device_uuid": card}
+        assert (
+            _metric(monitor, "hami_vgpu_memory_limit_bytes", vdevice_index="0", **labels)
+            == 3000 * 1024 * 1024
+        )
+        assert (
+            _metric(monitor, "hami_host_gpu_memory_used_bytes", device_uuid=card, node="worker-b1")
+            is not None
+        )
+
+        # the leader's pod is the Service's: HAMi's scheduler labels its own pod
+        service = json.loads(
+            lab.kubectl(
+                "tenant-b", "get", "service", "-n", "kube-system", "hami-scheduler", "-o", "json"
+            ).stdout
+        )
+        assert service["spec"]["selector"]["hami.io/scheduler-role"] == "leader"
+        assert [p["name"] for p in service["spec"]["ports"]] == ["http", "monitor"]
+        leaders = lab.pods_in("tenant-b", "kube-system", "hami.io/scheduler-role=leader")
+        assert [p["metadata"]["name"].startswith("hami-scheduler-") for p in leaders] == [True]
+
+        # the same through the device plugin pod's port 9394
+        plugin = lab.pods_in("tenant-b", "kube-system", "app.kubernetes.io/component=hami-device-plugin")[0]
+        name = plugin["metadata"]["name"]
+        direct = lab.kubectl(
+            "tenant-b", "get", "--raw", f"/api/v1/namespaces/kube-system/pods/{name}:9394/proxy/metrics"
+        ).stdout
+        assert (
+            _metric(direct, "hami_vgpu_memory_limit_bytes", vdevice_index="0", **labels) == 3000 * 1024 * 1024
+        )
+        # no other port of the simulated pod network answers: the dial's refusal, as kube reports it
+        refused = lab.kubectl(
+            "tenant-b", "get", "--raw", "/api/v1/namespaces/default/pods/metered-0/proxy/", check=False
+        )
+        assert refused.returncode == 1
+        assert refused.stderr.strip() == (
+            f"Error from server: dial tcp {pod['status']['podIP']}:80: connect: connection refused"
+        )
+    finally:
+        lab.delete("tenant-b", "app=metered")

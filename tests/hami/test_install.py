@@ -17,6 +17,7 @@ from tenantgpu.hami.install import (
     chart_workloads,
     device_config_map,
     device_plugin_daemon_set,
+    device_plugin_monitor_service,
     kube_scheduler_tag,
     node_config_map,
     scheduler_config_map,
@@ -63,8 +64,11 @@ def test_the_scheduler_deployment_selects_its_pods_and_the_service_selects_them_
     assert spec["selector"] == {"matchLabels": {"app.kubernetes.io/component": "hami-scheduler", **SELECTOR}}
     labels = spec["template"]["metadata"]["labels"]
     assert _matches(spec["selector"], labels)
-    # the Service's Endpoints come from this pod
-    assert _matches({"matchLabels": scheduler_service(443)["spec"]["selector"]}, labels)
+    # the Service's Endpoints come from this pod once HAMi's scheduler has labelled it the leader
+    selector = {"matchLabels": scheduler_service()["spec"]["selector"]}
+    assert not _matches(selector, labels)
+    assert _matches(selector, {**labels, "hami.io/scheduler-role": "leader"})
+    assert not _matches(selector, {**labels, "hami.io/scheduler-role": "follower"})
     # HAMi's webhook leaves HAMi's own pods alone
     assert labels[WEBHOOK_IGNORE_LABEL] == "ignore"
     assert not _matches(webhook_configuration(b"ca")["webhooks"][0]["objectSelector"], labels)
@@ -182,3 +186,26 @@ def test_the_kube_scheduler_tag_is_the_servers_version_without_a_distributions_s
     assert kube_scheduler_tag("v1.31.4") == "v1.31.4"
     assert kube_scheduler_tag("v1.31.1+k3s1") == "v1.31.1"
     assert kube_scheduler_tag("v1.30.8-eks-2d5f260") == "v1.30.8"
+
+
+def test_the_charts_services_are_node_ports_to_the_webhook_the_extenders_and_the_monitors_metrics() -> None:
+    scheduler, monitor = scheduler_service(), device_plugin_monitor_service()
+    assert (scheduler["metadata"]["name"], scheduler["spec"]["type"]) == ("hami-scheduler", "NodePort")
+    assert [(p["name"], p["port"], p["targetPort"], p["nodePort"]) for p in scheduler["spec"]["ports"]] == [
+        ("http", 443, 443, 31998),
+        ("monitor", 31993, 9395, 31993),
+    ]
+    assert (monitor["metadata"]["name"], monitor["spec"]["type"]) == (
+        "hami-device-plugin-monitor",
+        "NodePort",
+    )
+    assert [(p["name"], p["port"], p["targetPort"], p["nodePort"]) for p in monitor["spec"]["ports"]] == [
+        ("monitorport", 31992, 9394, 31992)
+    ]
+    # the monitor's Service selects every device plugin pod, whose `vgpu-monitor` declares the port
+    daemonset = device_plugin_daemon_set(SharingConfig())
+    labels = daemonset["spec"]["template"]["metadata"]["labels"]
+    assert _matches({"matchLabels": monitor["spec"]["selector"]}, labels)
+    ports = [p for c in daemonset["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])]
+    assert {"name": "metrics", "containerPort": 9394, "protocol": "TCP"} in ports
+    assert all(s["metadata"]["labels"]["helm.sh/chart"] == "hami-2.10.0" for s in (scheduler, monitor))

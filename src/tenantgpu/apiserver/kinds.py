@@ -334,6 +334,7 @@ POD = Kind(
         Subresource("exec", "PodExecOptions", ("create", "get")),
         Subresource("attach", "PodAttachOptions", ("create", "get")),
         Subresource("portforward", "PodPortForwardOptions", ("create", "get")),
+        Subresource("proxy", "PodProxyOptions", ("create", "delete", "get", "patch", "update")),
         Subresource("ephemeralcontainers", "Pod", ("get", "patch", "update")),
         Subresource("resize", "Pod", ("get", "patch", "update"), first_minor=33),
     ),
@@ -403,7 +404,10 @@ BUILTIN_KINDS: tuple[Kind, ...] = (
         True,
         ("svc",),
         ("all",),
-        subresources=(_status("Service"),),
+        subresources=(
+            Subresource("proxy", "ServiceProxyOptions", ("create", "delete", "get", "patch", "update")),
+            _status("Service"),
+        ),
         strategy=Strategy(_STATUS, _service_on_create),
     ),
     # kube 1.33 deprecates v1 Endpoints for EndpointSlices (KEP-4974; k8s.io/api/core/v1/lifecycle.go)

@@ -357,6 +357,7 @@ class APIServer(SubresourceHandlers):
         self.config = config
         self.kinds: KindTable = kind_table(config.extra_kinds, _minor_release(config.kubernetes_version))
         self.signer = TokenSigner(config.pki.service_account_key_pem)
+        self._proxy_rng = random.Random()
         self._authenticator = Authenticator(
             config.pki.ca.cert_pem,
             self.signer,
@@ -979,7 +980,7 @@ class APIServer(SubresourceHandlers):
                 user.name, verb, kind.plural, kind.group, target.namespace, name, target.subresource, reason
             )
         if target.subresource == "proxy":
-            return await self._node_proxy(request, target), verb, kind.plural
+            return await self._proxy(request, target), verb, kind.plural
         handler = getattr(self, f"_verb_{verb}")
         deprecation = kind.deprecation_warnings(self._minor)
         if not deprecation:

@@ -5,16 +5,18 @@ A mixin of `APIServer`: these handlers need its registry, signer and authorizer.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import json
+import random
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tenantgpu.apiserver import errors, eviction, nodeproxy, podexec, spdy
+from tenantgpu.apiserver import errors, eviction, podexec, proxy, spdy, upstream
 from tenantgpu.apiserver.auth import Attributes, UserInfo
-from tenantgpu.apiserver.hooks import LogOptions
+from tenantgpu.apiserver.hooks import LogOptions, ProxyAnswer
 from tenantgpu.apiserver.http1 import ChunkedStream, start_stream
 from tenantgpu.apiserver.httputil import (
     SUCCESS_CREATED,
@@ -74,6 +76,7 @@ class SubresourceHandlers:
     kinds: KindTable
     registry: Registry
     signer: TokenSigner
+    _proxy_rng: random.Random  # which endpoint a service's proxy takes, as kube picks one at random
 
     async def _decode_body(self, request: web.Request, *, allow_protobuf: bool = False) -> Any:
         raise NotImplementedError
@@ -470,30 +473,59 @@ class SubresourceHandlers:
         result = await source.exec(pod, options.container, options.command)
         return await stream_result(request, options, result)
 
-    async def _node_proxy(self, request: web.Request, target: Target) -> web.Response:
-        wanted = nodeproxy.proxy_request(target.name, request.path, request.query_string)
-        node = self.registry.get(target.kind, "", wanted.node).obj
-        host, kubelet_port = nodeproxy.kubelet_endpoint(node)
-        if wanted.port is not None and wanted.port != kubelet_port:
+    async def _proxy(self, request: web.Request, target: Target) -> web.Response:
+        """`nodes/<node>/proxy`, `pods/<pod>/proxy` and `services/<service>/proxy`: one request passed on."""
+        plural = target.kind.plural
+        wanted = proxy.proxy_request(plural, target.name, request.path, request.query_string)
+        entry = self.registry.get(target.kind, target.namespace, wanted.name)
+        body = await self._read_body(request) if request.method in ("POST", "PUT", "PATCH") else b""
+        content_type = request.headers.get("Content-Type")
+        if plural == "nodes":
+            return await self._to_kubelet(entry.obj, wanted, request.method, body, content_type)
+        if plural == "pods":
+            location = proxy.pod_location(entry.obj, wanted)
+        else:
+            endpoints_kind = self.kinds.resource("", "v1", "endpoints")
+            assert endpoints_kind is not None
+            endpoints = self.registry.get_object(endpoints_kind, target.namespace, wanted.name)
+            location = proxy.service_location(entry.obj, endpoints, wanted, self._proxy_rng)
+        context = upstream.insecure_context() if location.scheme == "https" else None
+        try:
+            reader, writer = await self.config.egress.open_connection(
+                location.host, location.port, ssl=context, server_hostname=location.host if context else None
+            )
+        except OSError as err:
+            raise proxy.unreachable(upstream.dial_error(location.host, location.port, err)) from err
+        try:
+            authority = f"{location.host}:{location.port}"
+            head = await upstream.send(
+                reader, writer, request.method, wanted.path, authority, body, content_type
+            )
+            answer = ProxyAnswer(head.status, head.content_type, await upstream.read_body(reader, head))
+        except (OSError, asyncio.IncompleteReadError) as err:
+            raise proxy.unreachable(str(err) or type(err).__name__) from err
+        finally:
+            writer.close()
+        return _proxied(answer)
+
+    async def _to_kubelet(
+        self, node: Obj, wanted: proxy.ProxyRequest, method: str, body: bytes, content_type: str | None
+    ) -> web.Response:
+        host, kubelet_port = proxy.kubelet_endpoint(node)
+        if wanted.port not in ("", str(kubelet_port)):
             # kube proxies another port of a node only to an address it may reach; the simulated nodes'
             # addresses are all loopback ones
             raise errors.bad_request("address not allowed")
         source = self.config.node_proxy
         if source is None:
-            raise nodeproxy.unreachable(f"dial tcp {host}:{kubelet_port}: connect: connection refused")
-        body = await self._read_body(request) if request.method in ("POST", "PUT", "PATCH") else b""
+            raise proxy.unreachable(f"dial tcp {host}:{kubelet_port}: connect: connection refused")
         try:
-            answer = await source.proxy(
-                node, None, request.method, wanted.path, body, request.headers.get("Content-Type")
-            )
+            answer = await source.proxy(node, None, method, wanted.path, body, content_type)
         except OSError as err:
-            raise nodeproxy.unreachable(
+            raise proxy.unreachable(
                 str(err) or f"dial tcp {host}:{kubelet_port}: {type(err).__name__}"
             ) from err
-        response = web.Response(status=answer.status, body=answer.body)
-        if answer.content_type:
-            response.headers["Content-Type"] = answer.content_type
-        return response
+        return _proxied(answer)
 
     async def _pod_log(self, request: web.Request, entry: Entry) -> web.StreamResponse | ChunkedStream:
         pod = entry.obj
@@ -584,3 +616,10 @@ def _empty_meta_causes(body: Obj, message: str) -> list[dict[str, str]]:
     if meta:
         return [_cause("metadata", json.dumps(meta, separators=(",", ":")), message)]
     return []
+
+
+def _proxied(answer: ProxyAnswer) -> web.Response:
+    response = web.Response(status=answer.status, body=answer.body)
+    if answer.content_type:
+        response.headers["Content-Type"] = answer.content_type
+    return response

@@ -44,6 +44,10 @@ RELEASE_LABELS = {
     "app.kubernetes.io/managed-by": "Helm",
 }
 SCHEDULER_ACCOUNT = "hami-scheduler"
+# HAMi's scheduler labels its own pod leader and other replicas follower; the Service selects the leader
+SCHEDULER_ROLE_LABEL = "hami.io/scheduler-role"
+SCHEDULER_LEADER = "leader"
+SCHEDULER_FOLLOWER = "follower"
 DEVICE_PLUGIN_ACCOUNT = "hami-device-plugin"
 # The chart names its scheduler's objects (Deployment, ConfigMap, account) and its device plugin's
 # (DaemonSet, node ConfigMap, account) after the release: "<release>-scheduler", "<release>-device-plugin".
@@ -63,6 +67,7 @@ GPU_NODE_SELECTOR = {"gpu": "on"}  # devicePlugin.nvidiaNodeSelector; the lab's 
 PRIORITY_CLASS = "system-node-critical"
 HOOK_PATH = "/usr/local"  # global.gpuHookPath
 METRICS_PORT = 9395  # scheduler.metricsBindAddress ":9395"
+WEBHOOK_CONTAINER_PORT = 443  # the extender's `https` port, the Service's httpTargetPort
 MONITOR_PORT = 9394
 
 
@@ -113,21 +118,63 @@ def webhook_configuration(
     }
 
 
-def scheduler_service(webhook_port: int, metrics_port: int | None = None) -> dict[str, Any]:
-    """Service `kube-system/hami-scheduler` (ports and selector as in the chart). Its Endpoints are the
-    endpoints controller's, from the scheduler pod, as on a cluster; the API server reaches the webhook
-    by the service's name through the tunnel, which routes it to where the webhook listens."""
-    labels = {"app.kubernetes.io/component": "hami-scheduler", **CHART_LABELS}
+def scheduler_service() -> dict[str, Any]:
+    """Service `kube-system/hami-scheduler` as the chart makes it: NodePort, the webhook's `http` 443 (node
+    port 31998) and the extender's `monitor` 31993 on its metrics port 9395, selecting the scheduler pod
+    that leads (`hami.io/scheduler-role: leader`, which HAMi's scheduler sets on its own pod). The API
+    server reaches the webhook by the service's name through the tunnel, and `services/…/proxy` the
+    metrics at the Endpoints' pod address."""
+    labels = {"app.kubernetes.io/component": "hami-scheduler", **RELEASE_LABELS}
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": SERVICE, "namespace": NAMESPACE, "labels": labels},
         "spec": {
-            "type": "ClusterIP",
-            "selector": labels,
+            "type": "NodePort",
+            "selector": {
+                "app.kubernetes.io/component": "hami-scheduler",
+                SCHEDULER_ROLE_LABEL: SCHEDULER_LEADER,
+                **CHART_LABELS,
+            },
             "ports": [
-                {"name": "http", "port": 443, "targetPort": webhook_port, "protocol": "TCP"},
-                {"name": "monitor", "port": 31993, "targetPort": metrics_port or 9395, "protocol": "TCP"},
+                {
+                    "name": "http",
+                    "port": 443,
+                    "targetPort": WEBHOOK_CONTAINER_PORT,
+                    "nodePort": 31998,
+                    "protocol": "TCP",
+                },
+                {
+                    "name": "monitor",
+                    "port": 31993,
+                    "targetPort": METRICS_PORT,
+                    "nodePort": 31993,
+                    "protocol": "TCP",
+                },
+            ],
+        },
+    }
+
+
+def device_plugin_monitor_service() -> dict[str, Any]:
+    """Service `kube-system/hami-device-plugin-monitor` as the chart makes it: NodePort 31992 to the vGPU
+    monitor's 9394 on every device plugin pod."""
+    labels = {"app.kubernetes.io/component": DEVICE_PLUGIN, **RELEASE_LABELS}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{DEVICE_PLUGIN}-monitor", "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "type": "NodePort",
+            "selector": {"app.kubernetes.io/component": DEVICE_PLUGIN, **CHART_LABELS},
+            "ports": [
+                {
+                    "name": "monitorport",
+                    "port": 31992,
+                    "targetPort": MONITOR_PORT,
+                    "nodePort": 31992,
+                    "protocol": "TCP",
+                }
             ],
         },
     }
@@ -514,7 +561,7 @@ def scheduler_deployment(
                 ],
                 "command": extender_args,
                 "ports": [
-                    {"name": "https", "containerPort": 443, "protocol": "TCP"},
+                    {"name": "https", "containerPort": WEBHOOK_CONTAINER_PORT, "protocol": "TCP"},
                     {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
                 ],
                 "resources": {},
@@ -750,11 +797,9 @@ async def _apply(client: KubeClient, resource: str, body: dict[str, Any]) -> dic
 
 async def install_hami(
     client: KubeClient,
-    webhook_port: int,
     ca_bundle: bytes,
     *,
     webhook_url: str | None = None,
-    metrics_port: int | None = None,
     sharing: SharingConfig | None = None,
     cert: ServingCert | None = None,
     runtime_class_name: str = "",
@@ -762,8 +807,8 @@ async def install_hami(
     """Create HAMi's objects in the tenant: with `runtime_class_name` the chart's RuntimeClass first (its
     `createRuntimeClass` pre-install hook), then `chart_workloads` (the TLS Secret when `cert` is given,
     the ConfigMaps, DaemonSet `hami-device-plugin` and Deployment `hami-scheduler`, configured from
-    `sharing`), Service `kube-system/hami-scheduler` (its Endpoints are the endpoints controller's, from
-    the scheduler pod) and MWC `hami-webhook` (webhook `vgpu.hami.io`). As `helm install` without
+    `sharing`), Services `kube-system/hami-scheduler` and `hami-device-plugin-monitor` (their Endpoints
+    are the endpoints controller's, from the pods) and MWC `hami-webhook` (webhook `vgpu.hami.io`). As `helm install` without
     `--wait`, it returns without waiting for the pods. The kube-scheduler container's tag is the
     server's version, as the chart reads it from the cluster.
 
@@ -782,5 +827,6 @@ async def install_hami(
     )
     for resource, body in workloads:
         await _apply(client, resource, body)
-    await _apply(client, "services", scheduler_service(webhook_port, metrics_port))
+    await _apply(client, "services", scheduler_service())
+    await _apply(client, "services", device_plugin_monitor_service())
     await _apply(client, "mutatingwebhookconfigurations", webhook_configuration(ca_bundle, url=webhook_url))

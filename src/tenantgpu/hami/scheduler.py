@@ -39,6 +39,9 @@ from tenantgpu.gpushare.policy import node_policy_of, spreads
 from tenantgpu.gpushare.reasons import fit_error, prefilter_error
 from tenantgpu.gpushare.request import init_container_count
 from tenantgpu.hami import events
+from tenantgpu.hami.install import NAMESPACE as HAMI_NAMESPACE
+from tenantgpu.hami.install import SCHEDULER as HAMI_SCHEDULER
+from tenantgpu.hami.install import SCHEDULER_FOLLOWER, SCHEDULER_LEADER, SCHEDULER_ROLE_LABEL
 from tenantgpu.hami.metrics import scheduler_registry
 from tenantgpu.hami.nodelock import NODE_LOCK, LockVerdict, NodeLockError, NodeLocks, judge_lock
 from tenantgpu.klog import ComponentLog, kobj
@@ -263,6 +266,8 @@ class HamiScheduler:
             else:
                 return  # an older view of the pod must not undo our reservation
         self.state.upsert_pod(pod)
+        if _is_scheduler_pod(pod):
+            self._spawn(self._label_roles())
         phase = (pod.get("status") or {}).get("phase")
         old_phase = ((old or {}).get("status") or {}).get("phase")
         if phase in _TERMINAL and old_phase not in _TERMINAL:
@@ -270,6 +275,31 @@ class HamiScheduler:
             self._requeue_unschedulable()
         if self._ours(pod) and key not in self._unschedulable:
             self._queue.push(key)
+
+    async def _label_roles(self) -> None:
+        """HAMi's `updateSchedulerLabel`: the leader's pod is labelled `hami.io/scheduler-role: leader`,
+        the other replicas' `follower`, so that the Service reaches the leader. The lab's one scheduler
+        stands for the Deployment's oldest pod."""
+        pods = sorted(
+            (
+                p
+                for p in self.pods.items()
+                if _is_scheduler_pod(p) and not p["metadata"].get("deletionTimestamp")
+            ),
+            key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"].get("name", "")),
+        )
+        for i, pod in enumerate(pods):
+            role = SCHEDULER_LEADER if i == 0 else SCHEDULER_FOLLOWER
+            meta = pod["metadata"]
+            if (meta.get("labels") or {}).get(SCHEDULER_ROLE_LABEL) == role:
+                continue
+            with contextlib.suppress(ApiError):  # gone meanwhile, or labelled at the next event
+                await self.client.patch(
+                    "pods",
+                    meta["name"],
+                    {"metadata": {"labels": {SCHEDULER_ROLE_LABEL: role}}},
+                    meta["namespace"],
+                )
 
     def _forget(self, key: Key) -> None:
         self._unschedulable.discard(key)
@@ -825,4 +855,12 @@ def _capacity_view(node: dict[str, Any]) -> tuple[Any, ...]:
         status.get("allocatable"),
         node.get("spec"),
         (node.get("metadata") or {}).get("labels"),
+    )
+
+
+def _is_scheduler_pod(pod: dict[str, Any]) -> bool:
+    meta = pod.get("metadata") or {}
+    return (
+        meta.get("namespace") == HAMI_NAMESPACE
+        and (meta.get("labels") or {}).get("app.kubernetes.io/component") == HAMI_SCHEDULER
     )

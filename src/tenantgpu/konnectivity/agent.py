@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import grpc
 from grpc import aio
 
+from tenantgpu.dialerrors import go_dial_error
 from tenantgpu.klog import ComponentLog
 from tenantgpu.konnectivity import wire
 from tenantgpu.konnectivity._proto import agent_pb2_grpc
@@ -318,7 +319,7 @@ class ProxyAgent:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            error = f"dial {address}: {exc}"
+            error = go_dial_error(address, exc) if isinstance(exc, OSError) else f"dial {address}: {exc}"
             self.klog.info(
                 "client.go:457", "error dialing backend", error=error, dialID=random_id, dialAddress=address
             )

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import ipaddress
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,8 +20,10 @@ from tenantgpu.hami.install import (
     DEVICE_PLUGIN_ACCOUNT,
     DEVICE_PLUGIN_CONTAINER,
     EXTENDER_CONTAINER,
+    METRICS_PORT,
     SCHEDULER,
     SCHEDULER_ACCOUNT,
+    WEBHOOK_CONTAINER_PORT,
     install_hami,
     install_identities,
 )
@@ -29,7 +34,7 @@ from tenantgpu.hami.webhook import HamiWebhook
 from tenantgpu.kamaji.konnectivityagent import AGENT_NAME, kamaji_labels
 from tenantgpu.klog import ComponentLog
 from tenantgpu.konnectivity import AgentIdentifiers, ProxyAgent
-from tenantgpu.konnectivity.agent import mapped_dial_policy
+from tenantgpu.konnectivity.agent import DialPolicy, mapped_dial_policy
 from tenantgpu.kubeclient import ApiError, KubeClient
 from tenantgpu.kubeclient.ensure import read_or_create
 from tenantgpu.kubeclient.serviceaccounttoken import ServiceAccountClient
@@ -38,6 +43,7 @@ from tenantgpu.lab.process import Progress, ProgressSink
 from tenantgpu.lab.spec import QuotaSpec, TenantSpec, WorkerSpec
 from tenantgpu.node.bootstrap import keep_certificate, kept_certificate, request_certificate
 from tenantgpu.node.join import bootstrap_client, ca_cert_hash, create_token, discover
+from tenantgpu.node.kubelet import POD_NETWORK
 from tenantgpu.node.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -114,7 +120,10 @@ class TenantDataPlane:
         # HAMi's scheduler and webhook, which the chart runs as the one pod of its Deployment.
         # HAMi's extender (scheduler and webhook) logs to one container's log
         extender_log = ComponentLog()
-        self.scheduler = HamiScheduler(scheduler_client, self.sharing, klog=extender_log)
+        # its metrics (the chart's containerPort 9395) answer through the tunnel like the pod's other ports
+        self.scheduler = HamiScheduler(
+            scheduler_client, self.sharing, klog=extender_log, metrics_host="127.0.0.1", metrics_port=0
+        )
         scheduler = self.scheduler
         self.webhook = HamiWebhook(self.sharing, quotas=lambda: scheduler.state.quotas, klog=extender_log)
         await self.webhook.start()
@@ -130,7 +139,7 @@ class TenantDataPlane:
                 self._agent_token,
                 agent_id=worker.name,
                 identifiers=AgentIdentifiers(host=(worker.name,)),
-                dial_policy=mapped_dial_policy(route),
+                dial_policy=self._pod_network(mapped_dial_policy(route)),
                 klog=agent_logs[worker.name],
             )
             await agent.start()
@@ -162,15 +171,18 @@ class TenantDataPlane:
                 device_plugin_log=plugin_log,
                 # a worker joined the kubeadm way trusts the tenant CA's clients only (the kubelet-config)
                 client_ca_pem=self.ca_pem if self.kubelet_pki is not None else None,
+                monitor_port=0,
             )
             await node.start()
             self.workers.append(node)
         await self.scheduler.start()
+        for node in self.workers:  # the scheduler pod's ports, wherever the Deployment places it
+            node.pod_listeners[(SCHEDULER, WEBHOOK_CONTAINER_PORT)] = ("127.0.0.1", self.webhook.port)
+            node.pod_listeners[(SCHEDULER, METRICS_PORT)] = ("127.0.0.1", self.scheduler.metrics_port or 0)
         # The chart's Deployment and DaemonSet show HAMi in the cluster; the tenant's controllers make
         # their pods, while the components themselves are the ones started above.
         await install_hami(
             self.client,
-            self.webhook.port,
             self.webhook.ca_bundle,
             sharing=self.sharing,
             cert=self.webhook.cert,
@@ -183,6 +195,21 @@ class TenantDataPlane:
         # Lets `tenantgpu validate` stop the scheduler or the tunnel agents for a moment (lab control).
         self.control = LabControl(self.client, self._switches())
         await self.control.start()
+
+    def _pod_network(self, services: DialPolicy) -> DialPolicy:
+        """What a worker's agent dials: the routed Services, then the ports of the tenant's pods that its
+        components serve; any other address of the pod network refuses, as no pod listens there."""
+
+        async def policy(host: str, port: int) -> tuple[str, int]:
+            for node in self.workers:
+                served = node.pod_listener(host, port)
+                if served is not None:
+                    return served
+            if _in_pod_network(host):
+                raise ConnectionRefusedError(errno.ECONNREFUSED, os.strerror(errno.ECONNREFUSED))
+            return await services(host, port)
+
+        return policy
 
     async def _kubelet_client(self, node: str) -> KubeClient:
         """The worker's kubelet as `system:node:<node>`, with the client certificate it kept, or else the one
@@ -388,3 +415,10 @@ def _registered_gpus(node: dict) -> int:
         return len(decode_node_register(text))
     except ValueError:
         return 0
+
+
+def _in_pod_network(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host) in POD_NETWORK
+    except ValueError:
+        return False

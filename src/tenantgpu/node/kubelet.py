@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import math
 import random
@@ -74,6 +75,9 @@ from tenantgpu.node.staticpods import MIRROR_POD_ANNOTATION, owned_by_node
 log = logging.getLogger(__name__)
 
 _REMOVE_ATTEMPTS = 12  # about 15 s of backoff
+# the pod network the kubelets take their pods' addresses from (a /24 of it per node), kubeadm's default
+POD_NETWORK = ipaddress.ip_network("10.244.0.0/16")
+POD_NETWORK_PREFIX = "10.244"
 # A pod whose containers cannot be configured yet (a ConfigMap or Secret they need is missing) is tried
 # again after the kubelet's pod-sync back-off: 10 s, plus up to half of it as jitter.
 CONFIG_RETRY_SECONDS = 10.0
@@ -506,7 +510,7 @@ class Kubelet:
     def _allocate_ip(self) -> str:
         """The next free address of the node's /24 (skipping those of pods it runs, e.g. after adoption)."""
         for _ in range(253):
-            ip = f"10.244.{self._subnet}.{self._next_ip}"
+            ip = f"{POD_NETWORK_PREFIX}.{self._subnet}.{self._next_ip}"
             self._next_ip = self._next_ip + 1 if self._next_ip < 254 else 2
             if not self._ip_in_use(ip):
                 return ip

@@ -11,18 +11,17 @@ any request of `nodes/<node>/proxy/<path>` passed on as it is.
 from __future__ import annotations
 
 import asyncio
-import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from ssl import SSLContext
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
 
 import orjson
 
+from tenantgpu.apiserver import upstream
 from tenantgpu.apiserver.hooks import ProxyAnswer
-from tenantgpu.apiserver.nodeproxy import kubelet_endpoint
+from tenantgpu.apiserver.proxy import kubelet_endpoint
 from tenantgpu.kubeclient.config import load_cert_chain
 from tenantgpu.node.execresult import ExecResult
 
@@ -96,10 +95,10 @@ class KubeletClient:
             path += "?" + urlencode(query)
         reader, writer, authority = await self._open(pod)
         try:
-            head = await self._send(reader, writer, "GET", path, authority)
-            code, length, chunked = head.status, head.length, head.chunked
+            head = await upstream.send(reader, writer, "GET", path, authority)
+            code, chunked = head.status, head.chunked
             if code != 200:
-                text = (await _read_body(reader, length, chunked)).decode("utf-8", "replace").strip()
+                text = (await upstream.read_body(reader, head)).decode("utf-8", "replace").strip()
                 if code == 400:  # the kubelet's own explanation, as kube passes it on
                     raise self.error(text)
                 raise self.error(
@@ -108,7 +107,7 @@ class KubeletClient:
             limit = getattr(options, "limit_bytes", None)
             if follow and chunked:
                 sent = 0
-                async for chunk in _chunks(reader):
+                async for chunk in upstream.chunks(reader):
                     if limit:
                         chunk = chunk[: max(0, limit - sent)]
                     sent += len(chunk)
@@ -116,7 +115,7 @@ class KubeletClient:
                     if limit and sent >= limit:
                         return
                 return
-            body = await _read_body(reader, length, chunked)
+            body = await upstream.read_body(reader, head)
             yield body[:limit] if limit else body
         finally:
             writer.close()
@@ -129,8 +128,8 @@ class KubeletClient:
         )
         reader, writer, authority = await self._open(pod)
         try:
-            head = await self._send(reader, writer, "POST", path, authority)
-            code, body = head.status, await _read_body(reader, head.length, head.chunked)
+            head = await upstream.send(reader, writer, "POST", path, authority)
+            code, body = head.status, await upstream.read_body(reader, head)
         finally:
             writer.close()
         if code != 200:
@@ -156,10 +155,10 @@ class KubeletClient:
                 host, port, ssl=self._tls, server_hostname=host
             )
         except OSError as err:
-            raise OSError(_dial_error(host, port, err)) from err
+            raise OSError(upstream.dial_error(host, port, err)) from err
         try:
-            head = await self._send(reader, writer, method, path, f"{host}:{port}", body, content_type)
-            answer = await _read_body(reader, head.length, head.chunked)
+            head = await upstream.send(reader, writer, method, path, f"{host}:{port}", body, content_type)
+            answer = await upstream.read_body(reader, head)
         finally:
             writer.close()
         return ProxyAnswer(head.status, head.content_type, answer)
@@ -179,70 +178,3 @@ class KubeletClient:
         except OSError as err:
             raise self.error(f"dial kubelet {host}:{port}: {err}") from err
         return reader, writer, f"{host}:{port}"
-
-    @staticmethod
-    async def _send(
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        method: str,
-        path: str,
-        authority: str,
-        body: bytes = b"",
-        content_type: str | None = None,
-    ) -> _Head:
-        """Send a request; returns the head of the kubelet's answer."""
-        request = f"{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {len(body)}\r\n"
-        if content_type:
-            request += f"Content-Type: {content_type}\r\n"
-        writer.write((request + "Connection: close\r\n\r\n").encode() + body)
-        await writer.drain()
-        status_line = await reader.readline()
-        parts = status_line.decode("latin-1").split(" ", 2)
-        head = _Head(int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 502)
-        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-            name, _, value = line.decode("latin-1").partition(":")
-            name, value = name.strip().lower(), value.strip()
-            if name == "content-length":
-                head.length = int(value)
-            elif name == "transfer-encoding" and "chunked" in value.lower():
-                head.chunked = True
-            elif name == "content-type":
-                head.content_type = value
-        return head
-
-
-@dataclass
-class _Head:
-    """The status line and the headers of a kubelet's answer that matter here."""
-
-    status: int
-    length: int | None = None
-    chunked: bool = False
-    content_type: str | None = None
-
-
-def _dial_error(host: str, port: int, err: OSError) -> str:
-    """A failed dial in Go's words (`dial tcp 10.0.0.5:10250: connect: connection refused`); the tunnel's
-    own errors (`No agent available`) keep theirs."""
-    if err.errno:  # asyncio's own text names the call, not the cause
-        return f"dial tcp {host}:{port}: connect: {os.strerror(err.errno).lower()}"
-    return str(err)
-
-
-async def _chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
-    """The chunks of a chunked HTTP body, as they arrive."""
-    while True:
-        size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
-        if size == 0:
-            return
-        chunk = await reader.readexactly(size)
-        await reader.readline()
-        yield chunk
-
-
-async def _read_body(reader: asyncio.StreamReader, length: int | None, chunked: bool) -> bytes:
-    if chunked:
-        return b"".join([chunk async for chunk in _chunks(reader)])
-    if length is not None:
-        return await reader.readexactly(length)
-    return await reader.read()

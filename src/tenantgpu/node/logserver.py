@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from tenantgpu.apiserver.nodeproxy import kubelet_endpoint
+from tenantgpu.apiserver.proxy import kubelet_endpoint
 from tenantgpu.hami.tls import ServingCert
 from tenantgpu.node.execresult import ExecResult
 from tenantgpu.node.kubeletauth import KubeletAuth

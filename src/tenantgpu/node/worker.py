@@ -17,15 +17,18 @@ from tenantgpu import __version__
 from tenantgpu.gpushare import SharingConfig
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import DevicePlugin, GPUSpec
+from tenantgpu.hami.install import DEVICE_PLUGIN, MONITOR_PORT
 from tenantgpu.klog import ComponentLog
 from tenantgpu.kubeclient import ApiError, KubeClient
 from tenantgpu.kubeclient.ensure import covers
 from tenantgpu.node import nodeconditions, sandbox
+from tenantgpu.node.containerlog import component_of
 from tenantgpu.node.kubelet import Kubelet
 from tenantgpu.node.kubeletauth import KubeletAuth
 from tenantgpu.node.logserver import KubeletServer
 from tenantgpu.node.podstatus import rfc3339
 from tenantgpu.node.release import FALLBACK_VERSION, KubeletRelease
+from tenantgpu.node.vgpumonitor import VGPUMonitor
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,7 @@ class Worker:
         component_logs: Mapping[tuple[str, str], ComponentLog] | None = None,
         device_plugin_log: ComponentLog | None = None,
         client_ca_pem: bytes | None = None,
+        monitor_port: int | None = None,
     ) -> None:
         if isinstance(kubeconfig, KubeClient):
             self.client, self._owns_client = kubeconfig, False
@@ -128,6 +132,12 @@ class Worker:
             if client_ca_pem is None
             else KubeletAuth(name, client_ca_pem, self._review, release=lambda: self.kubelet.release),
         )
+        # HAMi's vGPU monitor (the device plugin pod's `vgpu-monitor`), served when a port is given
+        self.monitor = VGPUMonitor(name, self.gpus, self.device_plugin, self.kubelet)
+        self._monitor_port = monitor_port
+        # (component, containerPort) -> where that port of the component's pod is served on this machine:
+        # the only ports of the simulated pod network that answer
+        self.pod_listeners: dict[tuple[str, int], tuple[str, int]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._boot_id = str(uuid.uuid4())
         self.node_uid: str | None = None
@@ -135,6 +145,14 @@ class Worker:
     @property
     def release(self) -> KubeletRelease:
         return self.kubelet.release
+
+    def pod_listener(self, ip: str, port: int) -> tuple[str, int] | None:
+        """Where `ip:port` is served when `ip` is one of this node's pods whose component listens there."""
+        for record in self.kubelet.pods.values():
+            if record.pod_ip == ip and not record.finished:
+                pod = self.kubelet.informer.get(record.namespace, record.name)
+                return self.pod_listeners.get((component_of(pod), port)) if pod is not None else None
+        return None
 
     @property
     def kubelet_port(self) -> int:
@@ -240,6 +258,9 @@ class Worker:
         if self._kubelet_version is None:
             self.kubelet.release = await self._server_release()
         await self.server.start()
+        if self._monitor_port is not None:
+            await self.monitor.start(self.host_ip, self._monitor_port)
+            self.pod_listeners[(DEVICE_PLUGIN, MONITOR_PORT)] = (self.host_ip, self.monitor.port or 0)
         await self.register_node()
         self.device_plugin.log_start()
         await self._renew_lease()
@@ -259,6 +280,7 @@ class Worker:
         self._tasks = []
         await self.kubelet.stop()
         await self.server.stop()
+        await self.monitor.stop()
         if self._owns_client:
             await self.client.close()
 

@@ -1,0 +1,82 @@
+"""One HTTP/1.1 request over a stream the API server opened (through the tunnel or directly): how it
+reaches kubelets and pods, for logs, exec and the `proxy` subresources."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from tenantgpu.dialerrors import go_dial_error
+
+
+@dataclass
+class Head:
+    """The status line and the headers of an answer that matter here."""
+
+    status: int
+    length: int | None = None
+    chunked: bool = False
+    content_type: str | None = None
+
+
+async def send(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    method: str,
+    path: str,
+    authority: str,
+    body: bytes = b"",
+    content_type: str | None = None,
+) -> Head:
+    """Send a request (the connection closes after its answer); returns the answer's head."""
+    request = f"{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: {len(body)}\r\n"
+    if content_type:
+        request += f"Content-Type: {content_type}\r\n"
+    writer.write((request + "Connection: close\r\n\r\n").encode() + body)
+    await writer.drain()
+    status_line = await reader.readline()
+    parts = status_line.decode("latin-1").split(" ", 2)
+    head = Head(int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 502)
+    while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        name, value = name.strip().lower(), value.strip()
+        if name == "content-length":
+            head.length = int(value)
+        elif name == "transfer-encoding" and "chunked" in value.lower():
+            head.chunked = True
+        elif name == "content-type":
+            head.content_type = value
+    return head
+
+
+async def chunks(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """The chunks of a chunked HTTP body, as they arrive."""
+    while True:
+        size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            return
+        chunk = await reader.readexactly(size)
+        await reader.readline()
+        yield chunk
+
+
+async def read_body(reader: asyncio.StreamReader, head: Head) -> bytes:
+    if head.chunked:
+        return b"".join([chunk async for chunk in chunks(reader)])
+    if head.length is not None:
+        return await reader.readexactly(head.length)
+    return await reader.read()
+
+
+def insecure_context() -> ssl.SSLContext:
+    """TLS to a pod or service by `https:` proxy: kube's proxy transport does not check the certificate."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def dial_error(host: str, port: int, err: OSError) -> str:
+    return go_dial_error(f"{host}:{port}", err)

@@ -1,0 +1,84 @@
+"""The device plugin pod's vGPU monitor on a worker: HAMi's `vGPUmonitor` metrics (`hami/monitor.py`) from
+what the kubelet ran, served on `host:port/metrics` (the container's 9394)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from tenantgpu.gpushare import annotations as ann
+from tenantgpu.hami.device_plugin import DevicePlugin, GPUSpec
+from tenantgpu.hami.monitor import ContainerDevice, HostGPU, monitor_registry
+from tenantgpu.node import gpu_runtime
+from tenantgpu.node.kubelet import Kubelet
+
+_MIB = 1024 * 1024
+
+
+class VGPUMonitor:
+    """What the monitor reads from the node: its GPUs (NVML) and its containers' shared regions."""
+
+    def __init__(self, node: str, gpus: list[GPUSpec], device_plugin: DevicePlugin, kubelet: Kubelet) -> None:
+        self.node = node
+        self.models = [spec.model for spec in gpus for _ in range(spec.count)]
+        self.device_plugin = device_plugin
+        self.kubelet = kubelet
+        self.registry = monitor_registry(node, self.host_gpus, self.container_devices)
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+
+    def container_devices(self) -> list[ContainerDevice]:
+        """Each device of each container HAMi allocated on this node (a shared region exists once its
+        container was created), of the pods labelled `hami.io/vgpu-node=<node>`, in their spec's order."""
+        physical = {d.id: d.devmem for d in self.device_plugin.devices}
+        found: list[ContainerDevice] = []
+        for pod in self.kubelet.informer.items():
+            meta = pod.get("metadata") or {}
+            if (meta.get("labels") or {}).get(ann.VGPU_NODE) != self.node:
+                continue
+            record = self.kubelet.pods.get(meta.get("uid", ""))
+            if record is None:
+                continue
+            for container in (pod.get("spec") or {}).get("containers") or []:
+                name = container.get("name", "")
+                env = record.envs.get(name, {})
+                used = record.gpu_used_mib.get(name, 0) * _MIB
+                for i, uuid in enumerate(record.gpus.get(name) or []):
+                    raw = env.get(f"CUDA_DEVICE_MEMORY_LIMIT_{i}", env.get("CUDA_DEVICE_MEMORY_LIMIT", ""))
+                    limit = gpu_runtime.parse_memory_limit(raw) or physical.get(uuid, 0)
+                    found.append(
+                        ContainerDevice(
+                            meta.get("namespace", ""), meta.get("name", ""), name, i, uuid, limit * _MIB, used
+                        )
+                    )
+        return found
+
+    def host_gpus(self) -> list[HostGPU]:
+        used: dict[str, int] = defaultdict(int)
+        for device in self.container_devices():
+            used[device.uuid] += device.used_bytes
+        return [
+            HostGPU(d.index, d.id, model, used[d.id])
+            for d, model in zip(self.device_plugin.devices, self.models, strict=False)
+        ]
+
+    async def start(self, host: str, port: int) -> None:
+        async def metrics(_: web.Request) -> web.Response:
+            return web.Response(
+                body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+            )
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, self.port if self.port is not None else port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
