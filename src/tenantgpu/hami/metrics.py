@@ -17,6 +17,11 @@ _DEV = ["node", "device_uuid", "device_index", "device_type"]
 ZONE = "vGPU"  # HAMi wraps its collector with the constant label zone="vGPU"
 
 
+def zone_gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    """A gauge of HAMi's collectors, whose registerer adds the constant label `zone`."""
+    return GaugeMetricFamily(name, doc, labels=[*labels, "zone"])
+
+
 def _core_ratio(total: int, allocated: int) -> tuple[float, float]:
     if total <= 0:
         return 0.0, 0.0
@@ -41,9 +46,7 @@ class SchedulerCollector(Collector):
         return self._state()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        def family(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=[*labels, "zone"])
-
+        family = zone_gauge
         mem_limit = family("hami_gpu_memory_limit_bytes", "Device memory limit for a certain GPU", _DEV)
         core_limit = family("hami_gpu_core_limit_ratio", "Device core limit for a certain GPU", _DEV)
         mem_alloc = family(

@@ -26,7 +26,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-ZONE = "vGPU"
+from tenantgpu.hami.metrics import ZONE, zone_gauge
+
 _HOST = ["node", "device_index", "device_uuid", "device_type"]
 _CONTAINER = ["namespace", "pod", "container", "vdevice_index", "device_uuid"]
 
@@ -68,9 +69,7 @@ class VGPUMonitorCollector(Collector):
         self.containers = containers
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        def family(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=[*labels, "zone"])
-
+        family = zone_gauge
         host_memory = family("hami_host_gpu_memory_used_bytes", "GPU device memory usage in bytes", _HOST)
         host_util = family("hami_host_gpu_utilization_ratio", "GPU core utilization ratio (0-100)", _HOST)
         host_memory_util = family(

@@ -28,9 +28,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
 from tenantgpu import eager
 from tenantgpu.apiserver.sharing import share_workload_object
 from tenantgpu.gpushare import ClusterState, ContainerDevice, Decision, SharingConfig, volumes
@@ -43,6 +40,7 @@ from tenantgpu.hami.install import NAMESPACE as HAMI_NAMESPACE
 from tenantgpu.hami.install import SCHEDULER as HAMI_SCHEDULER
 from tenantgpu.hami.install import SCHEDULER_FOLLOWER, SCHEDULER_LEADER, SCHEDULER_ROLE_LABEL
 from tenantgpu.hami.metrics import scheduler_registry
+from tenantgpu.hami.metricsendpoint import MetricsEndpoint
 from tenantgpu.hami.nodelock import NODE_LOCK, LockVerdict, NodeLockError, NodeLocks, judge_lock
 from tenantgpu.klog import ComponentLog, kobj
 from tenantgpu.kubeclient import ApiError, Informer, KubeClient
@@ -167,7 +165,7 @@ class HamiScheduler:
         self._handshaking: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loops: list[asyncio.Task[None]] = []
-        self._metrics_runner: web.AppRunner | None = None
+        self._metrics: MetricsEndpoint | None = None
         self.bound = 0
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -209,23 +207,15 @@ class HamiScheduler:
             await recorder.close()
         for informer in (self.pods, self.nodes, self.quotas):
             await informer.stop()
-        if self._metrics_runner is not None:
-            await self._metrics_runner.cleanup()
-            self._metrics_runner = None
+        if self._metrics is not None:
+            await self._metrics.stop()
 
     async def _start_metrics(self) -> None:
-        app = web.Application()
-
-        async def metrics(_: web.Request) -> web.Response:
-            body = generate_latest(self.registry)
-            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-        app.router.add_get("/metrics", metrics)
-        self._metrics_runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._metrics_runner.setup()
-        site = web.TCPSite(self._metrics_runner, self.metrics_host, self.metrics_port)
-        await site.start()
-        self.metrics_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        if self._metrics is None:
+            assert self.metrics_port is not None
+            self._metrics = MetricsEndpoint(self.registry, self.metrics_host, self.metrics_port)
+        await self._metrics.start()
+        self.metrics_port = self._metrics.port
 
     def _placed_pods(self) -> list[dict[str, Any]]:
         return [

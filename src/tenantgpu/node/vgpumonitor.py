@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import DevicePlugin, GPUSpec
+from tenantgpu.hami.metricsendpoint import MetricsEndpoint
 from tenantgpu.hami.monitor import ContainerDevice, HostGPU, monitor_registry
 from tenantgpu.node import gpu_runtime
 from tenantgpu.node.kubelet import Kubelet
@@ -27,7 +25,7 @@ class VGPUMonitor:
         self.kubelet = kubelet
         self.registry = monitor_registry(node, self.host_gpus, self.container_devices)
         self.port: int | None = None
-        self._runner: web.AppRunner | None = None
+        self._endpoint: MetricsEndpoint | None = None
 
     def container_devices(self) -> list[ContainerDevice]:
         """Each device of each container HAMi allocated on this node (a shared region exists once its
@@ -65,20 +63,11 @@ class VGPUMonitor:
         ]
 
     async def start(self, host: str, port: int) -> None:
-        async def metrics(_: web.Request) -> web.Response:
-            return web.Response(
-                body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
-            )
-
-        app = web.Application()
-        app.router.add_get("/metrics", metrics)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, self.port if self.port is not None else port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        if self._endpoint is None:
+            self._endpoint = MetricsEndpoint(self.registry, host, port)
+        await self._endpoint.start()
+        self.port = self._endpoint.port
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._endpoint is not None:
+            await self._endpoint.stop()
