@@ -201,13 +201,13 @@ class TenantDataPlane:
         components serve; any other address of the pod network refuses, as no pod listens there."""
 
         async def policy(host: str, port: int) -> tuple[str, int]:
+            if not _in_pod_network(host):
+                return await services(host, port)
             for node in self.workers:
                 served = node.pod_listener(host, port)
                 if served is not None:
                     return served
-            if _in_pod_network(host):
-                raise ConnectionRefusedError(errno.ECONNREFUSED, os.strerror(errno.ECONNREFUSED))
-            return await services(host, port)
+            raise ConnectionRefusedError(errno.ECONNREFUSED, os.strerror(errno.ECONNREFUSED))
 
         return policy
 
