@@ -171,7 +171,8 @@ class TenantDataPlane:
                 device_plugin_log=plugin_log,
                 # a worker joined the kubeadm way trusts the tenant CA's clients only (the kubelet-config)
                 client_ca_pem=self.ca_pem if self.kubelet_pki is not None else None,
-                monitor_port=0,
+                # HAMi's device plugin pod, and its vGPU monitor, run on the GPU nodes only
+                monitor_port=0 if worker.gpus else None,
             )
             await node.start()
             self.workers.append(node)
