@@ -96,7 +96,8 @@ def kubelet_endpoint(node: dict[str, Any]) -> tuple[str, int]:
 
 
 def pod_location(pod: dict[str, Any], wanted: ProxyRequest) -> Location:
-    """Where `pods/<pod>/proxy` goes: the pod's IP at the port asked for or its first declared one."""
+    """Where `pods/<pod>/proxy` goes: the pod's IP at the port asked for, its first declared one or the
+    scheme's."""
     port = wanted.port
     if not port:
         for container in (pod.get("spec") or {}).get("containers") or []:
