@@ -74,7 +74,7 @@ class PodExecSource(Protocol):
 
 @dataclass(frozen=True)
 class ProxyAnswer:
-    """What a node's kubelet answered a proxied request: passed on to the client as it is."""
+    """What a kubelet or pod answered a proxied request: passed on to the client as it is."""
 
     status: int
     content_type: str | None
@@ -85,14 +85,7 @@ class NodeProxySource(Protocol):
     """Where `nodes/proxy` goes: the node's kubelet (through the tunnel), as kube-apiserver's node proxy."""
 
     async def proxy(
-        self,
-        node: dict[str, Any],
-        port: int | None,
-        method: str,
-        path: str,
-        body: bytes,
-        content_type: str | None,
+        self, node: dict[str, Any], method: str, path: str, body: bytes, content_type: str | None
     ) -> ProxyAnswer:
-        """Send one request to the kubelet (`port`: another than its own); raise `OSError` when it cannot
-        be reached."""
+        """Send one request to the kubelet; raise `OSError` when it cannot be reached."""
         ...

@@ -489,23 +489,20 @@ class SubresourceHandlers:
             assert endpoints_kind is not None
             endpoints = self.registry.get_object(endpoints_kind, target.namespace, wanted.name)
             location = proxy.service_location(entry.obj, endpoints, wanted, self._proxy_rng)
-        context = upstream.insecure_context() if location.scheme == "https" else None
+        tls = upstream.insecure_context() if location.scheme == "https" else None
         try:
-            reader, writer = await self.config.egress.open_connection(
-                location.host, location.port, ssl=context, server_hostname=location.host if context else None
+            answer = await upstream.exchange(
+                self.config.egress,
+                location.host,
+                location.port,
+                request.method,
+                wanted.path,
+                tls=tls,
+                body=body,
+                content_type=content_type,
             )
-        except OSError as err:
-            raise proxy.unreachable(upstream.dial_error(location.host, location.port, err)) from err
-        try:
-            authority = f"{location.host}:{location.port}"
-            head = await upstream.send(
-                reader, writer, request.method, wanted.path, authority, body, content_type
-            )
-            answer = ProxyAnswer(head.status, head.content_type, await upstream.read_body(reader, head))
         except (OSError, asyncio.IncompleteReadError) as err:
             raise proxy.unreachable(str(err) or type(err).__name__) from err
-        finally:
-            writer.close()
         return _proxied(answer)
 
     async def _to_kubelet(
@@ -520,7 +517,7 @@ class SubresourceHandlers:
         if source is None:
             raise proxy.unreachable(f"dial tcp {host}:{kubelet_port}: connect: connection refused")
         try:
-            answer = await source.proxy(node, None, method, wanted.path, body, content_type)
+            answer = await source.proxy(node, method, wanted.path, body, content_type)
         except OSError as err:
             raise proxy.unreachable(
                 str(err) or f"dial tcp {host}:{kubelet_port}: {type(err).__name__}"

@@ -8,6 +8,7 @@ import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from tenantgpu.apiserver.hooks import Egress, ProxyAnswer
 from tenantgpu.dialerrors import go_dial_error
 
 
@@ -71,12 +72,35 @@ async def read_body(reader: asyncio.StreamReader, head: Head) -> bytes:
 
 
 def insecure_context() -> ssl.SSLContext:
-    """TLS to a pod or service by `https:` proxy: kube's proxy transport does not check the certificate."""
+    """A client context that does not check the server's certificate: kube's proxy transport to a pod or
+    service by `https:`, and kube-apiserver's to kubelets without `--kubelet-certificate-authority`."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     return context
 
 
-def dial_error(host: str, port: int, err: OSError) -> str:
-    return go_dial_error(f"{host}:{port}", err)
+async def exchange(
+    egress: Egress,
+    host: str,
+    port: int,
+    method: str,
+    path: str,
+    *,
+    tls: ssl.SSLContext | None = None,
+    body: bytes = b"",
+    content_type: str | None = None,
+) -> ProxyAnswer:
+    """Dial `host:port` through `egress`, send one request and read its whole answer; a failed dial is an
+    `OSError` in Go's words (`dial tcp H:P: connect: connection refused`)."""
+    try:
+        reader, writer = await egress.open_connection(
+            host, port, ssl=tls, server_hostname=host if tls else None
+        )
+    except OSError as err:
+        raise OSError(go_dial_error(f"{host}:{port}", err)) from err
+    try:
+        head = await send(reader, writer, method, path, f"{host}:{port}", body, content_type)
+        return ProxyAnswer(head.status, head.content_type, await read_body(reader, head))
+    finally:
+        writer.close()

@@ -11,44 +11,20 @@ any request of `nodes/<node>/proxy/<path>` passed on as it is.
 from __future__ import annotations
 
 import asyncio
-import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
-from ssl import SSLContext
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import orjson
 
 from tenantgpu.apiserver import upstream
-from tenantgpu.apiserver.hooks import ProxyAnswer
+from tenantgpu.apiserver.hooks import DirectEgress, Egress, ProxyAnswer
 from tenantgpu.apiserver.proxy import kubelet_endpoint
 from tenantgpu.kubeclient.config import load_cert_chain
 from tenantgpu.node.execresult import ExecResult
 
 NodeLookup = Callable[[str], Awaitable[dict[str, Any] | None]]
 ErrorFactory = Callable[[str], Exception]
-
-
-class _Egress(Protocol):
-    async def open_connection(
-        self, host: str, port: int, *, ssl: SSLContext | None = None, server_hostname: str | None = None
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]: ...
-
-
-class _Direct:
-    async def open_connection(
-        self, host: str, port: int, *, ssl: SSLContext | None = None, server_hostname: str | None = None
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.open_connection(host, port, ssl=ssl, server_hostname=server_hostname)
-
-
-def _insecure_context() -> ssl.SSLContext:
-    # The simulated kubelet's serving certificate is self-signed, as with kube-apiserver's
-    # --kubelet-certificate-authority unset.
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    return ctx
 
 
 class KubeletClient:
@@ -64,14 +40,16 @@ class KubeletClient:
     def __init__(
         self,
         node_lookup: NodeLookup | None = None,
-        egress: _Egress | None = None,
+        egress: Egress | None = None,
         error: ErrorFactory | None = None,
         client_certificate: tuple[bytes, bytes] | None = None,
     ) -> None:
         self.node_lookup = node_lookup
-        self.egress: _Egress = egress or _Direct()
+        self.egress: Egress = egress or DirectEgress()
         self.error: ErrorFactory = error or ValueError
-        self._tls = _insecure_context()
+        # the simulated kubelets' serving certificates are self-signed, as with kube-apiserver's
+        # --kubelet-certificate-authority unset
+        self._tls = upstream.insecure_context()
         if client_certificate is not None:
             # kube-apiserver's --kubelet-client-certificate/--kubelet-client-key: the kubelets' x509
             # authenticator knows the API server by it
@@ -139,29 +117,13 @@ class KubeletClient:
         return ExecResult(str(answer["stdout"]), str(answer["stderr"]), int(answer["exitCode"]))
 
     async def proxy(
-        self,
-        node: dict[str, Any],
-        port: int | None,
-        method: str,
-        path: str,
-        body: bytes,
-        content_type: str | None,
+        self, node: dict[str, Any], method: str, path: str, body: bytes, content_type: str | None
     ) -> ProxyAnswer:
         """One request of `nodes/<node>/proxy` to the node's kubelet; `OSError` when it is out of reach."""
-        host, kubelet_port = kubelet_endpoint(node)
-        port = port or kubelet_port
-        try:
-            reader, writer = await self.egress.open_connection(
-                host, port, ssl=self._tls, server_hostname=host
-            )
-        except OSError as err:
-            raise OSError(upstream.dial_error(host, port, err)) from err
-        try:
-            head = await upstream.send(reader, writer, method, path, f"{host}:{port}", body, content_type)
-            answer = await upstream.read_body(reader, head)
-        finally:
-            writer.close()
-        return ProxyAnswer(head.status, head.content_type, answer)
+        host, port = kubelet_endpoint(node)
+        return await upstream.exchange(
+            self.egress, host, port, method, path, tls=self._tls, body=body, content_type=content_type
+        )
 
     async def _open(self, pod: dict[str, Any]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
         node_name = (pod.get("spec") or {}).get("nodeName") or ""
