@@ -23,7 +23,12 @@ def _scrape(
 
 
 def test_host_gpus_carry_nvmls_name_behind_nvidia_and_the_memory_controller_metric_has_no_node() -> None:
-    metrics = _scrape([HostGPU(0, L4, "NVIDIA L4", 512 * MIB)], [])
+    # the memory in use on the card is what its containers hold
+    held = [
+        ContainerDevice("default", "a", "c", 0, L4, 4000 * MIB, used_bytes=412 * MIB),
+        ContainerDevice("default", "b", "c", 0, L4, 4000 * MIB, used_bytes=100 * MIB),
+    ]
+    metrics = _scrape([HostGPU(0, L4, "NVIDIA L4")], held)
     host = {"node": "worker-b1", "device_index": "0", "device_uuid": L4, "device_type": "NVIDIA-NVIDIA L4"}
     assert metrics["hami_host_gpu_memory_used_bytes"] == [({**host, "zone": "vGPU"}, 512 * MIB)]
     assert metrics["hami_host_gpu_utilization_ratio"] == [({**host, "zone": "vGPU"}, 0.0)]

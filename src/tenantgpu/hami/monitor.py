@@ -19,6 +19,7 @@ the memory in use is what the container's simulated programs hold (what its `nvi
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -39,7 +40,6 @@ class HostGPU:
     index: int
     uuid: str
     name: str  # NVML's name, e.g. `NVIDIA L4`
-    used_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -77,11 +77,16 @@ class VGPUMonitorCollector(Collector):
             "GPU memory controller utilization ratio (0-100)",
             _HOST[1:],
         )
+        devices = self.containers()
+        # what NVML counts in use on a card: what its containers' programs hold
+        used: dict[str, int] = defaultdict(int)
+        for device in devices:
+            used[device.uuid] += device.used_bytes
         for gpu in self.host_gpus():
-            device = [str(gpu.index), gpu.uuid, f"NVIDIA-{gpu.name}"]
-            host_memory.add_metric([self.node, *device, ZONE], float(gpu.used_bytes))
-            host_util.add_metric([self.node, *device, ZONE], 0.0)
-            host_memory_util.add_metric([*device, ZONE], 0.0)
+            device_labels = [str(gpu.index), gpu.uuid, f"NVIDIA-{gpu.name}"]
+            host_memory.add_metric([self.node, *device_labels, ZONE], float(used[gpu.uuid]))
+            host_util.add_metric([self.node, *device_labels, ZONE], 0.0)
+            host_memory_util.add_metric([*device_labels, ZONE], 0.0)
         yield from (host_memory, host_util, host_memory_util)
 
         used = family("hami_vgpu_memory_used_bytes", "vGPU device memory usage in bytes", _CONTAINER)
@@ -101,7 +106,7 @@ class VGPUMonitorCollector(Collector):
         buffer = family(
             "hami_vgpu_memory_buffer_bytes", "Container device memory buffer size in bytes", _CONTAINER
         )
-        for device in self.containers():
+        for device in devices:
             labels = [
                 device.namespace,
                 device.pod,

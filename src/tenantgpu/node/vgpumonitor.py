@@ -3,8 +3,6 @@ what the kubelet ran, served on `host:port/metrics` (the container's 9394)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from tenantgpu.gpushare import annotations as ann
 from tenantgpu.hami.device_plugin import DevicePlugin, GPUSpec
 from tenantgpu.hami.metricsendpoint import MetricsEndpoint
@@ -54,11 +52,8 @@ class VGPUMonitor:
         return found
 
     def host_gpus(self) -> list[HostGPU]:
-        used: dict[str, int] = defaultdict(int)
-        for device in self.container_devices():
-            used[device.uuid] += device.used_bytes
         return [
-            HostGPU(d.index, d.id, model, used[d.id])
+            HostGPU(d.index, d.id, model)
             for d, model in zip(self.device_plugin.devices, self.models, strict=False)
         ]
 
