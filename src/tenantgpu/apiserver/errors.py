@@ -192,5 +192,9 @@ def internal(message: str) -> APIError:
     )
 
 
+def service_unavailable(message: str) -> APIError:
+    return APIError(503, "ServiceUnavailable", message)
+
+
 def timeout(message: str) -> APIError:
     return APIError(504, "Timeout", message)

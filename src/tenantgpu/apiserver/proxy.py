@@ -128,11 +128,11 @@ def service_location(
             (p for p in (service.get("spec") or {}).get("ports") or [] if p.get("port") == number), None
         )
         if match is None:
-            raise _unavailable(f'no service port {number} found for service "{name}"')
+            raise errors.service_unavailable(f'no service port {number} found for service "{name}"')
         port_name = match.get("name", "")
     subsets = (endpoints or {}).get("subsets") or []
     if not subsets:
-        raise _unavailable(f'no endpoints available for service "{name}"')
+        raise errors.service_unavailable(f'no endpoints available for service "{name}"')
     start = rng.randrange(len(subsets))
     for i in range(len(subsets)):
         subset = subsets[(start + i) % len(subsets)]
@@ -144,7 +144,7 @@ def service_location(
                 address = addresses[rng.randrange(len(addresses))]
                 return Location(wanted.scheme or "http", address.get("ip", ""), int(port.get("port", 0)))
     segment = ":".join(p for p in (wanted.scheme, wanted.name, wanted.port) if p)
-    raise _unavailable(f'no endpoints available for service "{segment}"')
+    raise errors.service_unavailable(f'no endpoints available for service "{segment}"')
 
 
 def _global_unicast(ip: str) -> bool:
@@ -155,10 +155,6 @@ def _global_unicast(ip: str) -> bool:
     return not (
         address.is_loopback or address.is_link_local or address.is_multicast or address.is_unspecified
     )
-
-
-def _unavailable(message: str) -> errors.APIError:
-    return errors.APIError(503, "ServiceUnavailable", message)
 
 
 def unreachable(message: str) -> errors.APIError:

@@ -46,22 +46,23 @@ class SchedulerCollector(Collector):
         return self._state()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = zone_gauge
-        mem_limit = family("hami_gpu_memory_limit_bytes", "Device memory limit for a certain GPU", _DEV)
-        core_limit = family("hami_gpu_core_limit_ratio", "Device core limit for a certain GPU", _DEV)
-        mem_alloc = family(
+        mem_limit = zone_gauge("hami_gpu_memory_limit_bytes", "Device memory limit for a certain GPU", _DEV)
+        core_limit = zone_gauge("hami_gpu_core_limit_ratio", "Device core limit for a certain GPU", _DEV)
+        mem_alloc = zone_gauge(
             "hami_gpu_memory_allocated_bytes",
             "Device memory allocated for a certain GPU",
             ["node", "device_uuid", "device_index", "device_cores", "device_type"],
         )
-        shared = family("hami_gpu_shared_count", "Number of containers sharing this GPU", _DEV)
-        core_alloc = family("hami_gpu_core_allocated_ratio", "Device core allocated for a certain GPU", _DEV)
-        overview = family(
+        shared = zone_gauge("hami_gpu_shared_count", "Number of containers sharing this GPU", _DEV)
+        core_alloc = zone_gauge(
+            "hami_gpu_core_allocated_ratio", "Device core allocated for a certain GPU", _DEV
+        )
+        overview = zone_gauge(
             "hami_node_gpu_overview",
             "GPU overview on a certain node",
             ["node", "device_uuid", "device_index", "device_cores", "device_memory_limit", "device_type"],
         )
-        mem_ratio = family(
+        mem_ratio = zone_gauge(
             "hami_node_gpu_memory_allocated_ratio",
             "GPU Memory Allocated Percentage on a certain GPU",
             ["node", "device_uuid", "device_index"],
@@ -83,8 +84,8 @@ class SchedulerCollector(Collector):
                 if d.totalmem > 0:
                     mem_ratio.add_metric([node, d.uuid, idx, ZONE], d.usedmem / d.totalmem)
         ctr = ["namespace", "node", "pod", "container_index", "device_uuid"]
-        vmem = family("hami_vgpu_memory_allocated_bytes", "vGPU memory allocated from a container", ctr)
-        vcore = family("hami_vgpu_core_allocated_ratio", "vGPU core allocated from a container", ctr)
+        vmem = zone_gauge("hami_vgpu_memory_allocated_bytes", "vGPU memory allocated from a container", ctr)
+        vcore = zone_gauge("hami_vgpu_core_allocated_ratio", "vGPU core allocated from a container", ctr)
         for pod in self.placed_pods():
             meta = pod.get("metadata") or {}
             a = meta.get("annotations") or {}
@@ -103,7 +104,7 @@ class SchedulerCollector(Collector):
                     _, core = _core_ratio(totals.get(dev.uuid, 100), dev.usedcores)
                     vmem.add_metric([*labels, dev.uuid, ZONE], dev.usedmem * _MIB)
                     vcore.add_metric([*labels, dev.uuid, ZONE], core)
-        quota_used = family(
+        quota_used = zone_gauge(
             "hami_resource_quota_used",
             "resourcequota usage for a certain device",
             ["namespace", "quota_name", "limit"],

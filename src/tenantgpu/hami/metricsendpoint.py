@@ -5,6 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from tenantgpu.httpsite import open_site
+
 
 class MetricsEndpoint:
     """Serves `registry` on `host:port`; port 0 picks a free one, which a restart keeps."""
@@ -23,11 +25,7 @@ class MetricsEndpoint:
 
         app = web.Application()
         app.router.add_get("/metrics", metrics)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await open_site(app, self.host, self.port)
 
     async def stop(self) -> None:
         if self._runner is not None:

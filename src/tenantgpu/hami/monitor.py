@@ -69,10 +69,9 @@ class VGPUMonitorCollector(Collector):
         self.containers = containers
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = zone_gauge
-        host_memory = family("hami_host_gpu_memory_used_bytes", "GPU device memory usage in bytes", _HOST)
-        host_util = family("hami_host_gpu_utilization_ratio", "GPU core utilization ratio (0-100)", _HOST)
-        host_memory_util = family(
+        host_memory = zone_gauge("hami_host_gpu_memory_used_bytes", "GPU device memory usage in bytes", _HOST)
+        host_util = zone_gauge("hami_host_gpu_utilization_ratio", "GPU core utilization ratio (0-100)", _HOST)
+        host_memory_util = zone_gauge(
             "hami_host_gpu_memory_controller_utilization_ratio",
             "GPU memory controller utilization ratio (0-100)",
             _HOST[1:],
@@ -89,21 +88,21 @@ class VGPUMonitorCollector(Collector):
             host_memory_util.add_metric([*device_labels, ZONE], 0.0)
         yield from (host_memory, host_util, host_memory_util)
 
-        used = family("hami_vgpu_memory_used_bytes", "vGPU device memory usage in bytes", _CONTAINER)
-        limit = family("hami_vgpu_memory_limit_bytes", "vGPU device memory limit in bytes", _CONTAINER)
-        memory = family(
+        used = zone_gauge("hami_vgpu_memory_used_bytes", "vGPU device memory usage in bytes", _CONTAINER)
+        limit = zone_gauge("hami_vgpu_memory_limit_bytes", "vGPU device memory limit in bytes", _CONTAINER)
+        memory = zone_gauge(
             "hami_container_device_memory_bytes", "Container device memory usage in bytes", _CONTAINER
         )
-        util = family(
+        util = zone_gauge(
             "hami_container_device_utilization_ratio", "Container device SM utilization ratio", _CONTAINER
         )
-        context = family(
+        context = zone_gauge(
             "hami_vgpu_memory_context_bytes", "Container device memory context size in bytes", _CONTAINER
         )
-        module = family(
+        module = zone_gauge(
             "hami_vgpu_memory_module_bytes", "Container device memory module size in bytes", _CONTAINER
         )
-        buffer = family(
+        buffer = zone_gauge(
             "hami_vgpu_memory_buffer_bytes", "Container device memory buffer size in bytes", _CONTAINER
         )
         for device in devices:

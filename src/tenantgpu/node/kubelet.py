@@ -76,8 +76,8 @@ log = logging.getLogger(__name__)
 
 _REMOVE_ATTEMPTS = 12  # about 15 s of backoff
 # the pod network the kubelets take their pods' addresses from (a /24 of it per node), kubeadm's default
-POD_NETWORK = ipaddress.ip_network("10.244.0.0/16")
 POD_NETWORK_PREFIX = "10.244"
+POD_NETWORK = ipaddress.ip_network(f"{POD_NETWORK_PREFIX}.0.0/16")
 # A pod whose containers cannot be configured yet (a ConfigMap or Secret they need is missing) is tried
 # again after the kubelet's pod-sync back-off: 10 s, plus up to half of it as jitter.
 CONFIG_RETRY_SECONDS = 10.0

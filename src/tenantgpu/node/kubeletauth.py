@@ -86,11 +86,12 @@ def _is_subpath(path: str, prefix: str) -> bool:
 
 def subresources_of(path: str, release: KubeletRelease) -> tuple[str, ...]:
     """The `nodes` subresources a kubelet path is authorised as, in the order the kubelet asks."""
-    asked: tuple[str, ...] = ()
+    subdivided = next((sub for prefix, sub in _SUBPATHS if _is_subpath(path, prefix)), "proxy")
     if release.fine_grained_kubelet_authz:
-        asked = next((sub for prefix, sub in _FINE_GRAINED_SUBPATHS if _is_subpath(path, prefix)), ())
-        asked = (asked,) if asked else ()
-    return (*asked, next((sub for prefix, sub in _SUBPATHS if _is_subpath(path, prefix)), "proxy"))
+        for prefix, sub in _FINE_GRAINED_SUBPATHS:
+            if _is_subpath(path, prefix):
+                return (sub, subdivided)
+    return (subdivided,)
 
 
 def caller_of(peercert: dict[str, Any] | None) -> Caller | None:

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from tenantgpu.apiserver.proxy import kubelet_endpoint
 from tenantgpu.hami.tls import ServingCert
+from tenantgpu.httpsite import open_site
 from tenantgpu.node.execresult import ExecResult
 from tenantgpu.node.kubeletauth import KubeletAuth
 
@@ -72,14 +73,10 @@ class KubeletServer:
         self.app = app
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
         context = self_signed_context(self.host)
         if self.auth is not None:
             context = self.auth.server_context(context)
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=context)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await open_site(self.app, self.host, self.port, context)
 
     async def stop(self) -> None:
         if self._runner is not None:
