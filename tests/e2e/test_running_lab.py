@@ -9,16 +9,19 @@ seed lab (test_validate_lab.py); HAMi's components against one API server (test_
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import os
 import re
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -577,11 +580,17 @@ def test_kubectl_exec_shows_what_hami_gave_the_container_with_every_kubectl(lab:
     assert "container sidecar is not valid for pod exec-0" in wrong.stderr
     missing = lab.kubectl("tenant-a", "exec", "no-such-pod", "--", "env", check=False)
     assert missing.returncode == 1 and 'pods "no-such-pod" not found' in missing.stderr
-    # The other streaming subresources say why there is nothing behind them, rather than 404.
+    # attach says why there is nothing behind it, rather than 404
     attach = lab.kubectl("tenant-a", "attach", "exec-0", check=False)
     assert attach.returncode == 1 and "runs no process to attach to" in attach.stderr
-    forward = lab.kubectl("tenant-a", "port-forward", "pod/exec-0", "18080:80", check=False)
-    assert forward.returncode == 1 and "no pod network" in forward.stderr
+    # nothing listens in a workload's simulated container: the runtime refuses the forwarded connection
+    with _port_forward(lab, "tenant-a", "pod/exec-0", ":80") as (forward, port):
+        with socket.create_connection(("127.0.0.1", port), timeout=15) as connection:
+            connection.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            assert connection.recv(100) == b""
+        _, stderr = forward.communicate(timeout=15)
+    assert forward.returncode == 1
+    assert "error forwarding port 80 to pod" in stderr and "connect: connection refused" in stderr
 
     # The official Python client speaks v5/v4.channel.k8s.io over its own WebSocket.
     probe = (
@@ -1673,6 +1682,34 @@ def _metric(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
+@contextlib.contextmanager
+def _port_forward(lab: RunningLab, tenant: str, *args: str) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """`kubectl port-forward ARGS` against the tenant, running; yields it and the local port it chose."""
+    command = [
+        "kubectl",
+        "--kubeconfig",
+        str(lab.state / "kubeconfigs" / f"{tenant}.kubeconfig"),
+        "port-forward",
+        "--address",
+        "127.0.0.1",
+        *args,
+    ]
+    env = {**os.environ, "HOME": str(lab.home)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        found = re.search(r"Forwarding from 127\.0\.0\.1:(\d+) ->", line)
+        if found is None:
+            process.kill()
+            raise AssertionError(f"port-forward {' '.join(args)}: {line!r} {process.communicate()}")
+        yield process, int(found.group(1))
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        process.wait(10)
+
+
 def test_hamis_metrics_are_read_through_the_api_servers_service_and_pod_proxy(lab: RunningLab) -> None:
     """The chart's Services (`hami-scheduler` `monitor`, `hami-device-plugin-monitor`) reach the scheduler's
     and the vGPU monitor's metrics the way a cluster's users read them without a NodePort: `services/…/proxy`
@@ -1713,6 +1750,25 @@ def test_hamis_metrics_are_read_through_the_api_servers_service_and_pod_proxy(la
             "/api/v1/namespaces/kube-system/services/hami-scheduler:31993/proxy/metrics",
         ).stdout
         assert "hami_gpu_memory_limit_bytes" in by_number
+
+        # `kubectl port-forward` to the Service's monitor port reaches the same page (to the scheduler
+        # pod's 9395, through the tunnel and the kubelet)
+        service = ("-n", "kube-system", "svc/hami-scheduler", ":31993")
+        with (
+            _port_forward(lab, "tenant-b", *service) as (_, port),
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=15) as page,
+        ):
+            forwarded = page.read().decode()
+        assert (
+            _metric(
+                forwarded,
+                "hami_vgpu_memory_allocated_bytes",
+                namespace="default",
+                pod="metered-0",
+                zone="vGPU",
+            )
+            == 3000 * 1024 * 1024
+        )
 
         # the vGPU monitor of worker-b1's device plugin: the container's limit from its shared region
         configuration = kubernetes.client.Configuration()

@@ -53,6 +53,8 @@ GATES: Mapping[str, tuple[tuple[int, bool], ...]] = {
     "PersistentVolumeLastPhaseTransitionTime": ((28, False), (29, True)),
     "VolumeAttributesClass": ((29, False), (34, True)),
     "RecoverVolumeExpansionFailure": ((23, False), (32, True)),
+    # Not a field's: `kubectl port-forward` over a WebSocket tunnelling SPDY (`apiserver/portforward.py`).
+    "PortForwardWebsockets": ((30, False), (31, True)),
 }
 
 

@@ -89,3 +89,10 @@ class NodeProxySource(Protocol):
     ) -> ProxyAnswer:
         """Send one request to the kubelet; raise `OSError` when it cannot be reached."""
         ...
+
+    async def upgrade(
+        self, node: dict[str, Any], method: str, path: str, headers: list[tuple[str, str]]
+    ) -> tuple[Any, asyncio.StreamReader, asyncio.StreamWriter]:
+        """Ask the kubelet to switch protocols (`pods/portforward`): its answer's head (an
+        `upstream.Head`) and the connection, the caller's to close; `OSError` when out of reach."""
+        ...

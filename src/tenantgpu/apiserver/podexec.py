@@ -38,10 +38,9 @@ STDOUT, STDERR, ERROR, RESIZE = 1, 2, 3, 4
 UNSUPPORTED_STREAMS = {
     "attach": "a tenantgpu simulated container runs no process to attach to: "
     "kubectl logs -f follows what it writes, and kubectl exec runs its programs",
-    "portforward": "tenantgpu simulates no pod network, so there is no port to forward to",
 }
-# Every streaming subresource of a pod (as kube-apiserver lists them); exec is the one served.
-STREAMS = frozenset({"exec", *UNSUPPORTED_STREAMS})
+# Every streaming subresource of a pod (as kube-apiserver lists them); attach is not served.
+STREAMS = frozenset({"exec", "portforward", *UNSUPPORTED_STREAMS})
 CLOSE_SIGNAL = 255  # v5: the client closed one of its channels (its stdin)
 CLIENT_GRACE_SECONDS = 1.0
 CLIENT_QUIET_SECONDS = 0.05  # after the client's size (or stdin's end): this long without a message

@@ -4,8 +4,7 @@ After `101 Switching Protocols` (`Upgrade: SPDY/3.1`, `X-Stream-Protocol-Version
 client offers), the client opens one SPDY stream per channel with SYN_STREAM, each answered with
 SYN_REPLY, in a fixed order: error, stdin (if asked), stdout (if asked), stderr (if asked and no
 terminal), resize (with a terminal, from v3 on). The streams are told apart by that order, so the
-client's header blocks, compressed against SPDY's shared zlib dictionary, need not be read. The replies'
-header blocks are empty and compressed without a dictionary, which a zlib reader given one accepts.
+client's header blocks need not be read (`spdyframes` has the framing).
 
 The command has already run (see `podexec`): its stdout and stderr go out on their streams, then the
 error stream carries the end (a `Status` from v4 on), and each stream is closed with FIN. Frames the
@@ -16,21 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import struct
-import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from aiohttp import web
 
 from tenantgpu.apiserver import errors, podexec
+from tenantgpu.spdyframes import GOAWAY, PING, SYN_STREAM, FrameReader, FrameWriter
+
+__all__ = ["SPDY", "choose_protocol", "stream_result", "stream_roles", "wants_spdy"]
 
 SPDY = "SPDY/3.1"
 # Over SPDY the channel protocols end at v4 (v5 adds a WebSocket close signal).
 PROTOCOLS = ("v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
-SYN_STREAM, SYN_REPLY, PING, GOAWAY = 1, 2, 6, 7
-FLAG_FIN = 0x01
-_MAX_DATA = 32 * 1024
 STREAMS_TIMEOUT = 30.0  # client-go waits as long for each SYN_REPLY
 CLOSE_TIMEOUT = 10.0
 
@@ -61,69 +57,6 @@ def stream_roles(options: podexec.ExecOptions, protocol: str) -> list[str]:
     if options.tty and protocol != "v2.channel.k8s.io" and protocol != "channel.k8s.io":
         roles.append("resize")
     return roles
-
-
-@dataclass(frozen=True)
-class Frame:
-    control: bool
-    kind: int  # control frame type, or 0 for data
-    stream_id: int
-    flags: int
-    payload: bytes
-
-
-class FrameReader:
-    """Splits the bytes after the upgrade into SPDY frames; aiohttp feeds it as the connection's parser."""
-
-    def __init__(self) -> None:
-        self.frames: asyncio.Queue[Frame | None] = asyncio.Queue()
-        self._buffer = b""
-
-    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
-        self._buffer += data
-        while len(self._buffer) >= 8:
-            length = int.from_bytes(self._buffer[5:8], "big")
-            if len(self._buffer) < 8 + length:
-                break
-            head, payload = self._buffer[:8], self._buffer[8 : 8 + length]
-            self._buffer = self._buffer[8 + length :]
-            flags = head[4]
-            if head[0] & 0x80:
-                kind = int.from_bytes(head[2:4], "big")
-                stream_id = int.from_bytes(payload[:4], "big") & 0x7FFFFFFF if len(payload) >= 4 else 0
-                self.frames.put_nowait(Frame(True, kind, stream_id, flags, payload))
-            else:
-                stream_id = int.from_bytes(head[:4], "big") & 0x7FFFFFFF
-                self.frames.put_nowait(Frame(False, 0, stream_id, flags, payload))
-        return False, b""
-
-    def feed_eof(self) -> None:
-        self.frames.put_nowait(None)
-
-
-class FrameWriter:
-    """Writes SPDY/3 frames on the upgraded connection."""
-
-    def __init__(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
-        # One compression context for every header block of the connection, as SPDY requires.
-        self._headers = zlib.compressobj()
-
-    def _write(self, data: bytes) -> None:
-        self._transport.write(data)  # type: ignore[attr-defined]
-
-    def control(self, kind: int, flags: int, payload: bytes) -> None:
-        self._write(struct.pack(">HHI", 0x8000 | 3, kind, (flags << 24) | len(payload)) + payload)
-
-    def syn_reply(self, stream_id: int) -> None:
-        block = self._headers.compress(struct.pack(">I", 0)) + self._headers.flush(zlib.Z_SYNC_FLUSH)
-        self.control(SYN_REPLY, 0, struct.pack(">I", stream_id) + block)
-
-    def data(self, stream_id: int, payload: bytes, *, fin: bool) -> None:
-        chunks = [payload[i : i + _MAX_DATA] for i in range(0, len(payload), _MAX_DATA)] or [b""]
-        for i, chunk in enumerate(chunks):
-            flags = FLAG_FIN if fin and i == len(chunks) - 1 else 0
-            self._write(struct.pack(">II", stream_id, (flags << 24) | len(chunk)) + chunk)
 
 
 async def stream_result(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tenantgpu.apiserver import errors, eviction, podexec, proxy, spdy, upstream
+from tenantgpu.apiserver import errors, eviction, podexec, portforward, proxy, spdy, upstream
 from tenantgpu.apiserver.auth import Attributes, UserInfo
 from tenantgpu.apiserver.hooks import LogOptions, ProxyAnswer
 from tenantgpu.apiserver.http1 import ChunkedStream, start_stream
@@ -448,11 +448,31 @@ class SubresourceHandlers:
         return json_response(self._scale_of(kind, entry.obj))
 
     async def _pod_stream(self, request: web.Request, subresource: str, entry: Entry) -> web.StreamResponse:
-        """`pods/exec`, `pods/attach`, `pods/portforward`, asked with GET or POST as clients do; only exec
-        has something behind it."""
+        """`pods/exec`, `pods/attach`, `pods/portforward`, asked with GET or POST as clients do; attach has
+        nothing behind it."""
+        if subresource == "portforward":
+            return await self._pod_port_forward(request, entry)
         if subresource != "exec":
             raise errors.bad_request(podexec.UNSUPPORTED_STREAMS[subresource])
         return await self._pod_exec(request, entry)
+
+    async def _pod_port_forward(self, request: web.Request, entry: Entry) -> web.StreamResponse:
+        """`kubectl port-forward`: through the tunnel to the pod's kubelet (`portforward`)."""
+        pod = entry.obj
+        node_name = (pod.get("spec") or {}).get("nodeName") or ""
+        if not node_name:
+            raise errors.bad_request(f"pod {pod['metadata']['name']} does not have a host assigned")
+        nodes = self.kinds.resource("", "v1", "nodes")
+        assert nodes is not None
+        node = self.registry.get(nodes, "", node_name).obj  # 404 when the node is gone
+        source = self.config.node_proxy
+        if source is None:
+            raise proxy.unreachable(
+                f"pod {pod['metadata']['name']}: port forwarding is not served by this API server"
+            )
+        if not isinstance(request, web.BaseRequest):
+            raise errors.bad_request("Upgrade request required")
+        return await portforward.forward(request, pod, node, source, self.registry.minor)
 
     async def _pod_exec(self, request: web.Request, entry: Entry) -> web.StreamResponse:
         """`kubectl exec`: the command runs on the pod's kubelet (through the tunnel), its output is

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 
 from tenantgpu.apiserver.hooks import Egress, ProxyAnswer
 from tenantgpu.dialerrors import go_dial_error
@@ -20,6 +20,7 @@ class Head:
     length: int | None = None
     chunked: bool = False
     content_type: str | None = None
+    headers: list[tuple[str, str]] = field(default_factory=list)  # every header, as sent
 
 
 async def send(
@@ -37,11 +38,34 @@ async def send(
         request += f"Content-Type: {content_type}\r\n"
     writer.write((request + "Connection: close\r\n\r\n").encode() + body)
     await writer.drain()
+    return await read_head(reader)
+
+
+async def upgrade(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    method: str,
+    path: str,
+    authority: str,
+    headers: Sequence[tuple[str, str]],
+) -> Head:
+    """Ask to switch protocols (`headers` carry `Upgrade` and what the new protocol needs); returns the
+    answer's head. After a 101 the connection is the new protocol's."""
+    request = f"{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: Upgrade\r\n"
+    request += "".join(f"{name}: {value}\r\n" for name, value in headers)
+    writer.write((request + "Content-Length: 0\r\n\r\n").encode())
+    await writer.drain()
+    return await read_head(reader)
+
+
+async def read_head(reader: asyncio.StreamReader) -> Head:
+    """The status line and headers of an answer."""
     status_line = await reader.readline()
     parts = status_line.decode("latin-1").split(" ", 2)
     head = Head(int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 502)
     while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
         name, _, value = line.decode("latin-1").partition(":")
+        head.headers.append((name.strip(), value.strip()))
         name, value = name.strip().lower(), value.strip()
         if name == "content-length":
             head.length = int(value)

@@ -331,6 +331,11 @@ class Kubelet:
         clog = (record.previous_logs if previous else record.logs).get(container)
         return None if clog is None else clog.render(tail_lines=tail_lines, timestamps=timestamps)
 
+    def record_of(self, namespace: str, pod: str) -> PodRecord | None:
+        """The kubelet's record of a pod it runs here, by name."""
+        uid = self._by_key.get((namespace, pod))
+        return self.pods.get(uid) if uid else None
+
     def exec_in_container(
         self, namespace: str, pod: str, container: str, command: list[str]
     ) -> programs.ExecResult | None:

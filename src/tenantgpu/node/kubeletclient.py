@@ -20,6 +20,7 @@ import orjson
 from tenantgpu.apiserver import upstream
 from tenantgpu.apiserver.hooks import DirectEgress, Egress, ProxyAnswer
 from tenantgpu.apiserver.proxy import kubelet_endpoint
+from tenantgpu.dialerrors import go_dial_error
 from tenantgpu.kubeclient.config import load_cert_chain
 from tenantgpu.node.execresult import ExecResult
 
@@ -124,6 +125,25 @@ class KubeletClient:
         return await upstream.exchange(
             self.egress, host, port, method, path, tls=self._tls, body=body, content_type=content_type
         )
+
+    async def upgrade(
+        self, node: dict[str, Any], method: str, path: str, headers: list[tuple[str, str]]
+    ) -> tuple[upstream.Head, asyncio.StreamReader, asyncio.StreamWriter]:
+        """A request to switch protocols on the node's kubelet (`/portForward`), as kube-apiserver's
+        upgrade-aware proxy sends it; the connection stays open for the new protocol."""
+        host, port = kubelet_endpoint(node)
+        try:
+            reader, writer = await self.egress.open_connection(
+                host, port, ssl=self._tls, server_hostname=host
+            )
+        except OSError as err:
+            raise OSError(go_dial_error(f"{host}:{port}", err)) from err
+        try:
+            head = await upstream.upgrade(reader, writer, method, path, f"{host}:{port}", headers)
+        except BaseException:
+            writer.close()
+            raise
+        return head, reader, writer
 
     async def _open(self, pod: dict[str, Any]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
         node_name = (pod.get("spec") or {}).get("nodeName") or ""

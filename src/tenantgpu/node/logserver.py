@@ -1,9 +1,9 @@
 """The kubelet's HTTPS endpoint (like :10250) and a client for its logs.
 
-It serves `/containerLogs/<ns>/<pod>/<container>` as the real kubelet does, and `/exec/<ns>/<pod>/<container>`
-at the real path but not with its streaming protocol: the simulated container's programs finish at once,
-so a POST there answers with their result as JSON (`stdout`, `stderr`, `exitCode`), and the API server
-streams it on to the client.
+It serves `/containerLogs/<ns>/<pod>/<container>` and `/portForward/<ns>/<pod>` (see `portforward`) as
+the real kubelet does, and `/exec/<ns>/<pod>/<container>` at the real path but not with its streaming
+protocol: the simulated container's programs finish at once, so a POST there answers with their result
+as JSON (`stdout`, `stderr`, `exitCode`), and the API server streams it on to the client.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from aiohttp import web
 from tenantgpu.apiserver.proxy import kubelet_endpoint
 from tenantgpu.hami.tls import ServingCert
 from tenantgpu.httpsite import open_site
+from tenantgpu.node import portforward
 from tenantgpu.node.execresult import ExecResult
 from tenantgpu.node.kubeletauth import KubeletAuth
 
@@ -31,6 +32,9 @@ LogFollower = Callable[[str, str, str | None, int | None, bool], AsyncIterator[s
 ExecRunner = Callable[[str, str, str, list[str]], ExecResult | None]
 # the pods bound to this node, as the kubelet last received them from its API server
 PodLister = Callable[[], list[dict[str, Any]]]
+# (namespace, pod, uid or "") -> how to reach the pod's ports, or None when no such pod runs here
+# (a text when the runtime refuses the pod as a whole)
+PortForwardTargets = Callable[[str, str, str], portforward.Target | str | None]
 
 
 def self_signed_context(host: str) -> ssl.SSLContext:
@@ -52,9 +56,11 @@ class KubeletServer:
         read_previous: LogReader | None = None,
         auth: KubeletAuth | None = None,
         list_pods: PodLister | None = None,
+        port_forward_target: PortForwardTargets | None = None,
     ) -> None:
         self.read_log = read_log
         self.list_pods = list_pods
+        self.port_forward_target = port_forward_target
         # Without it every caller is served, as a kubelet with anonymous access and AlwaysAllow.
         self.auth = auth
         self.read_previous = read_previous  # the log of a container's run before its last restart
@@ -68,6 +74,9 @@ class KubeletServer:
         app.router.add_get("/containerLogs/{ns}/{pod}", self._logs)
         app.router.add_post("/exec/{ns}/{pod}/{container}", self._exec)
         app.router.add_get("/healthz", self._healthz)
+        for path in ("/portForward/{ns}/{pod}", "/portForward/{ns}/{pod}/{uid}"):
+            app.router.add_route("GET", path, self._port_forward)
+            app.router.add_route("POST", path, self._port_forward)
         app.router.add_get("/pods", self._pods)
         app.router.add_get("/pods/", self._pods)
         self.app = app
@@ -106,6 +115,17 @@ class KubeletServer:
         items.sort(key=lambda pod: (pod["metadata"].get("namespace", ""), pod["metadata"].get("name", "")))
         body = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
         return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+    async def _port_forward(self, request: web.Request) -> web.StreamResponse:
+        info = request.match_info
+        target = None
+        if self.port_forward_target is not None:
+            target = self.port_forward_target(info["ns"], info["pod"], info.get("uid", ""))
+        if target is None:
+            return web.Response(status=404, text="pod does not exist")
+        if isinstance(target, str):  # the runtime's refusal before any stream (the pod has ended)
+            return web.Response(status=500, text=target)
+        return await portforward.serve(request, target)
 
     async def _exec(self, request: web.Request) -> web.Response:
         command = request.query.getall("command", [])

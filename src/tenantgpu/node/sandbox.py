@@ -9,6 +9,8 @@ its config does not name. Either failure leaves the pod in ContainerCreating wit
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from collections.abc import Iterable
 
 FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"
@@ -46,3 +48,24 @@ def handler_error(handler: str, handlers: Iterable[str]) -> str | None:
 def failed_message(error: str) -> str:
     """The Warning the kubelet records on the pod for a sandbox it could not create."""
     return f"Failed to create pod sandbox: {error}"
+
+
+def sandbox_id(pod_uid: str) -> str:
+    """The pod sandbox's id in the simulated runtime (64 hex digits, as containerd's)."""
+    return hashlib.sha256(f"{pod_uid}/sandbox".encode()).hexdigest()
+
+
+def network_namespace(pod_uid: str) -> str:
+    """Where the pod's network namespace would be mounted (containerd's CNI namespaces)."""
+    return f"/var/run/netns/cni-{uuid.uuid5(uuid.NAMESPACE_OID, pod_uid)}"
+
+
+def port_refused(pod_uid: str, port: int) -> str:
+    """containerd's CRI `portForward` when nothing listens on `port` in the pod: it dials localhost inside
+    the pod's network namespace over IPv4, then IPv6."""
+    return (
+        f'failed to execute portforward in network namespace "{network_namespace(pod_uid)}": '
+        f'failed to connect to localhost:{port} inside namespace "{sandbox_id(pod_uid)}", '
+        f"IPv4: dial tcp4 127.0.0.1:{port}: connect: connection refused "
+        f"IPv6 dial tcp6 [::1]:{port}: connect: connection refused "
+    )

@@ -21,7 +21,7 @@ from tenantgpu.hami.install import DEVICE_PLUGIN, MONITOR_PORT
 from tenantgpu.klog import ComponentLog
 from tenantgpu.kubeclient import ApiError, KubeClient
 from tenantgpu.kubeclient.ensure import covers
-from tenantgpu.node import nodeconditions, sandbox
+from tenantgpu.node import nodeconditions, portforward, sandbox
 from tenantgpu.node.containerlog import component_of
 from tenantgpu.node.kubelet import Kubelet
 from tenantgpu.node.kubeletauth import KubeletAuth
@@ -128,6 +128,7 @@ class Worker:
             run_command=self.kubelet.exec_in_container,
             read_previous=self._read_previous,
             list_pods=self.kubelet.informer.items,
+            port_forward_target=self._port_forward_target,
             auth=None
             if client_ca_pem is None
             else KubeletAuth(name, client_ca_pem, self._review, release=lambda: self.kubelet.release),
@@ -153,6 +154,25 @@ class Worker:
                 pod = self.kubelet.informer.get(record.namespace, record.name)
                 return self.pod_listeners.get((component_of(pod), port)) if pod is not None else None
         return None
+
+    def _port_forward_target(self, namespace: str, name: str, uid: str) -> portforward.Target | str | None:
+        """A pod of this node as its runtime forwards ports to it: only the ports its component serves
+        (`pod_listeners`) answer, as no other process listens in the simulated pods."""
+        record = self.kubelet.record_of(namespace, name)
+        if record is None or (uid and record.uid != uid):
+            return None
+        if record.finished or not record.pod_ip:
+            return "sandbox container is not running"
+        sandbox_id = sandbox.sandbox_id(record.uid)
+
+        async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            pod = self.kubelet.informer.get(namespace, name)
+            served = self.pod_listeners.get((component_of(pod), port)) if pod is not None else None
+            if served is None or record.finished:
+                raise portforward.PortForwardError(sandbox.port_refused(record.uid, port))
+            return await asyncio.open_connection(*served)
+
+        return portforward.Target(sandbox_id, connect)
 
     @property
     def kubelet_port(self) -> int:
