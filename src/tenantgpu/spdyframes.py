@@ -164,7 +164,9 @@ class FrameWriter:
         self._headers = zlib.compressobj(zdict=DICTIONARY)
 
     def _write(self, data: bytes) -> None:
-        self._transport.write(data)  # type: ignore[attr-defined]
+        # a stream's task may still end its streams after the connection went: nothing to tell anyone
+        if not self._transport.is_closing():
+            self._transport.write(data)  # type: ignore[attr-defined]
 
     def control(self, kind: int, flags: int, payload: bytes) -> None:
         self._write(struct.pack(">HHI", 0x8000 | VERSION, kind, (flags << 24) | len(payload)) + payload)

@@ -15,7 +15,7 @@ import pytest
 from aiohttp.test_utils import make_mocked_request
 
 from tenantgpu import spdyframes
-from tenantgpu.apiserver import errors, podexec, spdy
+from tenantgpu.apiserver import errors, podattach, podexec, spdy
 from tenantgpu.node.execresult import ExecResult
 
 POD = {
@@ -116,6 +116,9 @@ class _Sink:
     def write(self, data: bytes) -> None:
         self.data += data
 
+    def is_closing(self) -> bool:
+        return False
+
 
 def test_spdy_frames_round_trip_through_the_reader_even_when_split() -> None:
     sink = _Sink()
@@ -184,3 +187,25 @@ async def test_a_terminal_that_sends_its_size_again_gets_its_output_after_that_w
         message = await output
         assert message.type == WSMsgType.BINARY and message.data == b"\x01done\r\n"
         await ws.close()
+
+
+def test_attach_takes_execs_options_without_a_command() -> None:
+    attach = podexec.ExecOptions.parse(query(("stdout", "true"), ("stderr", "true")), POD, attach=True)
+    assert (attach.container, attach.command, attach.stdout, attach.stderr) == ("cuda", [], True, True)
+    with pytest.raises(errors.APIError, match="you must specify at least 1 of stdin, stdout, stderr"):
+        podexec.ExecOptions.parse(query(("container", "cuda")), POD, attach=True)
+    with pytest.raises(errors.APIError, match="container gpu is not valid for pod trainer"):
+        podexec.ExecOptions.parse(query(("container", "gpu"), ("stdout", "true")), POD, attach=True)
+
+
+def test_attached_output_goes_to_stdout_or_the_only_stream_asked_and_a_terminal_gets_crlf() -> None:
+    plain = podexec.ExecOptions("c", [], False, True, True, False)
+    assert podattach.output_role(plain) == "stdout"
+    assert podattach.shown(plain, b"a\nb\n") == b"a\nb\n"
+    only_stderr = podexec.ExecOptions("c", [], False, False, True, False)
+    assert podattach.output_role(only_stderr) == "stderr"
+    tty = podexec.ExecOptions("c", [], True, True, False, True)
+    assert podattach.output_role(tty) == "stdout"
+    assert podattach.shown(tty, b"a\nb\r\n") == b"a\r\nb\r\n"
+    stdin_only = podexec.ExecOptions("c", [], True, False, False, False)
+    assert podattach.output_role(stdin_only) is None

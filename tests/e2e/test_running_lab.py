@@ -580,9 +580,6 @@ def test_kubectl_exec_shows_what_hami_gave_the_container_with_every_kubectl(lab:
     assert "container sidecar is not valid for pod exec-0" in wrong.stderr
     missing = lab.kubectl("tenant-a", "exec", "no-such-pod", "--", "env", check=False)
     assert missing.returncode == 1 and 'pods "no-such-pod" not found' in missing.stderr
-    # attach says why there is nothing behind it, rather than 404
-    attach = lab.kubectl("tenant-a", "attach", "exec-0", check=False)
-    assert attach.returncode == 1 and "runs no process to attach to" in attach.stderr
     # nothing listens in a workload's simulated container: the runtime refuses the forwarded connection
     with _port_forward(lab, "tenant-a", "pod/exec-0", ":80") as (forward, port):
         with socket.create_connection(("127.0.0.1", port), timeout=15) as connection:
@@ -1680,6 +1677,42 @@ def _metric(text: str, name: str, **labels: str) -> float | None:
         if all(found.get(k) == v for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+def test_kubectl_attach_follows_hamis_scheduler_as_it_binds_a_pod(lab: RunningLab) -> None:
+    """`kubectl attach` to the scheduler extender's container shows its klog lines as HAMi writes them,
+    through the tunnel from the kubelet: a pod created after attaching appears bound."""
+    listed = lab.kubectl(
+        "tenant-b", "-n", "kube-system", "get", "pods", "-l", "app.kubernetes.io/component=hami-scheduler",
+        "-o", "jsonpath={.items[0].metadata.name}",
+    ).stdout  # fmt: skip
+    command = [
+        "kubectl",
+        "--kubeconfig",
+        str(lab.state / "kubeconfigs" / "tenant-b.kubeconfig"),
+        "-n",
+        "kube-system",
+        "attach",
+        listed,
+        "-c",
+        "vgpu-scheduler-extender",
+    ]
+    env = {**os.environ, "HOME": str(lab.home)}
+    attached = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        time.sleep(1.0)  # attached before the pod exists
+        lab.create("tenant-b", gpu_pod("attached-0", "attached", gpumem=1000, gpucores=5))
+        wait_for("the pod Running", all_running(lab, "tenant-b", "app=attached", 1))
+        time.sleep(0.5)
+    finally:
+        attached.terminate()
+        stdout, _ = attached.communicate(timeout=15)
+        lab.kubectl("tenant-b", "delete", "pod", "attached-0", "--wait=false")
+    bound = [
+        line for line in stdout.splitlines() if 'pod="attached-0"' in line and "Successfully bound" in line
+    ]
+    assert len(bound) == 1, stdout[-2000:]
+    assert bound[0].startswith("I") and 'node="worker-b1"' in bound[0]  # klog's header and HAMi's words
 
 
 @contextlib.contextmanager

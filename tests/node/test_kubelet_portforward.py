@@ -51,6 +51,9 @@ class _Sink:
     def write(self, data: bytes) -> None:
         self.data += data
 
+    def is_closing(self) -> bool:
+        return False
+
 
 def _frames(data: bytes) -> list[spdyframes.Frame]:
     reader = FrameReader()
@@ -100,6 +103,9 @@ class _Feed:
 
     def write(self, data: bytes) -> None:
         self.reader.feed_data(data)
+
+    def is_closing(self) -> bool:
+        return False
 
 
 async def _until(condition: object, timeout: float = 5.0) -> None:

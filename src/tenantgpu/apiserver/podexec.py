@@ -34,13 +34,8 @@ PROTOCOLS = (
     "channel.k8s.io",
 )
 STDOUT, STDERR, ERROR, RESIZE = 1, 2, 3, 4
-# The pods' other streaming subresources, which the simulation has nothing behind.
-UNSUPPORTED_STREAMS = {
-    "attach": "a tenantgpu simulated container runs no process to attach to: "
-    "kubectl logs -f follows what it writes, and kubectl exec runs its programs",
-}
-# Every streaming subresource of a pod (as kube-apiserver lists them); attach is not served.
-STREAMS = frozenset({"exec", "portforward", *UNSUPPORTED_STREAMS})
+# Every streaming subresource of a pod (as kube-apiserver lists them).
+STREAMS = frozenset({"exec", "attach", "portforward"})
 CLOSE_SIGNAL = 255  # v5: the client closed one of its channels (its stdin)
 CLIENT_GRACE_SECONDS = 1.0
 CLIENT_QUIET_SECONDS = 0.05  # after the client's size (or stdin's end): this long without a message
@@ -67,8 +62,9 @@ class ExecOptions:
     tty: bool
 
     @classmethod
-    def parse(cls, query: MultiMapping[str], pod: dict[str, Any]) -> ExecOptions:
-        """The options, with the container chosen as kube-apiserver chooses it; 400 when they are wrong."""
+    def parse(cls, query: MultiMapping[str], pod: dict[str, Any], *, attach: bool = False) -> ExecOptions:
+        """The options, with the container chosen as kube-apiserver chooses it; 400 when they are wrong.
+        `attach` reads `PodAttachOptions`: the same, without a command."""
         name = (pod.get("metadata") or {}).get("name", "")
         spec = pod.get("spec") or {}
         containers = [c.get("name", "") for c in spec.get("containers") or []]
@@ -85,8 +81,8 @@ class ExecOptions:
             container = containers[0]
         elif not has_container(pod, container):
             raise errors.bad_request(f"container {container} is not valid for pod {name}")
-        command = query.getall("command", [])
-        if not command:
+        command = [] if attach else query.getall("command", [])
+        if not command and not attach:
             raise errors.bad_request("you must specify at least 1 command")
         flags = {key: query_flag(query, key) for key in ("stdin", "stdout", "stderr", "tty")}
         if not (flags["stdin"] or flags["stdout"] or flags["stderr"]):

@@ -22,7 +22,7 @@ from aiohttp import web
 from tenantgpu.apiserver import errors, podexec
 from tenantgpu.spdyframes import GOAWAY, PING, SYN_STREAM, FrameReader, FrameWriter
 
-__all__ = ["SPDY", "choose_protocol", "stream_result", "stream_roles", "wants_spdy"]
+__all__ = ["SPDY", "StreamSession", "choose_protocol", "stream_result", "stream_roles", "wants_spdy"]
 
 SPDY = "SPDY/3.1"
 # Over SPDY the channel protocols end at v4 (v5 adds a WebSocket close signal).
@@ -59,62 +59,92 @@ def stream_roles(options: podexec.ExecOptions, protocol: str) -> list[str]:
     return roles
 
 
+class StreamSession:
+    """One upgraded SPDY connection of exec or attach: its protocol, its streams by role, and the frames
+    still to read."""
+
+    def __init__(self, request: web.Request, options: podexec.ExecOptions) -> None:
+        self.request = request
+        self.options = options
+        self.protocol = choose_protocol(
+            [
+                p.strip()
+                for value in request.headers.getall("X-Stream-Protocol-Version", [])
+                for p in value.split(",")
+            ]
+        )
+        self.response = web.StreamResponse(
+            status=101,
+            headers={"Connection": "Upgrade", "Upgrade": SPDY, "X-Stream-Protocol-Version": self.protocol},
+        )
+        self.reader = FrameReader()
+        self.streams: dict[str, int] = {}
+        self.writer: FrameWriter | None = None
+
+    async def open(self) -> bool:
+        """Switch protocols and answer the client's streams; False when it went away or never opened
+        them all."""
+        await self.response.prepare(self.request)
+        transport = self.request.transport
+        assert transport is not None
+        # The bytes after the upgrade are SPDY frames, not HTTP: they go to the frame reader from here on.
+        self.request.protocol.set_parser(self.reader)  # type: ignore[arg-type]
+        self.request.protocol.keep_alive(False)
+        self.writer = writer = FrameWriter(transport)
+        roles = stream_roles(self.options, self.protocol)
+        try:
+            async with asyncio.timeout(STREAMS_TIMEOUT):
+                while len(self.streams) < len(roles):
+                    frame = await self.reader.frames.get()
+                    if frame is None:
+                        return False  # the client went away before asking for its streams
+                    if frame.control and frame.kind == SYN_STREAM:
+                        self.streams[roles[len(self.streams)]] = frame.stream_id
+                        writer.syn_reply(frame.stream_id)
+                    elif frame.control and frame.kind == PING:
+                        writer.control(PING, 0, frame.payload)
+        except TimeoutError:
+            return False  # a client that never opened its streams
+        return True
+
+    def send(self, role: str, data: bytes, *, fin: bool) -> None:
+        if role in self.streams and self.writer is not None:
+            self.writer.data(self.streams[role], data, fin=fin)
+
+    async def until_client_leaves(self, timeout: float | None) -> None:
+        """Read the client's frames (answering its pings) until it closes, says GOAWAY, or `timeout`."""
+        assert self.writer is not None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while (frame := await self.reader.frames.get()) is not None:
+                    if frame.control and frame.kind == PING:
+                        self.writer.control(PING, 0, frame.payload)
+                    elif frame.control and frame.kind == SYN_STREAM:
+                        # a stream this side did not expect: answered and ended, so the client need not wait
+                        self.writer.syn_reply(frame.stream_id)
+                        self.writer.data(frame.stream_id, b"", fin=True)
+                    elif frame.control and frame.kind == GOAWAY:
+                        break
+
+    def close(self) -> None:
+        if self.request.transport is not None:
+            self.request.transport.close()
+
+
 async def stream_result(
     request: web.Request, options: podexec.ExecOptions, result: podexec.CommandResult
 ) -> web.StreamResponse:
     """Upgrade to SPDY/3.1, answer the client's streams, send the command's output and end, and close."""
-    protocol = choose_protocol(
-        [
-            p.strip()
-            for value in request.headers.getall("X-Stream-Protocol-Version", [])
-            for p in value.split(",")
-        ]
-    )
-    response = web.StreamResponse(
-        status=101,
-        headers={"Connection": "Upgrade", "Upgrade": SPDY, "X-Stream-Protocol-Version": protocol},
-    )
-    await response.prepare(request)
-    transport = request.transport
-    assert transport is not None
-    reader = FrameReader()
-    # The bytes after the upgrade are SPDY frames, not HTTP: they go to the frame reader from here on.
-    request.protocol.set_parser(reader)  # type: ignore[arg-type]
-    request.protocol.keep_alive(False)
-    writer = FrameWriter(transport)
-    roles = stream_roles(options, protocol)
-    streams: dict[str, int] = {}
+    session = StreamSession(request, options)
     try:
-        async with asyncio.timeout(STREAMS_TIMEOUT):
-            while len(streams) < len(roles):
-                frame = await reader.frames.get()
-                if frame is None:
-                    return response  # the client went away before asking for its streams
-                if frame.control and frame.kind == SYN_STREAM:
-                    streams[roles[len(streams)]] = frame.stream_id
-                    writer.syn_reply(frame.stream_id)
-                elif frame.control and frame.kind == PING:
-                    writer.control(PING, 0, frame.payload)
-        outputs = podexec.output_texts(options, result)
-        for role in ("stdout", "stderr"):
-            if role in streams:
-                writer.data(streams[role], outputs.get(role, "").encode(), fin=True)
-        status = podexec.error_status(protocol, options.command, result)
-        writer.data(streams["error"], status or b"", fin=True)
-        # The client closes the connection once it has read the streams' ends.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(CLOSE_TIMEOUT):
-                while (frame := await reader.frames.get()) is not None:
-                    if frame.control and frame.kind == PING:
-                        writer.control(PING, 0, frame.payload)
-                    elif frame.control and frame.kind == SYN_STREAM:
-                        # a stream this side did not expect: answered and ended, so the client need not wait
-                        writer.syn_reply(frame.stream_id)
-                        writer.data(frame.stream_id, b"", fin=True)
-                    elif frame.control and frame.kind == GOAWAY:
-                        break
-    except TimeoutError:
-        pass  # a client that never opened its streams: close the connection below
+        if await session.open():
+            outputs = podexec.output_texts(options, result)
+            for role in ("stdout", "stderr"):
+                session.send(role, outputs.get(role, "").encode(), fin=True)
+            status = podexec.error_status(session.protocol, options.command, result)
+            session.send("error", status or b"", fin=True)
+            # The client closes the connection once it has read the streams' ends.
+            await session.until_client_leaves(CLOSE_TIMEOUT)
     finally:
-        transport.close()
-    return response
+        session.close()
+    return session.response

@@ -10,11 +10,12 @@ import contextlib
 import datetime as dt
 import json
 import random
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tenantgpu.apiserver import errors, eviction, podexec, portforward, proxy, spdy, upstream
+from tenantgpu.apiserver import errors, eviction, podattach, podexec, portforward, proxy, spdy, upstream
 from tenantgpu.apiserver.auth import Attributes, UserInfo
 from tenantgpu.apiserver.hooks import LogOptions, ProxyAnswer
 from tenantgpu.apiserver.http1 import ChunkedStream, start_stream
@@ -448,13 +449,39 @@ class SubresourceHandlers:
         return json_response(self._scale_of(kind, entry.obj))
 
     async def _pod_stream(self, request: web.Request, subresource: str, entry: Entry) -> web.StreamResponse:
-        """`pods/exec`, `pods/attach`, `pods/portforward`, asked with GET or POST as clients do; attach has
-        nothing behind it."""
+        """`pods/exec`, `pods/attach`, `pods/portforward`, asked with GET or POST as clients do."""
         if subresource == "portforward":
             return await self._pod_port_forward(request, entry)
-        if subresource != "exec":
-            raise errors.bad_request(podexec.UNSUPPORTED_STREAMS[subresource])
+        if subresource == "attach":
+            return await self._pod_attach(request, entry)
         return await self._pod_exec(request, entry)
+
+    async def _pod_attach(self, request: web.Request, entry: Entry) -> web.StreamResponse:
+        """`kubectl attach`: what the container's process writes from now on (`podattach`), from its
+        kubelet through the tunnel."""
+        pod = entry.obj
+        options = podexec.ExecOptions.parse(request.query, pod, attach=True)
+        source = self.config.log_source
+        if source is None:
+            raise errors.bad_request(
+                f"pod {pod['metadata']['name']}: attach is not served by this API server"
+            )
+        upgraded = isinstance(request, web.BaseRequest)
+        if upgraded and podexec.wants_websocket(request):
+            stream_output = podattach.stream_websocket
+        elif upgraded and spdy.wants_spdy(request):
+            stream_output = podattach.stream_spdy
+        else:
+            raise errors.bad_request("Upgrade request required")
+        log = source.stream(pod, LogOptions(options.container, follow=True, tail_lines=0))
+        first = await anext(log, b"")  # the kubelet's refusal comes before the switch of protocols
+
+        async def output() -> AsyncIterator[bytes]:
+            yield first
+            async for chunk in log:
+                yield chunk
+
+        return await stream_output(request, options, output())
 
     async def _pod_port_forward(self, request: web.Request, entry: Entry) -> web.StreamResponse:
         """`kubectl port-forward`: through the tunnel to the pod's kubelet (`portforward`)."""

@@ -186,9 +186,12 @@ class SpdySession:
         finally:
             for timer in self._timers:
                 timer.cancel()
-            for task in list(self._tasks):
+            tasks = list(self._tasks)
+            for task in tasks:
                 task.cancel()
-            for pair in self._pairs.values():
+            # their ends are written while the connection is still there
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for pair in list(self._pairs.values()):
                 self._close_upstream(pair)
 
     def _open(self, frame: Frame, decoder: HeaderDecoder) -> None:

@@ -1,13 +1,16 @@
-"""`kubectl port-forward` and the Python client's port forwarding: the API server passes `pods/portforward`
-on to the pod's kubelet (`/portForward/<ns>/<pod>`) and copies bytes, and the kubelet forwards to the
-port in the pod, as kube-apiserver and a kubelet with containerd do.
+"""`kubectl attach` and `kubectl port-forward`, and the Python client's: the API server passes
+`pods/attach` and `pods/portforward` on to the pod's kubelet, as kube-apiserver does.
 
-kubectl up to 1.30 speaks SPDY/3.1; from 1.31 it first asks for a WebSocket tunnelling SPDY
-(`SPDY/3.1+portforward.k8s.io`), which a 1.31 server accepts (PortForwardWebsockets) and a 1.30 server
-refuses, so kubectl falls back to SPDY. The Python client speaks the kubelet's WebSocket channel protocol.
-In the simulated pods only the ports a component serves answer (`Worker.pod_listeners`); any other port
-is containerd's refusal. The lab's own path (HAMi's metrics through the tunnel) is in
-test_running_lab.py."""
+Attach shows what the container's process writes from now on (its log followed from the end), until
+the container ends: kubectl then exits 0, as when an attached process exits.
+
+Port forwarding goes to the kubelet's `/portForward/<ns>/<pod>`; the API server copies bytes, and the
+kubelet forwards to the port in the pod, as a kubelet with containerd does. kubectl up to 1.30 speaks
+SPDY/3.1; from 1.31 it first asks for a WebSocket tunnelling SPDY (`SPDY/3.1+portforward.k8s.io`), which
+a 1.31 server accepts (PortForwardWebsockets) and a 1.30 server refuses, so kubectl falls back to SPDY.
+The Python client speaks the kubelet's WebSocket channel protocol. In the simulated pods only the ports
+a component serves answer (`Worker.pod_listeners`); any other port is containerd's refusal. The lab's
+own path (HAMi's metrics and logs through the tunnel) is in test_running_lab.py."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import re
 import socket
 import ssl
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +31,7 @@ from apiserver_harness import BackgroundLoop, RunningAPIServer, kubectl_path, st
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.stream import portforward as python_portforward
+from kubernetes.stream import stream as python_stream
 
 from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.pki import render_kubeconfig
@@ -55,6 +60,16 @@ WEB = {
     "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "nginx"}]},
 }
 PENDING = {"metadata": {"name": "unbound"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+
+
+def runner(name: str) -> dict[str, object]:
+    """A pod whose container runs for two seconds (the lab's documented annotation), then ends."""
+    return {
+        "metadata": {"name": name, "annotations": {"tenantgpu.io/run-for": "2s"}},
+        "spec": {"nodeName": NODE, "restartPolicy": "Never", "containers": [{"name": "c", "image": "cuda"}]},
+    }
+
+
 REFUSED = re.compile(
     r"error forwarding port 80 to pod [0-9a-f]{64}, uid : failed to execute portforward in network namespace "
     r'\\?"/var/run/netns/cni-[0-9a-f-]{36}\\?": failed to connect to localhost:80 inside namespace '
@@ -84,6 +99,7 @@ def tenant(
         client_certificate=ca.issue_client("kube-apiserver-kubelet-client", ["system:masters"]),
     )
     running.server.config.node_proxy = kubelets
+    running.server.config.log_source = kubelets
 
     async def lookup(name: str) -> dict[str, object] | None:
         nodes = running.server.kinds.resource("", "v1", "nodes")
@@ -153,7 +169,7 @@ def forwarding(
     finally:
         if process.poll() is None:
             process.terminate()
-        process.wait(10)
+        process.communicate(timeout=10)  # reaps it and closes its pipes
 
 
 def _exchange(port: int, payload: bytes) -> bytes:
@@ -268,6 +284,7 @@ def test_the_python_client_forwards_over_the_websocket_channel_protocol(tenant: 
         assert connection.recv(100) == b"FROM PYTHON"
         connection.close()
         assert forward.error(ECHO_PORT) is None
+        forward.close()
 
         refused = python_portforward(api.connect_get_namespaced_pod_portforward, "web", "default", ports="80")
         connection = refused.socket(80)
@@ -275,6 +292,7 @@ def test_the_python_client_forwards_over_the_websocket_channel_protocol(tenant: 
         connection.settimeout(15)
         assert connection.recv(100) == b""
         assert REFUSED.search(refused.error(80) or ""), refused.error(80)
+        refused.close()
     finally:
         api.api_client.close()
 
@@ -336,3 +354,70 @@ def test_port_forward_refusals_are_kubes(tenant: Tenant) -> None:
     assert 'pods "echo" is forbidden: User "mallory" cannot create resource "pods/portforward"' in (
         forbidden.stderr
     ), forbidden.stderr
+
+
+def _start_runner(tenant: Tenant, name: str) -> None:
+    async def start() -> None:
+        await tenant.client.create("pods", runner(name), "default")
+        async with asyncio.timeout(20):
+            while (await tenant.client.get("pods", name, "default")).get("status", {}).get(
+                "phase"
+            ) != "Running":
+                await asyncio.sleep(0.02)
+
+    tenant.running.loop.run(start())
+
+
+@pytest.mark.parametrize("kubectl_version", ["1.29", "1.33"])
+def test_kubectl_attach_shows_what_the_process_writes_until_it_exits(
+    tenant: Tenant, kubectl_version: str
+) -> None:
+    """kubectl 1.29 attaches over SPDY, 1.33 over a WebSocket; both see the process's last words (none
+    of what it wrote before), and exit 0 when it ends."""
+    name = f"runner-{kubectl_version.replace('.', '-')}-{tenant.version.replace('.', '-')}"
+    _start_runner(tenant, name)
+    env = {**os.environ, "HOME": str(tenant.home / kubectl_version)}
+    command = [kubectl_path(kubectl_version), "--kubeconfig", str(tenant.running.kubeconfig), "attach", name]
+    started = time.monotonic()
+    attached = subprocess.run(command, capture_output=True, text=True, env=env, timeout=30)
+    assert attached.returncode == 0, attached.stderr
+    assert attached.stdout.strip().endswith("process exited with code 0")
+    assert "tenantgpu simulated container" not in attached.stdout  # the start-up block was written before
+    assert time.monotonic() - started < 10  # it returned when the container ended, not at a timeout
+
+
+def test_the_python_client_attaches_and_reads_the_processs_exit(tenant: Tenant) -> None:
+    name = f"runner-python-{tenant.version.replace('.', '-')}"
+    _start_runner(tenant, name)
+    api = k8s.CoreV1Api(k8s_config.new_client_from_config(str(tenant.running.kubeconfig)))
+    try:
+        attached = python_stream(
+            api.connect_get_namespaced_pod_attach,
+            name,
+            "default",
+            stdout=True,
+            stderr=True,
+            stdin=False,
+            tty=False,
+            _preload_content=False,
+        )
+        output = ""
+        deadline = time.monotonic() + 20
+        while attached.is_open() and time.monotonic() < deadline:
+            attached.update(timeout=1)
+            output += attached.read_stdout() if attached.peek_stdout() else ""
+        assert not attached.is_open()
+        assert output.strip() == "process exited with code 0"
+        assert attached.returncode == 0  # the error channel's Success
+        attached.close()
+    finally:
+        api.api_client.close()
+
+
+def test_attach_refusals_are_kubes(tenant: Tenant) -> None:
+    raw = "/api/v1/namespaces/kube-system/pods/echo/attach?stdout=true&container=sidecar"
+    status, _, body = _raw_upgrade(tenant, "POST", raw, {"Upgrade": "SPDY/3.1", "Connection": "Upgrade"})
+    assert status == 400 and b"container sidecar is not valid for pod echo" in body
+    bare = "/api/v1/namespaces/kube-system/pods/echo/attach"
+    status, _, body = _raw_upgrade(tenant, "POST", bare, {"Upgrade": "SPDY/3.1", "Connection": "Upgrade"})
+    assert status == 400 and b"you must specify at least 1 of stdin, stdout, stderr" in body
