@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
+from spdy_helpers import TransportSink, frames_of
 from tenantgpu import spdyframes
 from tenantgpu.apiserver import errors, podattach, podexec, spdy
 from tenantgpu.node.execresult import ExecResult
@@ -109,30 +110,14 @@ def test_spdy_picks_v4_from_what_kubectl_offers_and_names_streams_in_client_go_o
     assert spdy.stream_roles(tty, "v2.channel.k8s.io") == ["error", "stdin", "stdout"]
 
 
-class _Sink:
-    def __init__(self) -> None:
-        self.data = b""
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-
-    def is_closing(self) -> bool:
-        return False
-
-
 def test_spdy_frames_round_trip_through_the_reader_even_when_split() -> None:
-    sink = _Sink()
+    sink = TransportSink()
     writer = spdyframes.FrameWriter(sink)  # type: ignore[arg-type]
     writer.syn_reply(1)
     writer.data(3, b"hello", fin=True)
     writer.data(5, b"x" * 70_000, fin=True)  # more than one frame's worth
     writer.control(spdyframes.PING, 0, struct.pack(">I", 7))
-    reader = spdyframes.FrameReader()
-    for i in range(0, len(sink.data), 1000):  # as TCP may deliver it
-        reader.feed_data(sink.data[i : i + 1000])
-    frames = []
-    while not reader.frames.empty():
-        frames.append(reader.frames.get_nowait())
+    frames = frames_of(sink.data, chunk=1000)  # as TCP may deliver it
     reply, hello, *big, ping = frames
     assert (reply.control, reply.kind, reply.stream_id) == (True, spdyframes.SYN_REPLY, 1)
     # an empty header block, compressed in the connection's zlib stream against SPDY/3's dictionary

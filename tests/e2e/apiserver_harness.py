@@ -8,6 +8,7 @@ import contextlib
 import http.client
 import json
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -24,10 +25,12 @@ import kubernetes
 import pytest
 import yaml
 
+from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.kinds import KAMAJI_KINDS
 from tenantgpu.apiserver.pki import ServerPKI
 from tenantgpu.apiserver.server import APIServer, APIServerConfig
 from tenantgpu.apiserver.storage import SQLiteDatastore
+from tenantgpu.node.kubeletclient import KubeletClient
 
 
 def kubectl_path(version: str | None = None) -> str:
@@ -101,6 +104,48 @@ def start_server(
     kubeconfig = state_dir / f"{name}.kubeconfig"
     kubeconfig.write_text(server.admin_kubeconfig())
     return RunningAPIServer(server, loop, state_dir, kubeconfig, store)
+
+
+def connect_kubelets(running: RunningAPIServer) -> KubeletClient:
+    """Wire the API server to its nodes' kubelets as the lab does (node proxy, logs, attach, port
+    forwarding), showing them kube-apiserver's kubelet client certificate."""
+    ca = running.server.config.pki.ca
+    kubelets = KubeletClient(
+        error=errors.bad_request,
+        client_certificate=ca.issue_client("kube-apiserver-kubelet-client", ["system:masters"]),
+    )
+    running.server.config.node_proxy = kubelets
+    running.server.config.log_source = kubelets
+
+    async def lookup(name: str) -> dict[str, Any] | None:
+        nodes = running.server.kinds.resource("", "v1", "nodes")
+        assert nodes is not None
+        return running.server.registry.get_object(nodes, "", name)
+
+    kubelets.node_lookup = lookup
+    return kubelets
+
+
+@contextlib.contextmanager
+def port_forwarding(
+    kubectl: list[str], env: dict[str, str], *args: str
+) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """`kubectl port-forward --address 127.0.0.1 ARGS` running (`kubectl`: the binary and its flags);
+    yields the process and the local port it chose, and stops it afterwards."""
+    command = [*kubectl, "port-forward", "--address", "127.0.0.1", *args]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        found = re.search(r"Forwarding from 127\.0\.0\.1:(\d+) ->", line)
+        if found is None:
+            process.kill()
+            raise AssertionError(f"port-forward {' '.join(args)}: {line!r} {process.communicate()}")
+        yield process, int(found.group(1))
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        process.communicate(timeout=10)  # reaps it and closes its pipes
 
 
 @contextlib.contextmanager

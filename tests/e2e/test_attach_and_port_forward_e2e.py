@@ -27,17 +27,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from apiserver_harness import BackgroundLoop, RunningAPIServer, kubectl_path, start_server
+from apiserver_harness import (
+    BackgroundLoop,
+    RunningAPIServer,
+    connect_kubelets,
+    kubectl_path,
+    port_forwarding,
+    start_server,
+)
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.stream import portforward as python_portforward
 from kubernetes.stream import stream as python_stream
 
-from tenantgpu.apiserver import errors
 from tenantgpu.apiserver.pki import render_kubeconfig
 from tenantgpu.gpushare import SharingConfig
 from tenantgpu.kubeclient import KubeClient
-from tenantgpu.node.kubeletclient import KubeletClient
 from tenantgpu.node.worker import Worker
 
 pytestmark = pytest.mark.slow  # real kubectl and a worker
@@ -94,19 +99,7 @@ def tenant(
     version: str = request.param
     running = start_server(background_loop, tmp_path_factory.mktemp("forward"), kubernetes_version=version)
     ca = running.server.config.pki.ca
-    kubelets = KubeletClient(
-        error=errors.bad_request,
-        client_certificate=ca.issue_client("kube-apiserver-kubelet-client", ["system:masters"]),
-    )
-    running.server.config.node_proxy = kubelets
-    running.server.config.log_source = kubelets
-
-    async def lookup(name: str) -> dict[str, object] | None:
-        nodes = running.server.kinds.resource("", "v1", "nodes")
-        assert nodes is not None
-        return running.server.registry.get_object(nodes, "", name)
-
-    kubelets.node_lookup = lookup
+    connect_kubelets(running)
 
     async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError):
@@ -142,34 +135,12 @@ def tenant(
     running.datastore.close()
 
 
-@contextlib.contextmanager
 def forwarding(
-    tenant: Tenant, version: str, *args: str, kubeconfig: Path | None = None
-) -> Iterator[tuple[subprocess.Popen[str], int]]:
-    """`kubectl port-forward ARGS` of kubectl `version`, running; yields it and the local port it chose."""
-    command = [
-        kubectl_path(version),
-        "--kubeconfig",
-        str(kubeconfig or tenant.running.kubeconfig),
-        "port-forward",
-        "--address",
-        "127.0.0.1",
-        *args,
-    ]
-    env = {**os.environ, "HOME": str(tenant.home / version)}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        found = re.search(r"Forwarding from 127\.0\.0\.1:(\d+) ->", line)
-        if found is None:
-            process.kill()
-            raise AssertionError(f"kubectl {version} port-forward: {line!r} {process.communicate()}")
-        yield process, int(found.group(1))
-    finally:
-        if process.poll() is None:
-            process.terminate()
-        process.communicate(timeout=10)  # reaps it and closes its pipes
+    tenant: Tenant, version: str, *args: str
+) -> contextlib.AbstractContextManager[tuple[subprocess.Popen[str], int]]:
+    """`kubectl port-forward ARGS` of kubectl `version` against the tenant, running."""
+    kubectl = [kubectl_path(version), "--kubeconfig", str(tenant.running.kubeconfig)]
+    return port_forwarding(kubectl, {**os.environ, "HOME": str(tenant.home / version)}, *args)
 
 
 def _exchange(port: int, payload: bytes) -> bytes:

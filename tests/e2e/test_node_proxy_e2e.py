@@ -14,15 +14,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer, start_server
+from apiserver_harness import BackgroundLoop, Kubectl, RunningAPIServer, connect_kubelets, start_server
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from tenantgpu.apiserver import errors
 from tenantgpu.gpushare import SharingConfig
 from tenantgpu.kubeclient import KubeClient
 from tenantgpu.kubeclient.config import load_cert_chain
-from tenantgpu.node.kubeletclient import KubeletClient
 from tenantgpu.node.worker import Worker
 
 pytestmark = pytest.mark.slow  # real kubectl and a worker
@@ -54,18 +52,7 @@ def tenant(
     running = start_server(background_loop, tmp_path_factory.mktemp("proxy"), kubernetes_version=version)
     ca = running.server.config.pki.ca
     # the API server shows the kubelets its kubelet client certificate (kube's --kubelet-client-certificate)
-    kubelets = KubeletClient(
-        error=errors.bad_request,
-        client_certificate=ca.issue_client("kube-apiserver-kubelet-client", ["system:masters"]),
-    )
-    running.server.config.node_proxy = kubelets
-
-    async def lookup(name: str) -> dict[str, object] | None:
-        nodes = running.server.kinds.resource("", "v1", "nodes")
-        assert nodes is not None
-        return running.server.registry.get_object(nodes, "", name)
-
-    kubelets.node_lookup = lookup
+    connect_kubelets(running)
 
     async def up() -> tuple[Worker, KubeClient]:
         client = KubeClient.from_kubeconfig(running.kubeconfig)

@@ -31,7 +31,7 @@ from typing import Any
 import kubernetes
 import pytest
 import yaml
-from apiserver_harness import RawClient
+from apiserver_harness import RawClient, port_forwarding
 from apiserver_harness import process_alive as _alive
 from apiserver_harness import wait_for as harness_wait_for
 
@@ -1715,32 +1715,12 @@ def test_kubectl_attach_follows_hamis_scheduler_as_it_binds_a_pod(lab: RunningLa
     assert bound[0].startswith("I") and 'node="worker-b1"' in bound[0]  # klog's header and HAMi's words
 
 
-@contextlib.contextmanager
-def _port_forward(lab: RunningLab, tenant: str, *args: str) -> Iterator[tuple[subprocess.Popen[str], int]]:
-    """`kubectl port-forward ARGS` against the tenant, running; yields it and the local port it chose."""
-    command = [
-        "kubectl",
-        "--kubeconfig",
-        str(lab.state / "kubeconfigs" / f"{tenant}.kubeconfig"),
-        "port-forward",
-        "--address",
-        "127.0.0.1",
-        *args,
-    ]
-    env = {**os.environ, "HOME": str(lab.home)}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        found = re.search(r"Forwarding from 127\.0\.0\.1:(\d+) ->", line)
-        if found is None:
-            process.kill()
-            raise AssertionError(f"port-forward {' '.join(args)}: {line!r} {process.communicate()}")
-        yield process, int(found.group(1))
-    finally:
-        if process.poll() is None:
-            process.terminate()
-        process.wait(10)
+def _port_forward(
+    lab: RunningLab, tenant: str, *args: str
+) -> contextlib.AbstractContextManager[tuple[subprocess.Popen[str], int]]:
+    """`kubectl port-forward ARGS` against the tenant, running."""
+    kubectl = ["kubectl", "--kubeconfig", str(lab.state / "kubeconfigs" / f"{tenant}.kubeconfig")]
+    return port_forwarding(kubectl, {**os.environ, "HOME": str(lab.home)}, *args)
 
 
 def test_hamis_metrics_are_read_through_the_api_servers_service_and_pod_proxy(lab: RunningLab) -> None:

@@ -13,6 +13,7 @@ import zlib
 
 import pytest
 
+from spdy_helpers import TransportSink, frames_of
 from tenantgpu import spdyframes
 from tenantgpu.node import portforward, sandbox
 from tenantgpu.spdyframes import RST_STREAM, SYN_REPLY, FrameReader, FrameWriter
@@ -27,12 +28,12 @@ def test_the_header_dictionary_is_spdy3s() -> None:
 
 
 def test_header_blocks_round_trip_in_one_zlib_stream_per_direction() -> None:
-    sink = _Sink()
+    sink = TransportSink()
     writer = FrameWriter(sink)  # type: ignore[arg-type]
     writer.syn_stream(1, {"streamType": ["error"], "port": ["9395"], "requestID": ["0"]})
     writer.syn_stream(3, {"streamType": ["data"], "port": ["9395"], "requestID": ["0"]})
     decoder = spdyframes.HeaderDecoder()
-    first, second = _frames(sink.data)
+    first, second = frames_of(sink.data)
     # names arrive lower-cased, as spdystream writes them
     assert spdyframes.syn_stream_headers(first, decoder) == {
         "streamtype": ["error"],
@@ -44,34 +45,12 @@ def test_header_blocks_round_trip_in_one_zlib_stream_per_direction() -> None:
         spdyframes.HeaderDecoder().decode(second.payload[10:])  # the second block needs the first's context
 
 
-class _Sink:
-    def __init__(self) -> None:
-        self.data = b""
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-
-    def is_closing(self) -> bool:
-        return False
-
-
-def _frames(data: bytes) -> list[spdyframes.Frame]:
-    reader = FrameReader()
-    reader.feed_data(data)
-    frames = []
-    while not reader.frames.empty():
-        frame = reader.frames.get_nowait()
-        assert frame is not None
-        frames.append(frame)
-    return frames
-
-
 class _Client:
     """kubectl's side of one SPDY port-forward connection, against a `SpdySession` in memory."""
 
     def __init__(self, target: portforward.Target) -> None:
         self.to_server = FrameReader()
-        self.from_server = _Sink()
+        self.from_server = TransportSink()
         self.writer = FrameWriter(_Feed(self.to_server))  # type: ignore[arg-type]
         self.session = portforward.SpdySession(FrameWriter(self.from_server), target)  # type: ignore[arg-type]
         self.task = asyncio.ensure_future(self.session.run(self.to_server))
@@ -84,7 +63,7 @@ class _Client:
             self.writer.syn_stream(first_id + offset, headers)
 
     def received(self) -> list[spdyframes.Frame]:
-        return _frames(self.from_server.data)
+        return frames_of(self.from_server.data)
 
     def stream_bytes(self, stream_id: int) -> bytes:
         return b"".join(f.payload for f in self.received() if not f.control and f.stream_id == stream_id)

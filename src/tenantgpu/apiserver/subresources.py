@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import random
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from tenantgpu.apiserver.server import APIServerConfig
 
 Obj = dict[str, Any]
+_Streamer = TypeVar("_Streamer")
 
 
 def _review_field_selector(resource: Obj) -> tuple[FieldRequirement, ...]:
@@ -466,13 +467,7 @@ class SubresourceHandlers:
             raise errors.bad_request(
                 f"pod {pod['metadata']['name']}: attach is not served by this API server"
             )
-        upgraded = isinstance(request, web.BaseRequest)
-        if upgraded and podexec.wants_websocket(request):
-            stream_output = podattach.stream_websocket
-        elif upgraded and spdy.wants_spdy(request):
-            stream_output = podattach.stream_spdy
-        else:
-            raise errors.bad_request("Upgrade request required")
+        stream_output = _by_protocol(request, podattach.stream_websocket, podattach.stream_spdy)
         log = source.stream(pod, LogOptions(options.container, follow=True, tail_lines=0))
         first = await anext(log, b"")  # the kubelet's refusal comes before the switch of protocols
 
@@ -509,14 +504,7 @@ class SubresourceHandlers:
         source = self.config.exec_source
         if source is None:
             raise errors.bad_request(f"pod {pod['metadata']['name']}: exec is not served by this API server")
-        # A switch of protocols reaches aiohttp (see `http1`); a plain request cannot stream exec.
-        upgraded = isinstance(request, web.BaseRequest)
-        if upgraded and podexec.wants_websocket(request):
-            stream_result = podexec.stream_result
-        elif upgraded and spdy.wants_spdy(request):
-            stream_result = spdy.stream_result
-        else:
-            raise errors.bad_request("Upgrade request required")
+        stream_result = _by_protocol(request, podexec.stream_result, spdy.stream_result)
         result = await source.exec(pod, options.container, options.command)
         return await stream_result(request, options, result)
 
@@ -613,6 +601,18 @@ class SubresourceHandlers:
                 await response.write(chunk)
             await response.write_eof()
         return response
+
+
+def _by_protocol(request: web.Request, websocket: _Streamer, spdy_streams: _Streamer) -> _Streamer:
+    """Which of a streaming subresource's two servers answers the request: the WebSocket one or the
+    SPDY/3.1 one, by the protocol it asks to switch to."""
+    # A switch of protocols reaches aiohttp (see `http1`); a plain request cannot stream.
+    upgraded = isinstance(request, web.BaseRequest)
+    if upgraded and podexec.wants_websocket(request):
+        return websocket
+    if upgraded and spdy.wants_spdy(request):
+        return spdy_streams
+    raise errors.bad_request("Upgrade request required")
 
 
 def _review_spec(body: Any, kind: str) -> Obj:
