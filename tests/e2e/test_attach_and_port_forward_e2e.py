@@ -392,3 +392,26 @@ def test_attach_refusals_are_kubes(tenant: Tenant) -> None:
     bare = "/api/v1/namespaces/kube-system/pods/echo/attach"
     status, _, body = _raw_upgrade(tenant, "POST", bare, {"Upgrade": "SPDY/3.1", "Connection": "Upgrade"})
     assert status == 400 and b"you must specify at least 1 of stdin, stdout, stderr" in body
+
+
+def test_a_kubelet_out_of_reach_is_kubes_dial_error(tenant: Tenant) -> None:
+    """kube's upgrade-aware proxy words a failed dial to the kubelet as `error dialing backend: …`."""
+    tenant.running.loop.run(tenant.worker.server.stop())
+    try:
+        env = {**os.environ, "HOME": str(tenant.home / "1.33")}
+        command = [kubectl_path("1.33"), "--kubeconfig", str(tenant.running.kubeconfig), "-n", "kube-system"]
+        refused = subprocess.run(
+            [*command, "port-forward", "pod/echo", ":7000"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+        )
+        assert refused.returncode == 1
+        host, port = tenant.worker.host_ip, tenant.worker.server.port
+        assert (
+            f"error upgrading connection: error dialing backend: dial tcp {host}:{port}: connect: connection refused"
+            in refused.stderr
+        ), refused.stderr
+    finally:
+        tenant.running.loop.run(tenant.worker.server.start())

@@ -104,7 +104,9 @@ async def _open(
     try:
         head, reader, writer = await source.upgrade(node, method, path, headers)
     except (OSError, asyncio.IncompleteReadError) as err:
-        raise proxy.unreachable(str(err) or type(err).__name__) from err
+        # kube's upgrade-aware proxy words a failed dial so: kubectl then shows `error upgrading
+        # connection: error dialing backend: dial tcp …`
+        raise proxy.unreachable(f"error dialing backend: {str(err) or type(err).__name__}") from err
     return head, reader, writer  # type: ignore[no-any-return]
 
 
