@@ -107,7 +107,7 @@ def start_server(
 
 
 def connect_kubelets(running: RunningAPIServer) -> KubeletClient:
-    """Wire the API server to its nodes' kubelets as the lab does (node proxy, logs, attach, port
+    """Wire the API server to its nodes' kubelets as the lab does (node proxy, logs, exec, attach, port
     forwarding), showing them kube-apiserver's kubelet client certificate."""
     ca = running.server.config.pki.ca
     kubelets = KubeletClient(
@@ -116,6 +116,7 @@ def connect_kubelets(running: RunningAPIServer) -> KubeletClient:
     )
     running.server.config.node_proxy = kubelets
     running.server.config.log_source = kubelets
+    running.server.config.exec_source = kubelets
 
     async def lookup(name: str) -> dict[str, Any] | None:
         nodes = running.server.kinds.resource("", "v1", "nodes")

@@ -606,6 +606,13 @@ def test_kubectl_exec_shows_what_hami_gave_the_container_with_every_kubectl(lab:
     assert python.returncode == 0, python.stderr
     assert python.stdout.strip() == "'8000m\\n' 1"
 
+    # a shell reads its lines from kubectl's stdin, each run in the container through the tunnel
+    script = "printenv CUDA_DEVICE_MEMORY_LIMIT_0\nnvidia-smi --query-gpu=memory.total --format=csv,noheader\nexit 3\n"
+    shell = lab.kubectl(
+        "tenant-a", "exec", "-i", "exec-0", "-c", "cuda", "--", "bash", input=script, check=False
+    )
+    assert (shell.returncode, shell.stdout) == (3, "8000m\n8000 MiB\n"), shell.stderr
+
     # exec reaches the kubelet through the tunnel the worker dialled, like the webhook.
     _lab_control(lab, "tenant-a", "konnectivity-agent", "stopped")
     try:

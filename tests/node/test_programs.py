@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from tenantgpu.node.execresult import ExecResult
 from tenantgpu.node.gpu_runtime import GpuView
 from tenantgpu.node.programs import COMMAND_NOT_FOUND, ContainerView, main_command, run
 
@@ -106,8 +107,10 @@ def test_sh_c_runs_one_simple_command_and_refuses_shell_syntax() -> None:
     assert run(["sh", "-c", "exit 3"], GPU_CONTAINER).exit_code == 3
     assert run(["sh", "-c", "exit"], GPU_CONTAINER).exit_code == 0
     assert run(["sh", "-c", "exit 300"], GPU_CONTAINER).exit_code == 44  # the status is a byte
-    interactive = run(["bash"], GPU_CONTAINER)
-    assert interactive.exit_code == COMMAND_NOT_FOUND and "no interactive shell" in interactive.stderr
+    # a shell without input ends at once (exec without -i); a session with input is the API server's
+    assert run(["bash"], GPU_CONTAINER) == ExecResult()
+    flagged = run(["bash", "-l"], GPU_CONTAINER)
+    assert flagged.exit_code == COMMAND_NOT_FOUND and "no interactive shell" in flagged.stderr
 
 
 def test_an_unknown_command_exits_127_and_says_what_there_is() -> None:

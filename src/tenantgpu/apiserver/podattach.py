@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 import orjson
 from aiohttp import web
 
-from tenantgpu.apiserver import errors, podexec, spdy
+from tenantgpu.apiserver import podexec, spdy
 
 Output = AsyncIterator[bytes]
 SUCCESS = orjson.dumps({"metadata": {}, "status": "Success"})
@@ -41,11 +41,7 @@ def output_role(options: podexec.ExecOptions) -> str | None:
 async def stream_websocket(
     request: web.Request, options: podexec.ExecOptions, output: Output
 ) -> web.StreamResponse:
-    ws = web.WebSocketResponse(protocols=podexec.PROTOCOLS, autoping=True)
-    if not ws.can_prepare(request).ok:
-        raise errors.bad_request("the attach request is not a valid WebSocket upgrade")
-    await ws.prepare(request)
-    protocol = ws.ws_protocol or "channel.k8s.io"
+    ws, protocol = await podexec.accept_websocket(request, "attach")
     role = output_role(options)
     channel = {"stdout": podexec.STDOUT, "stderr": podexec.STDERR}.get(role or "")
 

@@ -153,15 +153,21 @@ def output_frames(options: ExecOptions, result: CommandResult) -> list[bytes]:
     ]
 
 
+async def accept_websocket(request: web.Request, what: str) -> tuple[web.WebSocketResponse, str]:
+    """Switch to a WebSocket with the newest channel protocol the client offers; the socket and that
+    protocol (`channel.k8s.io` when it offered none)."""
+    ws = web.WebSocketResponse(protocols=PROTOCOLS, autoping=True)
+    if not ws.can_prepare(request).ok:
+        raise errors.bad_request(f"the {what} request is not a valid WebSocket upgrade")
+    await ws.prepare(request)
+    return ws, ws.ws_protocol or "channel.k8s.io"
+
+
 async def stream_result(
     request: web.Request, options: ExecOptions, result: CommandResult
 ) -> web.StreamResponse:
     """Upgrade to a WebSocket, send the command's output and its end, and close."""
-    ws = web.WebSocketResponse(protocols=PROTOCOLS, autoping=True)
-    if not ws.can_prepare(request).ok:
-        raise errors.bad_request("the exec request is not a valid WebSocket upgrade")
-    await ws.prepare(request)
-    protocol = ws.ws_protocol or "channel.k8s.io"
+    ws, protocol = await accept_websocket(request, "exec")
     await _until_client_settled(ws, options, protocol)
     for frame in output_frames(options, result):
         await ws.send_bytes(frame)

@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
-from tenantgpu.apiserver import errors, eviction, podattach, podexec, portforward, proxy, spdy, upstream
+from tenantgpu.apiserver import (
+    errors,
+    eviction,
+    podattach,
+    podexec,
+    podshell,
+    portforward,
+    proxy,
+    spdy,
+    upstream,
+)
 from tenantgpu.apiserver.auth import Attributes, UserInfo
 from tenantgpu.apiserver.hooks import LogOptions, ProxyAnswer
 from tenantgpu.apiserver.http1 import ChunkedStream, start_stream
@@ -504,6 +514,15 @@ class SubresourceHandlers:
         source = self.config.exec_source
         if source is None:
             raise errors.bad_request(f"pod {pod['metadata']['name']}: exec is not served by this API server")
+        if podshell.is_session(options.command, options.stdin):
+            serve = _by_protocol(request, podshell.serve_websocket, podshell.serve_spdy)
+            # a container that does not run is refused before the switch of protocols, as for a command
+            await source.exec(pod, options.container, [options.command[0], "-c", "true"])
+
+            async def run_line(words: list[str]) -> Any:
+                return await source.exec(pod, options.container, words)
+
+            return await serve(request, options, pod["metadata"]["name"], run_line)
         stream_result = _by_protocol(request, podexec.stream_result, spdy.stream_result)
         result = await source.exec(pod, options.container, options.command)
         return await stream_result(request, options, result)

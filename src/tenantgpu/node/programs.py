@@ -107,6 +107,10 @@ def run(command: list[str], view: ContainerView) -> ExecResult:
 
 
 def _shell(shell: str, args: list[str], view: ContainerView) -> ExecResult:
+    if not args:
+        # a shell with nothing on its stdin (exec without -i) reads the end of its input and exits 0;
+        # with the client's stdin the API server runs the session line by line (`apiserver/podshell`)
+        return ExecResult()
     if len(args) < 2 or args[0] != "-c":
         return ExecResult(
             stderr=f"{shell}: the simulated container has no interactive shell; "

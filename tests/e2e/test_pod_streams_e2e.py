@@ -1,8 +1,10 @@
-"""`kubectl attach` and `kubectl port-forward`, and the Python client's: the API server passes
-`pods/attach` and `pods/portforward` on to the pod's kubelet, as kube-apiserver does.
+"""`kubectl exec -it … -- bash`, `kubectl attach` and `kubectl port-forward`, and the Python client's: the
+API server serves `pods/exec`, `pods/attach` and `pods/portforward` through the pod's kubelet.
 
-Attach shows what the container's process writes from now on (its log followed from the end), until
-the container ends: kubectl then exits 0, as when an attached process exits.
+A shell reads the client's lines and runs each on the kubelet (`apiserver/podshell.py`); with a terminal
+it prompts and echoes as a pty would. Attach shows what the container's process writes from now on (its
+log followed from the end), until the container ends: kubectl then exits 0, as when an attached process
+exits.
 
 Port forwarding goes to the kubelet's `/portForward/<ns>/<pod>`; the API server copies bytes, and the
 kubelet forwards to the port in the pod, as a kubelet with containerd does. kubectl up to 1.30 speaks
@@ -16,11 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
+import pty
 import re
+import select
 import socket
 import ssl
+import struct
 import subprocess
+import termios
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -415,3 +422,90 @@ def test_a_kubelet_out_of_reach_is_kubes_dial_error(tenant: Tenant) -> None:
         ), refused.stderr
     finally:
         tenant.running.loop.run(tenant.worker.server.start())
+
+
+@pytest.mark.parametrize("kubectl_version", ["1.29", "1.33"])
+def test_a_shell_reads_piped_lines_and_ends_with_its_exit(tenant: Tenant, kubectl_version: str) -> None:
+    """kubectl 1.29 over SPDY, 1.33 over a WebSocket: each line runs in the container, none after `exit`."""
+    env = {**os.environ, "HOME": str(tenant.home / kubectl_version)}
+    command = [kubectl_path(kubectl_version), "--kubeconfig", str(tenant.running.kubeconfig)]
+    script = "hostname\nprintenv HOSTNAME\nfoo\nexit 3\necho never\n"
+    shell = subprocess.run(
+        [*command, "exec", "-i", "web", "--", "sh"],
+        input=script,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert shell.returncode == 3, shell.stderr
+    assert shell.stdout == "web\nweb\n"
+    assert "sh: 1: foo: not found" in shell.stderr and "never" not in shell.stdout
+
+
+@pytest.mark.parametrize("kubectl_version", ["1.29", "1.33"])
+def test_a_terminal_shell_prompts_echoes_and_exits(tenant: Tenant, kubectl_version: str) -> None:
+    """`kubectl exec -it` from a real terminal (a pty): bash's prompt, the typed keys echoed (a
+    backspace erases), each command's output, and `exit 4` as kubectl's exit code."""
+    master, replica = pty.openpty()
+    fcntl.ioctl(replica, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = {**os.environ, "HOME": str(tenant.home / kubectl_version)}
+    command = [kubectl_path(kubectl_version), "--kubeconfig", str(tenant.running.kubeconfig)]
+    shell = subprocess.Popen(
+        [*command, "exec", "-it", "web", "--", "bash"], stdin=replica, stdout=replica, stderr=replica, env=env
+    )
+    os.close(replica)
+    screen = b""
+
+    def until(text: bytes) -> bytes:
+        nonlocal screen
+        deadline = time.monotonic() + 15
+        while text not in screen and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                screen += os.read(master, 65536)
+        assert text in screen, screen
+        return screen
+
+    try:
+        until(b"root@web:/# ")
+        for key in "hostnameX\x7f\r":
+            os.write(master, key.encode())
+        # the X typed and erased, Enter, the command's output and the next prompt
+        until(b"root@web:/# hostnameX\b \b\r\nweb\r\nroot@web:/# ")
+        os.write(master, b"exit 4\r")
+        assert shell.wait(15) == 4
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+        os.close(master)
+
+
+def test_the_python_client_drives_a_shell_through_its_stdin(tenant: Tenant) -> None:
+    api = k8s.CoreV1Api(k8s_config.new_client_from_config(str(tenant.running.kubeconfig)))
+    try:
+        shell = python_stream(
+            api.connect_get_namespaced_pod_exec,
+            "web",
+            "default",
+            command=["bash"],
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            tty=False,
+            _preload_content=False,
+        )
+        shell.write_stdin("hostname\n")
+        output = ""
+        deadline = time.monotonic() + 15
+        while "web" not in output and time.monotonic() < deadline:
+            shell.update(timeout=1)
+            output += shell.read_stdout() if shell.peek_stdout() else ""
+        assert output == "web\n"
+        shell.write_stdin("exit 5\n")
+        while shell.is_open() and time.monotonic() < deadline:
+            shell.update(timeout=1)
+        assert shell.returncode == 5
+        shell.close()
+    finally:
+        api.api_client.close()
