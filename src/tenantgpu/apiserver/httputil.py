@@ -50,6 +50,12 @@ def wants_table(accept: str) -> bool:
     return "as=Table" in accept and "g=meta.k8s.io" in accept
 
 
+def header_list(request: web.BaseRequest, name: str) -> list[str]:
+    """A header's values, each split at commas and trimmed, as kube reads `X-Stream-Protocol-Version`
+    (httpstream's commaSeparatedHeaderValues) and a WebSocket's offered subprotocols."""
+    return [part.strip() for value in request.headers.getall(name, []) for part in value.split(",")]
+
+
 def query_flag(query: Any, name: str) -> bool:
     return query.get(name, "").lower() in ("true", "1")
 

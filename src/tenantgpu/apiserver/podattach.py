@@ -58,22 +58,14 @@ async def stream_websocket(
     try:
         done, _ = await asyncio.wait({pumping, draining}, return_when=asyncio.FIRST_COMPLETED)
         client_left = draining in done
-        await _stop(pumping, draining)
+        await podexec.stop_tasks(pumping, draining)
         if not client_left and protocol in _STATUS_PROTOCOLS:  # the container ended: its process's end
             await ws.send_bytes(bytes([podexec.ERROR]) + SUCCESS)
     finally:
-        await _stop(pumping, draining)
+        await podexec.stop_tasks(pumping, draining)
         with contextlib.suppress(Exception):
             await ws.close()  # waits for the client's close, dropping what it still sends
     return ws
-
-
-async def _stop(*tasks: asyncio.Future[None]) -> None:
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
 
 
 async def stream_spdy(
@@ -95,7 +87,7 @@ async def stream_spdy(
         try:
             done, _ = await asyncio.wait({pumping, leaving}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            await _stop(pumping, leaving)
+            await podexec.stop_tasks(pumping, leaving)
         if leaving not in done:  # the container ended: close the streams as an exiting process does
             for each in ("stdout", "stderr"):
                 session.send(each, b"", fin=True)

@@ -14,6 +14,7 @@ as it would show the kubelet's. SPDY/3.1 (kubectl 1.29 and older) is in `spdy`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -151,6 +152,15 @@ def output_frames(options: ExecOptions, result: CommandResult) -> list[bytes]:
         for role, text in output_texts(options, result).items()
         if text
     ]
+
+
+async def stop_tasks(*tasks: asyncio.Future[Any]) -> None:
+    """Cancel a streaming session's tasks and wait until they have ended (their own ends run first)."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 async def accept_websocket(request: web.Request, what: str) -> tuple[web.WebSocketResponse, str]:

@@ -235,9 +235,7 @@ async def serve_websocket(
         if end is not None and not reading.done():
             await ws.send_bytes(bytes([podexec.ERROR]) + end)
     finally:
-        reading.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await reading
+        await podexec.stop_tasks(reading)
         with contextlib.suppress(Exception):
             await ws.close()
     return ws
@@ -276,9 +274,7 @@ async def serve_spdy(
         try:
             status = await run(options.command[0], pod, options.tty, _keys(queue), output, run_line)
         finally:
-            reading.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reading
+            await podexec.stop_tasks(reading)
         for stream in ("stdout", "stderr"):
             session.send(stream, b"", fin=True)
         end = podexec.error_status(session.protocol, options.command, Result(exit_code=status))

@@ -28,6 +28,7 @@ from aiohttp import WSMsgType, web
 
 from tenantgpu.apiserver import errors, featuregates, proxy, upstream
 from tenantgpu.apiserver.hooks import NodeProxySource
+from tenantgpu.apiserver.httputil import header_list
 
 Obj = dict[str, Any]
 TUNNEL_PREFIX = "SPDY/3.1+"
@@ -64,9 +65,7 @@ def parse_ports(values: list[str]) -> list[str]:
 
 def tunnelled_protocols(request: web.BaseRequest) -> list[str]:
     """The SPDY protocols a WebSocket asks to tunnel (`SPDY/3.1+portforward.k8s.io` → `portforward.k8s.io`)."""
-    offered = [
-        p.strip() for value in request.headers.getall("Sec-WebSocket-Protocol", []) for p in value.split(",")
-    ]
+    offered = header_list(request, "Sec-WebSocket-Protocol")
     return [p[len(TUNNEL_PREFIX) :] for p in offered if p.startswith(TUNNEL_PREFIX) and p.endswith(".k8s.io")]
 
 
@@ -80,20 +79,18 @@ async def forward(
         raise errors.bad_request("Upgrade request required")
     tunnelled = tunnelled_protocols(request) if upgrade == "websocket" else []
     if tunnelled and featuregates.enabled("PortForwardWebsockets", minor):
+        method, carry = "POST", _tunnel
         headers = [("Upgrade", "SPDY/3.1"), *(("X-Stream-Protocol-Version", p) for p in tunnelled)]
-        head, reader, writer = await _open(source, node, "POST", path, headers)
-        try:
-            if head.status != 101:
-                return await _answer(head, reader)
-            return await _tunnel(request, head, reader, writer)
-        finally:
-            writer.close()
-    headers = [(name, value) for name, value in request.headers.items() if name.lower() in _UPGRADE_HEADERS]
-    head, reader, writer = await _open(source, node, request.method, path, headers)
+    else:
+        method, carry = request.method, _splice
+        headers = [
+            (name, value) for name, value in request.headers.items() if name.lower() in _UPGRADE_HEADERS
+        ]
+    head, reader, writer = await _open(source, node, method, path, headers)
     try:
         if head.status != 101:
             return await _answer(head, reader)
-        return await _splice(request, head, reader, writer)
+        return await carry(request, head, reader, writer)
     finally:
         writer.close()
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from tenantgpu.apiserver import errors, podexec
+from tenantgpu.apiserver.httputil import header_list
 from tenantgpu.spdyframes import GOAWAY, PING, SYN_STREAM, FrameReader, FrameWriter
 
 __all__ = ["SPDY", "StreamSession", "choose_protocol", "stream_result", "stream_roles", "wants_spdy"]
@@ -66,13 +67,7 @@ class StreamSession:
     def __init__(self, request: web.Request, options: podexec.ExecOptions) -> None:
         self.request = request
         self.options = options
-        self.protocol = choose_protocol(
-            [
-                p.strip()
-                for value in request.headers.getall("X-Stream-Protocol-Version", [])
-                for p in value.split(",")
-            ]
-        )
+        self.protocol = choose_protocol(header_list(request, "X-Stream-Protocol-Version"))
         self.response = web.StreamResponse(
             status=101,
             headers={"Connection": "Upgrade", "Upgrade": SPDY, "X-Stream-Protocol-Version": self.protocol},

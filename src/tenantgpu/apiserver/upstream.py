@@ -104,6 +104,17 @@ def insecure_context() -> ssl.SSLContext:
     return context
 
 
+async def dial(
+    egress: Egress, host: str, port: int, tls: ssl.SSLContext | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Open `host:port` through `egress` (TLS on top with `tls`); a failed dial is an `OSError` in Go's
+    words (`dial tcp H:P: connect: connection refused`)."""
+    try:
+        return await egress.open_connection(host, port, ssl=tls, server_hostname=host if tls else None)
+    except OSError as err:
+        raise OSError(go_dial_error(f"{host}:{port}", err)) from err
+
+
 async def exchange(
     egress: Egress,
     host: str,
@@ -115,14 +126,8 @@ async def exchange(
     body: bytes = b"",
     content_type: str | None = None,
 ) -> ProxyAnswer:
-    """Dial `host:port` through `egress`, send one request and read its whole answer; a failed dial is an
-    `OSError` in Go's words (`dial tcp H:P: connect: connection refused`)."""
-    try:
-        reader, writer = await egress.open_connection(
-            host, port, ssl=tls, server_hostname=host if tls else None
-        )
-    except OSError as err:
-        raise OSError(go_dial_error(f"{host}:{port}", err)) from err
+    """Dial `host:port` through `egress` (`dial`), send one request and read its whole answer."""
+    reader, writer = await dial(egress, host, port, tls)
     try:
         head = await send(reader, writer, method, path, f"{host}:{port}", body, content_type)
         return ProxyAnswer(head.status, head.content_type, await read_body(reader, head))

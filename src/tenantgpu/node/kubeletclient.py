@@ -20,7 +20,6 @@ import orjson
 from tenantgpu.apiserver import upstream
 from tenantgpu.apiserver.hooks import DirectEgress, Egress, ProxyAnswer
 from tenantgpu.apiserver.proxy import kubelet_endpoint
-from tenantgpu.dialerrors import go_dial_error
 from tenantgpu.kubeclient.config import load_cert_chain
 from tenantgpu.node.execresult import ExecResult
 
@@ -132,12 +131,7 @@ class KubeletClient:
         """A request to switch protocols on the node's kubelet (`/portForward`), as kube-apiserver's
         upgrade-aware proxy sends it; the connection stays open for the new protocol."""
         host, port = kubelet_endpoint(node)
-        try:
-            reader, writer = await self.egress.open_connection(
-                host, port, ssl=self._tls, server_hostname=host
-            )
-        except OSError as err:
-            raise OSError(go_dial_error(f"{host}:{port}", err)) from err
+        reader, writer = await upstream.dial(self.egress, host, port, self._tls)
         try:
             head = await upstream.upgrade(reader, writer, method, path, f"{host}:{port}", headers)
         except BaseException:

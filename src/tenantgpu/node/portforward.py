@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import WSMsgType, web
 
+from tenantgpu.apiserver import podexec, spdy
+from tenantgpu.apiserver.httputil import header_list
 from tenantgpu.spdyframes import (
     CANCEL,
     GOAWAY,
@@ -42,7 +44,6 @@ from tenantgpu.spdyframes import (
 )
 
 PROTOCOL = "portforward.k8s.io"
-SPDY = "SPDY/3.1"
 WEBSOCKET_PROTOCOLS = ("v4.channel.k8s.io", "v4.base64.channel.k8s.io")
 STREAM_CREATION_TIMEOUT = 30.0  # the streaming server's default
 CLOSE_GRACE = 1.0  # containerd: after one direction ends, the other has this long
@@ -67,17 +68,8 @@ class Target:
         return f"error forwarding port {port} to pod {self.sandbox}, uid : {err}"
 
 
-def wants_websocket(request: web.BaseRequest) -> bool:
-    return request.headers.get("Upgrade", "").lower() == "websocket"
-
-
 def offered_protocols(request: web.BaseRequest) -> list[str]:
-    return [
-        p.strip()
-        for value in request.headers.getall("X-Stream-Protocol-Version", [])
-        for p in value.split(",")
-        if p.strip()
-    ]
+    return [p for p in header_list(request, "X-Stream-Protocol-Version") if p]
 
 
 def query_ports(values: list[str]) -> list[int]:
@@ -106,9 +98,9 @@ def _parse_port(word: str, shown: str) -> int:
 
 async def serve(request: web.Request, target: Target) -> web.StreamResponse:
     """Answer a port-forward request on an HTTP connection of the kubelet's port."""
-    if wants_websocket(request):
+    if podexec.wants_websocket(request):
         return await _serve_websocket(request, target)
-    if request.headers.get("Upgrade", "").lower() != SPDY.lower():
+    if not spdy.wants_spdy(request):
         return web.Response(status=400, text="Upgrade request required")
     offered = offered_protocols(request)
     if not offered:
@@ -117,7 +109,8 @@ async def serve(request: web.Request, target: Target) -> web.StreamResponse:
         text = f"unable to upgrade: unable to negotiate protocol: client supports {_go_list(offered)}, server accepts [{PROTOCOL}]"
         return web.Response(status=403, text=text, headers={"X-Accepted-Stream-Protocol-Versions": PROTOCOL})
     response = web.StreamResponse(
-        status=101, headers={"Connection": "Upgrade", "Upgrade": SPDY, "X-Stream-Protocol-Version": PROTOCOL}
+        status=101,
+        headers={"Connection": "Upgrade", "Upgrade": spdy.SPDY, "X-Stream-Protocol-Version": PROTOCOL},
     )
     await response.prepare(request)
     transport = request.transport
