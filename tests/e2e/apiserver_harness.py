@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -125,6 +126,18 @@ def connect_kubelets(running: RunningAPIServer) -> KubeletClient:
 
     kubelets.node_lookup = lookup
     return kubelets
+
+
+def closed_unanswered(port: int, payload: bytes) -> bool:
+    """Whether a connection to the local `port` is closed without a byte of answer once `payload` is
+    sent. kubectl closes a forwarded connection the pod refused; what was sent and not yet read turns
+    that close into a reset, so a reset is such a close too."""
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as connection:
+        connection.sendall(payload)
+        try:
+            return connection.recv(100) == b""
+        except ConnectionResetError:
+            return True
 
 
 @contextlib.contextmanager

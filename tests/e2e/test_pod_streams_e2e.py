@@ -37,6 +37,7 @@ import pytest
 from apiserver_harness import (
     BackgroundLoop,
     RunningAPIServer,
+    closed_unanswered,
     connect_kubelets,
     kubectl_path,
     port_forwarding,
@@ -179,7 +180,7 @@ def test_kubectl_of_each_release_forwards_a_local_port_to_the_pods_port(
 def test_a_port_nothing_listens_on_ends_kubectl_with_the_runtimes_refusal(tenant: Tenant) -> None:
     for version in ("1.29", "1.33"):
         with forwarding(tenant, version, "pod/web", ":80") as (process, port):
-            assert _exchange(port, b"GET / HTTP/1.1\r\n\r\n") == b""  # the local connection just closes
+            assert closed_unanswered(port, b"GET / HTTP/1.1\r\n\r\n")  # the local connection just closes
             _, stderr = process.communicate(timeout=15)
         assert process.returncode == 1, f"kubectl {version}"
         assert REFUSED.search(stderr), f"kubectl {version}: {stderr}"

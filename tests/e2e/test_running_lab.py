@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from typing import Any
 import kubernetes
 import pytest
 import yaml
-from apiserver_harness import RawClient, port_forwarding
+from apiserver_harness import RawClient, closed_unanswered, port_forwarding
 from apiserver_harness import process_alive as _alive
 from apiserver_harness import wait_for as harness_wait_for
 
@@ -582,9 +581,7 @@ def test_kubectl_exec_shows_what_hami_gave_the_container_with_every_kubectl(lab:
     assert missing.returncode == 1 and 'pods "no-such-pod" not found' in missing.stderr
     # nothing listens in a workload's simulated container: the runtime refuses the forwarded connection
     with _port_forward(lab, "tenant-a", "pod/exec-0", ":80") as (forward, port):
-        with socket.create_connection(("127.0.0.1", port), timeout=15) as connection:
-            connection.sendall(b"GET / HTTP/1.1\r\n\r\n")
-            assert connection.recv(100) == b""
+        assert closed_unanswered(port, b"GET / HTTP/1.1\r\n\r\n")
         _, stderr = forward.communicate(timeout=15)
     assert forward.returncode == 1
     assert "error forwarding port 80 to pod" in stderr and "connect: connection refused" in stderr
